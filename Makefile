@@ -1,0 +1,74 @@
+# Weir's make targets. Everything a fresh machine needs comes from the Go module proxy
+# (pinned in go.mod, tools through its `tool` directive).
+
+GO        ?= go
+# Packages whose tests exercise goroutines; they also run under -race in `make test`.
+RACE_PKGS ?= ./vec/... ./vnode/...
+# package:FuzzTarget pairs; `make test` runs each briefly, `make fuzz` for FUZZTIME.
+FUZZ_TARGETS = \
+	./schema:FuzzParse \
+	./vec:FuzzDecodeValue \
+	./vec:FuzzDecodeKey \
+	./vnode:FuzzUnmarshalBitmap \
+	./internal/testschemas:FuzzGeneratedDecode
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 4s
+BENCHTIME      ?= 1s
+BENCHCOUNT     ?= 1
+
+.PHONY: all demo test unit race fuzz-short fuzz generate check-generated bench lint vet fmt
+
+all: test
+
+## demo: generate the Nexmark code and summarise the schemas Weir knows.
+demo: generate
+	$(GO) run ./tools/weir demo
+
+## test: vet, unit tests, -race on the concurrent packages, short fuzzing.
+test: vet unit race fuzz-short
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+fuzz-short:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZTIME_SHORT)"; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME_SHORT) $$pkg; \
+	done
+
+## fuzz: run every fuzz target for FUZZTIME each (default 60s).
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+## generate: regenerate every *.gen.go from its schema file.
+generate:
+	$(GO) generate ./...
+
+## check-generated: fail when go generate changes the tree.
+check-generated: generate
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		echo "go generate ./... changed the tree:"; git status --porcelain; git diff --stat; exit 1; \
+	fi
+
+## bench: the snapshot read path and kernel benchmarks (see bench/RESULTS.md).
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./bench/...
+
+## lint: gofmt, go vet and staticcheck (pinned in go.mod).
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) tool staticcheck ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

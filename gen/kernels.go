@@ -1,0 +1,245 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+)
+
+func (g *tableGen) kernels(f *jen.File) {
+	K := g.lname("Kernels")
+	tbl := g.lname("Table")
+	f.Commentf("%s are the generated kernels of table %s (vec.Kernels).", K, g.t.Name)
+	f.Type().Id(K).Struct()
+	f.Var().Id("_").Qual(pkgVec, "Kernels").Op("=").Id(K).Values()
+	f.Func().Id("init").Params().Block(jen.Qual(pkgVec, "Register").Call(jen.Id(K).Values()))
+	f.Commentf("%s returns the generated kernels of table %s.", g.name("Kernels"), g.t.Name)
+	f.Func().Id(g.name("Kernels")).Params().Qual(pkgVec, "Kernels").Block(jen.Return(jen.Id(K).Values()))
+
+	recv := func() *jen.Statement { return f.Func().Params(jen.Id(K)) }
+	errf := func(format string, args ...jen.Code) jen.Code {
+		return jen.Qual("fmt", "Errorf").Call(append([]jen.Code{jen.Lit("table " + g.t.Name + ": " + format)}, args...)...)
+	}
+	chunk := jen.Id("c").Op("*").Qual(pkgVec, "Chunk")
+
+	f.Comment("Table implements vec.Kernels.")
+	recv().Id("Table").Params().Op("*").Qual(pkgSchema, "Table").Block(jen.Return(jen.Id(tbl)))
+	f.Comment("Generated implements vec.Kernels.")
+	recv().Id("Generated").Params().Bool().Block(jen.Return(jen.True()))
+
+	loopRows := func(body ...jen.Code) jen.Code {
+		return jen.For(jen.List(jen.Id("i"), jen.Id("n")).Op(":=").List(jen.Lit(0), jen.Id("v").Dot("NumRows").Call()), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(body...)
+	}
+	f.Comment("EncodeKeys implements vec.Kernels.")
+	recv().Id("EncodeKeys").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
+		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+		loopRows(
+			jen.Id("out").Dot("Data").Op("=").Id("v").Dot("AppendKey").Call(jen.Id("out").Dot("Data"), jen.Id("i")),
+			jen.Id("out").Dot("Commit").Call(),
+		),
+	)
+	f.Comment("EncodeValues implements vec.Kernels.")
+	recv().Id("EncodeValues").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
+		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+		loopRows(
+			jen.Id("out").Dot("Data").Op("=").Id("v").Dot("AppendValue").Call(jen.Id("out").Dot("Data"), jen.Id("i")),
+			jen.Id("out").Dot("Commit").Call(),
+		),
+	)
+
+	// DecodeKeys: type-assert the builders once, then decode key by key.
+	body := []jen.Code{
+		jen.If(jen.Len(jen.Id("out")).Op("!=").Lit(len(g.t.PK))).Block(
+			jen.Return(errf("DecodeKeys needs %d builders, got %d", jen.Lit(len(g.t.PK)), jen.Len(jen.Id("out")))),
+		),
+	}
+	for j, k := range g.t.PK {
+		c := g.col(k.Column)
+		bt := g.kind(k.Column).builder
+		body = append(body,
+			jen.List(jen.Id(fmt.Sprintf("b%d", j)), jen.Id("ok"+fmt.Sprint(j))).Op(":=").Id("out").Index(jen.Lit(j)).Assert(jen.Op("*").Qual(pkgArray, bt)),
+			jen.If(jen.Op("!").Id("ok"+fmt.Sprint(j))).Block(
+				jen.Return(errf("column "+c.Name+": builder is %T, want *array."+bt, jen.Id("out").Index(jen.Lit(j)))),
+			),
+		)
+	}
+	appends := []jen.Code{
+		jen.List(jen.Id("k"), jen.Err()).Op(":=").Id("Decode" + g.name("PK")).Call(jen.Id("keys").Dot("At").Call(jen.Id("i"))),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(errf("key %d: %w", jen.Id("i"), jen.Err()))),
+	}
+	for j, k := range g.t.PK {
+		c := g.col(k.Column)
+		b := jen.Id(fmt.Sprintf("b%d", j))
+		if c.Nullable {
+			appends = append(appends, jen.If(jen.Id("k").Dot(c.GoName).Dot("Valid")).Block(
+				jen.Add(b).Dot("Append").Call(jen.Id("k").Dot(c.GoName).Dot("Value")),
+			).Else().Block(jen.Add(b).Dot("AppendNull").Call()))
+		} else {
+			appends = append(appends, jen.Add(b).Dot("Append").Call(jen.Id("k").Dot(c.GoName)))
+		}
+	}
+	body = append(body,
+		jen.For(jen.List(jen.Id("i"), jen.Id("n")).Op(":=").List(jen.Lit(0), jen.Id("keys").Dot("Len").Call()), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(appends...),
+		jen.Return(jen.Nil()),
+	)
+	f.Comment("DecodeKeys implements vec.Kernels.")
+	recv().Id("DecodeKeys").Params(jen.Id("keys").Op("*").Qual(pkgVec, "Bytes"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(body...)
+
+	g.decodeValues(f, recv, errf)
+
+	f.Comment("Vnodes implements vec.Kernels.")
+	recv().Id("Vnodes").Params(chunk, jen.Id("out").Index().Uint16()).Block(
+		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+		jen.Var().Id("scratch").Index(jen.Lit(64)).Byte(),
+		jen.Id("buf").Op(":=").Id("scratch").Index(jen.Empty(), jen.Lit(0)),
+		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Id("v").Dot("NumRows").Call()),
+		jen.For(jen.Id("i").Op(":=").Range().Id("out")).Block(
+			jen.Id("buf").Op("=").Id("v").Dot("AppendDistKey").Call(jen.Id("buf").Index(jen.Empty(), jen.Lit(0)), jen.Id("i")),
+			jen.Id("out").Index(jen.Id("i")).Op("=").Qual(pkgVec, "VnodeOf").Call(jen.Id("buf"), jen.Lit(g.t.VnodeCount)),
+		),
+	)
+
+	f.Comment("Split implements vec.Kernels.")
+	recv().Id("Split").Params(chunk, jen.Id("mapping").Index().Uint16(), jen.Id("vnodes").Index().Uint16(), jen.Id("outs").Index().Qual(pkgVec, "SplitOutput")).Block(
+		jen.Id(K).Values().Dot("Vnodes").Call(jen.Id("c"), jen.Id("vnodes")),
+		jen.Qual(pkgVec, "SplitByDest").Call(jen.Id("c"), jen.Id("vnodes"), jen.Id("mapping"), jen.Id("outs")),
+	)
+}
+
+// decodeValues emits the projected decode: validate every value's frame once, then for
+// each projected column run one typed loop over the batch (dispatch once per column).
+func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
+	l := g.layout
+	cases := []jen.Code{}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		by, bit := nullBit(i)
+		row := jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1)))
+		isNull := jen.Id("v").Index(jen.Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
+		assert := []jen.Code{
+			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(jen.Op("*").Qual(pkgArray, kd.builder)),
+			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want *array."+kd.builder, jen.Id("out").Index(jen.Id("j"))))),
+			jen.Id("b").Dot("Reserve").Call(jen.Id("n")),
+		}
+		var loop []jen.Code
+		if !kd.varLen {
+			inner := []jen.Code{row}
+			if c.Nullable {
+				inner = append(inner, jen.If(isNull).Block(jen.Id("b").Dot("UnsafeAppendBoolToBitmap").Call(jen.False()), jen.Continue()))
+			}
+			inner = append(inner, jen.Id("b").Dot("UnsafeAppend").Call(kd.getValue(jen.Id("v"), l.Slot[i])))
+			loop = []jen.Code{jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(inner...)}
+		} else {
+			var start jen.Code = jen.Lit(l.VarStart)
+			if p := l.PrevVar[i]; p >= 0 {
+				start = jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(p), jen.Empty())))
+			}
+			end := jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(l.Slot[i]), jen.Empty())))
+			bb := jen.Id("b")
+			if kd.isString {
+				bb = jen.Id("b").Dot("BinaryBuilder")
+			}
+			sum := []jen.Code{row, jen.Id("total").Op("+=").Add(end).Op("-").Parens(start)}
+			inner := []jen.Code{row}
+			if c.Nullable {
+				inner = append(inner, jen.If(isNull).Block(jen.Id("b").Dot("AppendNull").Call(), jen.Continue()))
+			}
+			inner = append(inner, jen.Add(bb).Dot("UnsafeAppend").Call(jen.Id("v").Index(start, end)))
+			loop = []jen.Code{
+				jen.Id("total").Op(":=").Lit(0),
+				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(sum...),
+				jen.Id("b").Dot("ReserveData").Call(jen.Id("total")),
+				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(inner...),
+			}
+		}
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(append(assert, loop...)...))
+	}
+	cases = append(cases, jen.Default().Block(
+		jen.Return(errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
+	))
+	f.Comment("DecodeValues implements vec.Kernels: one typed loop per projected column; the")
+	f.Comment("columns outside the projection are never read.")
+	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(
+		jen.If(jen.Len(jen.Id("out")).Op("<").Len(jen.Id("proj"))).Block(
+			jen.Return(errf("DecodeValues needs %d builders, got %d", jen.Len(jen.Id("proj")), jen.Len(jen.Id("out")))),
+		),
+		jen.Id("n").Op(":=").Id("vals").Dot("Len").Call(),
+		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(
+			jen.If(jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("vals").Dot("At").Call(jen.Id("i"))), jen.Err().Op("!=").Nil()).Block(
+				jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err())),
+			),
+		),
+		jen.List(jen.Id("data"), jen.Id("offs")).Op(":=").List(jen.Id("vals").Dot("Data"), jen.Id("vals").Dot("Offsets")),
+		jen.For(jen.List(jen.Id("j"), jen.Id("col")).Op(":=").Range().Id("proj")).Block(
+			jen.Switch(jen.Id("col")).Block(cases...),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+func (g *tableGen) marker(f *jen.File) {
+	M := g.lname("Marker")
+	P := g.name("PK")
+	f.Commentf("%s marks chunks of table %s against decoded backfill positions.", M, g.t.Name)
+	f.Type().Id(M).Struct(
+		jen.Id("state").Index().Qual(pkgVec, "BackfillState"),
+		jen.Id("pos").Index().Id(P),
+	)
+	K := g.lname("Kernels")
+	f.Comment("NewMarker implements vec.Kernels: positions are decoded once, into typed keys.")
+	f.Func().Params(jen.Id("k").Id(K)).Id("NewMarker").Params(jen.Id("p").Op("*").Qual(pkgVec, "Positions")).Params(jen.Qual(pkgVec, "Marker"), jen.Error()).Block(
+		jen.If(jen.Err().Op(":=").Qual(pkgVec, "CheckPositions").Call(jen.Id("k"), jen.Id("p")), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("m").Op(":=").Op("&").Id(M).Values(jen.Dict{
+			jen.Id("state"): jen.Id("p").Dot("State"),
+			jen.Id("pos"):   jen.Make(jen.Index().Id(P), jen.Len(jen.Id("p").Dot("State"))),
+		}),
+		jen.For(jen.List(jen.Id("vn"), jen.Id("s")).Op(":=").Range().Id("p").Dot("State")).Block(
+			jen.Switch(jen.Id("s")).Block(
+				jen.Case(jen.Qual(pkgVec, "NotStarted"), jen.Qual(pkgVec, "Completed")),
+				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(
+					jen.List(jen.Id("pk"), jen.Err()).Op(":=").Id("Decode"+P).Call(jen.Id("p").Dot("Pos").Index(jen.Id("vn"))),
+					jen.If(jen.Err().Op("!=").Nil()).Block(
+						jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("table "+g.t.Name+" vnode %d: position: %w"), jen.Id("vn"), jen.Err())),
+					),
+					jen.Id("m").Dot("pos").Index(jen.Id("vn")).Op("=").Id("pk"),
+				),
+				jen.Default().Block(
+					jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("table "+g.t.Name+" vnode %d: bad backfill state %d"), jen.Id("vn"), jen.Id("s"))),
+				),
+			),
+		),
+		jen.Return(jen.Id("m"), jen.Nil()),
+	)
+
+	rowRule := func() []jen.Code {
+		return []jen.Code{
+			jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i")),
+			jen.Switch(jen.Id("m").Dot("state").Index(jen.Id("vn"))).Block(
+				jen.Case(jen.Qual(pkgVec, "Completed")).Block(
+					jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7)),
+				),
+				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(
+					jen.If(jen.Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(jen.Id("vn"))).Op("<=").Lit(0)).Block(
+						jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7)),
+					),
+				),
+			),
+		}
+	}
+	visible := append([]jen.Code{
+		jen.If(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op("&").Parens(jen.Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7))).Op("==").Lit(0)).Block(jen.Continue()),
+	}, rowRule()...)
+	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
+	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(
+		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+		jen.Id("n").Op(":=").Id("v").Dot("NumRows").Call(),
+		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Parens(jen.Id("n").Op("+").Lit(7)).Op("/").Lit(8)),
+		jen.Clear(jen.Id("out")),
+		jen.Id("vnodes").Op("=").Id("vnodes").Index(jen.Empty(), jen.Id("n")),
+		jen.If(jen.Id("vis").Op(":=").Id("c").Dot("Visibility").Call(), jen.Id("vis").Op("!=").Nil()).Block(
+			jen.For(jen.Id("i").Op(":=").Range().Id("vnodes")).Block(visible...),
+			jen.Return(),
+		),
+		jen.For(jen.Id("i").Op(":=").Range().Id("vnodes")).Block(rowRule()...),
+	)
+}

@@ -1,0 +1,267 @@
+package testschemas_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	_ "github.com/seed04fbb902/weir/internal/testschemas" // registers the generated kernels
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
+)
+
+// tables parses the checked-in schema file; every table must have generated kernels
+// registered under its current fingerprint (a stale generated file fails here).
+func tables(t *testing.T) []*schema.Table {
+	t.Helper()
+	f, err := schema.ParseFile("testschemas.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Tables
+}
+
+func kernelsOf(t *testing.T, tbl *schema.Table) (gen, generic vec.Kernels) {
+	t.Helper()
+	k, ok := vec.Lookup(tbl)
+	if !ok {
+		t.Fatalf("table %s: no generated kernels registered for fingerprint %s (run go generate)", tbl.Name, tbl.Fingerprint())
+	}
+	if !k.Generated() {
+		t.Fatalf("table %s: registered kernels are not generated", tbl.Name)
+	}
+	return k, vec.NewGeneric(tbl)
+}
+
+// batchSizes are the sizes each seed tries: the edges 1 and 4096 and random ones.
+func batchSizes(rng *rand.Rand) []int {
+	return []int{1, 4096, 1 + rng.IntN(64), 1 + rng.IntN(4096)}
+}
+
+// TestGeneratedMatchesGeneric runs the generated and the generic kernels of every test
+// table on the same seeded random chunks and demands identical keys, values, decodes,
+// vnodes, marks and splits.
+func TestGeneratedMatchesGeneric(t *testing.T) {
+	seed := vectest.Seed(t)
+	for ti, tbl := range tables(t) {
+		t.Run(tbl.Name, func(t *testing.T) {
+			gk, rk := kernelsOf(t, tbl)
+			rng := vectest.NewRand(seed + uint64(ti))
+			rounds := 3
+			if testing.Short() {
+				rounds = 1
+			}
+			for round := 0; round < rounds; round++ {
+				for _, n := range batchSizes(rng) {
+					nullFrac := []float64{0, 0.1, 0.5, 1}[rng.IntN(4)]
+					if err := checkEquivalent(rng, tbl, gk, rk, n, nullFrac); err != nil {
+						t.Fatalf("seed=%d table %s rows %d nulls %.1f: %v", seed, tbl.Name, n, nullFrac, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func checkEquivalent(rng *rand.Rand, tbl *schema.Table, gk, rk vec.Kernels, n int, nullFrac float64) error {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer func() {
+		if mem.CurrentAlloc() != 0 {
+			panic(fmt.Sprintf("table %s: %d bytes leaked", tbl.Name, mem.CurrentAlloc()))
+		}
+	}()
+	c := vectest.RandomChunk(rng, mem, tbl, n, nullFrac)
+	defer c.Release()
+
+	// Keys and values: byte-identical encodings.
+	var gkeys, rkeys, gvals, rvals vec.Bytes
+	gkeys.Reset()
+	rkeys.Reset()
+	gvals.Reset()
+	rvals.Reset()
+	gk.EncodeKeys(c, &gkeys)
+	rk.EncodeKeys(c, &rkeys)
+	if err := sameBytes("key", &gkeys, &rkeys); err != nil {
+		return err
+	}
+	gk.EncodeValues(c, &gvals)
+	rk.EncodeValues(c, &rvals)
+	if err := sameBytes("value", &gvals, &rvals); err != nil {
+		return err
+	}
+
+	// Projected decode: a random projection (possibly empty, possibly all columns,
+	// in random order) decodes to the same arrays as the generic path and as the chunk.
+	proj := randomProjection(rng, len(tbl.Columns))
+	if err := decodeBoth(mem, tbl, proj, c, false, func(g, r []array.Builder) error {
+		if err := gk.DecodeValues(&gvals, proj, g); err != nil {
+			return err
+		}
+		return rk.DecodeValues(&gvals, proj, r)
+	}); err != nil {
+		return fmt.Errorf("projection %v: %w", proj, err)
+	}
+	if err := decodeBoth(mem, tbl, tbl.PKColumns(), c, true, func(g, r []array.Builder) error {
+		if err := gk.DecodeKeys(&gkeys, g); err != nil {
+			return err
+		}
+		return rk.DecodeKeys(&gkeys, r)
+	}); err != nil {
+		return fmt.Errorf("decode keys: %w", err)
+	}
+
+	// Vnodes.
+	gv := make([]uint16, n)
+	rv := make([]uint16, n)
+	gk.Vnodes(c, gv)
+	rk.Vnodes(c, rv)
+	for i := range gv {
+		if gv[i] != rv[i] {
+			return fmt.Errorf("row %d: vnode %d (generated) != %d (generic)", i, gv[i], rv[i])
+		}
+		if int(gv[i]) >= tbl.VnodeCount {
+			return fmt.Errorf("row %d: vnode %d out of range %d", i, gv[i], tbl.VnodeCount)
+		}
+	}
+
+	// Marks against random positions taken from the chunk's own keys (so that equal
+	// keys happen) and from another random chunk; every state.
+	other := vectest.RandomChunk(rng, mem, tbl, 1+rng.IntN(16), nullFrac)
+	defer other.Release()
+	var okeys vec.Bytes
+	okeys.Reset()
+	rk.EncodeKeys(other, &okeys)
+	pos := vec.NewPositions(tbl.VnodeCount)
+	for v := range pos.State {
+		pos.State[v] = vec.BackfillState(rng.IntN(3))
+		if pos.State[v] == vec.NotStarted {
+			continue
+		}
+		if rng.IntN(2) == 0 {
+			pos.Pos[v] = gkeys.At(rng.IntN(gkeys.Len()))
+		} else {
+			pos.Pos[v] = okeys.At(rng.IntN(okeys.Len()))
+		}
+	}
+	gm, err := gk.NewMarker(pos)
+	if err != nil {
+		return err
+	}
+	rm, err := rk.NewMarker(pos)
+	if err != nil {
+		return err
+	}
+	gout := make([]byte, (n+7)/8)
+	rout := make([]byte, (n+7)/8)
+	gm.Mark(c, gv, gout)
+	rm.Mark(c, rv, rout)
+	if !bytes.Equal(gout, rout) {
+		for i := 0; i < n; i++ {
+			if (gout[i>>3]^rout[i>>3])&(1<<(i&7)) != 0 {
+				return fmt.Errorf("row %d (vnode %d, state %v): generated mark %v, generic %v", i, gv[i], pos.State[gv[i]], gout[i>>3]&(1<<(i&7)) != 0, rout[i>>3]&(1<<(i&7)) != 0)
+			}
+		}
+	}
+	// The mark must also agree with the memcomparable order directly.
+	for i := 0; i < n; i++ {
+		want := false
+		if c.Visible(i) {
+			switch pos.State[gv[i]] {
+			case vec.Completed:
+				want = true
+			case vec.InProgress:
+				want = bytes.Compare(gkeys.At(i), pos.Pos[gv[i]]) <= 0
+			}
+		}
+		if got := gout[i>>3]&(1<<(i&7)) != 0; got != want {
+			return fmt.Errorf("row %d: mark %v, key order says %v", i, got, want)
+		}
+	}
+
+	// Split to 1..5 outputs.
+	nout := 1 + rng.IntN(5)
+	mapping := make([]uint16, tbl.VnodeCount)
+	for v := range mapping {
+		mapping[v] = uint16(rng.IntN(nout))
+	}
+	gouts := make([]vec.SplitOutput, nout)
+	routs := make([]vec.SplitOutput, nout)
+	gk.Split(c, mapping, gv, gouts)
+	rk.Split(c, mapping, rv, routs)
+	for o := range gouts {
+		g, r := gouts[o], routs[o]
+		if !bytes.Equal(g.Vis, r.Vis) || g.Rows != r.Rows || g.OwnOps != r.OwnOps || (g.OwnOps && !equalOps(g.Ops, r.Ops)) {
+			return fmt.Errorf("split output %d differs", o)
+		}
+	}
+	return nil
+}
+
+func equalOps(a, b []vec.Op) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeBoth decodes into generated and generic builders of cols, and demands that
+// both give the same record and that it equals the chunk's columns cols (for keys,
+// equal in key order: -0 and NaN payloads are canonicalised by the key codec).
+func decodeBoth(mem memory.Allocator, tbl *schema.Table, cols []int, c *vec.Chunk, keys bool, decode func(g, r []array.Builder) error) error {
+	gb := vectest.BuildersFor(mem, tbl, cols)
+	rb := vectest.BuildersFor(mem, tbl, cols)
+	if err := decode(gb, rb); err != nil {
+		vectest.ReleaseBuilders(gb)
+		vectest.ReleaseBuilders(rb)
+		return err
+	}
+	grec := vectest.FinishRecord(tbl, cols, gb, c.NumRows())
+	defer grec.Release()
+	rrec := vectest.FinishRecord(tbl, cols, rb, c.NumRows())
+	defer rrec.Release()
+	if err := vectest.RecordsEqual(grec, rrec); err != nil {
+		return fmt.Errorf("generated != generic: %w", err)
+	}
+	if keys {
+		want := vectest.PKArrays(tbl, c.Record())
+		got := grec.Columns()
+		for i := 0; i < c.NumRows(); i++ {
+			if vectest.ComparePK(tbl, got, i, want, i) != 0 {
+				return fmt.Errorf("row %d: decoded key %s != chunk's %s", i, vectest.FormatRow(grec, i), vectest.FormatRow(c.Record(), i))
+			}
+		}
+		return nil
+	}
+	want := vectest.Project(tbl, c.Record(), cols)
+	defer want.Release()
+	if err := vectest.RecordsEqual(grec, want); err != nil {
+		return fmt.Errorf("decoded != chunk: %w", err)
+	}
+	return nil
+}
+
+func sameBytes(what string, a, b *vec.Bytes) error {
+	if a.Len() != b.Len() {
+		return fmt.Errorf("%d %ss generated, %d generic", a.Len(), what, b.Len())
+	}
+	for i := 0; i < a.Len(); i++ {
+		if !bytes.Equal(a.At(i), b.At(i)) {
+			return fmt.Errorf("row %d: %s %x (generated) != %x (generic)", i, what, a.At(i), b.At(i))
+		}
+	}
+	return nil
+}
+
+func randomProjection(rng *rand.Rand, ncols int) vec.Projection {
+	p := rng.Perm(ncols)
+	return vec.Projection(p[:rng.IntN(ncols+1)])
+}

@@ -1,0 +1,105 @@
+package testschemas_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
+)
+
+var (
+	fuzzTablesOnce sync.Once
+	fuzzTables     []*schema.Table
+)
+
+func loadFuzzTables() []*schema.Table {
+	fuzzTablesOnce.Do(func() {
+		f, err := schema.ParseFile("testschemas.yaml")
+		if err != nil {
+			panic(err)
+		}
+		fuzzTables = f.Tables
+	})
+	return fuzzTables
+}
+
+// FuzzGeneratedDecode feeds arbitrary bytes, as a row value or as a pk, to a test
+// table's generated decoder and to the generic one. Neither may panic; both must
+// accept or both reject, and what they accept they must decode identically.
+func FuzzGeneratedDecode(f *testing.F) {
+	tbls := loadFuzzTables()
+	mem := memory.NewGoAllocator()
+	for ti, tbl := range tbls {
+		if ti%5 != 0 {
+			continue
+		}
+		rng := vectest.NewRand(uint64(ti))
+		c := vectest.RandomChunk(rng, mem, tbl, 3, 0.3)
+		var keys, vals vec.Bytes
+		keys.Reset()
+		vals.Reset()
+		vec.NewGeneric(tbl).EncodeKeys(c, &keys)
+		vec.NewGeneric(tbl).EncodeValues(c, &vals)
+		for i := 0; i < keys.Len(); i++ {
+			f.Add(byte(ti), true, append([]byte(nil), keys.At(i)...))
+			f.Add(byte(ti), false, append([]byte(nil), vals.At(i)...))
+		}
+		c.Release()
+	}
+	f.Fuzz(func(t *testing.T, which byte, asKey bool, data []byte) {
+		tbl := tbls[int(which)%len(tbls)]
+		gk, ok := vec.Lookup(tbl)
+		if !ok {
+			t.Fatalf("table %s not registered", tbl.Name)
+		}
+		rk := vec.NewGeneric(tbl)
+		var in vec.Bytes
+		in.Reset()
+		in.Append(data)
+		cols := tbl.PKColumns()
+		if !asKey {
+			cols = vectest.AllColumns(tbl)
+		}
+		gb := vectest.BuildersFor(mem, tbl, cols)
+		rb := vectest.BuildersFor(mem, tbl, cols)
+		var gerr, rerr error
+		if asKey {
+			gerr, rerr = gk.DecodeKeys(&in, gb), rk.DecodeKeys(&in, rb)
+		} else {
+			gerr, rerr = gk.DecodeValues(&in, vec.Projection(cols), gb), rk.DecodeValues(&in, vec.Projection(cols), rb)
+		}
+		if (gerr == nil) != (rerr == nil) {
+			vectest.ReleaseBuilders(gb)
+			vectest.ReleaseBuilders(rb)
+			t.Fatalf("table %s key=%v: generated error %v, generic error %v", tbl.Name, asKey, gerr, rerr)
+		}
+		if gerr != nil {
+			vectest.ReleaseBuilders(gb)
+			vectest.ReleaseBuilders(rb)
+			return
+		}
+		grec := vectest.FinishRecord(tbl, cols, gb, 1)
+		rrec := vectest.FinishRecord(tbl, cols, rb, 1)
+		defer grec.Release()
+		defer rrec.Release()
+		if err := vectest.RecordsEqual(grec, rrec); err != nil {
+			t.Fatalf("table %s key=%v: %v", tbl.Name, asKey, err)
+		}
+	})
+}
+
+// TestFuzzCorpusPresent keeps the seed corpus directory from vanishing unnoticed.
+func TestFuzzCorpusPresent(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzGeneratedDecode")
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no seed corpus in %s: %v", dir, errors.Join(err, fmt.Errorf("empty")))
+	}
+}

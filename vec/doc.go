@@ -1,0 +1,46 @@
+// Package vec is Weir's vector layer: the chunk (an Arrow record batch with an op per
+// row and a visibility bitmap), the memcomparable key codec, the row value codec, the
+// generic (run-time schema) kernels, and the registry through which generated kernels
+// replace them.
+//
+// Encodings defined here decide where and how persisted data lives; they are pinned by
+// golden tests and never change without a format version bump.
+//
+// # Memcomparable keys
+//
+// A key is the concatenation of its columns' encodings, in key order. Each column is a
+// marker byte, then (when not null) the value:
+//
+//   - marker: 0x01 for a value; 0x00 for NULL when nulls sort first, 0x02 when they sort
+//     last. The marker is never inverted, so NULLS FIRST/LAST hold for either direction.
+//   - boolean: one byte, 0 or 1.
+//   - int16, int32, int64, date, timestamp, timestamptz: big-endian two's complement
+//     with the sign bit flipped.
+//   - float32, float64: IEEE bits; negative numbers have every bit inverted, others the
+//     sign bit flipped. -0 is encoded as +0 and every NaN as the canonical quiet NaN,
+//     which sorts above +Inf (so keys that compare equal encode equally).
+//   - decimal: the 128-bit unscaled integer (the column has one fixed scale), high word
+//     big-endian with the sign bit flipped, then the low word big-endian.
+//   - varchar, bytea: groups of 8 bytes, each followed by a marker byte 0xFF - pad where
+//     pad is the number of zero bytes that fill the last group; a full last group is
+//     followed by an empty group (8 zero bytes, marker 0xF7). A prefix sorts first.
+//   - DESC: every byte of the value (not the marker) is inverted.
+//
+// bytes.Compare of two keys equals comparing the typed rows column by column, and
+// decoding returns exactly the values encoded (modulo -0 and NaN payloads).
+//
+// # Row values
+//
+// A row value holds every column of a row so that one column is reached without
+// decoding the ones before it:
+//
+//	version (1 byte, ValueVersion) | null bitmap (ceil(ncols/8) bytes, bit set = NULL)
+//	| fixed slots, one per column in column order | variable-width data
+//
+// Fixed-width columns take their width (schema.Type.Width) in little-endian; booleans
+// one byte 0 or 1. A variable-width column's slot is a uint32 little-endian end offset
+// into the variable area; its start is the end of the previous variable column (0 for the
+// first). A NULL fixed column's slot is zero; a NULL variable column is empty. Every slot
+// offset is a constant of the schema (see Layout), so a projected decode reads only the
+// slots it needs.
+package vec

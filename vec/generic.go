@@ -1,0 +1,417 @@
+package vec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/seed04fbb902/weir/schema"
+)
+
+// Generic implements Kernels for any table from its run-time schema. It dispatches on
+// the column type per value: correct for every schema, and the reference that
+// generated kernels are tested against, but slower than them.
+type Generic struct {
+	t      *schema.Table
+	layout *Layout
+}
+
+// NewGeneric returns the generic kernels of a validated table.
+func NewGeneric(t *schema.Table) *Generic {
+	return &Generic{t: t, layout: NewLayout(t)}
+}
+
+var _ Kernels = (*Generic)(nil)
+
+// Table implements Kernels.
+func (g *Generic) Table() *schema.Table { return g.t }
+
+// Generated implements Kernels.
+func (g *Generic) Generated() bool { return false }
+
+// Layout is the table's value layout.
+func (g *Generic) Layout() *Layout { return g.layout }
+
+// AppendKeyColumn appends the key encoding of row i of arr, a column of type typ.
+func AppendKeyColumn(dst []byte, arr arrow.Array, i int, typ schema.Type, desc, nullsFirst bool) []byte {
+	if arr.IsNull(i) {
+		return AppendKeyNull(dst, nullsFirst)
+	}
+	switch typ.Kind {
+	case schema.Boolean:
+		return AppendKeyBool(dst, arr.(*array.Boolean).Value(i), desc)
+	case schema.Int16:
+		return AppendKeyInt16(dst, arr.(*array.Int16).Value(i), desc)
+	case schema.Int32:
+		return AppendKeyInt32(dst, arr.(*array.Int32).Value(i), desc)
+	case schema.Date:
+		return AppendKeyInt32(dst, int32(arr.(*array.Date32).Value(i)), desc)
+	case schema.Int64:
+		return AppendKeyInt64(dst, arr.(*array.Int64).Value(i), desc)
+	case schema.Timestamp, schema.Timestamptz:
+		return AppendKeyInt64(dst, int64(arr.(*array.Timestamp).Value(i)), desc)
+	case schema.Float32:
+		return AppendKeyFloat32(dst, arr.(*array.Float32).Value(i), desc)
+	case schema.Float64:
+		return AppendKeyFloat64(dst, arr.(*array.Float64).Value(i), desc)
+	case schema.Decimal:
+		return AppendKeyDecimal(dst, arr.(*array.Decimal128).Value(i), desc)
+	case schema.Varchar:
+		return AppendKeyString(dst, arr.(*array.String).Value(i), desc)
+	case schema.Bytea:
+		return AppendKeyBytes(dst, arr.(*array.Binary).Value(i), desc)
+	}
+	panic(fmt.Sprintf("vec: key of unsupported type %s", typ))
+}
+
+// AppendKey appends the memcomparable pk of row i of c.
+func (g *Generic) AppendKey(dst []byte, c *Chunk, i int) []byte {
+	rec := c.Record()
+	for _, k := range g.t.PK {
+		dst = AppendKeyColumn(dst, rec.Column(k.Column), i, g.t.Columns[k.Column].Type, k.Desc, k.NullsFirst)
+	}
+	return dst
+}
+
+// EncodeKeys implements Kernels.
+func (g *Generic) EncodeKeys(c *Chunk, out *Bytes) {
+	for i, n := 0, c.NumRows(); i < n; i++ {
+		out.Data = g.AppendKey(out.Data, c, i)
+		out.Commit()
+	}
+}
+
+// DecodeKeyColumn decodes one key column from src and appends it to b.
+func DecodeKeyColumn(src []byte, b array.Builder, typ schema.Type, desc, nullsFirst bool) ([]byte, error) {
+	null, src, err := DecodeKeyMarker(src, nullsFirst)
+	if err != nil {
+		return nil, err
+	}
+	if null {
+		b.AppendNull()
+		return src, nil
+	}
+	switch typ.Kind {
+	case schema.Boolean:
+		var v bool
+		v, src, err = DecodeKeyBool(src, desc)
+		if err == nil {
+			b.(*array.BooleanBuilder).Append(v)
+		}
+	case schema.Int16:
+		var v int16
+		v, src, err = DecodeKeyInt16(src, desc)
+		if err == nil {
+			b.(*array.Int16Builder).Append(v)
+		}
+	case schema.Int32, schema.Date:
+		var v int32
+		v, src, err = DecodeKeyInt32(src, desc)
+		if err == nil {
+			if typ.Kind == schema.Date {
+				b.(*array.Date32Builder).Append(arrow.Date32(v))
+			} else {
+				b.(*array.Int32Builder).Append(v)
+			}
+		}
+	case schema.Int64, schema.Timestamp, schema.Timestamptz:
+		var v int64
+		v, src, err = DecodeKeyInt64(src, desc)
+		if err == nil {
+			if typ.Kind == schema.Int64 {
+				b.(*array.Int64Builder).Append(v)
+			} else {
+				b.(*array.TimestampBuilder).Append(arrow.Timestamp(v))
+			}
+		}
+	case schema.Float32:
+		var v float32
+		v, src, err = DecodeKeyFloat32(src, desc)
+		if err == nil {
+			b.(*array.Float32Builder).Append(v)
+		}
+	case schema.Float64:
+		var v float64
+		v, src, err = DecodeKeyFloat64(src, desc)
+		if err == nil {
+			b.(*array.Float64Builder).Append(v)
+		}
+	case schema.Decimal:
+		var v decimal128.Num
+		v, src, err = DecodeKeyDecimal(src, desc)
+		if err == nil {
+			b.(*array.Decimal128Builder).Append(v)
+		}
+	case schema.Varchar, schema.Bytea:
+		var v []byte
+		v, src, err = DecodeKeyBytes(nil, src, desc)
+		if err == nil {
+			b.(*array.BinaryBuilder).Append(v)
+		}
+	default:
+		return nil, fmt.Errorf("unsupported key type %s", typ)
+	}
+	return src, err
+}
+
+// DecodeKeys implements Kernels.
+func (g *Generic) DecodeKeys(keys *Bytes, out []array.Builder) error {
+	for i, n := 0, keys.Len(); i < n; i++ {
+		src := keys.At(i)
+		var err error
+		for j, k := range g.t.PK {
+			col := g.t.Columns[k.Column]
+			if err = checkKeyNotNull(src, col, k); err == nil {
+				src, err = DecodeKeyColumn(src, binaryBuilderOf(out[j]), col.Type, k.Desc, k.NullsFirst)
+			}
+			if err != nil {
+				return fmt.Errorf("table %s: key %d: column %s: %w", g.t.Name, i, col.Name, err)
+			}
+		}
+		if len(src) != 0 {
+			return fmt.Errorf("table %s: key %d: %d bytes left after the last pk column", g.t.Name, i, len(src))
+		}
+	}
+	return nil
+}
+
+// binaryBuilderOf lets a StringBuilder be used where a BinaryBuilder is expected (it
+// embeds one); other builders pass through.
+func binaryBuilderOf(b array.Builder) array.Builder {
+	if s, ok := b.(*array.StringBuilder); ok {
+		return s.BinaryBuilder
+	}
+	return b
+}
+
+// EncodeValues implements Kernels.
+func (g *Generic) EncodeValues(c *Chunk, out *Bytes) {
+	w := NewValueWriter(g.layout)
+	rec := c.Record()
+	for i, n := 0, c.NumRows(); i < n; i++ {
+		w.Reset()
+		for col, cd := range g.t.Columns {
+			arr := rec.Column(col)
+			if arr.IsNull(i) {
+				w.PutNull(col)
+				continue
+			}
+			s := w.Slot(col)
+			switch cd.Type.Kind {
+			case schema.Boolean:
+				if arr.(*array.Boolean).Value(i) {
+					s[0] = 1
+				}
+			case schema.Int16:
+				binary.LittleEndian.PutUint16(s, uint16(arr.(*array.Int16).Value(i)))
+			case schema.Int32:
+				binary.LittleEndian.PutUint32(s, uint32(arr.(*array.Int32).Value(i)))
+			case schema.Date:
+				binary.LittleEndian.PutUint32(s, uint32(arr.(*array.Date32).Value(i)))
+			case schema.Int64:
+				binary.LittleEndian.PutUint64(s, uint64(arr.(*array.Int64).Value(i)))
+			case schema.Timestamp, schema.Timestamptz:
+				binary.LittleEndian.PutUint64(s, uint64(arr.(*array.Timestamp).Value(i)))
+			case schema.Float32:
+				binary.LittleEndian.PutUint32(s, math.Float32bits(arr.(*array.Float32).Value(i)))
+			case schema.Float64:
+				binary.LittleEndian.PutUint64(s, math.Float64bits(arr.(*array.Float64).Value(i)))
+			case schema.Decimal:
+				v := arr.(*array.Decimal128).Value(i)
+				binary.LittleEndian.PutUint64(s, v.LowBits())
+				binary.LittleEndian.PutUint64(s[8:], uint64(v.HighBits()))
+			case schema.Varchar:
+				w.PutVarString(col, arr.(*array.String).Value(i))
+			case schema.Bytea:
+				w.PutVar(col, arr.(*array.Binary).Value(i))
+			}
+		}
+		out.Data = w.Finish(out.Data)
+		out.Commit()
+	}
+}
+
+// DecodeValues implements Kernels.
+func (g *Generic) DecodeValues(vals *Bytes, proj Projection, out []array.Builder) error {
+	l := g.layout
+	for i, n := 0, vals.Len(); i < n; i++ {
+		v := vals.At(i)
+		if err := l.CheckValue(v); err != nil {
+			return fmt.Errorf("table %s: value %d: %w", g.t.Name, i, err)
+		}
+		for j, col := range proj {
+			b := out[j]
+			if ValueIsNull(v, col) {
+				b.AppendNull()
+				continue
+			}
+			s := v[l.Slot[col]:]
+			switch g.t.Columns[col].Type.Kind {
+			case schema.Boolean:
+				b.(*array.BooleanBuilder).Append(s[0] != 0)
+			case schema.Int16:
+				b.(*array.Int16Builder).Append(int16(binary.LittleEndian.Uint16(s)))
+			case schema.Int32:
+				b.(*array.Int32Builder).Append(int32(binary.LittleEndian.Uint32(s)))
+			case schema.Date:
+				b.(*array.Date32Builder).Append(arrow.Date32(binary.LittleEndian.Uint32(s)))
+			case schema.Int64:
+				b.(*array.Int64Builder).Append(int64(binary.LittleEndian.Uint64(s)))
+			case schema.Timestamp, schema.Timestamptz:
+				b.(*array.TimestampBuilder).Append(arrow.Timestamp(binary.LittleEndian.Uint64(s)))
+			case schema.Float32:
+				b.(*array.Float32Builder).Append(math.Float32frombits(binary.LittleEndian.Uint32(s)))
+			case schema.Float64:
+				b.(*array.Float64Builder).Append(math.Float64frombits(binary.LittleEndian.Uint64(s)))
+			case schema.Decimal:
+				b.(*array.Decimal128Builder).Append(decimal128.New(int64(binary.LittleEndian.Uint64(s[8:])), binary.LittleEndian.Uint64(s)))
+			case schema.Varchar, schema.Bytea:
+				binaryBuilderOf(b).(*array.BinaryBuilder).Append(ValueVar(v, l.VarStart, l.PrevVar[col], l.Slot[col]))
+			}
+		}
+	}
+	return nil
+}
+
+// AppendDistKey appends the canonical encoding of row i's distribution key (see
+// VnodeOf).
+func (g *Generic) AppendDistKey(dst []byte, c *Chunk, i int) []byte {
+	rec := c.Record()
+	for _, col := range g.t.DistKey {
+		dst = AppendKeyColumn(dst, rec.Column(col), i, g.t.Columns[col].Type, false, true)
+	}
+	return dst
+}
+
+// Vnodes implements Kernels.
+func (g *Generic) Vnodes(c *Chunk, out []uint16) {
+	var scratch []byte
+	for i, n := 0, c.NumRows(); i < n; i++ {
+		scratch = g.AppendDistKey(scratch[:0], c, i)
+		out[i] = VnodeOf(scratch, g.t.VnodeCount)
+	}
+}
+
+// CheckPositions validates positions against a table: length, states, and that every
+// position decodes as the table's pk. It returns the error naming table and vnode.
+func CheckPositions(k Kernels, p *Positions) error {
+	t := k.Table()
+	if len(p.State) != t.VnodeCount || len(p.Pos) != t.VnodeCount {
+		return fmt.Errorf("table %s: positions for %d vnodes, table has %d", t.Name, len(p.State), t.VnodeCount)
+	}
+	return nil
+}
+
+type genericMarker struct {
+	g     *Generic
+	state []BackfillState
+	pos   [][]byte
+	keys  Bytes
+}
+
+// NewMarker implements Kernels.
+func (g *Generic) NewMarker(p *Positions) (Marker, error) {
+	if err := CheckPositions(g, p); err != nil {
+		return nil, err
+	}
+	m := &genericMarker{g: g, state: p.State, pos: p.Pos}
+	for v, s := range p.State {
+		switch s {
+		case NotStarted, Completed:
+		case InProgress:
+			if err := g.checkKey(p.Pos[v]); err != nil {
+				return nil, fmt.Errorf("table %s vnode %d: position: %w", g.t.Name, v, err)
+			}
+		default:
+			return nil, fmt.Errorf("table %s vnode %d: bad backfill state %d", g.t.Name, v, s)
+		}
+	}
+	return m, nil
+}
+
+// checkKey reports whether key decodes as exactly one pk.
+func (g *Generic) checkKey(key []byte) error {
+	src := key
+	var err error
+	for _, k := range g.t.PK {
+		col := g.t.Columns[k.Column]
+		if err = checkKeyNotNull(src, col, k); err == nil {
+			src, err = skipKeyColumn(src, col.Type, k.Desc, k.NullsFirst)
+		}
+		if err != nil {
+			return fmt.Errorf("column %s: %w", col.Name, err)
+		}
+	}
+	if len(src) != 0 {
+		return fmt.Errorf("%d bytes left after the last pk column", len(src))
+	}
+	return nil
+}
+
+// checkKeyNotNull rejects a NULL marker in a NOT NULL key column (the encoder never
+// writes one; the value codec rejects the same corruption).
+func checkKeyNotNull(src []byte, col schema.Column, k schema.KeyColumn) error {
+	if !col.Nullable && len(src) > 0 && src[0] == KeyNullMarker(k.NullsFirst) {
+		return fmt.Errorf("NULL in a NOT NULL column")
+	}
+	return nil
+}
+
+func skipKeyColumn(src []byte, typ schema.Type, desc, nullsFirst bool) ([]byte, error) {
+	null, src, err := DecodeKeyMarker(src, nullsFirst)
+	if err != nil || null {
+		return src, err
+	}
+	if typ.VarLen() {
+		_, src, err = DecodeKeyBytes(nil, src, desc)
+		return src, err
+	}
+	switch typ.Kind {
+	case schema.Boolean:
+		_, src, err = DecodeKeyBool(src, desc)
+		return src, err
+	case schema.Float32:
+		_, src, err = DecodeKeyFloat32(src, desc)
+		return src, err
+	case schema.Float64:
+		_, src, err = DecodeKeyFloat64(src, desc)
+		return src, err
+	}
+	if w := typ.Width(); len(src) >= w {
+		return src[w:], nil
+	}
+	return nil, ErrKeyTruncated
+}
+
+func (m *genericMarker) Mark(c *Chunk, vnodes []uint16, out []byte) {
+	n := c.NumRows()
+	clear(out[:(n+7)/8])
+	m.keys.Reset()
+	m.g.EncodeKeys(c, &m.keys)
+	for i := 0; i < n; i++ {
+		if !c.Visible(i) {
+			continue
+		}
+		v := vnodes[i]
+		keep := false
+		switch m.state[v] {
+		case Completed:
+			keep = true
+		case InProgress:
+			keep = bytes.Compare(m.keys.At(i), m.pos[v]) <= 0
+		}
+		if keep {
+			out[i>>3] |= 1 << (i & 7)
+		}
+	}
+}
+
+// Split implements Kernels.
+func (g *Generic) Split(c *Chunk, mapping []uint16, vnodes []uint16, outs []SplitOutput) {
+	g.Vnodes(c, vnodes)
+	SplitByDest(c, vnodes, mapping, outs)
+}

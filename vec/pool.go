@@ -1,0 +1,111 @@
+package vec
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// PoolAllocator is a memory.Allocator for hot paths: freed buffers go back to free
+// lists by power-of-two size class and are handed out again, so a pipeline that builds
+// and releases batches of the same shape allocates nothing in steady state. Buffers are
+// 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are. Each class keeps
+// at most MaxPerClass buffers; buffers above 64 MiB are not pooled. Safe for concurrent
+// use.
+type PoolAllocator struct {
+	MaxPerClass int // 0: 64
+	mu          sync.Mutex
+	free        [maxClass + 1][][]byte
+	allocated   atomic.Int64
+}
+
+const (
+	minClass  = 6  // 64 B
+	maxClass  = 26 // 64 MiB
+	alignment = 64
+)
+
+var _ memory.Allocator = (*PoolAllocator)(nil)
+
+// NewPoolAllocator returns an empty pool.
+func NewPoolAllocator() *PoolAllocator { return &PoolAllocator{} }
+
+func classOf(size int) int {
+	if size <= 1<<minClass {
+		return minClass
+	}
+	return bits.Len(uint(size - 1))
+}
+
+// Allocate returns a zeroed buffer of size bytes.
+func (p *PoolAllocator) Allocate(size int) []byte {
+	if size == 0 {
+		return []byte{}
+	}
+	p.allocated.Add(int64(size))
+	c := classOf(size)
+	if c > maxClass {
+		return alignedMake(size, size)
+	}
+	p.mu.Lock()
+	l := p.free[c]
+	if n := len(l); n > 0 {
+		b := l[n-1]
+		l[n-1] = nil
+		p.free[c] = l[:n-1]
+		p.mu.Unlock()
+		b = b[:size]
+		clear(b)
+		return b
+	}
+	p.mu.Unlock()
+	return alignedMake(size, 1<<c)
+}
+
+func alignedMake(size, capacity int) []byte {
+	buf := make([]byte, capacity+alignment)
+	shift := 0
+	if r := int(uintptrOf(buf) % alignment); r != 0 {
+		shift = alignment - r
+	}
+	return buf[shift : shift+size : shift+capacity]
+}
+
+// Reallocate grows or shrinks b, keeping its contents; bytes it grows by are zero.
+func (p *PoolAllocator) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		p.allocated.Add(int64(size - len(b)))
+		if size > len(b) {
+			// A pooled buffer's spare capacity may hold an earlier user's bytes.
+			clear(b[len(b):size])
+		}
+		return b[:size]
+	}
+	nb := p.Allocate(size)
+	copy(nb, b)
+	p.Free(b)
+	return nb
+}
+
+// Free returns b to its class's free list.
+func (p *PoolAllocator) Free(b []byte) {
+	p.allocated.Add(-int64(len(b)))
+	c := bits.Len(uint(cap(b))) - 1
+	if cap(b) == 0 || cap(b) != 1<<c || c < minClass || c > maxClass {
+		return
+	}
+	max := p.MaxPerClass
+	if max == 0 {
+		max = 64
+	}
+	p.mu.Lock()
+	if len(p.free[c]) < max {
+		p.free[c] = append(p.free[c], b[:0])
+	}
+	p.mu.Unlock()
+}
+
+// Allocated is the number of bytes handed out and not yet freed.
+func (p *PoolAllocator) Allocated() int64 { return p.allocated.Load() }
