@@ -106,57 +106,73 @@ func (g *tableGen) kernels(f *jen.File) {
 	)
 }
 
-// decodeValues emits the projected decode: validate every value's frame once, then for
-// each projected column run one typed loop over the batch (dispatch once per column).
+// decodeValues emits the projected decode: check every value's frame once with
+// straight-line code, then for each projected column run one typed loop over the batch
+// (dispatch once per column). Fixed-width columns are decoded into a stack buffer and
+// appended in bulk, so validity bits are set a word at a time.
 func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
 	l := g.layout
+	const step = 256
+	rowOff := jen.Id("o").Op(":=").Int().Call(jen.Id("offs").Index(jen.Id("i")))
+	at := func(off int) jen.Code {
+		return jen.Id("data").Index(jen.Id("o").Op("+").Lit(off), jen.Empty())
+	}
 	cases := []jen.Code{}
 	for i, c := range g.t.Columns {
 		kd := g.kind(i)
 		by, bit := nullBit(i)
-		row := jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1)))
-		isNull := jen.Id("v").Index(jen.Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
-		assert := []jen.Code{
+		isNull := jen.Id("data").Index(jen.Id("o").Op("+").Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
+		body := []jen.Code{
 			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(jen.Op("*").Qual(pkgArray, kd.builder)),
 			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want *array."+kd.builder, jen.Id("out").Index(jen.Id("j"))))),
 			jen.Id("b").Dot("Reserve").Call(jen.Id("n")),
 		}
-		var loop []jen.Code
 		if !kd.varLen {
-			inner := []jen.Code{row}
+			slot := func(off int) jen.Code { return at(l.Slot[i] + off) }
+			inner := []jen.Code{rowOff, jen.Id("tmp").Index(jen.Id("i").Op("-").Id("lo")).Op("=").Add(kd.getValue(slot))}
+			var valid jen.Code = jen.Nil()
+			decl := []jen.Code{jen.Var().Id("tmp").Index(jen.Lit(step)).Add(kd.goType())}
 			if c.Nullable {
-				inner = append(inner, jen.If(isNull).Block(jen.Id("b").Dot("UnsafeAppendBoolToBitmap").Call(jen.False()), jen.Continue()))
+				decl = append(decl, jen.Var().Id("valid").Index(jen.Lit(step)).Bool())
+				inner = append(inner, jen.Id("valid").Index(jen.Id("i").Op("-").Id("lo")).Op("=").Op("!").Parens(isNull))
+				valid = jen.Id("valid").Index(jen.Empty(), jen.Id("hi").Op("-").Id("lo"))
 			}
-			inner = append(inner, jen.Id("b").Dot("UnsafeAppend").Call(kd.getValue(jen.Id("v"), l.Slot[i])))
-			loop = []jen.Code{jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(inner...)}
+			body = append(body, decl...)
+			body = append(body, jen.For(jen.Id("lo").Op(":=").Lit(0), jen.Id("lo").Op("<").Id("n"), jen.Id("lo").Op("+=").Lit(step)).Block(
+				jen.Id("hi").Op(":=").Min(jen.Id("n"), jen.Id("lo").Op("+").Lit(step)),
+				jen.For(jen.Id("i").Op(":=").Id("lo"), jen.Id("i").Op("<").Id("hi"), jen.Id("i").Op("++")).Block(inner...),
+				jen.Id("b").Dot("AppendValues").Call(jen.Id("tmp").Index(jen.Empty(), jen.Id("hi").Op("-").Id("lo")), valid),
+			))
 		} else {
 			var start jen.Code = jen.Lit(l.VarStart)
 			if p := l.PrevVar[i]; p >= 0 {
-				start = jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(p), jen.Empty())))
+				start = jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(p)))
 			}
-			end := jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(l.Slot[i]), jen.Empty())))
+			end := jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(l.Slot[i])))
 			bb := jen.Id("b")
 			if kd.isString {
 				bb = jen.Id("b").Dot("BinaryBuilder")
 			}
-			sum := []jen.Code{row, jen.Id("total").Op("+=").Add(end).Op("-").Parens(start)}
-			inner := []jen.Code{row}
+			inner := []jen.Code{rowOff}
 			if c.Nullable {
 				inner = append(inner, jen.If(isNull).Block(jen.Id("b").Dot("AppendNull").Call(), jen.Continue()))
 			}
-			inner = append(inner, jen.Add(bb).Dot("UnsafeAppend").Call(jen.Id("v").Index(start, end)))
-			loop = []jen.Code{
+			inner = append(inner, jen.Add(bb).Dot("UnsafeAppend").Call(jen.Id("data").Index(jen.Id("o").Op("+").Add(start), jen.Id("o").Op("+").Add(end))))
+			body = append(body,
 				jen.Id("total").Op(":=").Lit(0),
-				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(sum...),
+				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(
+					rowOff, jen.Id("total").Op("+=").Add(end).Op("-").Parens(start),
+				),
 				jen.Id("b").Dot("ReserveData").Call(jen.Id("total")),
 				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(inner...),
-			}
+			)
 		}
-		cases = append(cases, jen.Case(jen.Lit(i)).Block(append(assert, loop...)...))
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(body...))
 	}
 	cases = append(cases, jen.Default().Block(
 		jen.Return(errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
 	))
+	g.valueCheck(f)
 	f.Comment("DecodeValues implements vec.Kernels: one typed loop per projected column; the")
 	f.Comment("columns outside the projection are never read.")
 	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(
@@ -164,17 +180,63 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 			jen.Return(errf("DecodeValues needs %d builders, got %d", jen.Len(jen.Id("proj")), jen.Len(jen.Id("out")))),
 		),
 		jen.Id("n").Op(":=").Id("vals").Dot("Len").Call(),
+		jen.List(jen.Id("data"), jen.Id("offs")).Op(":=").List(jen.Id("vals").Dot("Data"), jen.Id("vals").Dot("Offsets")),
 		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(
-			jen.If(jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("vals").Dot("At").Call(jen.Id("i"))), jen.Err().Op("!=").Nil()).Block(
+			jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1))),
+			jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
+				jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
+				jen.If(jen.Err().Op("==").Nil()).Block(
+					jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
+				),
 				jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err())),
 			),
 		),
-		jen.List(jen.Id("data"), jen.Id("offs")).Op(":=").List(jen.Id("vals").Dot("Data"), jen.Id("vals").Dot("Offsets")),
 		jen.For(jen.List(jen.Id("j"), jen.Id("col")).Op(":=").Range().Id("proj")).Block(
 			jen.Switch(jen.Id("col")).Block(cases...),
 		),
 		jen.Return(jen.Nil()),
 	)
+}
+
+// valueCheck emits gValueOK: the conditions of vec.Layout.CheckValue as straight-line
+// code over the table's constant layout.
+func (g *tableGen) valueCheck(f *jen.File) {
+	l := g.layout
+	conds := []jen.Code{
+		jen.Len(jen.Id("v")).Op("<").Lit(l.VarStart),
+		jen.Id("v").Index(jen.Lit(0)).Op("!=").Qual(pkgVec, "ValueVersion"),
+	}
+	for b := 0; b < l.NullBytes; b++ {
+		mask := int(l.NotNull[b])
+		if b == l.NullBytes-1 && l.NumColumns&7 != 0 {
+			mask |= 0xFF << (l.NumColumns & 7) & 0xFF
+		}
+		if mask != 0 {
+			conds = append(conds, jen.Id("v").Index(jen.Lit(1+b)).Op("&").Lit(mask).Op("!=").Lit(0))
+		}
+	}
+	body := []jen.Code{}
+	cond := conds[0]
+	for _, c := range conds[1:] {
+		cond = jen.Add(cond).Op("||").Add(c)
+	}
+	body = append(body, jen.If(cond).Block(jen.Return(jen.False())))
+	if len(l.VarSlots) == 0 {
+		body = append(body, jen.Return(jen.Len(jen.Id("v")).Op("==").Lit(l.VarStart)))
+	} else {
+		prev := jen.Code(nil)
+		for k, s := range l.VarSlots {
+			e := fmt.Sprintf("e%d", k)
+			body = append(body, jen.Id(e).Op(":=").Add(le("Uint32")).Call(jen.Id("v").Index(jen.Lit(s), jen.Empty())))
+			if prev != nil {
+				body = append(body, jen.If(jen.Id(e).Op("<").Add(prev)).Block(jen.Return(jen.False())))
+			}
+			prev = jen.Id(e)
+		}
+		body = append(body, jen.Return(jen.Int().Call(prev).Op("==").Len(jen.Id("v")).Op("-").Lit(l.VarStart)))
+	}
+	f.Commentf("%s reports whether v is a well-formed row value of table %s (see vec.Layout.CheckValue).", g.lname("ValueOK"), g.t.Name)
+	f.Func().Id(g.lname("ValueOK")).Params(jen.Id("v").Index().Byte()).Bool().Block(body...)
 }
 
 func (g *tableGen) marker(f *jen.File) {
@@ -211,35 +273,70 @@ func (g *tableGen) marker(f *jen.File) {
 		jen.Return(jen.Id("m"), jen.Nil()),
 	)
 
+	set := jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7))
+	// keepIfBelow decides an InProgress row: on the typed fast path (every pk column
+	// NOT NULL and ordered by <) it compares the raw value slices inline, column by
+	// column; otherwise it calls ComparePK.
+	fast := true
+	for _, k := range g.t.PK {
+		if g.col(k.Column).Nullable || !g.kind(k.Column).ordered {
+			fast = false
+		}
+	}
+	var keepIfBelow []jen.Code
+	prelude := []jen.Code{}
+	if fast {
+		var chain *jen.Statement
+		for j, k := range g.t.PK {
+			c := g.col(k.Column)
+			kv := fmt.Sprintf("k%d", j)
+			prelude = append(prelude, jen.Id(kv).Op(":=").Id("v").Dot(c.GoName).Dot(g.kind(k.Column).values).Call().Index(jen.Empty(), jen.Id("n")))
+			less := "<"
+			if k.Desc {
+				less = ">"
+			}
+			cond := []jen.Code{
+				jen.List(jen.Id("a"), jen.Id("b")).Op(":=").List(jen.Id(kv).Index(jen.Id("i")), jen.Id("p").Dot(c.GoName)),
+				jen.Id("a").Op("!=").Id("b"),
+			}
+			then := jen.If(jen.Id("a").Op(less).Id("b")).Block(set)
+			if chain == nil {
+				chain = jen.If(cond...).Block(then)
+			} else {
+				chain.Else().If(cond...).Block(then)
+			}
+		}
+		chain.Else().Block(set)
+		keepIfBelow = []jen.Code{jen.Id("p").Op(":=").Op("&").Id("m").Dot("pos").Index(jen.Id("vn")), chain}
+	} else {
+		keepIfBelow = []jen.Code{jen.If(jen.Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(jen.Id("vn"))).Op("<=").Lit(0)).Block(set)}
+	}
 	rowRule := func() []jen.Code {
 		return []jen.Code{
-			jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i")),
 			jen.Switch(jen.Id("m").Dot("state").Index(jen.Id("vn"))).Block(
-				jen.Case(jen.Qual(pkgVec, "Completed")).Block(
-					jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7)),
-				),
-				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(
-					jen.If(jen.Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(jen.Id("vn"))).Op("<=").Lit(0)).Block(
-						jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7)),
-					),
-				),
+				jen.Case(jen.Qual(pkgVec, "Completed")).Block(set),
+				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(keepIfBelow...),
 			),
 		}
 	}
 	visible := append([]jen.Code{
 		jen.If(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op("&").Parens(jen.Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7))).Op("==").Lit(0)).Block(jen.Continue()),
 	}, rowRule()...)
-	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
-	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(
+	body := []jen.Code{
 		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
 		jen.Id("n").Op(":=").Id("v").Dot("NumRows").Call(),
 		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Parens(jen.Id("n").Op("+").Lit(7)).Op("/").Lit(8)),
 		jen.Clear(jen.Id("out")),
 		jen.Id("vnodes").Op("=").Id("vnodes").Index(jen.Empty(), jen.Id("n")),
+	}
+	body = append(body, prelude...)
+	body = append(body,
 		jen.If(jen.Id("vis").Op(":=").Id("c").Dot("Visibility").Call(), jen.Id("vis").Op("!=").Nil()).Block(
-			jen.For(jen.Id("i").Op(":=").Range().Id("vnodes")).Block(visible...),
+			jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(visible...),
 			jen.Return(),
 		),
-		jen.For(jen.Id("i").Op(":=").Range().Id("vnodes")).Block(rowRule()...),
+		jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(rowRule()...),
 	)
+	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
+	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(body...)
 }

@@ -29,7 +29,9 @@ type kindInfo struct {
 	fromKey  func(x jen.Code) jen.Code
 	compare  func(a, b jen.Code) jen.Code // three-way compare of two Go values
 	putValue func(row jen.Code, slot int, x jen.Code) jen.Code
-	getValue func(v jen.Code, slot int) jen.Code
+	getValue func(slot func(off int) jen.Code) jen.Code // slot(off) is the value bytes from off on
+	values   string                                     // typed accessor of the raw value slice (e.g. Int64Values); "" if none
+	ordered  bool                                       // a plain < orders two values as the key does
 	varLen   bool
 	byteKey  bool // key decode goes through DecodeKeyBytes
 	isString bool // varchar: Go string, Arrow String
@@ -53,7 +55,7 @@ var kinds = map[schema.Kind]*kindInfo{
 		putValue: func(row jen.Code, off int, x jen.Code) jen.Code {
 			return jen.If(x).Block(jen.Add(row).Index(jen.Lit(off)).Op("=").Lit(1))
 		},
-		getValue: func(v jen.Code, off int) jen.Code { return jen.Add(v).Index(jen.Lit(off)).Op("!=").Lit(0) },
+		getValue: func(slot func(int) jen.Code) jen.Code { return jen.Add(slot(0)).Index(jen.Lit(0)).Op("!=").Lit(0) },
 	},
 	schema.Int16: intKind(jen.Int16, "Int16", "Int16", "Uint16", jen.Uint16, nil),
 	schema.Int32: intKind(jen.Int32, "Int32", "Int32", "Uint32", jen.Uint32, nil),
@@ -76,8 +78,8 @@ var kinds = map[schema.Kind]*kindInfo{
 				le("PutUint64").Call(slot(row, off+8), jen.Uint64().Call(jen.Add(x).Dot("HighBits").Call())),
 			)
 		},
-		getValue: func(v jen.Code, off int) jen.Code {
-			return jen.Qual(pkgDecimal, "New").Call(jen.Int64().Call(le("Uint64").Call(slot(v, off+8))), le("Uint64").Call(slot(v, off)))
+		getValue: func(slot func(int) jen.Code) jen.Code {
+			return jen.Qual(pkgDecimal, "New").Call(jen.Int64().Call(le("Uint64").Call(slot(8))), le("Uint64").Call(slot(0)))
 		},
 	},
 	schema.Varchar: {
@@ -97,7 +99,8 @@ var kinds = map[schema.Kind]*kindInfo{
 // intKind describes an integer-like kind; keyType is the integer type the key codec
 // takes when it differs from the Go type (dates and timestamps).
 func intKind(goType func() *jen.Statement, array, keyFunc, leFunc string, uns func() *jen.Statement, keyType func() *jen.Statement) *kindInfo {
-	k := &kindInfo{goType: goType, array: array, builder: array + "Builder", keyFunc: keyFunc, compare: cmpOrdered}
+	k := &kindInfo{goType: goType, array: array, builder: array + "Builder", keyFunc: keyFunc, compare: cmpOrdered,
+		values: "Values", ordered: true}
 	k.toKey, k.fromKey = ident, ident
 	if keyType != nil {
 		k.toKey = func(x jen.Code) jen.Code { return keyType().Call(x) }
@@ -106,8 +109,8 @@ func intKind(goType func() *jen.Statement, array, keyFunc, leFunc string, uns fu
 	k.putValue = func(row jen.Code, off int, x jen.Code) jen.Code {
 		return le("Put"+leFunc).Call(slot(row, off), uns().Call(x))
 	}
-	k.getValue = func(v jen.Code, off int) jen.Code {
-		return goType().Call(le(leFunc).Call(slot(v, off)))
+	k.getValue = func(slot func(int) jen.Code) jen.Code {
+		return goType().Call(le(leFunc).Call(slot(0)))
 	}
 	return k
 }
@@ -120,8 +123,8 @@ func floatKind(goType func() *jen.Statement, name, leFunc string) *kindInfo {
 		putValue: func(row jen.Code, off int, x jen.Code) jen.Code {
 			return le("Put"+leFunc).Call(slot(row, off), jen.Qual(pkgMath, name+"bits").Call(x))
 		},
-		getValue: func(v jen.Code, off int) jen.Code {
-			return jen.Qual(pkgMath, name+"frombits").Call(le(leFunc).Call(slot(v, off)))
+		getValue: func(slot func(int) jen.Code) jen.Code {
+			return jen.Qual(pkgMath, name+"frombits").Call(le(leFunc).Call(slot(0)))
 		},
 	}
 }

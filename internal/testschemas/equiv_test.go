@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	_ "github.com/seed04fbb902/weir/bench/nexmark/tables" // registers the Nexmark kernels
 	_ "github.com/seed04fbb902/weir/internal/testschemas" // registers the generated kernels
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
@@ -18,11 +19,15 @@ import (
 // registered under its current fingerprint (a stale generated file fails here).
 func tables(t *testing.T) []*schema.Table {
 	t.Helper()
-	f, err := schema.ParseFile("testschemas.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var out []*schema.Table
+	for _, path := range []string{"testschemas.yaml", "../../bench/nexmark/tables/nexmark.yaml"} {
+		f, err := schema.ParseFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f.Tables...)
 	}
-	return f.Tables
+	return out
 }
 
 func kernelsOf(t *testing.T, tbl *schema.Table) (gen, generic vec.Kernels) {

@@ -5,6 +5,7 @@ package testschemas
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -361,6 +362,19 @@ func (p1Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// p1ValueOK reports whether v is a well-formed row value of table p1 (see vec.Layout.CheckValue).
+func p1ValueOK(v []byte) bool {
+	if len(v) < 26 || v[0] != vec.ValueVersion || v[1]&249 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[2:])
+	e1 := binary.LittleEndian.Uint32(v[14:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-26
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -368,12 +382,17 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 		return fmt.Errorf("table p1: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := p1Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !p1ValueOK(v) {
+			err := p1Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table p1: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -384,13 +403,13 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 26 + int(binary.LittleEndian.Uint32(v[2:])) - (26)
+				o := int(offs[i])
+				total += 26 + int(binary.LittleEndian.Uint32(data[o+2:])) - (26)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[26 : 26+int(binary.LittleEndian.Uint32(v[2:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+26 : o+26+int(binary.LittleEndian.Uint32(data[o+2:]))])
 			}
 		case 1:
 			b, ok := out[j].(*array.Int64Builder)
@@ -398,13 +417,16 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p1: column func: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+6:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[6:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -414,17 +436,17 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 26 + int(binary.LittleEndian.Uint32(v[14:])) - (26 + int(binary.LittleEndian.Uint32(v[2:])))
+				o := int(offs[i])
+				total += 26 + int(binary.LittleEndian.Uint32(data[o+14:])) - (26 + int(binary.LittleEndian.Uint32(data[o+2:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
+				o := int(offs[i])
+				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[26+int(binary.LittleEndian.Uint32(v[2:])) : 26+int(binary.LittleEndian.Uint32(v[14:]))])
+				b.UnsafeAppend(data[o+26+int(binary.LittleEndian.Uint32(data[o+2:])) : o+26+int(binary.LittleEndian.Uint32(data[o+14:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.Float64Builder)
@@ -432,9 +454,14 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p1: column Extra: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[18:])))
+			var tmp [256]float64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+18:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
 			return fmt.Errorf("table p1: projection names column %d, the table has %d", col, 4)
@@ -500,11 +527,10 @@ func (m *p1Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -516,8 +542,7 @@ func (m *p1Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

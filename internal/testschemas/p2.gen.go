@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -412,6 +413,15 @@ func (p2Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// p2ValueOK reports whether v is a well-formed row value of table p2 (see vec.Layout.CheckValue).
+func p2ValueOK(v []byte) bool {
+	if len(v) < 35 || v[0] != vec.ValueVersion || v[1]&227 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[14:])
+	return int(e0) == len(v)-35
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -419,12 +429,17 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 		return fmt.Errorf("table p2: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := p2Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !p2ValueOK(v) {
+			err := p2Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table p2: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -433,9 +448,14 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p2: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[2:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+2:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.Int32Builder)
@@ -443,9 +463,14 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p2: column op: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[10:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+10:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
 			b, ok := out[j].(*array.StringBuilder)
@@ -455,17 +480,17 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 35 + int(binary.LittleEndian.Uint32(v[14:])) - (35)
+				o := int(offs[i])
+				total += 35 + int(binary.LittleEndian.Uint32(data[o+14:])) - (35)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
+				o := int(offs[i])
+				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[35 : 35+int(binary.LittleEndian.Uint32(v[14:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+35 : o+35+int(binary.LittleEndian.Uint32(data[o+14:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -473,13 +498,16 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p2: column row: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&8 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+18:][0] != 0
+					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
-				b.UnsafeAppend(v[18] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 4:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -487,13 +515,16 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p2: column auction_id: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&16 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+27:])), binary.LittleEndian.Uint64(data[o+19:]))
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[27:])), binary.LittleEndian.Uint64(v[19:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
 			return fmt.Errorf("table p2: projection names column %d, the table has %d", col, 5)
@@ -558,30 +589,48 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	out = out[:(n+7)/8]
 	clear(out)
 	vnodes = vnodes[:n]
+	k0 := v.DateTime.Values()[:n]
+	k1 := v.OpCol.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
 			case vec.InProgress:
-				if v.ComparePK(i, &m.pos[vn]) <= 0 {
+				p := &m.pos[vn]
+				if a, b := k0[i], p.DateTime; a != b {
+					if a > b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else if a, b := k1[i], p.OpCol; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else {
 					out[i>>3] |= 1 << (i & 7)
 				}
 			}
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)
 		case vec.InProgress:
-			if v.ComparePK(i, &m.pos[vn]) <= 0 {
+			p := &m.pos[vn]
+			if a, b := k0[i], p.DateTime; a != b {
+				if a > b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else if a, b := k1[i], p.OpCol; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else {
 				out[i>>3] |= 1 << (i & 7)
 			}
 		}

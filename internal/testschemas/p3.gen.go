@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -469,6 +470,15 @@ func (p3Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// p3ValueOK reports whether v is a well-formed row value of table p3 (see vec.Layout.CheckValue).
+func p3ValueOK(v []byte) bool {
+	if len(v) < 16 || v[0] != vec.ValueVersion || v[1]&252 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[12:])
+	return int(e0) == len(v)-16
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -476,12 +486,17 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 		return fmt.Errorf("table p3: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := p3Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !p3ValueOK(v) {
+			err := p3Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table p3: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -490,13 +505,16 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p3: column a: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+2:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[2:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 1:
 			b, ok := out[j].(*array.Date32Builder)
@@ -504,13 +522,16 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p3: column b: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+4:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[4:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
 			b, ok := out[j].(*array.Float32Builder)
@@ -518,9 +539,14 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				return fmt.Errorf("table p3: column c: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[8:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+8:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -530,13 +556,13 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 16 + int(binary.LittleEndian.Uint32(v[12:])) - (16)
+				o := int(offs[i])
+				total += 16 + int(binary.LittleEndian.Uint32(data[o+12:])) - (16)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[16 : 16+int(binary.LittleEndian.Uint32(v[12:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+16 : o+16+int(binary.LittleEndian.Uint32(data[o+12:]))])
 			}
 		default:
 			return fmt.Errorf("table p3: projection names column %d, the table has %d", col, 4)
@@ -602,11 +628,10 @@ func (m *p3Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -618,8 +643,7 @@ func (m *p3Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -700,6 +701,19 @@ func (t00Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t00ValueOK reports whether v is a well-formed row value of table t00 (see vec.Layout.CheckValue).
+func t00ValueOK(v []byte) bool {
+	if len(v) < 89 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[61:])
+	e1 := binary.LittleEndian.Uint32(v[65:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-89
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -707,12 +721,17 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t00: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t00Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t00ValueOK(v) {
+			err := t00Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t00: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -721,13 +740,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+3:][0] != 0
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
-				b.UnsafeAppend(v[3] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 1:
 			b, ok := out[j].(*array.Int16Builder)
@@ -735,9 +757,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[4:])))
+			var tmp [256]int16
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+4:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
 			b, ok := out[j].(*array.Int32Builder)
@@ -745,13 +772,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+6:]))
+					valid[i-lo] = !(data[o+1]&4 != 0)
 				}
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[6:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 3:
 			b, ok := out[j].(*array.Int64Builder)
@@ -759,9 +789,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[10:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -769,13 +804,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&16 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+18:][0] != 0
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
-				b.UnsafeAppend(v[18] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -783,9 +821,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[19:])))
+			var tmp [256]int16
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+19:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -793,13 +836,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+21:]))
+					valid[i-lo] = !(data[o+1]&64 != 0)
 				}
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[21:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -807,9 +853,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[25:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+25:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -817,13 +868,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+33:]))
+					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[33:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -831,9 +885,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[37:])))
+			var tmp [256]float64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+37:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -841,13 +900,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+53:])), binary.LittleEndian.Uint64(data[o+45:]))
+					valid[i-lo] = !(data[o+2]&4 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[53:])), binary.LittleEndian.Uint64(v[45:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -857,13 +919,13 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 89 + int(binary.LittleEndian.Uint32(v[61:])) - (89)
+				o := int(offs[i])
+				total += 89 + int(binary.LittleEndian.Uint32(data[o+61:])) - (89)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[89 : 89+int(binary.LittleEndian.Uint32(v[61:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -873,17 +935,17 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 89 + int(binary.LittleEndian.Uint32(v[65:])) - (89 + int(binary.LittleEndian.Uint32(v[61:])))
+				o := int(offs[i])
+				total += 89 + int(binary.LittleEndian.Uint32(data[o+65:])) - (89 + int(binary.LittleEndian.Uint32(data[o+61:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&16 != 0 {
+				o := int(offs[i])
+				if data[o+2]&16 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[89+int(binary.LittleEndian.Uint32(v[61:])) : 89+int(binary.LittleEndian.Uint32(v[65:]))])
+				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -891,9 +953,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[69:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+69:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -901,13 +968,16 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+73:]))
+					valid[i-lo] = !(data[o+2]&64 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[73:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -915,9 +985,14 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t00: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[81:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+81:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
 			return fmt.Errorf("table t00: projection names column %d, the table has %d", col, 16)
@@ -983,11 +1058,10 @@ func (m *t00Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -999,8 +1073,7 @@ func (m *t00Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -705,6 +706,19 @@ func (t01Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t01ValueOK reports whether v is a well-formed row value of table t01 (see vec.Layout.CheckValue).
+func t01ValueOK(v []byte) bool {
+	if len(v) < 92 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[64:])
+	e1 := binary.LittleEndian.Uint32(v[68:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-92
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -712,12 +726,17 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t01: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t01Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t01ValueOK(v) {
+			err := t01Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t01: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -726,13 +745,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+3:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[3:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 1:
 			b, ok := out[j].(*array.Int32Builder)
@@ -740,9 +762,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[5:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+5:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
 			b, ok := out[j].(*array.Int64Builder)
@@ -750,13 +777,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+9:]))
+					valid[i-lo] = !(data[o+1]&4 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[9:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 3:
 			b, ok := out[j].(*array.Float32Builder)
@@ -764,9 +794,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[17:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+17:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -774,9 +809,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[21] != 0)
+			var tmp [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+21:][0] != 0
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -784,13 +824,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+22:]))
+					valid[i-lo] = !(data[o+1]&32 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[22:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -798,9 +841,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[24:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+24:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -808,13 +856,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+28:]))
+					valid[i-lo] = !(data[o+1]&128 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[28:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -822,9 +873,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[36:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+36:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -832,13 +888,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+40:]))
+					valid[i-lo] = !(data[o+2]&2 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[40:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -846,9 +905,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[56:])), binary.LittleEndian.Uint64(v[48:])))
+			var tmp [256]decimal128.Num
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+56:])), binary.LittleEndian.Uint64(data[o+48:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -858,17 +922,17 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 92 + int(binary.LittleEndian.Uint32(v[64:])) - (92)
+				o := int(offs[i])
+				total += 92 + int(binary.LittleEndian.Uint32(data[o+64:])) - (92)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&8 != 0 {
+				o := int(offs[i])
+				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[92 : 92+int(binary.LittleEndian.Uint32(v[64:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+92 : o+92+int(binary.LittleEndian.Uint32(data[o+64:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -878,13 +942,13 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 92 + int(binary.LittleEndian.Uint32(v[68:])) - (92 + int(binary.LittleEndian.Uint32(v[64:])))
+				o := int(offs[i])
+				total += 92 + int(binary.LittleEndian.Uint32(data[o+68:])) - (92 + int(binary.LittleEndian.Uint32(data[o+64:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[92+int(binary.LittleEndian.Uint32(v[64:])) : 92+int(binary.LittleEndian.Uint32(v[68:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+92+int(binary.LittleEndian.Uint32(data[o+64:])) : o+92+int(binary.LittleEndian.Uint32(data[o+68:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -892,13 +956,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+72:]))
+					valid[i-lo] = !(data[o+2]&32 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[72:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -906,9 +973,14 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[76:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+76:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -916,13 +988,16 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t01: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+84:]))
+					valid[i-lo] = !(data[o+2]&128 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[84:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
 			return fmt.Errorf("table t01: projection names column %d, the table has %d", col, 16)
@@ -988,11 +1063,10 @@ func (m *t01Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -1004,8 +1078,7 @@ func (m *t01Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

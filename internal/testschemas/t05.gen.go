@@ -6,6 +6,7 @@ package testschemas
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -717,6 +718,27 @@ func (t05Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t05ValueOK reports whether v is a well-formed row value of table t05 (see vec.Layout.CheckValue).
+func t05ValueOK(v []byte) bool {
+	if len(v) < 106 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[27:])
+	e1 := binary.LittleEndian.Uint32(v[31:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[78:])
+	if e2 < e1 {
+		return false
+	}
+	e3 := binary.LittleEndian.Uint32(v[82:])
+	if e3 < e2 {
+		return false
+	}
+	return int(e3) == len(v)-106
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -724,12 +746,17 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t05: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t05Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t05ValueOK(v) {
+			err := t05Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t05: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -738,13 +765,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+3:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[3:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 1:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -752,9 +782,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[19:])), binary.LittleEndian.Uint64(v[11:])))
+			var tmp [256]decimal128.Num
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+19:])), binary.LittleEndian.Uint64(data[o+11:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
 			b, ok := out[j].(*array.StringBuilder)
@@ -764,17 +799,17 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 106 + int(binary.LittleEndian.Uint32(v[27:])) - (106)
+				o := int(offs[i])
+				total += 106 + int(binary.LittleEndian.Uint32(data[o+27:])) - (106)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
+				o := int(offs[i])
+				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[106 : 106+int(binary.LittleEndian.Uint32(v[27:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+106 : o+106+int(binary.LittleEndian.Uint32(data[o+27:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -784,13 +819,13 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 106 + int(binary.LittleEndian.Uint32(v[31:])) - (106 + int(binary.LittleEndian.Uint32(v[27:])))
+				o := int(offs[i])
+				total += 106 + int(binary.LittleEndian.Uint32(data[o+31:])) - (106 + int(binary.LittleEndian.Uint32(data[o+27:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[106+int(binary.LittleEndian.Uint32(v[27:])) : 106+int(binary.LittleEndian.Uint32(v[31:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+27:])) : o+106+int(binary.LittleEndian.Uint32(data[o+31:]))])
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -798,9 +833,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[35] != 0)
+			var tmp [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+35:][0] != 0
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -808,13 +848,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+36:]))
+					valid[i-lo] = !(data[o+1]&32 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[36:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -822,9 +865,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[38:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+38:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -832,13 +880,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+42:]))
+					valid[i-lo] = !(data[o+1]&128 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[42:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -846,9 +897,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[50:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+50:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -856,13 +912,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+54:]))
+					valid[i-lo] = !(data[o+2]&2 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[54:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -870,9 +929,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[70:])), binary.LittleEndian.Uint64(v[62:])))
+			var tmp [256]decimal128.Num
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+70:])), binary.LittleEndian.Uint64(data[o+62:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -882,17 +946,17 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 106 + int(binary.LittleEndian.Uint32(v[78:])) - (106 + int(binary.LittleEndian.Uint32(v[31:])))
+				o := int(offs[i])
+				total += 106 + int(binary.LittleEndian.Uint32(data[o+78:])) - (106 + int(binary.LittleEndian.Uint32(data[o+31:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&8 != 0 {
+				o := int(offs[i])
+				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[106+int(binary.LittleEndian.Uint32(v[31:])) : 106+int(binary.LittleEndian.Uint32(v[78:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+31:])) : o+106+int(binary.LittleEndian.Uint32(data[o+78:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -902,13 +966,13 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 106 + int(binary.LittleEndian.Uint32(v[82:])) - (106 + int(binary.LittleEndian.Uint32(v[78:])))
+				o := int(offs[i])
+				total += 106 + int(binary.LittleEndian.Uint32(data[o+82:])) - (106 + int(binary.LittleEndian.Uint32(data[o+78:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[106+int(binary.LittleEndian.Uint32(v[78:])) : 106+int(binary.LittleEndian.Uint32(v[82:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+78:])) : o+106+int(binary.LittleEndian.Uint32(data[o+82:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -916,13 +980,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+86:]))
+					valid[i-lo] = !(data[o+2]&32 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[86:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -930,9 +997,14 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -940,13 +1012,16 @@ func (t05Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t05: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+98:]))
+					valid[i-lo] = !(data[o+2]&128 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
 			return fmt.Errorf("table t05: projection names column %d, the table has %d", col, 16)
@@ -1012,11 +1087,10 @@ func (m *t05Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -1028,8 +1102,7 @@ func (m *t05Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -711,6 +712,27 @@ func (t06Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t06ValueOK reports whether v is a well-formed row value of table t06 (see vec.Layout.CheckValue).
+func t06ValueOK(v []byte) bool {
+	if len(v) < 102 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[19:])
+	e1 := binary.LittleEndian.Uint32(v[23:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[74:])
+	if e2 < e1 {
+		return false
+	}
+	e3 := binary.LittleEndian.Uint32(v[78:])
+	if e3 < e2 {
+		return false
+	}
+	return int(e3) == len(v)-102
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -718,12 +740,17 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t06: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t06Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t06ValueOK(v) {
+			err := t06Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t06: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -732,13 +759,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+11:])), binary.LittleEndian.Uint64(data[o+3:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[11:])), binary.LittleEndian.Uint64(v[3:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 1:
 			b, ok := out[j].(*array.StringBuilder)
@@ -748,13 +778,13 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 102 + int(binary.LittleEndian.Uint32(v[19:])) - (102)
+				o := int(offs[i])
+				total += 102 + int(binary.LittleEndian.Uint32(data[o+19:])) - (102)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[102 : 102+int(binary.LittleEndian.Uint32(v[19:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+102 : o+102+int(binary.LittleEndian.Uint32(data[o+19:]))])
 			}
 		case 2:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -764,17 +794,17 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 102 + int(binary.LittleEndian.Uint32(v[23:])) - (102 + int(binary.LittleEndian.Uint32(v[19:])))
+				o := int(offs[i])
+				total += 102 + int(binary.LittleEndian.Uint32(data[o+23:])) - (102 + int(binary.LittleEndian.Uint32(data[o+19:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
+				o := int(offs[i])
+				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[102+int(binary.LittleEndian.Uint32(v[19:])) : 102+int(binary.LittleEndian.Uint32(v[23:]))])
+				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+19:])) : o+102+int(binary.LittleEndian.Uint32(data[o+23:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.Date32Builder)
@@ -782,9 +812,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[27:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+27:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -792,13 +827,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&16 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+31:][0] != 0
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
-				b.UnsafeAppend(v[31] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -806,9 +844,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[32:])))
+			var tmp [256]int16
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+32:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -816,13 +859,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+34:]))
+					valid[i-lo] = !(data[o+1]&64 != 0)
 				}
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[34:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -830,9 +876,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[38:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+38:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -840,13 +891,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+46:]))
+					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[46:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -854,9 +908,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[50:])))
+			var tmp [256]float64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+50:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -864,13 +923,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+66:])), binary.LittleEndian.Uint64(data[o+58:]))
+					valid[i-lo] = !(data[o+2]&4 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[66:])), binary.LittleEndian.Uint64(v[58:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -880,13 +942,13 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 102 + int(binary.LittleEndian.Uint32(v[74:])) - (102 + int(binary.LittleEndian.Uint32(v[23:])))
+				o := int(offs[i])
+				total += 102 + int(binary.LittleEndian.Uint32(data[o+74:])) - (102 + int(binary.LittleEndian.Uint32(data[o+23:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[102+int(binary.LittleEndian.Uint32(v[23:])) : 102+int(binary.LittleEndian.Uint32(v[74:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+23:])) : o+102+int(binary.LittleEndian.Uint32(data[o+74:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -896,17 +958,17 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 102 + int(binary.LittleEndian.Uint32(v[78:])) - (102 + int(binary.LittleEndian.Uint32(v[74:])))
+				o := int(offs[i])
+				total += 102 + int(binary.LittleEndian.Uint32(data[o+78:])) - (102 + int(binary.LittleEndian.Uint32(data[o+74:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&16 != 0 {
+				o := int(offs[i])
+				if data[o+2]&16 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[102+int(binary.LittleEndian.Uint32(v[74:])) : 102+int(binary.LittleEndian.Uint32(v[78:]))])
+				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+74:])) : o+102+int(binary.LittleEndian.Uint32(data[o+78:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -914,9 +976,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[82:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+82:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -924,13 +991,16 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+86:]))
+					valid[i-lo] = !(data[o+2]&64 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -938,9 +1008,14 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t06: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+94:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
 			return fmt.Errorf("table t06: projection names column %d, the table has %d", col, 16)
@@ -1006,11 +1081,10 @@ func (m *t06Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -1022,8 +1096,7 @@ func (m *t06Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

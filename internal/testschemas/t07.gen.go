@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -715,6 +716,27 @@ func (t07Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t07ValueOK reports whether v is a well-formed row value of table t07 (see vec.Layout.CheckValue).
+func t07ValueOK(v []byte) bool {
+	if len(v) < 94 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[3:])
+	e1 := binary.LittleEndian.Uint32(v[7:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[66:])
+	if e2 < e1 {
+		return false
+	}
+	e3 := binary.LittleEndian.Uint32(v[70:])
+	if e3 < e2 {
+		return false
+	}
+	return int(e3) == len(v)-94
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -722,12 +744,17 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t07: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t07Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t07ValueOK(v) {
+			err := t07Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t07: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -738,17 +765,17 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 94 + int(binary.LittleEndian.Uint32(v[3:])) - (94)
+				o := int(offs[i])
+				total += 94 + int(binary.LittleEndian.Uint32(data[o+3:])) - (94)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&1 != 0 {
+				o := int(offs[i])
+				if data[o+1]&1 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[94 : 94+int(binary.LittleEndian.Uint32(v[3:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+94 : o+94+int(binary.LittleEndian.Uint32(data[o+3:]))])
 			}
 		case 1:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -758,13 +785,13 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 94 + int(binary.LittleEndian.Uint32(v[7:])) - (94 + int(binary.LittleEndian.Uint32(v[3:])))
+				o := int(offs[i])
+				total += 94 + int(binary.LittleEndian.Uint32(data[o+7:])) - (94 + int(binary.LittleEndian.Uint32(data[o+3:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[94+int(binary.LittleEndian.Uint32(v[3:])) : 94+int(binary.LittleEndian.Uint32(v[7:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+3:])) : o+94+int(binary.LittleEndian.Uint32(data[o+7:]))])
 			}
 		case 2:
 			b, ok := out[j].(*array.Date32Builder)
@@ -772,13 +799,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column k2_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+11:]))
+					valid[i-lo] = !(data[o+1]&4 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[11:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 3:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -786,9 +816,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -796,9 +831,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[23] != 0)
+			var tmp [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+23:][0] != 0
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -806,13 +846,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+24:]))
+					valid[i-lo] = !(data[o+1]&32 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[24:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -820,9 +863,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[26:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+26:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -830,13 +878,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+30:]))
+					valid[i-lo] = !(data[o+1]&128 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[30:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -844,9 +895,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[38:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+38:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -854,13 +910,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+42:]))
+					valid[i-lo] = !(data[o+2]&2 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[42:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -868,9 +927,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[58:])), binary.LittleEndian.Uint64(v[50:])))
+			var tmp [256]decimal128.Num
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+58:])), binary.LittleEndian.Uint64(data[o+50:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -880,17 +944,17 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 94 + int(binary.LittleEndian.Uint32(v[66:])) - (94 + int(binary.LittleEndian.Uint32(v[7:])))
+				o := int(offs[i])
+				total += 94 + int(binary.LittleEndian.Uint32(data[o+66:])) - (94 + int(binary.LittleEndian.Uint32(data[o+7:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&8 != 0 {
+				o := int(offs[i])
+				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[94+int(binary.LittleEndian.Uint32(v[7:])) : 94+int(binary.LittleEndian.Uint32(v[66:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+7:])) : o+94+int(binary.LittleEndian.Uint32(data[o+66:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -900,13 +964,13 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 94 + int(binary.LittleEndian.Uint32(v[70:])) - (94 + int(binary.LittleEndian.Uint32(v[66:])))
+				o := int(offs[i])
+				total += 94 + int(binary.LittleEndian.Uint32(data[o+70:])) - (94 + int(binary.LittleEndian.Uint32(data[o+66:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[94+int(binary.LittleEndian.Uint32(v[66:])) : 94+int(binary.LittleEndian.Uint32(v[70:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+66:])) : o+94+int(binary.LittleEndian.Uint32(data[o+70:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -914,13 +978,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+74:]))
+					valid[i-lo] = !(data[o+2]&32 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[74:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -928,9 +995,14 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[78:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+78:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -938,13 +1010,16 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t07: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+86:]))
+					valid[i-lo] = !(data[o+2]&128 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
 			return fmt.Errorf("table t07: projection names column %d, the table has %d", col, 16)
@@ -1010,11 +1085,10 @@ func (m *t07Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -1026,8 +1100,7 @@ func (m *t07Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

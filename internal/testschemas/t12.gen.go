@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -696,6 +697,19 @@ func (t12Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t12ValueOK reports whether v is a well-formed row value of table t12 (see vec.Layout.CheckValue).
+func t12ValueOK(v []byte) bool {
+	if len(v) < 89 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[61:])
+	e1 := binary.LittleEndian.Uint32(v[65:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-89
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -703,12 +717,17 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t12: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t12Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t12ValueOK(v) {
+			err := t12Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t12: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -717,9 +736,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[3] != 0)
+			var tmp [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+3:][0] != 0
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.Int16Builder)
@@ -727,13 +751,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+4:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[4:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
 			b, ok := out[j].(*array.Int32Builder)
@@ -741,9 +768,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[6:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+6:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
 			b, ok := out[j].(*array.Int64Builder)
@@ -751,13 +783,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&8 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
+					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[10:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -765,13 +800,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&16 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+18:][0] != 0
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
-				b.UnsafeAppend(v[18] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -779,9 +817,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[19:])))
+			var tmp [256]int16
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+19:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -789,13 +832,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+21:]))
+					valid[i-lo] = !(data[o+1]&64 != 0)
 				}
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[21:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -803,9 +849,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[25:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+25:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -813,13 +864,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+33:]))
+					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[33:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -827,9 +881,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[37:])))
+			var tmp [256]float64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+37:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -837,13 +896,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+53:])), binary.LittleEndian.Uint64(data[o+45:]))
+					valid[i-lo] = !(data[o+2]&4 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[53:])), binary.LittleEndian.Uint64(v[45:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -853,13 +915,13 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 89 + int(binary.LittleEndian.Uint32(v[61:])) - (89)
+				o := int(offs[i])
+				total += 89 + int(binary.LittleEndian.Uint32(data[o+61:])) - (89)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[89 : 89+int(binary.LittleEndian.Uint32(v[61:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -869,17 +931,17 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 89 + int(binary.LittleEndian.Uint32(v[65:])) - (89 + int(binary.LittleEndian.Uint32(v[61:])))
+				o := int(offs[i])
+				total += 89 + int(binary.LittleEndian.Uint32(data[o+65:])) - (89 + int(binary.LittleEndian.Uint32(data[o+61:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&16 != 0 {
+				o := int(offs[i])
+				if data[o+2]&16 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[89+int(binary.LittleEndian.Uint32(v[61:])) : 89+int(binary.LittleEndian.Uint32(v[65:]))])
+				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -887,9 +949,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[69:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+69:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -897,13 +964,16 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+73:]))
+					valid[i-lo] = !(data[o+2]&64 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[73:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -911,9 +981,14 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t12: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[81:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+81:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
 			return fmt.Errorf("table t12: projection names column %d, the table has %d", col, 16)
@@ -979,11 +1054,10 @@ func (m *t12Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -995,8 +1069,7 @@ func (m *t12Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

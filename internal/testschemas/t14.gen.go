@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -705,6 +706,19 @@ func (t14Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t14ValueOK reports whether v is a well-formed row value of table t14 (see vec.Layout.CheckValue).
+func t14ValueOK(v []byte) bool {
+	if len(v) < 98 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[70:])
+	e1 := binary.LittleEndian.Uint32(v[74:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-98
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -712,12 +726,17 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t14: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t14Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t14ValueOK(v) {
+			err := t14Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t14: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -726,9 +745,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[3:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+3:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.Int64Builder)
@@ -736,13 +760,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+7:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[7:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
 			b, ok := out[j].(*array.Float32Builder)
@@ -750,9 +777,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[15:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+15:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
 			b, ok := out[j].(*array.Float64Builder)
@@ -760,13 +792,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&8 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+19:]))
+					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[19:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -774,13 +809,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&16 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+27:][0] != 0
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
-				b.UnsafeAppend(v[27] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -788,9 +826,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[28:])))
+			var tmp [256]int16
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+28:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -798,13 +841,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+30:]))
+					valid[i-lo] = !(data[o+1]&64 != 0)
 				}
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[30:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -812,9 +858,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[34:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+34:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -822,13 +873,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&1 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+42:]))
+					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[42:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -836,9 +890,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[46:])))
+			var tmp [256]float64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+46:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -846,13 +905,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&4 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]decimal128.Num
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+62:])), binary.LittleEndian.Uint64(data[o+54:]))
+					valid[i-lo] = !(data[o+2]&4 != 0)
 				}
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[62:])), binary.LittleEndian.Uint64(v[54:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -862,13 +924,13 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 98 + int(binary.LittleEndian.Uint32(v[70:])) - (98)
+				o := int(offs[i])
+				total += 98 + int(binary.LittleEndian.Uint32(data[o+70:])) - (98)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[98 : 98+int(binary.LittleEndian.Uint32(v[70:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -878,17 +940,17 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 98 + int(binary.LittleEndian.Uint32(v[74:])) - (98 + int(binary.LittleEndian.Uint32(v[70:])))
+				o := int(offs[i])
+				total += 98 + int(binary.LittleEndian.Uint32(data[o+74:])) - (98 + int(binary.LittleEndian.Uint32(data[o+70:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&16 != 0 {
+				o := int(offs[i])
+				if data[o+2]&16 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(v[98+int(binary.LittleEndian.Uint32(v[70:])) : 98+int(binary.LittleEndian.Uint32(v[74:]))])
+				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+70:])) : o+98+int(binary.LittleEndian.Uint32(data[o+74:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -896,9 +958,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[78:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+78:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -906,13 +973,16 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&64 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+82:]))
+					valid[i-lo] = !(data[o+2]&64 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[82:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -920,9 +990,14 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t14: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
 			return fmt.Errorf("table t14: projection names column %d, the table has %d", col, 16)
@@ -988,11 +1063,10 @@ func (m *t14Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -1004,8 +1078,7 @@ func (m *t14Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

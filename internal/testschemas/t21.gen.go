@@ -6,6 +6,7 @@ package testschemas
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -700,6 +701,19 @@ func (t21Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// t21ValueOK reports whether v is a well-formed row value of table t21 (see vec.Layout.CheckValue).
+func t21ValueOK(v []byte) bool {
+	if len(v) < 95 || v[0] != vec.ValueVersion || v[1]&85 != 0 || v[2]&85 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[67:])
+	e1 := binary.LittleEndian.Uint32(v[71:])
+	if e1 < e0 {
+		return false
+	}
+	return int(e1) == len(v)-95
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -707,12 +721,17 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table t21: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := t21Layout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !t21ValueOK(v) {
+			err := t21Layout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table t21: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -721,9 +740,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[3:])))
+			var tmp [256]arrow.Date32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+3:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -731,13 +755,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+7:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[7:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -745,9 +772,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -755,13 +787,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&8 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]bool
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+23:][0] != 0
+					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
-				b.UnsafeAppend(v[23] != 0)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -769,9 +804,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[24] != 0)
+			var tmp [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = data[o+24:][0] != 0
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 5:
 			b, ok := out[j].(*array.Int16Builder)
@@ -779,13 +819,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int16
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+25:]))
+					valid[i-lo] = !(data[o+1]&32 != 0)
 				}
-				b.UnsafeAppend(int16(binary.LittleEndian.Uint16(v[25:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 6:
 			b, ok := out[j].(*array.Int32Builder)
@@ -793,9 +836,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int32(binary.LittleEndian.Uint32(v[27:])))
+			var tmp [256]int32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+27:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -803,13 +851,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[1]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]int64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+31:]))
+					valid[i-lo] = !(data[o+1]&128 != 0)
 				}
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[31:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 8:
 			b, ok := out[j].(*array.Float32Builder)
@@ -817,9 +868,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(math.Float32frombits(binary.LittleEndian.Uint32(v[39:])))
+			var tmp [256]float32
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+39:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
 			b, ok := out[j].(*array.Float64Builder)
@@ -827,13 +883,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&2 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]float64
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+43:]))
+					valid[i-lo] = !(data[o+2]&2 != 0)
 				}
-				b.UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(v[43:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 10:
 			b, ok := out[j].(*array.Decimal128Builder)
@@ -841,9 +900,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(decimal128.New(int64(binary.LittleEndian.Uint64(v[59:])), binary.LittleEndian.Uint64(v[51:])))
+			var tmp [256]decimal128.Num
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+59:])), binary.LittleEndian.Uint64(data[o+51:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
 			b, ok := out[j].(*array.StringBuilder)
@@ -853,17 +917,17 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 95 + int(binary.LittleEndian.Uint32(v[67:])) - (95)
+				o := int(offs[i])
+				total += 95 + int(binary.LittleEndian.Uint32(data[o+67:])) - (95)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&8 != 0 {
+				o := int(offs[i])
+				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(v[95 : 95+int(binary.LittleEndian.Uint32(v[67:]))])
+				b.BinaryBuilder.UnsafeAppend(data[o+95 : o+95+int(binary.LittleEndian.Uint32(data[o+67:]))])
 			}
 		case 12:
 			b, ok := out[j].(*array.BinaryBuilder)
@@ -873,13 +937,13 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 95 + int(binary.LittleEndian.Uint32(v[71:])) - (95 + int(binary.LittleEndian.Uint32(v[67:])))
+				o := int(offs[i])
+				total += 95 + int(binary.LittleEndian.Uint32(data[o+71:])) - (95 + int(binary.LittleEndian.Uint32(data[o+67:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(v[95+int(binary.LittleEndian.Uint32(v[67:])) : 95+int(binary.LittleEndian.Uint32(v[71:]))])
+				o := int(offs[i])
+				b.UnsafeAppend(data[o+95+int(binary.LittleEndian.Uint32(data[o+67:])) : o+95+int(binary.LittleEndian.Uint32(data[o+71:]))])
 			}
 		case 13:
 			b, ok := out[j].(*array.Date32Builder)
@@ -887,13 +951,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&32 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Date32
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+75:]))
+					valid[i-lo] = !(data[o+2]&32 != 0)
 				}
-				b.UnsafeAppend(arrow.Date32(binary.LittleEndian.Uint32(v[75:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 14:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -901,9 +968,14 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[79:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+79:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 15:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -911,13 +983,16 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table t21: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				if v[2]&128 != 0 {
-					b.UnsafeAppendBoolToBitmap(false)
-					continue
+			var tmp [256]arrow.Timestamp
+			var valid [256]bool
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+87:]))
+					valid[i-lo] = !(data[o+2]&128 != 0)
 				}
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[87:])))
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
 			return fmt.Errorf("table t21: projection names column %d, the table has %d", col, 16)
@@ -983,11 +1058,10 @@ func (m *t21Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	clear(out)
 	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
@@ -999,8 +1073,7 @@ func (m *t21Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)

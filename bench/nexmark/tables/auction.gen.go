@@ -6,6 +6,7 @@ package tables
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -411,6 +412,23 @@ func (auctionKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// auctionValueOK reports whether v is a well-formed row value of table auction (see vec.Layout.CheckValue).
+func auctionValueOK(v []byte) bool {
+	if len(v) < 71 || v[0] != vec.ValueVersion || v[1]&255 != 0 || v[2]&255 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[11:])
+	e1 := binary.LittleEndian.Uint32(v[15:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[67:])
+	if e2 < e1 {
+		return false
+	}
+	return int(e2) == len(v)-71
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -418,12 +436,17 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 		return fmt.Errorf("table auction: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := auctionLayout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !auctionValueOK(v) {
+			err := auctionLayout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table auction: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -432,9 +455,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[3:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+3:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.StringBuilder)
@@ -444,13 +472,13 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 71 + int(binary.LittleEndian.Uint32(v[11:])) - (71)
+				o := int(offs[i])
+				total += 71 + int(binary.LittleEndian.Uint32(data[o+11:])) - (71)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[71 : 71+int(binary.LittleEndian.Uint32(v[11:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+71 : o+71+int(binary.LittleEndian.Uint32(data[o+11:]))])
 			}
 		case 2:
 			b, ok := out[j].(*array.StringBuilder)
@@ -460,13 +488,13 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 71 + int(binary.LittleEndian.Uint32(v[15:])) - (71 + int(binary.LittleEndian.Uint32(v[11:])))
+				o := int(offs[i])
+				total += 71 + int(binary.LittleEndian.Uint32(data[o+15:])) - (71 + int(binary.LittleEndian.Uint32(data[o+11:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[71+int(binary.LittleEndian.Uint32(v[11:])) : 71+int(binary.LittleEndian.Uint32(v[15:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+11:])) : o+71+int(binary.LittleEndian.Uint32(data[o+15:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.Int64Builder)
@@ -474,9 +502,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column initial_bid: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[19:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+19:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 4:
 			b, ok := out[j].(*array.Int64Builder)
@@ -484,9 +517,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column reserve: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[27:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+27:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 5:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -494,9 +532,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[35:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+35:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -504,9 +547,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column expires: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[43:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+43:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.Int64Builder)
@@ -514,9 +562,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column seller: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[51:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+51:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 8:
 			b, ok := out[j].(*array.Int64Builder)
@@ -524,9 +577,14 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				return fmt.Errorf("table auction: column category: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[59:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+59:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
 			b, ok := out[j].(*array.StringBuilder)
@@ -536,13 +594,13 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 71 + int(binary.LittleEndian.Uint32(v[67:])) - (71 + int(binary.LittleEndian.Uint32(v[15:])))
+				o := int(offs[i])
+				total += 71 + int(binary.LittleEndian.Uint32(data[o+67:])) - (71 + int(binary.LittleEndian.Uint32(data[o+15:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[71+int(binary.LittleEndian.Uint32(v[15:])) : 71+int(binary.LittleEndian.Uint32(v[67:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+15:])) : o+71+int(binary.LittleEndian.Uint32(data[o+67:]))])
 			}
 		default:
 			return fmt.Errorf("table auction: projection names column %d, the table has %d", col, 10)
@@ -607,30 +665,39 @@ func (m *auctionMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	out = out[:(n+7)/8]
 	clear(out)
 	vnodes = vnodes[:n]
+	k0 := v.ID.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
 			case vec.InProgress:
-				if v.ComparePK(i, &m.pos[vn]) <= 0 {
+				p := &m.pos[vn]
+				if a, b := k0[i], p.ID; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else {
 					out[i>>3] |= 1 << (i & 7)
 				}
 			}
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)
 		case vec.InProgress:
-			if v.ComparePK(i, &m.pos[vn]) <= 0 {
+			p := &m.pos[vn]
+			if a, b := k0[i], p.ID; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else {
 				out[i>>3] |= 1 << (i & 7)
 			}
 		}

@@ -6,6 +6,7 @@ package tables
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -436,6 +437,23 @@ func (bidKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// bidValueOK reports whether v is a well-formed row value of table bid (see vec.Layout.CheckValue).
+func bidValueOK(v []byte) bool {
+	if len(v) < 46 || v[0] != vec.ValueVersion || v[1]&255 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[26:])
+	e1 := binary.LittleEndian.Uint32(v[30:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[42:])
+	if e2 < e1 {
+		return false
+	}
+	return int(e2) == len(v)-46
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -443,12 +461,17 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 		return fmt.Errorf("table bid: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := bidLayout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !bidValueOK(v) {
+			err := bidLayout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table bid: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -457,9 +480,14 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table bid: column auction: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[2:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+2:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.Int64Builder)
@@ -467,9 +495,14 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table bid: column bidder: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[10:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
 			b, ok := out[j].(*array.Int64Builder)
@@ -477,9 +510,14 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table bid: column price: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[18:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+18:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
 			b, ok := out[j].(*array.StringBuilder)
@@ -489,13 +527,13 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 46 + int(binary.LittleEndian.Uint32(v[26:])) - (46)
+				o := int(offs[i])
+				total += 46 + int(binary.LittleEndian.Uint32(data[o+26:])) - (46)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[46 : 46+int(binary.LittleEndian.Uint32(v[26:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+46 : o+46+int(binary.LittleEndian.Uint32(data[o+26:]))])
 			}
 		case 4:
 			b, ok := out[j].(*array.StringBuilder)
@@ -505,13 +543,13 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 46 + int(binary.LittleEndian.Uint32(v[30:])) - (46 + int(binary.LittleEndian.Uint32(v[26:])))
+				o := int(offs[i])
+				total += 46 + int(binary.LittleEndian.Uint32(data[o+30:])) - (46 + int(binary.LittleEndian.Uint32(data[o+26:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[46+int(binary.LittleEndian.Uint32(v[26:])) : 46+int(binary.LittleEndian.Uint32(v[30:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+26:])) : o+46+int(binary.LittleEndian.Uint32(data[o+30:]))])
 			}
 		case 5:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -519,9 +557,14 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				return fmt.Errorf("table bid: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[34:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+34:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
 			b, ok := out[j].(*array.StringBuilder)
@@ -531,13 +574,13 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 46 + int(binary.LittleEndian.Uint32(v[42:])) - (46 + int(binary.LittleEndian.Uint32(v[30:])))
+				o := int(offs[i])
+				total += 46 + int(binary.LittleEndian.Uint32(data[o+42:])) - (46 + int(binary.LittleEndian.Uint32(data[o+30:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[46+int(binary.LittleEndian.Uint32(v[30:])) : 46+int(binary.LittleEndian.Uint32(v[42:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+30:])) : o+46+int(binary.LittleEndian.Uint32(data[o+42:]))])
 			}
 		default:
 			return fmt.Errorf("table bid: projection names column %d, the table has %d", col, 7)
@@ -602,30 +645,57 @@ func (m *bidMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	out = out[:(n+7)/8]
 	clear(out)
 	vnodes = vnodes[:n]
+	k0 := v.Auction.Values()[:n]
+	k1 := v.Bidder.Values()[:n]
+	k2 := v.DateTime.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
 			case vec.InProgress:
-				if v.ComparePK(i, &m.pos[vn]) <= 0 {
+				p := &m.pos[vn]
+				if a, b := k0[i], p.Auction; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else if a, b := k1[i], p.Bidder; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else if a, b := k2[i], p.DateTime; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else {
 					out[i>>3] |= 1 << (i & 7)
 				}
 			}
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)
 		case vec.InProgress:
-			if v.ComparePK(i, &m.pos[vn]) <= 0 {
+			p := &m.pos[vn]
+			if a, b := k0[i], p.Auction; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else if a, b := k1[i], p.Bidder; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else if a, b := k2[i], p.DateTime; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else {
 				out[i>>3] |= 1 << (i & 7)
 			}
 		}

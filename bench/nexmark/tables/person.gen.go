@@ -6,6 +6,7 @@ package tables
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -404,6 +405,35 @@ func (personKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	return nil
 }
 
+// personValueOK reports whether v is a well-formed row value of table person (see vec.Layout.CheckValue).
+func personValueOK(v []byte) bool {
+	if len(v) < 42 || v[0] != vec.ValueVersion || v[1]&255 != 0 {
+		return false
+	}
+	e0 := binary.LittleEndian.Uint32(v[10:])
+	e1 := binary.LittleEndian.Uint32(v[14:])
+	if e1 < e0 {
+		return false
+	}
+	e2 := binary.LittleEndian.Uint32(v[18:])
+	if e2 < e1 {
+		return false
+	}
+	e3 := binary.LittleEndian.Uint32(v[22:])
+	if e3 < e2 {
+		return false
+	}
+	e4 := binary.LittleEndian.Uint32(v[26:])
+	if e4 < e3 {
+		return false
+	}
+	e5 := binary.LittleEndian.Uint32(v[38:])
+	if e5 < e4 {
+		return false
+	}
+	return int(e5) == len(v)-42
+}
+
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
 func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
@@ -411,12 +441,17 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 		return fmt.Errorf("table person: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
+	data, offs := vals.Data, vals.Offsets
 	for i := 0; i < n; i++ {
-		if err := personLayout.CheckValue(vals.At(i)); err != nil {
+		v := data[offs[i]:offs[i+1]]
+		if !personValueOK(v) {
+			err := personLayout.CheckValue(v)
+			if err == nil {
+				err = errors.New("malformed value")
+			}
 			return fmt.Errorf("table person: value %d: %w", i, err)
 		}
 	}
-	data, offs := vals.Data, vals.Offsets
 	for j, col := range proj {
 		switch col {
 		case 0:
@@ -425,9 +460,14 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 				return fmt.Errorf("table person: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(int64(binary.LittleEndian.Uint64(v[2:])))
+			var tmp [256]int64
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+2:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
 			b, ok := out[j].(*array.StringBuilder)
@@ -437,13 +477,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[10:])) - (42)
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+10:])) - (42)
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42 : 42+int(binary.LittleEndian.Uint32(v[10:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42 : o+42+int(binary.LittleEndian.Uint32(data[o+10:]))])
 			}
 		case 2:
 			b, ok := out[j].(*array.StringBuilder)
@@ -453,13 +493,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[14:])) - (42 + int(binary.LittleEndian.Uint32(v[10:])))
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+14:])) - (42 + int(binary.LittleEndian.Uint32(data[o+10:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42+int(binary.LittleEndian.Uint32(v[10:])) : 42+int(binary.LittleEndian.Uint32(v[14:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+10:])) : o+42+int(binary.LittleEndian.Uint32(data[o+14:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.StringBuilder)
@@ -469,13 +509,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[18:])) - (42 + int(binary.LittleEndian.Uint32(v[14:])))
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+18:])) - (42 + int(binary.LittleEndian.Uint32(data[o+14:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42+int(binary.LittleEndian.Uint32(v[14:])) : 42+int(binary.LittleEndian.Uint32(v[18:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+14:])) : o+42+int(binary.LittleEndian.Uint32(data[o+18:]))])
 			}
 		case 4:
 			b, ok := out[j].(*array.StringBuilder)
@@ -485,13 +525,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[22:])) - (42 + int(binary.LittleEndian.Uint32(v[18:])))
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+22:])) - (42 + int(binary.LittleEndian.Uint32(data[o+18:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42+int(binary.LittleEndian.Uint32(v[18:])) : 42+int(binary.LittleEndian.Uint32(v[22:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+18:])) : o+42+int(binary.LittleEndian.Uint32(data[o+22:]))])
 			}
 		case 5:
 			b, ok := out[j].(*array.StringBuilder)
@@ -501,13 +541,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[26:])) - (42 + int(binary.LittleEndian.Uint32(v[22:])))
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+26:])) - (42 + int(binary.LittleEndian.Uint32(data[o+22:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42+int(binary.LittleEndian.Uint32(v[22:])) : 42+int(binary.LittleEndian.Uint32(v[26:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+22:])) : o+42+int(binary.LittleEndian.Uint32(data[o+26:]))])
 			}
 		case 6:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -515,9 +555,14 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 				return fmt.Errorf("table person: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
 			b.Reserve(n)
-			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(v[30:])))
+			var tmp [256]arrow.Timestamp
+			for lo := 0; lo < n; lo += 256 {
+				hi := min(n, lo+256)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+30:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
 			b, ok := out[j].(*array.StringBuilder)
@@ -527,13 +572,13 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 			b.Reserve(n)
 			total := 0
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				total += 42 + int(binary.LittleEndian.Uint32(v[38:])) - (42 + int(binary.LittleEndian.Uint32(v[26:])))
+				o := int(offs[i])
+				total += 42 + int(binary.LittleEndian.Uint32(data[o+38:])) - (42 + int(binary.LittleEndian.Uint32(data[o+26:])))
 			}
 			b.ReserveData(total)
 			for i := 0; i < n; i++ {
-				v := data[offs[i]:offs[i+1]]
-				b.BinaryBuilder.UnsafeAppend(v[42+int(binary.LittleEndian.Uint32(v[26:])) : 42+int(binary.LittleEndian.Uint32(v[38:]))])
+				o := int(offs[i])
+				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+26:])) : o+42+int(binary.LittleEndian.Uint32(data[o+38:]))])
 			}
 		default:
 			return fmt.Errorf("table person: projection names column %d, the table has %d", col, 8)
@@ -598,30 +643,39 @@ func (m *personMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	out = out[:(n+7)/8]
 	clear(out)
 	vnodes = vnodes[:n]
+	k0 := v.ID.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
-		for i := range vnodes {
+		for i, vn := range vnodes {
 			if vis[i>>3]&(1<<(i&7)) == 0 {
 				continue
 			}
-			vn := vnodes[i]
 			switch m.state[vn] {
 			case vec.Completed:
 				out[i>>3] |= 1 << (i & 7)
 			case vec.InProgress:
-				if v.ComparePK(i, &m.pos[vn]) <= 0 {
+				p := &m.pos[vn]
+				if a, b := k0[i], p.ID; a != b {
+					if a < b {
+						out[i>>3] |= 1 << (i & 7)
+					}
+				} else {
 					out[i>>3] |= 1 << (i & 7)
 				}
 			}
 		}
 		return
 	}
-	for i := range vnodes {
-		vn := vnodes[i]
+	for i, vn := range vnodes {
 		switch m.state[vn] {
 		case vec.Completed:
 			out[i>>3] |= 1 << (i & 7)
 		case vec.InProgress:
-			if v.ComparePK(i, &m.pos[vn]) <= 0 {
+			p := &m.pos[vn]
+			if a, b := k0[i], p.ID; a != b {
+				if a < b {
+					out[i>>3] |= 1 << (i & 7)
+				}
+			} else {
 				out[i>>3] |= 1 << (i & 7)
 			}
 		}

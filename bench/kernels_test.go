@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/bench/nexmark/tables"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// q0 is Nexmark q0's projection of bid: auction, bidder, price, date_time.
+var q0 = vec.Projection{tables.BidColAuction, tables.BidColBidder, tables.BidColPrice, tables.BidColDateTime}
+
+const batch = 1024
+
+// bidChunk builds n bid rows shaped like Nexmark's (hot auctions and bidders, ~100
+// byte rows) through the generated builder.
+func bidChunk(mem memory.Allocator, n int, seed uint64) *vec.Chunk {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	b := tables.NewBidBuilder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	letters := []byte("abcdefghijklmnopqrstuvwxyz")
+	str := func(k int) string {
+		s := make([]byte, k)
+		for i := range s {
+			s[i] = letters[rng.IntN(len(letters))]
+		}
+		return string(s)
+	}
+	channels := []string{"Google", "Facebook", "Baidu", "Apple"}
+	for i := 0; i < n; i++ {
+		r := tables.Bid{
+			Auction:  1000 + int64(rng.IntN(100)),
+			Bidder:   1000 + int64(rng.IntN(1000)),
+			Price:    int64(100 + rng.IntN(1_000_000)),
+			Channel:  channels[rng.IntN(len(channels))],
+			URL:      "https://www.nexmark.com/" + str(5) + "/" + str(5) + "/item.htm?query=1",
+			DateTime: arrow.Timestamp(1_700_000_000_000_000 + int64(i)*100),
+			Extra:    str(20 + rng.IntN(20)),
+		}
+		b.Append(vec.Insert, &r)
+	}
+	return b.Build()
+}
+
+func encodedValues(c *vec.Chunk) *vec.Bytes {
+	var vals vec.Bytes
+	vals.Reset()
+	tables.BidKernels().EncodeValues(c, &vals)
+	return &vals
+}
+
+func q0Builders(mem memory.Allocator) []array.Builder {
+	t := tables.BidTable()
+	out := make([]array.Builder, len(q0))
+	for i, c := range q0 {
+		out[i] = array.NewBuilder(mem, t.Columns[c].Type.ArrowType())
+	}
+	return out
+}
+
+// drain turns the builders' contents into arrays and releases them, as a consumer
+// of each decoded batch would; the builders keep their (pooled) memory.
+func drain(bs []array.Builder) {
+	for _, b := range bs {
+		b.NewArray().Release()
+	}
+}
+
+// BenchmarkDecodeProjected decodes batches of bid row values into Arrow builders for
+// q0's four columns, with the generated and the generic kernels.
+func BenchmarkDecodeProjected(b *testing.B) {
+	pool := vec.NewPoolAllocator()
+	c := bidChunk(pool, batch, 1)
+	defer c.Release()
+	vals := encodedValues(c)
+	for _, k := range []vec.Kernels{tables.BidKernels(), vec.NewGeneric(tables.BidTable())} {
+		name := "generic"
+		if k.Generated() {
+			name = "generated"
+		}
+		b.Run(name, func(b *testing.B) {
+			bs := q0Builders(pool)
+			b.SetBytes(int64(len(vals.Data)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := k.DecodeValues(vals, q0, bs); err != nil {
+					b.Fatal(err)
+				}
+				drain(bs)
+			}
+			b.ReportMetric(float64(batch)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkDecodeRatio times the generated and the generic decode of the same batch
+// alternately in one run and reports generated rows/s ÷ generic rows/s (target ≥ 3)
+// and the generated path's allocations per row.
+func BenchmarkDecodeRatio(b *testing.B) {
+	pool := vec.NewPoolAllocator()
+	c := bidChunk(pool, batch, 1)
+	defer c.Release()
+	vals := encodedValues(c)
+	gk, rk := tables.BidKernels(), vec.NewGeneric(tables.BidTable())
+	gb, rb := q0Builders(pool), q0Builders(pool)
+	var tg, tr time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := gk.DecodeValues(vals, q0, gb); err != nil {
+			b.Fatal(err)
+		}
+		drain(gb)
+		t1 := time.Now()
+		if err := rk.DecodeValues(vals, q0, rb); err != nil {
+			b.Fatal(err)
+		}
+		drain(rb)
+		tr += time.Since(t1)
+		tg += t1.Sub(t0)
+	}
+	b.ReportMetric(tr.Seconds()/tg.Seconds(), "generated/generic")
+	b.ReportMetric(float64(batch*b.N)/tg.Seconds(), "generated-rows/s")
+	b.ReportMetric(float64(batch*b.N)/tr.Seconds(), "generic-rows/s")
+	// Allocations come from Arrow's array headers when a batch is handed on (NewArray),
+	// once per batch: the same count for 1024 and 4096 rows, none per row.
+	small := decodeAllocs(pool, batch)
+	large := decodeAllocs(pool, 4*batch)
+	b.ReportMetric(small, "allocs/batch@1024")
+	b.ReportMetric(large, "allocs/batch@4096")
+	b.ReportMetric((large-small)/float64(3*batch), "allocs/extra-row")
+}
+
+// decodeAllocs counts the Go allocations of decoding and handing on one batch of n
+// rows with the generated kernel, in steady state.
+func decodeAllocs(pool memory.Allocator, n int) float64 {
+	c := bidChunk(pool, n, 5)
+	defer c.Release()
+	vals := encodedValues(c)
+	bs := q0Builders(pool)
+	k := tables.BidKernels()
+	return testing.AllocsPerRun(50, func() {
+		_ = k.DecodeValues(vals, q0, bs)
+		drain(bs)
+	})
+}
+
+// markCase prepares positions over bid's vnodes: every vnode InProgress at a random
+// row's key (the worst case: a typed compare per row), or a mix of all three states.
+func markPositions(c *vec.Chunk, mixed bool) *vec.Positions {
+	t := tables.BidTable()
+	var keys vec.Bytes
+	keys.Reset()
+	tables.BidKernels().EncodeKeys(c, &keys)
+	p := vec.NewPositions(t.VnodeCount)
+	rng := rand.New(rand.NewPCG(7, 7))
+	for v := range p.State {
+		p.State[v] = vec.InProgress
+		if mixed {
+			p.State[v] = vec.BackfillState(rng.IntN(3))
+		}
+		p.Pos[v] = keys.At(rng.IntN(keys.Len()))
+	}
+	return p
+}
+
+// rowBytes is the bytes a chunk's rows occupy in its Arrow buffers (values and
+// offsets, not validity bitmaps): what "the same bytes" means for the memcpy baseline.
+func rowBytes(c *vec.Chunk) int {
+	n := 0
+	for _, col := range c.Record().Columns() {
+		for i, buf := range col.Data().Buffers() {
+			if i == 0 || buf == nil {
+				continue
+			}
+			n += buf.Len()
+		}
+	}
+	return n
+}
+
+// BenchmarkMark runs the generated mark kernel over a batch of bid rows and, in the
+// same run, copies the batch's row bytes; it reports both per row and their ratio
+// (target: mark ≤ 1× memcpy).
+func BenchmarkMark(b *testing.B) {
+	pool := vec.NewPoolAllocator()
+	c := bidChunk(pool, batch, 2)
+	defer c.Release()
+	k := tables.BidKernels()
+	vnodes := make([]uint16, batch)
+	k.Vnodes(c, vnodes)
+	out := make([]byte, (batch+7)/8)
+	src := make([]byte, rowBytes(c))
+	dst := make([]byte, len(src))
+	for _, mixed := range []bool{false, true} {
+		for _, kind := range []string{"generated", "generic"} {
+			name := fmt.Sprintf("%s/inprogress", kind)
+			if mixed {
+				name = fmt.Sprintf("%s/mixed", kind)
+			}
+			kern := vec.Kernels(k)
+			if kind == "generic" {
+				kern = vec.NewGeneric(tables.BidTable())
+			}
+			m, err := kern.NewMarker(markPositions(c, mixed))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(name, func(b *testing.B) {
+				var tm, tc time.Duration
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					m.Mark(c, vnodes, out)
+					t1 := time.Now()
+					copy(dst, src)
+					tc += time.Since(t1)
+					tm += t1.Sub(t0)
+				}
+				allocs := testing.AllocsPerRun(20, func() { m.Mark(c, vnodes, out) })
+				b.ReportMetric(float64(tm.Nanoseconds())/float64(batch*b.N), "mark-ns/row")
+				b.ReportMetric(float64(tc.Nanoseconds())/float64(batch*b.N), "memcpy-ns/row")
+				b.ReportMetric(tm.Seconds()/tc.Seconds(), "mark/memcpy")
+				b.ReportMetric(allocs/batch, "allocs/row")
+				b.ReportMetric(float64(len(src))/batch, "bytes/row")
+			})
+		}
+	}
+}
+
+// BenchmarkVnodes hashes the distribution key of a batch of bid rows.
+func BenchmarkVnodes(b *testing.B) {
+	pool := vec.NewPoolAllocator()
+	c := bidChunk(pool, batch, 3)
+	defer c.Release()
+	out := make([]uint16, batch)
+	for _, k := range []vec.Kernels{tables.BidKernels(), vec.NewGeneric(tables.BidTable())} {
+		name := "generic"
+		if k.Generated() {
+			name = "generated"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				k.Vnodes(c, out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(batch*b.N), "ns/row")
+		})
+	}
+}
