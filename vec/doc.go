@@ -17,8 +17,10 @@
 //   - int16, int32, int64, date, timestamp, timestamptz: big-endian two's complement
 //     with the sign bit flipped.
 //   - float32, float64: IEEE bits; negative numbers have every bit inverted, others the
-//     sign bit flipped. -0 is encoded as +0 and every NaN as the canonical quiet NaN,
-//     which sorts above +Inf (so keys that compare equal encode equally).
+//     sign bit flipped. -0 is encoded as +0 and every NaN as the canonical NaN (bits
+//     0x7FF8000000000001, float32 0x7FC00000), which sorts above +Inf, so keys that
+//     compare equal encode equally; decoding rejects the encodings of -0 and of other
+//     NaNs, which the encoder never writes.
 //   - decimal: the 128-bit unscaled integer (the column has one fixed scale), high word
 //     big-endian with the sign bit flipped, then the low word big-endian.
 //   - varchar, bytea: groups of 8 bytes, each followed by a marker byte 0xFF - pad where

@@ -296,8 +296,8 @@ func (g *Generic) Vnodes(c *Chunk, out []uint16) {
 	}
 }
 
-// CheckPositions validates positions against a table: length, states, and that every
-// position decodes as the table's pk. It returns the error naming table and vnode.
+// CheckPositions checks that positions cover exactly the table's vnodes. NewMarker
+// then checks each vnode's state and decodes its position, naming table and vnode.
 func CheckPositions(k Kernels, p *Positions) error {
 	t := k.Table()
 	if len(p.State) != t.VnodeCount || len(p.Pos) != t.VnodeCount {

@@ -26,8 +26,8 @@ var errNonCanonicalFloat = errors.New("non-canonical float key (-0 or a non-cano
 
 // The bits of the canonical NaNs that AppendKeyFloat64/32 write.
 var (
-	canonicalNaN64 = math.Float64bits(CanonicalFloat64(math.NaN()))
-	canonicalNaN32 = math.Float32bits(CanonicalFloat32(float32(math.NaN())))
+	canonicalNaN64 uint64 = 0x7FF8000000000001 // the bits keys pin for every float64 NaN
+	canonicalNaN32 uint32 = 0x7FC00000         // the bits keys pin for every float32 NaN
 )
 
 // KeyNullMarker is the marker of a NULL in a column with the given nulls order.
@@ -83,7 +83,7 @@ func AppendKeyInt64(dst []byte, v int64, desc bool) []byte {
 // CanonicalFloat64 maps -0 to +0 and every NaN to the canonical quiet NaN.
 func CanonicalFloat64(v float64) float64 {
 	if v != v {
-		return math.NaN()
+		return math.Float64frombits(canonicalNaN64)
 	}
 	if v == 0 {
 		return 0
@@ -94,7 +94,7 @@ func CanonicalFloat64(v float64) float64 {
 // CanonicalFloat32 maps -0 to +0 and every NaN to the canonical quiet NaN.
 func CanonicalFloat32(v float32) float32 {
 	if v != v {
-		return float32(math.NaN())
+		return math.Float32frombits(canonicalNaN32)
 	}
 	if v == 0 {
 		return 0

@@ -70,9 +70,13 @@ func setOwnOp(o *SplitOutput, ops []Op, i int, op Op) {
 // RepairUpdatePairs fixes update pairs that a filter (vis) has split: a kept
 // UpdateDelete whose UpdateInsert was dropped becomes Delete, a kept UpdateInsert
 // whose UpdateDelete was dropped becomes Insert. Pairs are found among the rows visible
-// in orig (nil: all) — the chunk before filtering. It returns ops unchanged when nothing
+// in orig (nil: all) — the chunk before filtering; a nil vis means nothing was filtered.
+// It returns ops unchanged when nothing
 // needs repair, or a copy in scratch (reused when large enough) with the repairs.
 func RepairUpdatePairs(ops []Op, orig, vis []byte, scratch []Op) []Op {
+	if vis == nil {
+		return ops // nothing was filtered out
+	}
 	n := len(ops)
 	out := ops
 	copied := false

@@ -1,7 +1,9 @@
 package vectest_test
 
 import (
+	"flag"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -241,6 +243,14 @@ func TestSeedStable(t *testing.T) {
 	b := vectest.Seed(t)
 	if a != b {
 		t.Fatalf("Seed changed within a test: %d then %d", a, b)
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "seed" })
+	if given {
+		if want := flag.Lookup("seed").Value.String(); strconv.FormatUint(a, 10) != want {
+			t.Fatalf("Seed() = %d, -seed=%s", a, want)
+		}
+		return
 	}
 	var other uint64
 	t.Run("sub", func(t *testing.T) { other = vectest.Seed(t) })
