@@ -243,18 +243,46 @@ func (g *tableGen) marker(f *jen.File) {
 	M := g.lname("Marker")
 	P := g.name("PK")
 	f.Commentf("%s marks chunks of table %s against decoded backfill positions.", M, g.t.Name)
-	f.Type().Id(M).Struct(
-		jen.Id("state").Index().Qual(pkgVec, "BackfillState"),
-		jen.Id("pos").Index().Id(P),
-	)
+	// With a power-of-two vnode count the per-vnode tables are arrays indexed by
+	// vn & (count-1), which needs no bounds check in the row loop.
+	count := g.t.VnodeCount
+	pow2 := count&(count-1) == 0
+	idx := func() jen.Code {
+		if pow2 {
+			return jen.Id("vn").Op("&").Lit(count - 1)
+		}
+		return jen.Id("vn")
+	}
+	if pow2 {
+		f.Type().Id(M).Struct(
+			jen.Id("state").Index(jen.Lit(count)).Qual(pkgVec, "BackfillState"),
+			jen.Id("pos").Index(jen.Lit(count)).Id(P),
+		)
+	} else {
+		f.Type().Id(M).Struct(
+			jen.Id("state").Index().Qual(pkgVec, "BackfillState"),
+			jen.Id("pos").Index().Id(P),
+		)
+	}
+	var initTables []jen.Code
+	if pow2 {
+		initTables = []jen.Code{
+			jen.Id("m").Op(":=").Op("&").Id(M).Values(),
+			jen.Copy(jen.Id("m").Dot("state").Index(jen.Empty(), jen.Empty()), jen.Id("p").Dot("State")),
+		}
+	} else {
+		initTables = []jen.Code{
+			jen.Id("m").Op(":=").Op("&").Id(M).Values(jen.Dict{
+				jen.Id("state"): jen.Append(jen.Index().Qual(pkgVec, "BackfillState").Values(), jen.Id("p").Dot("State").Op("...")),
+				jen.Id("pos"):   jen.Make(jen.Index().Id(P), jen.Len(jen.Id("p").Dot("State"))),
+			}),
+		}
+	}
 	K := g.lname("Kernels")
 	f.Comment("NewMarker implements vec.Kernels: positions are decoded once, into typed keys.")
 	f.Func().Params(jen.Id("k").Id(K)).Id("NewMarker").Params(jen.Id("p").Op("*").Qual(pkgVec, "Positions")).Params(jen.Qual(pkgVec, "Marker"), jen.Error()).Block(
 		jen.If(jen.Err().Op(":=").Qual(pkgVec, "CheckPositions").Call(jen.Id("k"), jen.Id("p")), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Id("m").Op(":=").Op("&").Id(M).Values(jen.Dict{
-			jen.Id("state"): jen.Id("p").Dot("State"),
-			jen.Id("pos"):   jen.Make(jen.Index().Id(P), jen.Len(jen.Id("p").Dot("State"))),
-		}),
+		joinLines(initTables),
 		jen.For(jen.List(jen.Id("vn"), jen.Id("s")).Op(":=").Range().Id("p").Dot("State")).Block(
 			jen.Switch(jen.Id("s")).Block(
 				jen.Case(jen.Qual(pkgVec, "NotStarted"), jen.Qual(pkgVec, "Completed")),
@@ -273,17 +301,17 @@ func (g *tableGen) marker(f *jen.File) {
 		jen.Return(jen.Id("m"), jen.Nil()),
 	)
 
-	set := jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3)).Op("|=").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7))
-	// keepIfBelow decides an InProgress row: on the typed fast path (every pk column
-	// NOT NULL and ordered by <) it compares the raw value slices inline, column by
-	// column; otherwise it calls ComparePK.
+	keep := func() *jen.Statement { return jen.Id("keep").Op("=") }
+	// The InProgress decision: on the typed fast path (every pk column NOT NULL and
+	// ordered by <) compare the raw value slices inline, column by column, assigning
+	// the outcome as a value (no data-dependent branch); otherwise call ComparePK.
 	fast := true
 	for _, k := range g.t.PK {
 		if g.col(k.Column).Nullable || !g.kind(k.Column).ordered {
 			fast = false
 		}
 	}
-	var keepIfBelow []jen.Code
+	var inProgress []jen.Code
 	prelude := []jen.Code{}
 	if fast {
 		var chain *jen.Statement
@@ -299,44 +327,68 @@ func (g *tableGen) marker(f *jen.File) {
 				jen.List(jen.Id("a"), jen.Id("b")).Op(":=").List(jen.Id(kv).Index(jen.Id("i")), jen.Id("p").Dot(c.GoName)),
 				jen.Id("a").Op("!=").Id("b"),
 			}
-			then := jen.If(jen.Id("a").Op(less).Id("b")).Block(set)
+			then := keep().Id("a").Op(less).Id("b")
 			if chain == nil {
 				chain = jen.If(cond...).Block(then)
 			} else {
 				chain.Else().If(cond...).Block(then)
 			}
 		}
-		chain.Else().Block(set)
-		keepIfBelow = []jen.Code{jen.Id("p").Op(":=").Op("&").Id("m").Dot("pos").Index(jen.Id("vn")), chain}
+		chain.Else().Block(keep().True())
+		inProgress = []jen.Code{jen.Id("p").Op(":=").Op("&").Id("m").Dot("pos").Index(idx()), chain}
 	} else {
-		keepIfBelow = []jen.Code{jen.If(jen.Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(jen.Id("vn"))).Op("<=").Lit(0)).Block(set)}
+		inProgress = []jen.Code{keep().Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(idx())).Op("<=").Lit(0)}
 	}
-	rowRule := func() []jen.Code {
-		return []jen.Code{
-			jen.Switch(jen.Id("m").Dot("state").Index(jen.Id("vn"))).Block(
-				jen.Case(jen.Qual(pkgVec, "Completed")).Block(set),
-				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(keepIfBelow...),
-			),
+	// Every row computes its InProgress decision (positions of other vnodes are zero
+	// keys, compared harmlessly) and combines it with its vnode's state by arithmetic:
+	// no branch depends on the data.
+	loop := func(withVis bool) jen.Code {
+		body := []jen.Code{
+			jen.Id("st").Op(":=").Id("m").Dot("state").Index(idx()),
+			jen.Var().Id("keep").Bool(),
 		}
+		body = append(body, inProgress...)
+		bits := jen.Parens(jen.Qual(pkgVec, "Bit").Call(jen.Id("st").Op("==").Qual(pkgVec, "Completed")).Op("|").
+			Qual(pkgVec, "Bit").Call(jen.Id("st").Op("==").Qual(pkgVec, "InProgress")).Op("&").Qual(pkgVec, "Bit").Call(jen.Id("keep")))
+		if withVis {
+			bits = jen.Parens(jen.Add(bits).Op("&").Uint64().Call(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op(">>").Parens(jen.Id("i").Op("&").Lit(7))))
+		}
+		body = append(body,
+			jen.Id("w").Op("|=").Add(bits).Op("&").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(63)),
+			jen.If(jen.Id("i").Op("&").Lit(63).Op("==").Lit(63)).Block(
+				le("PutUint64").Call(jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3).Op("-").Lit(7), jen.Empty()), jen.Id("w")),
+				jen.Id("w").Op("=").Lit(0),
+			),
+		)
+		return jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(body...)
 	}
-	visible := append([]jen.Code{
-		jen.If(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op("&").Parens(jen.Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(7))).Op("==").Lit(0)).Block(jen.Continue()),
-	}, rowRule()...)
 	body := []jen.Code{
 		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
 		jen.Id("n").Op(":=").Id("v").Dot("NumRows").Call(),
 		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Parens(jen.Id("n").Op("+").Lit(7)).Op("/").Lit(8)),
-		jen.Clear(jen.Id("out")),
 		jen.Id("vnodes").Op("=").Id("vnodes").Index(jen.Empty(), jen.Id("n")),
 	}
 	body = append(body, prelude...)
 	body = append(body,
+		jen.Comment("Decisions accumulate in w, 64 rows to a word, stored whole."),
+		jen.Var().Id("w").Uint64(),
 		jen.If(jen.Id("vis").Op(":=").Id("c").Dot("Visibility").Call(), jen.Id("vis").Op("!=").Nil()).Block(
-			jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(visible...),
-			jen.Return(),
+			loop(true),
+		).Else().Block(loop(false)),
+		jen.For(jen.Id("b").Op(":=").Parens(jen.Id("n").Op("&^").Lit(63)).Op(">>").Lit(3), jen.Id("b").Op("<").Len(jen.Id("out")), jen.Id("b").Op("++")).Block(
+			jen.Id("out").Index(jen.Id("b")).Op("=").Byte().Call(jen.Id("w")),
+			jen.Id("w").Op(">>=").Lit(8),
 		),
-		jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(rowRule()...),
 	)
 	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
 	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(body...)
+}
+
+// joinLines renders statements on consecutive lines as one Code.
+func joinLines(stmts []jen.Code) jen.Code {
+	out := jen.Add(stmts[0])
+	for _, st := range stmts[1:] {
+		out.Line().Add(st)
+	}
+	return out
 }

@@ -155,6 +155,15 @@ func (c *Chunk) WithVisibility(vis *memory.Buffer) *Chunk {
 	return NewChunk(c.rec, c.ops, vis)
 }
 
+// WithRecord returns a chunk of another record with as many rows, sharing this one's
+// ops and visibility. Both chunks must be released.
+func (c *Chunk) WithRecord(rec arrow.RecordBatch) *Chunk {
+	if rec.NumRows() != c.rec.NumRows() {
+		panic(fmt.Sprintf("vec: WithRecord: record has %d rows, chunk %d", rec.NumRows(), c.rec.NumRows()))
+	}
+	return NewChunk(rec, c.ops, c.vis)
+}
+
 // WithOpsAndVisibility returns a chunk sharing this one's record with other ops and
 // visibility. Both chunks must be released.
 func (c *Chunk) WithOpsAndVisibility(ops, vis *memory.Buffer) *Chunk {

@@ -113,3 +113,13 @@ func RepairUpdatePairs(ops []Op, orig, vis []byte, scratch []Op) []Op {
 	}
 	return out
 }
+
+// Bit is 1 for true and 0 for false, without a branch: kernels accumulate per-row
+// decisions into bitmap words with it.
+func Bit(b bool) uint64 {
+	var x uint64
+	if b {
+		x = 1
+	}
+	return x
+}

@@ -553,8 +553,8 @@ func (p2Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []v
 
 // p2Marker marks chunks of table p2 against decoded backfill positions.
 type p2Marker struct {
-	state []vec.BackfillState
-	pos   []P2PK
+	state [8]vec.BackfillState
+	pos   [8]P2PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -562,10 +562,8 @@ func (k p2Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &p2Marker{
-		pos:   make([]P2PK, len(p.State)),
-		state: p.State,
-	}
+	m := &p2Marker{}
+	copy(m.state[:], p.State)
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -587,52 +585,50 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := p2ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	clear(out)
 	vnodes = vnodes[:n]
 	k0 := v.DateTime.Values()[:n]
 	k1 := v.OpCol.Values()[:n]
+	// Decisions accumulate in w, 64 rows to a word, stored whole.
+	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			if vis[i>>3]&(1<<(i&7)) == 0 {
-				continue
-			}
-			switch m.state[vn] {
-			case vec.Completed:
-				out[i>>3] |= 1 << (i & 7)
-			case vec.InProgress:
-				p := &m.pos[vn]
-				if a, b := k0[i], p.DateTime; a != b {
-					if a > b {
-						out[i>>3] |= 1 << (i & 7)
-					}
-				} else if a, b := k1[i], p.OpCol; a != b {
-					if a < b {
-						out[i>>3] |= 1 << (i & 7)
-					}
-				} else {
-					out[i>>3] |= 1 << (i & 7)
-				}
-			}
-		}
-		return
-	}
-	for i, vn := range vnodes {
-		switch m.state[vn] {
-		case vec.Completed:
-			out[i>>3] |= 1 << (i & 7)
-		case vec.InProgress:
-			p := &m.pos[vn]
+			st := m.state[vn&7]
+			var keep bool
+			p := &m.pos[vn&7]
 			if a, b := k0[i], p.DateTime; a != b {
-				if a > b {
-					out[i>>3] |= 1 << (i & 7)
-				}
+				keep = a > b
 			} else if a, b := k1[i], p.OpCol; a != b {
-				if a < b {
-					out[i>>3] |= 1 << (i & 7)
-				}
+				keep = a < b
 			} else {
-				out[i>>3] |= 1 << (i & 7)
+				keep = true
+			}
+			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			if i&63 == 63 {
+				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
+				w = 0
 			}
 		}
+	} else {
+		for i, vn := range vnodes {
+			st := m.state[vn&7]
+			var keep bool
+			p := &m.pos[vn&7]
+			if a, b := k0[i], p.DateTime; a != b {
+				keep = a > b
+			} else if a, b := k1[i], p.OpCol; a != b {
+				keep = a < b
+			} else {
+				keep = true
+			}
+			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			if i&63 == 63 {
+				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
+				w = 0
+			}
+		}
+	}
+	for b := (n &^ 63) >> 3; b < len(out); b++ {
+		out[b] = byte(w)
+		w >>= 8
 	}
 }

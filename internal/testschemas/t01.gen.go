@@ -1026,8 +1026,8 @@ func (t01Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t01Marker marks chunks of table t01 against decoded backfill positions.
 type t01Marker struct {
-	state []vec.BackfillState
-	pos   []T01PK
+	state [8]vec.BackfillState
+	pos   [8]T01PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1035,10 +1035,8 @@ func (k t01Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t01Marker{
-		pos:   make([]T01PK, len(p.State)),
-		state: p.State,
-	}
+	m := &t01Marker{}
+	copy(m.state[:], p.State)
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1060,32 +1058,34 @@ func (m *t01Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t01ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	clear(out)
 	vnodes = vnodes[:n]
+	// Decisions accumulate in w, 64 rows to a word, stored whole.
+	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			if vis[i>>3]&(1<<(i&7)) == 0 {
-				continue
-			}
-			switch m.state[vn] {
-			case vec.Completed:
-				out[i>>3] |= 1 << (i & 7)
-			case vec.InProgress:
-				if v.ComparePK(i, &m.pos[vn]) <= 0 {
-					out[i>>3] |= 1 << (i & 7)
-				}
+			st := m.state[vn&7]
+			var keep bool
+			keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			if i&63 == 63 {
+				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
+				w = 0
 			}
 		}
-		return
+	} else {
+		for i, vn := range vnodes {
+			st := m.state[vn&7]
+			var keep bool
+			keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			if i&63 == 63 {
+				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
+				w = 0
+			}
+		}
 	}
-	for i, vn := range vnodes {
-		switch m.state[vn] {
-		case vec.Completed:
-			out[i>>3] |= 1 << (i & 7)
-		case vec.InProgress:
-			if v.ComparePK(i, &m.pos[vn]) <= 0 {
-				out[i>>3] |= 1 << (i & 7)
-			}
-		}
+	for b := (n &^ 63) >> 3; b < len(out); b++ {
+		out[b] = byte(w)
+		w >>= 8
 	}
 }
