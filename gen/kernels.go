@@ -339,22 +339,22 @@ func (g *tableGen) marker(f *jen.File) {
 	} else {
 		inProgress = []jen.Code{keep().Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(idx())).Op("<=").Lit(0)}
 	}
-	// Every row computes its InProgress decision (positions of other vnodes are zero
-	// keys, compared harmlessly) and combines it with its vnode's state by arithmetic:
-	// no branch depends on the data.
+	// The state switch is predictable (states come in runs of vnodes); the InProgress
+	// decision is assigned as a value, with no data-dependent branch.
 	loop := func(withVis bool) jen.Code {
 		body := []jen.Code{
-			jen.Id("st").Op(":=").Id("m").Dot("state").Index(idx()),
 			jen.Var().Id("keep").Bool(),
+			jen.Switch(jen.Id("m").Dot("state").Index(idx())).Block(
+				jen.Case(jen.Qual(pkgVec, "Completed")).Block(keep().True()),
+				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(inProgress...),
+			),
 		}
-		body = append(body, inProgress...)
-		bits := jen.Parens(jen.Qual(pkgVec, "Bit").Call(jen.Id("st").Op("==").Qual(pkgVec, "Completed")).Op("|").
-			Qual(pkgVec, "Bit").Call(jen.Id("st").Op("==").Qual(pkgVec, "InProgress")).Op("&").Qual(pkgVec, "Bit").Call(jen.Id("keep")))
+		bit := jen.Qual(pkgVec, "Bit").Call(jen.Id("keep"))
 		if withVis {
-			bits = jen.Parens(jen.Add(bits).Op("&").Uint64().Call(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op(">>").Parens(jen.Id("i").Op("&").Lit(7))))
+			bit = jen.Parens(jen.Add(bit).Op("&").Uint64().Call(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op(">>").Parens(jen.Id("i").Op("&").Lit(7))).Op("&").Lit(1))
 		}
 		body = append(body,
-			jen.Id("w").Op("|=").Add(bits).Op("&").Lit(1).Op("<<").Parens(jen.Id("i").Op("&").Lit(63)),
+			jen.Id("w").Op("|=").Add(bit).Op("<<").Parens(jen.Id("i").Op("&").Lit(63)),
 			jen.If(jen.Id("i").Op("&").Lit(63).Op("==").Lit(63)).Block(
 				le("PutUint64").Call(jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3).Op("-").Lit(7), jen.Empty()), jen.Id("w")),
 				jen.Id("w").Op("=").Lit(0),

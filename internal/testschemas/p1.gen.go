@@ -527,10 +527,14 @@ func (m *p1Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			st := m.state[vn&255]
 			var keep bool
-			keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
-			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			switch m.state[vn&255] {
+			case vec.Completed:
+				keep = true
+			case vec.InProgress:
+				keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+			}
+			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0
@@ -538,10 +542,14 @@ func (m *p1Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 	} else {
 		for i, vn := range vnodes {
-			st := m.state[vn&255]
 			var keep bool
-			keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
-			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			switch m.state[vn&255] {
+			case vec.Completed:
+				keep = true
+			case vec.InProgress:
+				keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+			}
+			w |= vec.Bit(keep) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0

@@ -592,17 +592,21 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			st := m.state[vn&7]
 			var keep bool
-			p := &m.pos[vn&7]
-			if a, b := k0[i], p.DateTime; a != b {
-				keep = a > b
-			} else if a, b := k1[i], p.OpCol; a != b {
-				keep = a < b
-			} else {
+			switch m.state[vn&7] {
+			case vec.Completed:
 				keep = true
+			case vec.InProgress:
+				p := &m.pos[vn&7]
+				if a, b := k0[i], p.DateTime; a != b {
+					keep = a > b
+				} else if a, b := k1[i], p.OpCol; a != b {
+					keep = a < b
+				} else {
+					keep = true
+				}
 			}
-			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0
@@ -610,17 +614,21 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 	} else {
 		for i, vn := range vnodes {
-			st := m.state[vn&7]
 			var keep bool
-			p := &m.pos[vn&7]
-			if a, b := k0[i], p.DateTime; a != b {
-				keep = a > b
-			} else if a, b := k1[i], p.OpCol; a != b {
-				keep = a < b
-			} else {
+			switch m.state[vn&7] {
+			case vec.Completed:
 				keep = true
+			case vec.InProgress:
+				p := &m.pos[vn&7]
+				if a, b := k0[i], p.DateTime; a != b {
+					keep = a > b
+				} else if a, b := k1[i], p.OpCol; a != b {
+					keep = a < b
+				} else {
+					keep = true
+				}
 			}
-			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			w |= vec.Bit(keep) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0

@@ -1087,10 +1087,14 @@ func (m *t05Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			st := m.state[vn&7]
 			var keep bool
-			keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
-			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			switch m.state[vn&7] {
+			case vec.Completed:
+				keep = true
+			case vec.InProgress:
+				keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+			}
+			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0
@@ -1098,10 +1102,14 @@ func (m *t05Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 	} else {
 		for i, vn := range vnodes {
-			st := m.state[vn&7]
 			var keep bool
-			keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
-			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			switch m.state[vn&7] {
+			case vec.Completed:
+				keep = true
+			case vec.InProgress:
+				keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+			}
+			w |= vec.Bit(keep) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0

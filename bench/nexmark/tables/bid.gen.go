@@ -649,19 +649,23 @@ func (m *bidMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	var w uint64
 	if vis := c.Visibility(); vis != nil {
 		for i, vn := range vnodes {
-			st := m.state[vn&255]
 			var keep bool
-			p := &m.pos[vn&255]
-			if a, b := k0[i], p.Auction; a != b {
-				keep = a < b
-			} else if a, b := k1[i], p.Bidder; a != b {
-				keep = a < b
-			} else if a, b := k2[i], p.DateTime; a != b {
-				keep = a < b
-			} else {
+			switch m.state[vn&255] {
+			case vec.Completed:
 				keep = true
+			case vec.InProgress:
+				p := &m.pos[vn&255]
+				if a, b := k0[i], p.Auction; a != b {
+					keep = a < b
+				} else if a, b := k1[i], p.Bidder; a != b {
+					keep = a < b
+				} else if a, b := k2[i], p.DateTime; a != b {
+					keep = a < b
+				} else {
+					keep = true
+				}
 			}
-			w |= ((vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & uint64(vis[i>>3]>>(i&7))) & 1 << (i & 63)
+			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0
@@ -669,19 +673,23 @@ func (m *bidMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 		}
 	} else {
 		for i, vn := range vnodes {
-			st := m.state[vn&255]
 			var keep bool
-			p := &m.pos[vn&255]
-			if a, b := k0[i], p.Auction; a != b {
-				keep = a < b
-			} else if a, b := k1[i], p.Bidder; a != b {
-				keep = a < b
-			} else if a, b := k2[i], p.DateTime; a != b {
-				keep = a < b
-			} else {
+			switch m.state[vn&255] {
+			case vec.Completed:
 				keep = true
+			case vec.InProgress:
+				p := &m.pos[vn&255]
+				if a, b := k0[i], p.Auction; a != b {
+					keep = a < b
+				} else if a, b := k1[i], p.Bidder; a != b {
+					keep = a < b
+				} else if a, b := k2[i], p.DateTime; a != b {
+					keep = a < b
+				} else {
+					keep = true
+				}
 			}
-			w |= (vec.Bit(st == vec.Completed) | vec.Bit(st == vec.InProgress)&vec.Bit(keep)) & 1 << (i & 63)
+			w |= vec.Bit(keep) << (i & 63)
 			if i&63 == 63 {
 				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
 				w = 0
