@@ -339,8 +339,8 @@ func (g *tableGen) marker(f *jen.File) {
 	} else {
 		inProgress = []jen.Code{keep().Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(idx())).Op("<=").Lit(0)}
 	}
-	// The state switch is predictable (states come in runs of vnodes); the InProgress
-	// decision is assigned as a value, with no data-dependent branch.
+	// Switch on the vnode state; the InProgress decision is assigned as a value, with
+	// no data-dependent branch.
 	loop := func(withVis bool) jen.Code {
 		body := []jen.Code{
 			jen.Var().Id("keep").Bool(),
