@@ -3,13 +3,14 @@
 
 GO        ?= go
 # Packages whose tests exercise goroutines; they also run under -race in `make test`.
-RACE_PKGS ?= ./vec/... ./vnode/...
+RACE_PKGS ?= ./vec/... ./vnode/... ./storage/...
 # package:FuzzTarget pairs; `make test` runs each briefly, `make fuzz` for FUZZTIME.
 FUZZ_TARGETS = \
 	./schema:FuzzParse \
 	./vec:FuzzDecodeValue \
 	./vec:FuzzDecodeKey \
 	./vnode:FuzzUnmarshalBitmap \
+	./storage:FuzzProgressRow \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s

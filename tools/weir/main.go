@@ -22,5 +22,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(newDemo())
+	root.AddCommand(newBench())
 	return root
 }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package bench
+
+import "time"
+
+// processCPU is unknown here: CPU figures are reported as 0.
+func processCPU() time.Duration { return 0 }

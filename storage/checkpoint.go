@@ -1,0 +1,246 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// CheckpointStats describes one committed checkpoint.
+type CheckpointStats struct {
+	Epoch   uint64
+	Runs    int // sealed runs written
+	Keys    int // distinct keys written (puts and deletes)
+	Bytes   int // key and value bytes written
+	Catalog int // catalog entries written or deleted
+}
+
+// SetCatalog stages a catalog entry; the next checkpoint commits it with its data.
+// A nil value deletes the entry.
+func (s *Store) SetCatalog(name string, value []byte) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if s.pendingCatalog == nil {
+		s.pendingCatalog = map[string][]byte{}
+	}
+	if value == nil {
+		s.pendingCatalog[name] = nil
+	} else {
+		// Never nil, even when empty: nil means delete.
+		s.pendingCatalog[name] = append([]byte{}, value...)
+	}
+}
+
+// Catalog returns every committed catalog entry.
+func (s *Store) Catalog() (map[string][]byte, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	prefix := metaKey(metaCatalog)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := map[string][]byte{}
+	for ok := it.First(); ok; ok = it.Next() {
+		out[string(it.Key()[len(prefix):])] = append([]byte(nil), it.Value()...)
+	}
+	return out, it.Error()
+}
+
+// Checkpoint commits epoch: every sealed run of every node with an epoch up to it, the
+// exact row-count changes they make, the staged catalog entries and the new committed
+// epoch, in one synced pebble batch. On error nothing is committed: the runs stay
+// sealed on their nodes, the committed epoch does not move, and a later checkpoint
+// may retry. Epochs must increase.
+//
+// A failed WAL write or sync is fatal to pebble: the error is returned, and the store
+// then refuses views, checkpoints, row counts and the catalog (pebble would show the
+// failed epoch to new reads) until it is closed and reopened. The reopened store holds
+// the last committed epoch or, when only the sync failed, possibly this one, never a
+// mix.
+func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	st := CheckpointStats{Epoch: epoch}
+	if err := s.usable(); err != nil {
+		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+	}
+	if c := s.committed.Load(); epoch <= c {
+		return st, fmt.Errorf("storage: checkpoint epoch %d is not above the committed epoch %d", epoch, c)
+	}
+
+	// Collect the runs to commit, oldest first, per table; from now on no seal at or
+	// below epoch is accepted.
+	s.viewMu.Lock()
+	s.checkpointing = epoch
+	var runs []*run
+	for _, n := range s.nodes {
+		for _, rs := range n.runs {
+			for _, r := range rs {
+				if r.epoch <= epoch {
+					runs = append(runs, r)
+				}
+			}
+		}
+	}
+	s.viewMu.Unlock()
+	defer func() {
+		s.viewMu.Lock()
+		s.checkpointing = 0
+		s.viewMu.Unlock()
+	}()
+	written := make(map[*run]bool, len(runs))
+	for _, r := range runs {
+		written[r] = true
+	}
+	sortRunsByEpoch(runs)
+	st.Runs = len(runs)
+
+	// The final write per key: later epochs override earlier ones. Vnodes are owned by
+	// one actor at a time, so runs of one epoch never share a key.
+	final := map[string]entry{}
+	for _, r := range runs {
+		for _, e := range r.entries {
+			final[string(e.key)] = e
+		}
+	}
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	deltas := map[string]int64{} // row count key -> change
+	for k, e := range final {
+		key := e.key
+		existed, err := s.exists(key)
+		if err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+		}
+		table, vnode, _, err := SplitKey(key)
+		if err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+		}
+		if e.del {
+			if err := b.Delete(key, nil); err != nil {
+				return st, err
+			}
+			if existed {
+				deltas[string(rowCountKey(table, vnode))]--
+			}
+		} else {
+			if err := b.Set(key, e.value, nil); err != nil {
+				return st, err
+			}
+			if !existed {
+				deltas[string(rowCountKey(table, vnode))]++
+			}
+		}
+		st.Keys++
+		st.Bytes += len(k) + len(e.value)
+	}
+	for k, d := range deltas {
+		if d == 0 {
+			continue
+		}
+		cur, err := s.int64At([]byte(k))
+		if err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+		}
+		if err := b.Set([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(cur+d)), nil); err != nil {
+			return st, err
+		}
+	}
+	for name, v := range s.pendingCatalog {
+		k := metaKey(metaCatalog, []byte(name))
+		var err error
+		if v == nil {
+			err = b.Delete(k, nil)
+		} else {
+			err = b.Set(k, v, nil)
+		}
+		if err != nil {
+			return st, err
+		}
+		st.Catalog++
+	}
+	if err := b.Set(metaKey(metaEpoch), binary.BigEndian.AppendUint64(nil, epoch), nil); err != nil {
+		return st, err
+	}
+	if err := commitSync(b); err != nil {
+		err = fmt.Errorf("storage: checkpoint %d: commit: %w", epoch, err)
+		var fe *fatalError
+		if errors.As(err, &fe) {
+			// Pebble applied the batch to its memtable without making it durable: new
+			// reads would see this epoch. Refuse them until a reopen decides.
+			s.failed.Store(&err)
+		}
+		return st, err
+	}
+	s.pendingCatalog = nil
+
+	// Publish: advance the committed epoch and drop the runs now in pebble, together.
+	// Only the runs this checkpoint wrote are dropped.
+	s.viewMu.Lock()
+	s.committed.Store(epoch)
+	for _, n := range s.nodes {
+		for t, rs := range n.runs {
+			keep := rs[:0:0]
+			for _, r := range rs {
+				if !written[r] {
+					keep = append(keep, r)
+				}
+			}
+			if len(keep) == 0 {
+				delete(n.runs, t)
+			} else {
+				n.runs[t] = keep
+			}
+		}
+	}
+	s.viewMu.Unlock()
+	return st, nil
+}
+
+// commitSync commits b with a WAL sync, returning pebble's Fatalf as an error.
+func commitSync(b *pebble.Batch) (err error) {
+	defer recoverFatal(&err)
+	return b.Commit(pebble.Sync)
+}
+
+func sortRunsByEpoch(rs []*run) {
+	// Insertion sort keeps equal epochs in node order; lists are short.
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && rs[j].epoch < rs[j-1].epoch; j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+func (s *Store) exists(key []byte) (bool, error) {
+	_, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+func (s *Store) int64At(key []byte) (int64, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("record %x has %d bytes, want 8", key, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}

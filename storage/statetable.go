@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// StateTable reads and writes one table restricted to the vnodes an actor owns. Writes
+// go to the actor's private memtable until Seal publishes them on the node as an
+// epoch; reads see committed data overlaid with the node's sealed epochs and the
+// actor's own unsealed writes, the newest version of a key winning. It is used by one
+// actor goroutine at a time.
+type StateTable struct {
+	node   *Node
+	id     uint32
+	t      *schema.Table
+	k      vec.Kernels
+	vnodes *vnode.Bitmap
+	mt     *memtable
+
+	keys, vals vec.Bytes
+	vn         []uint16
+	keybuf     []byte
+}
+
+// NewStateTable returns the state table of table id (schema t) for an actor on node
+// owning vnodes. The kernels are the generated ones when registered.
+func NewStateTable(node *Node, id uint32, t *schema.Table, vnodes *vnode.Bitmap) (*StateTable, error) {
+	if id == MetaTable {
+		return nil, fmt.Errorf("storage: table id %d is reserved for metadata", MetaTable)
+	}
+	if vnodes.Count() != t.VnodeCount {
+		return nil, fmt.Errorf("storage: table %s has %d vnodes, the bitmap %d", t.Name, t.VnodeCount, vnodes.Count())
+	}
+	return &StateTable{node: node, id: id, t: t, k: vec.For(t), vnodes: vnodes, mt: newMemtable()}, nil
+}
+
+// Table is the table's schema.
+func (s *StateTable) Table() *schema.Table { return s.t }
+
+// ID is the table id.
+func (s *StateTable) ID() uint32 { return s.id }
+
+// Vnodes is the bitmap of vnodes the actor owns.
+func (s *StateTable) Vnodes() *vnode.Bitmap { return s.vnodes }
+
+// Write applies the visible rows of c in order: Insert and UpdateInsert put the row
+// under its pk, Delete and UpdateDelete delete it. A chunk of the wrong shape, or with
+// a row in a vnode the actor does not own, is an error naming the table and the column
+// or vnode, and nothing of it is written.
+func (s *StateTable) Write(c *vec.Chunk) error {
+	if err := vec.CheckChunk(s.t, c); err != nil {
+		return fmt.Errorf("storage: write: %w", err)
+	}
+	n := c.NumRows()
+	if cap(s.vn) < n {
+		s.vn = make([]uint16, n)
+	}
+	vn := s.vn[:n]
+	s.k.Vnodes(c, vn)
+	for i := 0; i < n; i++ {
+		if c.Visible(i) && !s.vnodes.Contains(vn[i]) {
+			return fmt.Errorf("storage: write: table %s: row %d is in vnode %d, which this actor does not own", s.t.Name, i, vn[i])
+		}
+	}
+	s.keys.Reset()
+	s.vals.Reset()
+	s.k.EncodeKeys(c, &s.keys)
+	s.k.EncodeValues(c, &s.vals)
+	ops := c.Ops()
+	for i := 0; i < n; i++ {
+		if !c.Visible(i) {
+			continue
+		}
+		s.keybuf = AppendKey(s.keybuf[:0], s.id, vn[i], s.keys.At(i))
+		if ops[i].IsInsert() {
+			s.mt.put(s.keybuf, s.vals.At(i), false)
+		} else {
+			s.mt.put(s.keybuf, nil, true)
+		}
+	}
+	return nil
+}
+
+// Seal publishes the writes since the last Seal on the node as epoch, where every
+// reader on the node sees them and the next checkpoint at or above epoch commits them.
+// A seal at or below a committed or committing epoch is refused and keeps the writes.
+func (s *StateTable) Seal(epoch uint64) error {
+	if s.mt.len() == 0 {
+		return nil
+	}
+	r := s.mt.seal(s.id, epoch)
+	if err := s.node.addRun(r); err != nil {
+		s.mt.unseal(r)
+		return err
+	}
+	return nil
+}
+
+// UnsealedBytes is the size of the writes not yet sealed.
+func (s *StateTable) UnsealedBytes() int { return s.mt.bytes }
+
+// Get reads the value of the row with the memcomparable pk in vnode: the actor's own
+// unsealed write, else the view. The value is a copy.
+func (s *StateTable) Get(view *View, v uint16, pk []byte) ([]byte, bool, error) {
+	if !s.vnodes.Contains(v) {
+		return nil, false, fmt.Errorf("storage: get: table %s: vnode %d is not owned by this actor", s.t.Name, v)
+	}
+	s.keybuf = AppendKey(s.keybuf[:0], s.id, v, pk)
+	if e, ok := s.mt.get(s.keybuf); ok {
+		if e.del {
+			return nil, false, nil
+		}
+		return append([]byte(nil), e.value...), true, nil
+	}
+	val, ok, err := view.get(s.id, s.keybuf)
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: get: table %s vnode %d: %w", s.t.Name, v, err)
+	}
+	return val, ok, nil
+}
+
+// Iter iterates vnode v in pk order within bounds through the view, including the
+// actor's own unsealed writes.
+func (s *StateTable) Iter(view *View, v uint16, b IterBounds) (*Iter, error) {
+	if !s.vnodes.Contains(v) {
+		return nil, fmt.Errorf("storage: iterate: table %s: vnode %d is not owned by this actor", s.t.Name, v)
+	}
+	var extra []*run
+	if s.mt.len() > 0 {
+		extra = []*run{{table: s.id, entries: s.mt.sorted()}}
+	}
+	return view.newIter(s.id, v, b, extra)
+}

@@ -1,0 +1,390 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures the committed store. The defaults suit a snapshot-scan-heavy
+// workload: a large block cache so that repeated backfill scans stay warm, 64 MiB
+// memtables, and Snappy block compression (cheap to decompress on the scan path).
+type Options struct {
+	FS           vfs.FS // default: the OS file system
+	CacheSize    int64  // block cache bytes; default 256 MiB
+	MemTableSize uint64 // default 64 MiB
+	Compression  string // "snappy" (default), "zstd", "minlz" or "none"
+	// Logger receives pebble's messages; nil discards them. Pebble's Fatalf (a fault it
+	// cannot continue from, such as a failed WAL write or sync) is passed on as Errorf:
+	// the store turns it into an error where pebble allows (see Checkpoint) instead
+	// of exiting the process.
+	Logger pebble.Logger
+}
+
+func (o Options) pebbleOptions() (*pebble.Options, error) {
+	po := &pebble.Options{FS: o.FS, CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, Logger: o.Logger}
+	if po.FS == nil {
+		po.FS = vfs.Default
+	}
+	if po.CacheSize == 0 {
+		po.CacheSize = 256 << 20
+	}
+	if po.MemTableSize == 0 {
+		po.MemTableSize = 64 << 20
+	}
+	po.Logger = fatalLogger{o.Logger}
+	var prof *block.CompressionProfile
+	switch o.Compression {
+	case "", "snappy":
+		prof = block.SnappyCompression
+	case "zstd":
+		prof = block.ZstdCompression
+	case "minlz":
+		prof = block.MinLZCompression
+	case "none":
+		prof = block.NoCompression
+	default:
+		return nil, fmt.Errorf("storage: unknown compression %q (want snappy, zstd, minlz or none)", o.Compression)
+	}
+	for i := range po.Levels {
+		po.Levels[i].Compression = func() *block.CompressionProfile { return prof }
+	}
+	return po, nil
+}
+
+// fatalLogger passes pebble's messages on to a Logger (nil: discards them) and turns
+// Fatalf into a panic with a *fatalError. Pebble calls Fatalf when it cannot go on: on
+// the committing goroutine when a WAL write, sync or rotation fails (the batch has then
+// been applied to the memtable and is visible to new reads, though not durable), and
+// on background goroutines when a MANIFEST update fails. Checkpoint and Open recover
+// the panic on their own goroutine and return it as an error; a Fatalf on one of
+// pebble's goroutines still ends the process, as pebble intends.
+type fatalLogger struct{ l pebble.Logger }
+
+func (f fatalLogger) Infof(format string, args ...any) {
+	if f.l != nil {
+		f.l.Infof(format, args...)
+	}
+}
+
+func (f fatalLogger) Errorf(format string, args ...any) {
+	if f.l != nil {
+		f.l.Errorf(format, args...)
+	}
+}
+
+func (f fatalLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if f.l != nil {
+		f.l.Errorf("%s", msg)
+	}
+	fe := &fatalError{msg: msg}
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			fe.cause = err
+			break
+		}
+	}
+	panic(fe)
+}
+
+// fatalError is a fault pebble could not continue from; it wraps the error pebble
+// reported (so that errors.Is finds, say, syscall.ENOSPC).
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return e.msg }
+func (e *fatalError) Unwrap() error { return e.cause }
+
+// recoverFatal turns a pebble Fatalf panic on this goroutine into *err; any other
+// panic goes on.
+func recoverFatal(err *error) {
+	if r := recover(); r != nil {
+		fe, ok := r.(*fatalError)
+		if !ok {
+			panic(r)
+		}
+		*err = fe
+	}
+}
+
+// Store is the committed store of one engine directory, and the registry of its
+// nodes' uncommitted stores. It is safe for concurrent use.
+type Store struct {
+	db  *pebble.DB
+	dir string
+
+	// viewMu orders views against the end of checkpoints: a view is taken under
+	// RLock; a checkpoint advances committed and drops the runs it wrote under Lock.
+	viewMu    sync.RWMutex
+	committed atomic.Uint64
+	// checkpointing is the epoch of the checkpoint in progress (0: none); under viewMu.
+	checkpointing uint64
+	nodes         []*Node
+	// ckptMu serialises checkpoints and guards pendingCatalog.
+	ckptMu         sync.Mutex
+	pendingCatalog map[string][]byte
+	closed         atomic.Bool
+	// failed is set when pebble hit a fatal fault in a checkpoint's commit: pebble then
+	// holds (and shows to new reads) a batch that is not durable, so the store refuses
+	// views and checkpoints until it is closed and reopened.
+	failed atomic.Pointer[error]
+}
+
+// Open opens (or creates) the committed store in dir. Uncommitted data does not
+// survive a close or crash by construction: a reopened store holds exactly the last
+// committed checkpoint.
+func Open(dir string, opts Options) (*Store, error) {
+	po, err := opts.pebbleOptions()
+	if err != nil {
+		return nil, err
+	}
+	db, err := openPebble(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, dir: dir}
+	epoch, err := readEpoch(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	s.committed.Store(epoch)
+	return s, nil
+}
+
+func openPebble(dir string, po *pebble.Options) (db *pebble.DB, err error) {
+	defer recoverFatal(&err)
+	return pebble.Open(dir, po)
+}
+
+// usable returns an error when the store is closed or has failed.
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return errors.New("storage: store is closed")
+	}
+	if err := s.failed.Load(); err != nil {
+		return fmt.Errorf("storage: store failed, close and reopen it: %w", *err)
+	}
+	return nil
+}
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func readEpoch(r getter) (uint64, error) {
+	v, closer, err := r.Get(metaKey(metaEpoch))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("committed epoch record has %d bytes, want 8", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// Close closes the store. Uncommitted data is dropped.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.db.Close()
+}
+
+// DB is the underlying pebble database (for raw-scan baselines and tools).
+func (s *Store) DB() *pebble.DB { return s.db }
+
+// CommittedEpoch is the epoch of the last committed checkpoint (0: none yet).
+func (s *Store) CommittedEpoch() uint64 { return s.committed.Load() }
+
+// AddNode registers a new node and returns its uncommitted store.
+func (s *Store) AddNode() *Node {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	n := &Node{store: s, id: len(s.nodes), runs: map[uint32][]*run{}}
+	s.nodes = append(s.nodes, n)
+	return n
+}
+
+// Node is the uncommitted store of one simulated compute node: the sealed, not yet
+// committed epochs written by its actors. Only readers on the node see them.
+type Node struct {
+	store *Store
+	id    int
+	// runs per table, sorted by epoch; replaced (never mutated) under store.viewMu.
+	runs map[uint32][]*run
+}
+
+// ID is the node's index.
+func (n *Node) ID() int { return n.id }
+
+// addRun publishes a sealed run on the node.
+//
+// A seal must be for an epoch above every committed or committing checkpoint: the
+// barrier protocol guarantees it, and a run below would be hidden from every view yet
+// written by a later checkpoint over newer data. Such a seal is refused.
+func (n *Node) addRun(r *run) error {
+	if len(r.entries) == 0 {
+		return nil
+	}
+	s := n.store
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if floor := max(s.committed.Load(), s.checkpointing); r.epoch <= floor {
+		return fmt.Errorf("storage: seal of table %d at epoch %d, at or below the committed or committing epoch %d", r.table, r.epoch, floor)
+	}
+	old := n.runs[r.table]
+	rs := make([]*run, 0, len(old)+1)
+	rs = append(rs, old...)
+	rs = append(rs, r)
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].epoch < rs[j].epoch })
+	n.runs[r.table] = rs
+	return nil
+}
+
+// UncommittedBytes is the size of the node's sealed, uncommitted data.
+func (n *Node) UncommittedBytes() int {
+	s := n.store
+	s.viewMu.RLock()
+	defer s.viewMu.RUnlock()
+	total := 0
+	for _, rs := range n.runs {
+		for _, r := range rs {
+			for _, e := range r.entries {
+				total += len(e.key) + len(e.value)
+			}
+		}
+	}
+	return total
+}
+
+// View is a consistent read state: a pebble snapshot, the committed epoch read through
+// it, and (for a node's view) the node's sealed runs above that epoch. Release it when
+// done.
+type View struct {
+	snap  *pebble.Snapshot
+	Epoch uint64
+	runs  map[uint32][]*run // per table, epochs > Epoch, ascending
+	// The replicated epochs above Epoch that rep held when it opened the view: its
+	// iterators on this view keep seeing them after a newer view drops them.
+	rep     *ReplicatedTable
+	private []*run
+}
+
+// View returns the committed state with no uncommitted data.
+func (s *Store) View() (*View, error) { return s.view(nil) }
+
+// View returns the committed state overlaid with this node's sealed epochs.
+func (n *Node) View() (*View, error) { return n.store.view(n) }
+
+func (s *Store) view(n *Node) (*View, error) {
+	s.viewMu.RLock()
+	defer s.viewMu.RUnlock()
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	snap := s.db.NewSnapshot()
+	epoch, err := readEpoch(snap)
+	if err != nil {
+		snap.Close()
+		return nil, fmt.Errorf("storage: read committed epoch: %w", err)
+	}
+	v := &View{snap: snap, Epoch: epoch}
+	if n != nil {
+		v.runs = map[uint32][]*run{}
+		for t, rs := range n.runs {
+			for _, r := range rs {
+				if r.epoch > epoch {
+					v.runs[t] = append(v.runs[t], r)
+				}
+			}
+		}
+	}
+	return v, nil
+}
+
+// Release frees the view's snapshot.
+func (v *View) Release() {
+	if v.snap != nil {
+		v.snap.Close()
+		v.snap = nil
+	}
+}
+
+// get reads one key through the view: the newest sealed run that has it, else pebble.
+// The returned value is a copy.
+func (v *View) get(table uint32, key []byte) ([]byte, bool, error) {
+	rs := v.runs[table]
+	for i := len(rs) - 1; i >= 0; i-- {
+		if e, ok := rs[i].get(key); ok {
+			if e.del {
+				return nil, false, nil
+			}
+			return append([]byte(nil), e.value...), true, nil
+		}
+	}
+	val, closer, err := v.snap.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), val...)
+	closer.Close()
+	return out, true, nil
+}
+
+// RowCount is the committed number of rows of a table's vnode.
+func (s *Store) RowCount(table uint32, vnode uint16) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	v, closer, err := s.db.Get(rowCountKey(table, vnode))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: row count of table %d vnode %d: %w", table, vnode, err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("storage: row count of table %d vnode %d: record has %d bytes", table, vnode, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// TableRowCount is the committed number of rows of a table, summed over its vnodes.
+func (s *Store) TableRowCount(table uint32) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	prefix := metaKey(metaRowCount, binary.BigEndian.AppendUint32(nil, table))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	var total int64
+	for ok := it.First(); ok; ok = it.Next() {
+		if v := it.Value(); len(v) == 8 {
+			total += int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	return total, it.Error()
+}
