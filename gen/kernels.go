@@ -339,10 +339,11 @@ func (g *tableGen) marker(f *jen.File) {
 	} else {
 		inProgress = []jen.Code{keep().Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(idx())).Op("<=").Lit(0)}
 	}
-	// Switch on the vnode state; the InProgress decision is assigned as a value, with
-	// no data-dependent branch.
+	// Rows go in blocks of 64, one bitmap word each. Switch on the vnode state; the
+	// InProgress decision is assigned as a value, with no data-dependent branch.
 	loop := func(withVis bool) jen.Code {
 		body := []jen.Code{
+			jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i")),
 			jen.Var().Id("keep").Bool(),
 			jen.Switch(jen.Id("m").Dot("state").Index(idx())).Block(
 				jen.Case(jen.Qual(pkgVec, "Completed")).Block(keep().True()),
@@ -353,14 +354,20 @@ func (g *tableGen) marker(f *jen.File) {
 		if withVis {
 			bit = jen.Parens(jen.Add(bit).Op("&").Uint64().Call(jen.Id("vis").Index(jen.Id("i").Op(">>").Lit(3)).Op(">>").Parens(jen.Id("i").Op("&").Lit(7))).Op("&").Lit(1))
 		}
-		body = append(body,
-			jen.Id("w").Op("|=").Add(bit).Op("<<").Parens(jen.Id("i").Op("&").Lit(63)),
-			jen.If(jen.Id("i").Op("&").Lit(63).Op("==").Lit(63)).Block(
-				le("PutUint64").Call(jen.Id("out").Index(jen.Id("i").Op(">>").Lit(3).Op("-").Lit(7), jen.Empty()), jen.Id("w")),
-				jen.Id("w").Op("=").Lit(0),
+		body = append(body, jen.Id("w").Op("|=").Add(bit).Op("<<").Parens(jen.Id("i").Op("-").Id("base")))
+		return jen.For(jen.Id("base").Op(":=").Lit(0), jen.Id("base").Op("<").Id("n"), jen.Id("base").Op("+=").Lit(64)).Block(
+			jen.Id("end").Op(":=").Min(jen.Id("base").Op("+").Lit(64), jen.Id("n")),
+			jen.Var().Id("w").Uint64(),
+			jen.For(jen.Id("i").Op(":=").Id("base"), jen.Id("i").Op("<").Id("end"), jen.Id("i").Op("++")).Block(body...),
+			jen.If(jen.Id("end").Op("-").Id("base").Op("==").Lit(64)).Block(
+				le("PutUint64").Call(jen.Id("out").Index(jen.Id("base").Op(">>").Lit(3), jen.Empty()), jen.Id("w")),
+			).Else().Block(
+				jen.For(jen.Id("b").Op(":=").Id("base").Op(">>").Lit(3), jen.Id("b").Op("<").Len(jen.Id("out")), jen.Id("b").Op("++")).Block(
+					jen.Id("out").Index(jen.Id("b")).Op("=").Byte().Call(jen.Id("w")),
+					jen.Id("w").Op(">>=").Lit(8),
+				),
 			),
 		)
-		return jen.For(jen.List(jen.Id("i"), jen.Id("vn")).Op(":=").Range().Id("vnodes")).Block(body...)
 	}
 	body := []jen.Code{
 		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
@@ -370,15 +377,9 @@ func (g *tableGen) marker(f *jen.File) {
 	}
 	body = append(body, prelude...)
 	body = append(body,
-		jen.Comment("Decisions accumulate in w, 64 rows to a word, stored whole."),
-		jen.Var().Id("w").Uint64(),
 		jen.If(jen.Id("vis").Op(":=").Id("c").Dot("Visibility").Call(), jen.Id("vis").Op("!=").Nil()).Block(
 			loop(true),
 		).Else().Block(loop(false)),
-		jen.For(jen.Id("b").Op(":=").Parens(jen.Id("n").Op("&^").Lit(63)).Op(">>").Lit(3), jen.Id("b").Op("<").Len(jen.Id("out")), jen.Id("b").Op("++")).Block(
-			jen.Id("out").Index(jen.Id("b")).Op("=").Byte().Call(jen.Id("w")),
-			jen.Id("w").Op(">>=").Lit(8),
-		),
 	)
 	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
 	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(body...)

@@ -523,41 +523,53 @@ func (m *p1Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	n := v.NumRows()
 	out = out[:(n+7)/8]
 	vnodes = vnodes[:n]
-	// Decisions accumulate in w, 64 rows to a word, stored whole.
-	var w uint64
 	if vis := c.Visibility(); vis != nil {
-		for i, vn := range vnodes {
-			var keep bool
-			switch m.state[vn&255] {
-			case vec.Completed:
-				keep = true
-			case vec.InProgress:
-				keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+		for base := 0; base < n; base += 64 {
+			end := min(base+64, n)
+			var w uint64
+			for i := base; i < end; i++ {
+				vn := vnodes[i]
+				var keep bool
+				switch m.state[vn&255] {
+				case vec.Completed:
+					keep = true
+				case vec.InProgress:
+					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+				}
+				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
-			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
-			if i&63 == 63 {
-				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
-				w = 0
+			if end-base == 64 {
+				binary.LittleEndian.PutUint64(out[base>>3:], w)
+			} else {
+				for b := base >> 3; b < len(out); b++ {
+					out[b] = byte(w)
+					w >>= 8
+				}
 			}
 		}
 	} else {
-		for i, vn := range vnodes {
-			var keep bool
-			switch m.state[vn&255] {
-			case vec.Completed:
-				keep = true
-			case vec.InProgress:
-				keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+		for base := 0; base < n; base += 64 {
+			end := min(base+64, n)
+			var w uint64
+			for i := base; i < end; i++ {
+				vn := vnodes[i]
+				var keep bool
+				switch m.state[vn&255] {
+				case vec.Completed:
+					keep = true
+				case vec.InProgress:
+					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+				}
+				w |= vec.Bit(keep) << (i - base)
 			}
-			w |= vec.Bit(keep) << (i & 63)
-			if i&63 == 63 {
-				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
-				w = 0
+			if end-base == 64 {
+				binary.LittleEndian.PutUint64(out[base>>3:], w)
+			} else {
+				for b := base >> 3; b < len(out); b++ {
+					out[b] = byte(w)
+					w >>= 8
+				}
 			}
 		}
-	}
-	for b := (n &^ 63) >> 3; b < len(out); b++ {
-		out[b] = byte(w)
-		w >>= 8
 	}
 }

@@ -588,55 +588,67 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	vnodes = vnodes[:n]
 	k0 := v.DateTime.Values()[:n]
 	k1 := v.OpCol.Values()[:n]
-	// Decisions accumulate in w, 64 rows to a word, stored whole.
-	var w uint64
 	if vis := c.Visibility(); vis != nil {
-		for i, vn := range vnodes {
-			var keep bool
-			switch m.state[vn&7] {
-			case vec.Completed:
-				keep = true
-			case vec.InProgress:
-				p := &m.pos[vn&7]
-				if a, b := k0[i], p.DateTime; a != b {
-					keep = a > b
-				} else if a, b := k1[i], p.OpCol; a != b {
-					keep = a < b
-				} else {
+		for base := 0; base < n; base += 64 {
+			end := min(base+64, n)
+			var w uint64
+			for i := base; i < end; i++ {
+				vn := vnodes[i]
+				var keep bool
+				switch m.state[vn&7] {
+				case vec.Completed:
 					keep = true
+				case vec.InProgress:
+					p := &m.pos[vn&7]
+					if a, b := k0[i], p.DateTime; a != b {
+						keep = a > b
+					} else if a, b := k1[i], p.OpCol; a != b {
+						keep = a < b
+					} else {
+						keep = true
+					}
 				}
+				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
-			w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i & 63)
-			if i&63 == 63 {
-				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
-				w = 0
+			if end-base == 64 {
+				binary.LittleEndian.PutUint64(out[base>>3:], w)
+			} else {
+				for b := base >> 3; b < len(out); b++ {
+					out[b] = byte(w)
+					w >>= 8
+				}
 			}
 		}
 	} else {
-		for i, vn := range vnodes {
-			var keep bool
-			switch m.state[vn&7] {
-			case vec.Completed:
-				keep = true
-			case vec.InProgress:
-				p := &m.pos[vn&7]
-				if a, b := k0[i], p.DateTime; a != b {
-					keep = a > b
-				} else if a, b := k1[i], p.OpCol; a != b {
-					keep = a < b
-				} else {
+		for base := 0; base < n; base += 64 {
+			end := min(base+64, n)
+			var w uint64
+			for i := base; i < end; i++ {
+				vn := vnodes[i]
+				var keep bool
+				switch m.state[vn&7] {
+				case vec.Completed:
 					keep = true
+				case vec.InProgress:
+					p := &m.pos[vn&7]
+					if a, b := k0[i], p.DateTime; a != b {
+						keep = a > b
+					} else if a, b := k1[i], p.OpCol; a != b {
+						keep = a < b
+					} else {
+						keep = true
+					}
+				}
+				w |= vec.Bit(keep) << (i - base)
+			}
+			if end-base == 64 {
+				binary.LittleEndian.PutUint64(out[base>>3:], w)
+			} else {
+				for b := base >> 3; b < len(out); b++ {
+					out[b] = byte(w)
+					w >>= 8
 				}
 			}
-			w |= vec.Bit(keep) << (i & 63)
-			if i&63 == 63 {
-				binary.LittleEndian.PutUint64(out[i>>3-7:], w)
-				w = 0
-			}
 		}
-	}
-	for b := (n &^ 63) >> 3; b < len(out); b++ {
-		out[b] = byte(w)
-		w >>= 8
 	}
 }
