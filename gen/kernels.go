@@ -247,23 +247,37 @@ func (g *tableGen) marker(f *jen.File) {
 	// vn & (count-1), which needs no bounds check in the row loop.
 	count := g.t.VnodeCount
 	pow2 := count&(count-1) == 0
+	// On the typed fast path (every pk column NOT NULL and ordered by <) each vnode's
+	// state folds into a threshold on the first pk column, lo0: the position's value
+	// for InProgress, the type's largest value for Completed and its smallest for
+	// NotStarted (the other way round for DESC). A row is then kept iff its first
+	// column is below the threshold; only a row equal to it looks further.
+	fast := true
+	for _, k := range g.t.PK {
+		if g.col(k.Column).Nullable || !g.kind(k.Column).ordered {
+			fast = false
+		}
+	}
+	first := g.t.PK[0]
+	firstType := g.kind(first.Column).goType
 	idx := func() jen.Code {
 		if pow2 {
 			return jen.Id("vn").Op("&").Lit(count - 1)
 		}
 		return jen.Id("vn")
 	}
+	var dims jen.Code = jen.Index()
 	if pow2 {
-		f.Type().Id(M).Struct(
-			jen.Id("state").Index(jen.Lit(count)).Qual(pkgVec, "BackfillState"),
-			jen.Id("pos").Index(jen.Lit(count)).Id(P),
-		)
-	} else {
-		f.Type().Id(M).Struct(
-			jen.Id("state").Index().Qual(pkgVec, "BackfillState"),
-			jen.Id("pos").Index().Id(P),
-		)
+		dims = jen.Index(jen.Lit(count))
 	}
+	fields := []jen.Code{
+		jen.Id("state").Add(dims).Qual(pkgVec, "BackfillState"),
+		jen.Id("pos").Add(dims).Id(P),
+	}
+	if fast {
+		fields = append(fields, jen.Id("lo0").Add(dims).Add(firstType()))
+	}
+	f.Type().Id(M).Struct(fields...)
 	var initTables []jen.Code
 	if pow2 {
 		initTables = []jen.Code{
@@ -277,6 +291,22 @@ func (g *tableGen) marker(f *jen.File) {
 				jen.Id("pos"):   jen.Make(jen.Index().Id(P), jen.Len(jen.Id("p").Dot("State"))),
 			}),
 		}
+		if fast {
+			initTables = append(initTables, jen.Id("m").Dot("lo0").Op("=").Make(jen.Index().Add(firstType()), jen.Len(jen.Id("p").Dot("State"))))
+		}
+	}
+	var setLo0 []jen.Code
+	if fast {
+		mm := g.kind(first.Column).minMax
+		top, bottom := mm[1], mm[0]
+		if first.Desc {
+			top, bottom = bottom, top
+		}
+		setLo0 = []jen.Code{jen.Switch(jen.Id("s")).Block(
+			jen.Case(jen.Qual(pkgVec, "Completed")).Block(jen.Id("m").Dot("lo0").Index(jen.Id("vn")).Op("=").Add(firstType()).Call(jen.Qual(pkgMath, top))),
+			jen.Case(jen.Qual(pkgVec, "NotStarted")).Block(jen.Id("m").Dot("lo0").Index(jen.Id("vn")).Op("=").Add(firstType()).Call(jen.Qual(pkgMath, bottom))),
+			jen.Default().Block(jen.Id("m").Dot("lo0").Index(jen.Id("vn")).Op("=").Id("m").Dot("pos").Index(jen.Id("vn")).Dot(g.col(first.Column).GoName)),
+		)}
 	}
 	K := g.lname("Kernels")
 	f.Comment("NewMarker implements vec.Kernels: positions are decoded once, into typed keys.")
@@ -297,6 +327,7 @@ func (g *tableGen) marker(f *jen.File) {
 					jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("table "+g.t.Name+" vnode %d: bad backfill state %d"), jen.Id("vn"), jen.Id("s"))),
 				),
 			),
+			jen.Add(setLo0...),
 		),
 		jen.Return(jen.Id("m"), jen.Nil()),
 	)
@@ -305,13 +336,7 @@ func (g *tableGen) marker(f *jen.File) {
 	// The InProgress decision: on the typed fast path (every pk column NOT NULL and
 	// ordered by <) compare the raw value slices inline, column by column, assigning
 	// the outcome as a value (no data-dependent branch); otherwise call ComparePK.
-	fast := true
-	for _, k := range g.t.PK {
-		if g.col(k.Column).Nullable || !g.kind(k.Column).ordered {
-			fast = false
-		}
-	}
-	var inProgress []jen.Code
+	var inProgress, fastRow []jen.Code
 	prelude := []jen.Code{}
 	if fast {
 		var chain *jen.Statement
@@ -336,19 +361,65 @@ func (g *tableGen) marker(f *jen.File) {
 		}
 		chain.Else().Block(keep().True())
 		inProgress = []jen.Code{jen.Id("p").Op(":=").Op("&").Id("m").Dot("pos").Index(idx()), chain}
+		// The rare path of a row equal to its vnode's threshold: the state decides, and
+		// for InProgress the remaining pk columns.
+		var rest *jen.Statement
+		for j := 1; j < len(g.t.PK); j++ {
+			k := g.t.PK[j]
+			c := g.col(k.Column)
+			less := "<"
+			if k.Desc {
+				less = ">"
+			}
+			cond := []jen.Code{
+				jen.List(jen.Id("a"), jen.Id("b")).Op(":=").List(jen.Id(fmt.Sprintf("k%d", j)).Index(jen.Id("i")), jen.Id("p").Dot(c.GoName)),
+				jen.Id("a").Op("!=").Id("b"),
+			}
+			then := keep().Id("a").Op(less).Id("b")
+			if rest == nil {
+				rest = jen.If(cond...).Block(then)
+			} else {
+				rest.Else().If(cond...).Block(then)
+			}
+		}
+		var equalInProgress []jen.Code
+		if rest == nil {
+			equalInProgress = []jen.Code{keep().True()}
+		} else {
+			rest.Else().Block(keep().True())
+			equalInProgress = []jen.Code{jen.Id("p").Op(":=").Op("&").Id("m").Dot("pos").Index(idx()), rest}
+		}
+		less := "<"
+		if first.Desc {
+			less = ">"
+		}
+		fastRow = []jen.Code{
+			jen.List(jen.Id("a"), jen.Id("b")).Op(":=").List(jen.Id("k0").Index(jen.Id("i")), jen.Id("m").Dot("lo0").Index(idx())),
+			jen.Id("keep").Op(":=").Id("a").Op(less).Id("b"),
+			jen.If(jen.Id("a").Op("==").Id("b")).Block(
+				jen.Switch(jen.Id("m").Dot("state").Index(idx())).Block(
+					jen.Case(jen.Qual(pkgVec, "Completed")).Block(keep().True()),
+					jen.Case(jen.Qual(pkgVec, "InProgress")).Block(equalInProgress...),
+				),
+			),
+		}
 	} else {
 		inProgress = []jen.Code{keep().Id("v").Dot("ComparePK").Call(jen.Id("i"), jen.Op("&").Id("m").Dot("pos").Index(idx())).Op("<=").Lit(0)}
 	}
 	// Rows go in blocks of 64, one bitmap word each. Switch on the vnode state; the
 	// InProgress decision is assigned as a value, with no data-dependent branch.
 	loop := func(withVis bool) jen.Code {
-		body := []jen.Code{
-			jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i")),
-			jen.Var().Id("keep").Bool(),
-			jen.Switch(jen.Id("m").Dot("state").Index(idx())).Block(
-				jen.Case(jen.Qual(pkgVec, "Completed")).Block(keep().True()),
-				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(inProgress...),
-			),
+		body := []jen.Code{jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i"))}
+		if fast {
+			body = append(body, fastRow...)
+		} else {
+			body = append(body,
+				jen.Var().Id("keep").Bool(),
+				jen.Switch(jen.Id("m").Dot("state").Index(idx())).Block(
+					jen.Case(jen.Qual(pkgVec, "Completed")).Block(keep().True()),
+					jen.Case(jen.Qual(pkgVec, "InProgress")).Block(inProgress...),
+				),
+			)
 		}
 		bit := jen.Qual(pkgVec, "Bit").Call(jen.Id("keep"))
 		if withVis {

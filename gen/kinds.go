@@ -32,6 +32,7 @@ type kindInfo struct {
 	getValue func(slot func(off int) jen.Code) jen.Code // slot(off) is the value bytes from off on
 	values   string                                     // typed accessor of the raw value slice (e.g. Int64Values); "" if none
 	ordered  bool                                       // a plain < orders two values as the key does
+	minMax   [2]string                                  // for ordered kinds: math constants of the smallest and largest value
 	varLen   bool
 	byteKey  bool // key decode goes through DecodeKeyBytes
 	isString bool // varchar: Go string, Arrow String
@@ -57,15 +58,15 @@ var kinds = map[schema.Kind]*kindInfo{
 		},
 		getValue: func(slot func(int) jen.Code) jen.Code { return jen.Add(slot(0)).Index(jen.Lit(0)).Op("!=").Lit(0) },
 	},
-	schema.Int16: intKind(jen.Int16, "Int16", "Int16", "Uint16", jen.Uint16, nil),
-	schema.Int32: intKind(jen.Int32, "Int32", "Int32", "Uint32", jen.Uint32, nil),
-	schema.Int64: intKind(jen.Int64, "Int64", "Int64", "Uint64", jen.Uint64, nil),
-	schema.Date: intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Date32") }, "Date32", "Int32", "Uint32", jen.Uint32,
-		func() *jen.Statement { return jen.Int32() }),
-	schema.Timestamp: intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Timestamp") }, "Timestamp", "Int64", "Uint64", jen.Uint64,
-		func() *jen.Statement { return jen.Int64() }),
-	schema.Timestamptz: intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Timestamp") }, "Timestamp", "Int64", "Uint64", jen.Uint64,
-		func() *jen.Statement { return jen.Int64() }),
+	schema.Int16: withMinMax(intKind(jen.Int16, "Int16", "Int16", "Uint16", jen.Uint16, nil), "MinInt16", "MaxInt16"),
+	schema.Int32: withMinMax(intKind(jen.Int32, "Int32", "Int32", "Uint32", jen.Uint32, nil), "MinInt32", "MaxInt32"),
+	schema.Int64: withMinMax(intKind(jen.Int64, "Int64", "Int64", "Uint64", jen.Uint64, nil), "MinInt64", "MaxInt64"),
+	schema.Date: withMinMax(intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Date32") }, "Date32", "Int32", "Uint32", jen.Uint32,
+		func() *jen.Statement { return jen.Int32() }), "MinInt32", "MaxInt32"),
+	schema.Timestamp: withMinMax(intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Timestamp") }, "Timestamp", "Int64", "Uint64", jen.Uint64,
+		func() *jen.Statement { return jen.Int64() }), "MinInt64", "MaxInt64"),
+	schema.Timestamptz: withMinMax(intKind(func() *jen.Statement { return jen.Qual(pkgArrow, "Timestamp") }, "Timestamp", "Int64", "Uint64", jen.Uint64,
+		func() *jen.Statement { return jen.Int64() }), "MinInt64", "MaxInt64"),
 	schema.Float32: floatKind(jen.Float32, "Float32", "Uint32"),
 	schema.Float64: floatKind(jen.Float64, "Float64", "Uint64"),
 	schema.Decimal: {
@@ -94,6 +95,11 @@ var kinds = map[schema.Kind]*kindInfo{
 		compare: func(a, b jen.Code) jen.Code { return jen.Qual("bytes", "Compare").Call(a, b) },
 		varLen:  true, byteKey: true,
 	},
+}
+
+func withMinMax(k *kindInfo, min, max string) *kindInfo {
+	k.minMax = [2]string{min, max}
+	return k
 }
 
 // intKind describes an integer-like kind; keyType is the integer type the key codec

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
+	"math"
 )
 
 // P2Fingerprint is the fingerprint of table p2's shape (schema.Table.Fingerprint).
@@ -555,6 +556,7 @@ func (p2Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []v
 type p2Marker struct {
 	state [8]vec.BackfillState
 	pos   [8]P2PK
+	lo0   [8]arrow.Timestamp
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -576,6 +578,14 @@ func (k p2Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table p2 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = arrow.Timestamp(math.MinInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = arrow.Timestamp(math.MaxInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].DateTime
+		}
 	}
 	return m, nil
 }
@@ -594,18 +604,19 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&7] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&7]
-					if a, b := k0[i], p.DateTime; a != b {
-						keep = a > b
-					} else if a, b := k1[i], p.OpCol; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&7]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&7] {
+					case vec.Completed:
 						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&7]
+						if a, b := k1[i], p.OpCol; a != b {
+							keep = a < b
+						} else {
+							keep = true
+						}
 					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
@@ -625,18 +636,19 @@ func (m *p2Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&7] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&7]
-					if a, b := k0[i], p.DateTime; a != b {
-						keep = a > b
-					} else if a, b := k1[i], p.OpCol; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&7]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&7] {
+					case vec.Completed:
 						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&7]
+						if a, b := k1[i], p.OpCol; a != b {
+							keep = a < b
+						} else {
+							keep = true
+						}
 					}
 				}
 				w |= vec.Bit(keep) << (i - base)

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
+	"math"
 )
 
 // AuctionFingerprint is the fingerprint of table auction's shape (schema.Table.Fingerprint).
@@ -631,6 +632,7 @@ func (auctionKernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, out
 type auctionMarker struct {
 	state [256]vec.BackfillState
 	pos   [256]AuctionPK
+	lo0   [256]int64
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -652,6 +654,14 @@ func (k auctionKernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table auction vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int64(math.MaxInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = int64(math.MinInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].ID
+		}
 	}
 	return m, nil
 }
@@ -669,15 +679,13 @@ func (m *auctionMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&255]
-					if a, b := k0[i], p.ID; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
 						keep = true
 					}
 				}
@@ -698,15 +706,13 @@ func (m *auctionMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&255]
-					if a, b := k0[i], p.ID; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
 						keep = true
 					}
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
+	"math"
 )
 
 // BidFingerprint is the fingerprint of table bid's shape (schema.Table.Fingerprint).
@@ -611,6 +612,7 @@ func (bidKernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 type bidMarker struct {
 	state [256]vec.BackfillState
 	pos   [256]BidPK
+	lo0   [256]int64
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -632,6 +634,14 @@ func (k bidKernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table bid vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int64(math.MaxInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = int64(math.MinInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].Auction
+		}
 	}
 	return m, nil
 }
@@ -651,20 +661,21 @@ func (m *bidMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&255]
-					if a, b := k0[i], p.Auction; a != b {
-						keep = a < b
-					} else if a, b := k1[i], p.Bidder; a != b {
-						keep = a < b
-					} else if a, b := k2[i], p.DateTime; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
 						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&255]
+						if a, b := k1[i], p.Bidder; a != b {
+							keep = a < b
+						} else if a, b := k2[i], p.DateTime; a != b {
+							keep = a < b
+						} else {
+							keep = true
+						}
 					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
@@ -684,20 +695,21 @@ func (m *bidMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					p := &m.pos[vn&255]
-					if a, b := k0[i], p.Auction; a != b {
-						keep = a < b
-					} else if a, b := k1[i], p.Bidder; a != b {
-						keep = a < b
-					} else if a, b := k2[i], p.DateTime; a != b {
-						keep = a < b
-					} else {
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
 						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&255]
+						if a, b := k1[i], p.Bidder; a != b {
+							keep = a < b
+						} else if a, b := k2[i], p.DateTime; a != b {
+							keep = a < b
+						} else {
+							keep = true
+						}
 					}
 				}
 				w |= vec.Bit(keep) << (i - base)
