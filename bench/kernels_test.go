@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/bench/nexmark/tables"
@@ -18,35 +17,9 @@ var q0 = vec.Projection{tables.BidColAuction, tables.BidColBidder, tables.BidCol
 
 const batch = 1024
 
-// bidChunk builds n bid rows shaped like Nexmark's (hot auctions and bidders, ~100
-// byte rows) through the generated builder.
+// bidChunk is BidChunk's first n rows (Nexmark-shaped bid rows, ~100 byte values).
 func bidChunk(mem memory.Allocator, n int, seed uint64) *vec.Chunk {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	b := tables.NewBidBuilder(mem)
-	defer b.Release()
-	b.Reserve(n)
-	letters := []byte("abcdefghijklmnopqrstuvwxyz")
-	str := func(k int) string {
-		s := make([]byte, k)
-		for i := range s {
-			s[i] = letters[rng.IntN(len(letters))]
-		}
-		return string(s)
-	}
-	channels := []string{"Google", "Facebook", "Baidu", "Apple"}
-	for i := 0; i < n; i++ {
-		r := tables.Bid{
-			Auction:  1000 + int64(rng.IntN(100)),
-			Bidder:   1000 + int64(rng.IntN(1000)),
-			Price:    int64(100 + rng.IntN(1_000_000)),
-			Channel:  channels[rng.IntN(len(channels))],
-			URL:      "https://www.nexmark.com/" + str(5) + "/" + str(5) + "/item.htm?query=1",
-			DateTime: arrow.Timestamp(1_700_000_000_000_000 + int64(i)*100),
-			Extra:    str(20 + rng.IntN(20)),
-		}
-		b.Append(vec.Insert, &r)
-	}
-	return b.Build()
+	return BidChunk(mem, 0, n, seed)
 }
 
 func encodedValues(c *vec.Chunk) *vec.Bytes {

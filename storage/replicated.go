@@ -26,20 +26,11 @@ import (
 // offers only what a backfill needs (write a chunk, seal an epoch, iterate a vnode after
 // a position). It is used by one actor goroutine at a time.
 type ReplicatedTable struct {
-	store  *Store
-	id     uint32
-	s1     *schema.Table
-	s2     []int // S1 column indexes kept, in the order of the chunks written
-	k      vec.Kernels
-	vnodes *vnode.Bitmap
-	mem    memory.Allocator
-
-	mt   *memtable
-	runs []*run // sealed private epochs, ascending
-
-	keys, vals vec.Bytes
-	vn         []uint16
-	keybuf     []byte
+	store       *Store
+	s2          []int // S1 column indexes kept, in the order of the chunks written
+	mem         memory.Allocator
+	runs        []*run // sealed private epochs, ascending
+	chunkWriter        // of S1: the upstream's table id, schema, kernels and the actor's vnodes
 }
 
 // NewReplicatedTable returns the replicated view of upstream table id (schema s1) for a
@@ -70,7 +61,7 @@ func NewReplicatedTable(store *Store, id uint32, s1 *schema.Table, s2 []int, vno
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	return &ReplicatedTable{store: store, id: id, s1: s1, s2: append([]int(nil), s2...), k: vec.For(s1), vnodes: vnodes, mem: mem, mt: newMemtable()}, nil
+	return &ReplicatedTable{store: store, s2: append([]int(nil), s2...), mem: mem, chunkWriter: newChunkWriter(id, s1, vnodes)}, nil
 }
 
 // S2 is the kept columns (S1 indexes) in the order of written chunks.
@@ -85,40 +76,17 @@ func (r *ReplicatedTable) WriteChunk(c *vec.Chunk) error {
 		return err
 	}
 	defer full.Release()
-	n := full.NumRows()
-	if cap(r.vn) < n {
-		r.vn = make([]uint16, n)
-	}
-	vn := r.vn[:n]
-	r.k.Vnodes(full, vn)
-	for i := 0; i < n; i++ {
-		if full.Visible(i) && !r.vnodes.Contains(vn[i]) {
-			return fmt.Errorf("storage: replicate: table %s: row %d is in vnode %d, which this actor does not own", r.s1.Name, i, vn[i])
-		}
-	}
-	r.keys.Reset()
-	r.vals.Reset()
-	r.k.EncodeKeys(full, &r.keys)
-	r.k.EncodeValues(full, &r.vals)
-	ops := full.Ops()
-	for i := 0; i < n; i++ {
-		if !full.Visible(i) {
-			continue
-		}
-		r.keybuf = AppendKey(r.keybuf[:0], r.id, vn[i], r.keys.At(i))
-		r.mt.put(r.keybuf, r.vals.At(i), !ops[i].IsInsert())
-	}
-	return nil
+	return r.write(full, "replicate")
 }
 
 // expand turns a chunk of S2 columns into one of S1's shape.
 func (r *ReplicatedTable) expand(c *vec.Chunk) (*vec.Chunk, error) {
 	rec := c.Record()
 	if int(rec.NumCols()) != len(r.s2) {
-		return nil, fmt.Errorf("storage: replicate: table %s: chunk has %d columns, S2 has %d", r.s1.Name, rec.NumCols(), len(r.s2))
+		return nil, fmt.Errorf("storage: replicate: table %s: chunk has %d columns, S2 has %d", r.t.Name, rec.NumCols(), len(r.s2))
 	}
 	n := c.NumRows()
-	cols := make([]arrow.Array, len(r.s1.Columns))
+	cols := make([]arrow.Array, len(r.t.Columns))
 	defer func() {
 		for _, a := range cols {
 			if a != nil {
@@ -127,18 +95,18 @@ func (r *ReplicatedTable) expand(c *vec.Chunk) (*vec.Chunk, error) {
 		}
 	}()
 	for j, ci := range r.s2 {
-		col := r.s1.Columns[ci]
+		col := r.t.Columns[ci]
 		a := rec.Column(j)
 		if want := col.Type.ArrowType(); !arrow.TypeEqual(a.DataType(), want) {
-			return nil, fmt.Errorf("storage: replicate: table %s: column %s: chunk has type %s, want %s", r.s1.Name, col.Name, a.DataType(), want)
+			return nil, fmt.Errorf("storage: replicate: table %s: column %s: chunk has type %s, want %s", r.t.Name, col.Name, a.DataType(), want)
 		}
 		if !col.Nullable && a.NullN() > 0 {
-			return nil, fmt.Errorf("storage: replicate: table %s: column %s: NULL in a NOT NULL column", r.s1.Name, col.Name)
+			return nil, fmt.Errorf("storage: replicate: table %s: column %s: NULL in a NOT NULL column", r.t.Name, col.Name)
 		}
 		a.Retain()
 		cols[ci] = a
 	}
-	for ci, col := range r.s1.Columns {
+	for ci, col := range r.t.Columns {
 		if cols[ci] != nil {
 			continue
 		}
@@ -151,7 +119,7 @@ func (r *ReplicatedTable) expand(c *vec.Chunk) (*vec.Chunk, error) {
 		cols[ci] = b.NewArray()
 		b.Release()
 	}
-	full := array.NewRecordBatch(r.s1.ArrowSchema(), cols, int64(n))
+	full := array.NewRecordBatch(r.t.ArrowSchema(), cols, int64(n))
 	defer full.Release()
 	return c.WithRecord(full), nil
 }
@@ -200,7 +168,7 @@ func (r *ReplicatedTable) View() (*View, error) {
 // start) in pk order, through a view from View.
 func (r *ReplicatedTable) Iter(view *View, v uint16, after []byte) (*Iter, error) {
 	if !r.vnodes.Contains(v) {
-		return nil, fmt.Errorf("storage: iterate: replicated table %s: vnode %d is not owned by this actor", r.s1.Name, v)
+		return nil, fmt.Errorf("storage: iterate: replicated table %s: vnode %d is not owned by this actor", r.t.Name, v)
 	}
 	// The epochs the view captured (a newer view may have dropped them since), then
 	// those sealed after it was opened.
@@ -217,7 +185,7 @@ func (r *ReplicatedTable) Iter(view *View, v uint16, after []byte) (*Iter, error
 }
 
 // Table is the upstream schema S1.
-func (r *ReplicatedTable) Table() *schema.Table { return r.s1 }
+func (r *ReplicatedTable) Table() *schema.Table { return r.t }
 
 // ID is the upstream table id.
 func (r *ReplicatedTable) ID() uint32 { return r.id }

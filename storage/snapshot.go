@@ -44,7 +44,7 @@ func ReplicatedSource(r *ReplicatedTable, view *View) VnodeSource {
 			extra = append(extra, rn)
 		}
 	}
-	return &replicatedSource{id: r.id, t: r.s1, vnodes: r.vnodes, view: view, extra: extra}
+	return &replicatedSource{id: r.id, t: r.t, vnodes: r.vnodes, view: view, extra: extra}
 }
 
 type replicatedSource struct {

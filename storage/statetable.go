@@ -14,16 +14,8 @@ import (
 // actor's own unsealed writes, the newest version of a key winning. It is used by one
 // actor goroutine at a time.
 type StateTable struct {
-	node   *Node
-	id     uint32
-	t      *schema.Table
-	k      vec.Kernels
-	vnodes *vnode.Bitmap
-	mt     *memtable
-
-	keys, vals vec.Bytes
-	vn         []uint16
-	keybuf     []byte
+	node *Node
+	chunkWriter
 }
 
 // NewStateTable returns the state table of table id (schema t) for an actor on node
@@ -35,7 +27,7 @@ func NewStateTable(node *Node, id uint32, t *schema.Table, vnodes *vnode.Bitmap)
 	if vnodes.Count() != t.VnodeCount {
 		return nil, fmt.Errorf("storage: table %s has %d vnodes, the bitmap %d", t.Name, t.VnodeCount, vnodes.Count())
 	}
-	return &StateTable{node: node, id: id, t: t, k: vec.For(t), vnodes: vnodes, mt: newMemtable()}, nil
+	return &StateTable{node: node, chunkWriter: newChunkWriter(id, t, vnodes)}, nil
 }
 
 // Table is the table's schema.
@@ -55,34 +47,7 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 	if err := vec.CheckChunk(s.t, c); err != nil {
 		return fmt.Errorf("storage: write: %w", err)
 	}
-	n := c.NumRows()
-	if cap(s.vn) < n {
-		s.vn = make([]uint16, n)
-	}
-	vn := s.vn[:n]
-	s.k.Vnodes(c, vn)
-	for i := 0; i < n; i++ {
-		if c.Visible(i) && !s.vnodes.Contains(vn[i]) {
-			return fmt.Errorf("storage: write: table %s: row %d is in vnode %d, which this actor does not own", s.t.Name, i, vn[i])
-		}
-	}
-	s.keys.Reset()
-	s.vals.Reset()
-	s.k.EncodeKeys(c, &s.keys)
-	s.k.EncodeValues(c, &s.vals)
-	ops := c.Ops()
-	for i := 0; i < n; i++ {
-		if !c.Visible(i) {
-			continue
-		}
-		s.keybuf = AppendKey(s.keybuf[:0], s.id, vn[i], s.keys.At(i))
-		if ops[i].IsInsert() {
-			s.mt.put(s.keybuf, s.vals.At(i), false)
-		} else {
-			s.mt.put(s.keybuf, nil, true)
-		}
-	}
-	return nil
+	return s.write(c, "write")
 }
 
 // Seal publishes the writes since the last Seal on the node as epoch, where every

@@ -1,0 +1,63 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// chunkWriter applies chunks of one table, restricted to an actor's vnodes, to a
+// memtable: the part of a write that StateTable and ReplicatedTable share. Its buffers
+// are reused from chunk to chunk.
+type chunkWriter struct {
+	id     uint32
+	t      *schema.Table
+	k      vec.Kernels
+	vnodes *vnode.Bitmap
+	mt     *memtable
+
+	keys, vals vec.Bytes
+	vn         []uint16
+	keybuf     []byte
+}
+
+func newChunkWriter(id uint32, t *schema.Table, vnodes *vnode.Bitmap) chunkWriter {
+	return chunkWriter{id: id, t: t, k: vec.For(t), vnodes: vnodes, mt: newMemtable()}
+}
+
+// write applies the visible rows of c, a chunk of the table's full shape, in order:
+// Insert and UpdateInsert put the row under its pk, Delete and UpdateDelete delete it.
+// A row in a vnode the actor does not own is an error naming the table and vnode, and
+// then nothing of c is written. what names the operation in errors.
+func (w *chunkWriter) write(c *vec.Chunk, what string) error {
+	n := c.NumRows()
+	if cap(w.vn) < n {
+		w.vn = make([]uint16, n)
+	}
+	vn := w.vn[:n]
+	w.k.Vnodes(c, vn)
+	for i := 0; i < n; i++ {
+		if c.Visible(i) && !w.vnodes.Contains(vn[i]) {
+			return fmt.Errorf("storage: %s: table %s: row %d is in vnode %d, which this actor does not own", what, w.t.Name, i, vn[i])
+		}
+	}
+	w.keys.Reset()
+	w.vals.Reset()
+	w.k.EncodeKeys(c, &w.keys)
+	w.k.EncodeValues(c, &w.vals)
+	ops := c.Ops()
+	for i := 0; i < n; i++ {
+		if !c.Visible(i) {
+			continue
+		}
+		w.keybuf = AppendKey(w.keybuf[:0], w.id, vn[i], w.keys.At(i))
+		if ops[i].IsInsert() {
+			w.mt.put(w.keybuf, w.vals.At(i), false)
+		} else {
+			w.mt.put(w.keybuf, nil, true)
+		}
+	}
+	return nil
+}
