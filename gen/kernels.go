@@ -261,6 +261,9 @@ func (g *tableGen) marker(f *jen.File) {
 	first := g.t.PK[0]
 	firstType := g.kind(first.Column).goType
 	idx := func() jen.Code {
+		if count == 1 {
+			return jen.Lit(0)
+		}
 		if pow2 {
 			return jen.Id("vn").Op("&").Lit(count - 1)
 		}
@@ -409,7 +412,10 @@ func (g *tableGen) marker(f *jen.File) {
 	// Rows go in blocks of 64, one bitmap word each. Switch on the vnode state; the
 	// InProgress decision is assigned as a value, with no data-dependent branch.
 	loop := func(withVis bool) jen.Code {
-		body := []jen.Code{jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i"))}
+		var body []jen.Code
+		if count > 1 {
+			body = append(body, jen.Id("vn").Op(":=").Id("vnodes").Index(jen.Id("i")))
+		}
 		if fast {
 			body = append(body, fastRow...)
 		} else {
@@ -444,7 +450,9 @@ func (g *tableGen) marker(f *jen.File) {
 		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
 		jen.Id("n").Op(":=").Id("v").Dot("NumRows").Call(),
 		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Parens(jen.Id("n").Op("+").Lit(7)).Op("/").Lit(8)),
-		jen.Id("vnodes").Op("=").Id("vnodes").Index(jen.Empty(), jen.Id("n")),
+	}
+	if count > 1 {
+		body = append(body, jen.Id("vnodes").Op("=").Id("vnodes").Index(jen.Empty(), jen.Id("n")))
 	}
 	body = append(body, prelude...)
 	body = append(body,

@@ -319,14 +319,14 @@ func (c *progressCodec) appendValue(dst []byte, v uint16, vp VnodeProgress) ([]b
 		return nil, errors.New("NotStarted has no row")
 	case vec.InProgress:
 		if len(vp.Pos) == 0 {
-			return nil, errors.New("InProgress needs a position")
+			return nil, errors.New("an InProgress vnode needs a position")
 		}
 	case vec.Completed:
 		if vp.Rows == 0 && len(vp.Pos) != 0 {
-			return nil, errors.New("Completed with 0 rows has a position (an empty vnode has none)")
+			return nil, errors.New("a Completed vnode with 0 rows has a position (an empty vnode has none)")
 		}
 		if vp.Rows != 0 && len(vp.Pos) == 0 {
-			return nil, fmt.Errorf("Completed with %d rows needs the position of its last row", vp.Rows)
+			return nil, fmt.Errorf("a Completed vnode with %d rows needs the position of its last row", vp.Rows)
 		}
 	default:
 		return nil, fmt.Errorf("bad backfill state %s", vp.State)

@@ -623,19 +623,17 @@ func (m *p3Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := p3ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&0] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&0]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -653,13 +651,12 @@ func (m *p3Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&0] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&0]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}
