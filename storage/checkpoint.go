@@ -35,20 +35,25 @@ func (s *Store) SetCatalog(name string, value []byte) {
 
 // Catalog returns every committed catalog entry.
 func (s *Store) Catalog() (map[string][]byte, error) {
+	s.viewMu.RLock() // keeps Close out while pebble is read
+	defer s.viewMu.RUnlock()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
 	prefix := metaKey(metaCatalog)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("storage: read catalog: %w", err)
 	}
 	defer it.Close()
 	out := map[string][]byte{}
 	for ok := it.First(); ok; ok = it.Next() {
 		out[string(it.Key()[len(prefix):])] = append([]byte(nil), it.Value()...)
 	}
-	return out, it.Error()
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("storage: read catalog: %w", err)
+	}
+	return out, nil
 }
 
 // Checkpoint commits epoch: every sealed run of every node with an epoch up to it, the
@@ -124,14 +129,14 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		}
 		if e.del {
 			if err := b.Delete(key, nil); err != nil {
-				return st, err
+				return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 			}
 			if existed {
 				deltas[string(rowCountKey(table, vnode))]--
 			}
 		} else {
 			if err := b.Set(key, e.value, nil); err != nil {
-				return st, err
+				return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 			}
 			if !existed {
 				deltas[string(rowCountKey(table, vnode))]++
@@ -149,7 +154,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
 		if err := b.Set([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(cur+d)), nil); err != nil {
-			return st, err
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
 	}
 	for name, v := range s.pendingCatalog {
@@ -161,12 +166,12 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			err = b.Set(k, v, nil)
 		}
 		if err != nil {
-			return st, err
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
 		st.Catalog++
 	}
 	if err := b.Set(metaKey(metaEpoch), binary.BigEndian.AppendUint64(nil, epoch), nil); err != nil {
-		return st, err
+		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	if err := commitSync(b); err != nil {
 		err = fmt.Errorf("storage: checkpoint %d: commit: %w", epoch, err)
@@ -176,7 +181,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			// reads would see this epoch. Refuse them until a reopen decides.
 			s.failed.Store(&err)
 		}
-		return st, err
+		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	s.pendingCatalog = nil
 

@@ -141,18 +141,17 @@ func (it *Iter) Next() bool {
 	}
 }
 
-// advancePast moves every source positioned at key to its next key.
+// advancePast moves every source positioned at key to its next key. The runs move
+// first, while key (which may alias pebble's buffer) is still valid, so nothing is
+// copied.
 func (it *Iter) advancePast(key []byte) {
-	k := key
-	if it.pok && bytes.Equal(it.pit.Key(), k) {
-		// k may alias pebble's buffer: compare runs first against a stable copy.
-		k = append([]byte(nil), k...)
-		it.pok = it.pit.Next()
-	}
 	for i := range it.runs {
-		if e := it.runs[i].cur(); e != nil && bytes.Equal(e.key, k) {
+		if e := it.runs[i].cur(); e != nil && bytes.Equal(e.key, key) {
 			it.runs[i].i++
 		}
+	}
+	if it.pok && bytes.Equal(it.pit.Key(), key) {
+		it.pok = it.pit.Next()
 	}
 }
 

@@ -170,8 +170,19 @@ func (r *ReplicatedTable) Iter(view *View, v uint16, after []byte) (*Iter, error
 	if !r.vnodes.Contains(v) {
 		return nil, fmt.Errorf("storage: iterate: replicated table %s: vnode %d is not owned by this actor", r.t.Name, v)
 	}
-	// The epochs the view captured (a newer view may have dropped them since), then
-	// those sealed after it was opened.
+	extra, err := r.runsFor(view)
+	if err != nil {
+		return nil, err
+	}
+	return view.newIter(r.id, v, IterBounds{After: after}, extra)
+}
+
+// runsFor is the replicated epochs a read through view sees: those the view captured
+// (a newer view may have dropped them since), then those sealed after it was opened.
+func (r *ReplicatedTable) runsFor(view *View) ([]*run, error) {
+	if view == nil || view.snap == nil {
+		return nil, fmt.Errorf("storage: replicated table %s: the view is released", r.t.Name)
+	}
 	var extra []*run
 	if view.rep == r {
 		extra = append(extra, view.private...)
@@ -181,7 +192,7 @@ func (r *ReplicatedTable) Iter(view *View, v uint16, after []byte) (*Iter, error
 			extra = append(extra, run)
 		}
 	}
-	return view.newIter(r.id, v, IterBounds{After: after}, extra)
+	return extra, nil
 }
 
 // Table is the upstream schema S1.

@@ -38,13 +38,8 @@ type VnodeSource interface {
 // call are not seen by the source and do not race with it; view must stay unreleased
 // while the source is in use. Iterating a vnode the actor does not own is an error.
 func ReplicatedSource(r *ReplicatedTable, view *View) VnodeSource {
-	var extra []*run
-	for _, rn := range r.runs {
-		if rn.epoch > view.Epoch {
-			extra = append(extra, rn)
-		}
-	}
-	return &replicatedSource{id: r.id, t: r.t, vnodes: r.vnodes, view: view, extra: extra}
+	extra, err := r.runsFor(view)
+	return &replicatedSource{id: r.id, t: r.t, vnodes: r.vnodes, view: view, extra: extra, err: err}
 }
 
 type replicatedSource struct {
@@ -53,11 +48,15 @@ type replicatedSource struct {
 	vnodes *vnode.Bitmap
 	view   *View
 	extra  []*run // sealed, immutable
+	err    error  // a released view, reported by Iter
 }
 
 func (s *replicatedSource) Table() *schema.Table { return s.t }
 
 func (s *replicatedSource) Iter(v uint16, after []byte) (*Iter, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
 	if !s.vnodes.Contains(vnode.Vnode(v)) {
 		return nil, fmt.Errorf("storage: snapshot: replicated table %s: vnode %d is not owned by this actor", s.t.Name, v)
 	}

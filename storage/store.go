@@ -199,7 +199,15 @@ func readEpoch(r getter) (uint64, error) {
 }
 
 // Close closes the store. Uncommitted data is dropped.
+//
+// Close waits for a running checkpoint and for calls reading pebble to finish; calls
+// after it return "store is closed". Release every View first: pebble refuses to close
+// with a snapshot open (the error names the leaked snapshots).
 func (s *Store) Close() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
 	if s.closed.Swap(true) {
 		return nil
 	}
@@ -329,6 +337,9 @@ func (v *View) Release() {
 // get reads one key through the view: the newest sealed run that has it, else pebble.
 // The returned value is a copy.
 func (v *View) get(table uint32, key []byte) ([]byte, bool, error) {
+	if v == nil || v.snap == nil {
+		return nil, false, errors.New("the view is released")
+	}
 	rs := v.runs[table]
 	for i := len(rs) - 1; i >= 0; i-- {
 		if e, ok := rs[i].get(key); ok {
@@ -352,6 +363,8 @@ func (v *View) get(table uint32, key []byte) ([]byte, bool, error) {
 
 // RowCount is the committed number of rows of a table's vnode.
 func (s *Store) RowCount(table uint32, vnode uint16) (int64, error) {
+	s.viewMu.RLock() // keeps Close out while pebble is read
+	defer s.viewMu.RUnlock()
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
@@ -371,20 +384,28 @@ func (s *Store) RowCount(table uint32, vnode uint16) (int64, error) {
 
 // TableRowCount is the committed number of rows of a table, summed over its vnodes.
 func (s *Store) TableRowCount(table uint32) (int64, error) {
+	s.viewMu.RLock() // keeps Close out while pebble is read
+	defer s.viewMu.RUnlock()
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
 	prefix := metaKey(metaRowCount, binary.BigEndian.AppendUint32(nil, table))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("storage: row count of table %d: %w", table, err)
 	}
 	defer it.Close()
 	var total int64
 	for ok := it.First(); ok; ok = it.Next() {
-		if v := it.Value(); len(v) == 8 {
-			total += int64(binary.BigEndian.Uint64(v))
+		v := it.Value()
+		if len(v) != 8 {
+			_, vn, _, _ := SplitKey(it.Key()[len(prefix)-4:])
+			return 0, fmt.Errorf("storage: row count of table %d vnode %d: record has %d bytes", table, vn, len(v))
 		}
+		total += int64(binary.BigEndian.Uint64(v))
 	}
-	return total, it.Error()
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("storage: row count of table %d: %w", table, err)
+	}
+	return total, nil
 }
