@@ -3,7 +3,7 @@
 
 GO        ?= go
 # Packages whose tests exercise goroutines; they also run under -race in `make test`.
-RACE_PKGS ?= ./vec/... ./vnode/... ./storage/... ./executors/...
+RACE_PKGS ?= ./vec/... ./vnode/... ./storage/... ./executors/... ./engine/...
 # package:FuzzTarget pairs; `make test` runs each briefly, `make fuzz` for FUZZTIME.
 FUZZ_TARGETS = \
 	./schema:FuzzParse \
