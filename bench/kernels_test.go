@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/bench/nexmark/tables"
 	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
 // q0 is Nexmark q0's projection of bid: auction, bidder, price, date_time.
@@ -30,12 +31,7 @@ func encodedValues(c *vec.Chunk) *vec.Bytes {
 }
 
 func q0Builders(mem memory.Allocator) []array.Builder {
-	t := tables.BidTable()
-	out := make([]array.Builder, len(q0))
-	for i, c := range q0 {
-		out[i] = array.NewBuilder(mem, t.Columns[c].Type.ArrowType())
-	}
-	return out
+	return vectest.BuildersFor(mem, tables.BidTable(), q0)
 }
 
 // drain turns the builders' contents into arrays and releases them, as a consumer

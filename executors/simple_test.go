@@ -14,35 +14,11 @@ import (
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
-// checkChangelog fails when, among c's visible rows, an UpdateDelete is not directly
-// followed by an UpdateInsert or an UpdateInsert has no UpdateDelete before it.
+// checkChangelog fails when c's visible rows are not a valid changelog.
 func checkChangelog(t *testing.T, c *vec.Chunk) {
 	t.Helper()
-	ops := c.Ops()
-	pending := false
-	for i := 0; i < c.NumRows(); i++ {
-		if !c.Visible(i) {
-			continue
-		}
-		switch ops[i] {
-		case vec.UpdateDelete:
-			if pending {
-				t.Fatalf("row %d: UpdateDelete after an unpaired UpdateDelete", i)
-			}
-			pending = true
-		case vec.UpdateInsert:
-			if !pending {
-				t.Fatalf("row %d: UpdateInsert without its UpdateDelete", i)
-			}
-			pending = false
-		default:
-			if pending {
-				t.Fatalf("row %d: %v after an unpaired UpdateDelete", i, ops[i])
-			}
-		}
-	}
-	if pending {
-		t.Fatal("chunk ends with an unpaired UpdateDelete")
+	if err := vectest.ChangelogError(c); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -254,3 +254,32 @@ func compareFloat(x, y float64) int {
 	}
 	return 0
 }
+
+// ChangelogError reports the first place where c's visible rows are not a valid
+// changelog: an UpdateDelete not directly followed (among visible rows) by its
+// UpdateInsert, or an UpdateInsert without its UpdateDelete. nil when valid.
+func ChangelogError(c *vec.Chunk) error {
+	ops := c.Ops()
+	pending := -1 // row of an UpdateDelete waiting for its UpdateInsert
+	for i := 0; i < c.NumRows(); i++ {
+		if !c.Visible(i) {
+			continue
+		}
+		if pending >= 0 && ops[i] != vec.UpdateInsert {
+			return fmt.Errorf("row %d: UpdateDelete followed by %v, not its UpdateInsert", pending, ops[i])
+		}
+		switch ops[i] {
+		case vec.UpdateDelete:
+			pending = i
+		case vec.UpdateInsert:
+			if pending < 0 {
+				return fmt.Errorf("row %d: UpdateInsert without its UpdateDelete", i)
+			}
+			pending = -1
+		}
+	}
+	if pending >= 0 {
+		return fmt.Errorf("row %d: the chunk ends with an unpaired UpdateDelete", pending)
+	}
+	return nil
+}
