@@ -106,11 +106,55 @@ type Mutation interface {
 	forcesCheckpoint() bool
 }
 
-// Add joins new actors to the graph (a new job's first barrier).
+// Add joins new actors to the graph (a new job's first barrier, or every actor's first
+// barrier after recovery).
 type Add struct {
 	Actors []ActorID
 	// PauseOnBootstrap starts the new actors paused until a Resume.
 	PauseOnBootstrap bool
+	// Dispatchers are new dispatchers of existing actors towards the new actors,
+	// connected before the barrier is sent so that it reaches the new actors first.
+	Dispatchers []NewDispatcher
+}
+
+// DispatcherKind is how a dispatcher routes rows to its outputs.
+type DispatcherKind uint8
+
+// The dispatcher kinds.
+const (
+	// Hash sends each row to the output that owns its vnode (distribution key).
+	Hash DispatcherKind = iota
+	// Broadcast sends every row to every output.
+	Broadcast
+	// Simple sends everything to its single output.
+	Simple
+	// NoShuffle sends everything to its single output, a co-located actor that owns
+	// the same vnodes.
+	NoShuffle
+)
+
+func (k DispatcherKind) String() string {
+	switch k {
+	case Hash:
+		return "hash"
+	case Broadcast:
+		return "broadcast"
+	case Simple:
+		return "simple"
+	case NoShuffle:
+		return "no-shuffle"
+	}
+	return fmt.Sprintf("DispatcherKind(%d)", uint8(k))
+}
+
+// NewDispatcher is a dispatcher that an Add mutation gives an existing actor.
+type NewDispatcher struct {
+	Actor    ActorID // the upstream actor that gets the dispatcher
+	Fragment FragmentID
+	Kind     DispatcherKind
+	Outputs  []Output
+	// Mapping is the vnode -> output index mapping of a hash dispatcher.
+	Mapping vnode.Mapping
 }
 
 // Output is one downstream of a dispatcher.
@@ -131,10 +175,20 @@ type DispatcherUpdate struct {
 	Mapping vnode.Mapping
 }
 
-// Update reschedules a fragment: new dispatcher outputs and mappings, new actors'
-// vnode bitmaps, and the actors to stop.
+// MergeUpdate changes one actor's merge at an Update barrier: inputs from new upstream
+// actors join when the barrier is first seen (each new input's first message is that
+// barrier); inputs from removed actors are dropped after it.
+type MergeUpdate struct {
+	Actor        ActorID
+	AddInputs    []ActorID
+	RemoveInputs []ActorID
+}
+
+// Update reschedules a fragment: new dispatcher outputs and mappings, new merge inputs
+// downstream, new actors' vnode bitmaps, and the actors to stop.
 type Update struct {
 	Dispatchers []DispatcherUpdate
+	Merges      []MergeUpdate
 	// Vnodes is the vnode bitmap of every actor of the rescheduled fragment after the
 	// barrier (new actors start from the persisted state of these vnodes).
 	Vnodes map[ActorID]*vnode.Bitmap
@@ -153,7 +207,8 @@ type Throttle struct {
 	Limits map[FragmentID]*int64
 }
 
-// Stop stops and removes actors (a dropped job).
+// Stop stops and removes actors (a dropped job). Dispatchers drop their outputs to
+// the stopped actors after the barrier.
 type Stop struct {
 	Actors []ActorID
 }

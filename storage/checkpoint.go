@@ -33,6 +33,23 @@ func (s *Store) SetCatalog(name string, value []byte) {
 	}
 }
 
+// StageDropTable stages the deletion of every row and row count of a table; the next
+// checkpoint deletes them atomically with its data (and, typically, with the catalog
+// entry that named the table). Runs of the table still sealed on nodes at that
+// checkpoint are discarded, not written.
+func (s *Store) StageDropTable(table uint32) error {
+	if table == MetaTable {
+		return fmt.Errorf("storage: table id %d is reserved for metadata", MetaTable)
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if s.pendingDrops == nil {
+		s.pendingDrops = map[uint32]bool{}
+	}
+	s.pendingDrops[table] = true
+	return nil
+}
+
 // Catalog returns every committed catalog entry.
 func (s *Store) Catalog() (map[string][]byte, error) {
 	s.viewMu.RLock() // keeps Close out while pebble is read
@@ -109,6 +126,9 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// one actor at a time, so runs of one epoch never share a key.
 	final := map[string]entry{}
 	for _, r := range runs {
+		if s.pendingDrops[r.table] {
+			continue
+		}
 		for _, e := range r.entries {
 			final[string(e.key)] = e
 		}
@@ -170,6 +190,16 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		}
 		st.Catalog++
 	}
+	for table := range s.pendingDrops {
+		lo := binary.BigEndian.AppendUint32(nil, table)
+		if err := b.DeleteRange(lo, prefixEnd(lo), nil); err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: drop table %d: %w", epoch, table, err)
+		}
+		rc := metaKey(metaRowCount, lo)
+		if err := b.DeleteRange(rc, prefixEnd(rc), nil); err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: drop table %d: %w", epoch, table, err)
+		}
+	}
 	if err := b.Set(metaKey(metaEpoch), binary.BigEndian.AppendUint64(nil, epoch), nil); err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
@@ -184,11 +214,13 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	s.pendingCatalog = nil
+	s.pendingDrops = nil
 
 	// Publish: advance the committed epoch and drop the runs now in pebble, together.
 	// Only the runs this checkpoint wrote are dropped.
 	s.viewMu.Lock()
 	s.committed.Store(epoch)
+	s.publishCommitLocked()
 	for _, n := range s.nodes {
 		for t, rs := range n.runs {
 			keep := rs[:0:0]

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,7 +135,11 @@ type Store struct {
 	// ckptMu serialises checkpoints and guards pendingCatalog.
 	ckptMu         sync.Mutex
 	pendingCatalog map[string][]byte
+	pendingDrops   map[uint32]bool
 	closed         atomic.Bool
+	// commitCh is closed and replaced whenever committed advances (under viewMu), so
+	// that WaitCommitted can wait without polling.
+	commitCh chan struct{}
 	// failed is set when pebble hit a fatal fault in a checkpoint's commit: pebble then
 	// holds (and shows to new reads) a batch that is not durable, so the store refuses
 	// views and checkpoints until it is closed and reopened.
@@ -153,7 +158,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir}
+	s := &Store{db: db, dir: dir, commitCh: make(chan struct{})}
 	epoch, err := readEpoch(db)
 	if err != nil {
 		db.Close()
@@ -211,6 +216,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.publishCommitLocked()
 	return s.db.Close()
 }
 
@@ -219,6 +225,44 @@ func (s *Store) DB() *pebble.DB { return s.db }
 
 // CommittedEpoch is the epoch of the last committed checkpoint (0: none yet).
 func (s *Store) CommittedEpoch() uint64 { return s.committed.Load() }
+
+// WaitCommitted blocks until the committed epoch is at least epoch, ctx is done, or
+// the store is closed or failed.
+func (s *Store) WaitCommitted(ctx context.Context, epoch uint64) error {
+	for {
+		s.viewMu.RLock()
+		ch := s.commitCh
+		err := s.usable()
+		s.viewMu.RUnlock()
+		if s.committed.Load() >= epoch {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("storage: wait for epoch %d: %w", epoch, err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("storage: wait for epoch %d (committed %d): %w", epoch, s.committed.Load(), ctx.Err())
+		}
+	}
+}
+
+// publishCommitLocked wakes the waiters of WaitCommitted; viewMu is held for writing.
+func (s *Store) publishCommitLocked() {
+	close(s.commitCh)
+	s.commitCh = make(chan struct{})
+}
+
+// DropUncommitted discards every node's sealed, uncommitted runs: what recovery does
+// to in-memory state after actors fail, leaving exactly the committed checkpoint.
+func (s *Store) DropUncommitted() {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	for _, n := range s.nodes {
+		n.runs = map[uint32][]*run{}
+	}
+}
 
 // AddNode registers a new node and returns its uncommitted store.
 func (s *Store) AddNode() *Node {
@@ -237,6 +281,9 @@ type Node struct {
 	// runs per table, sorted by epoch; replaced (never mutated) under store.viewMu.
 	runs map[uint32][]*run
 }
+
+// Store is the committed store the node belongs to.
+func (n *Node) Store() *Store { return n.store }
 
 // ID is the node's index.
 func (n *Node) ID() int { return n.id }
