@@ -166,6 +166,9 @@ type Output struct {
 // DispatcherUpdate changes one actor's dispatcher at an Update barrier.
 type DispatcherUpdate struct {
 	Actor ActorID
+	// Fragment is the downstream fragment of the dispatcher to change (an actor has
+	// one dispatcher per downstream fragment).
+	Fragment FragmentID
 	// AddOutputs are connected before the barrier is sent; RemoveOutputs are dropped
 	// after it.
 	AddOutputs    []Output

@@ -50,6 +50,15 @@ func (s *Store) StageDropTable(table uint32) error {
 	return nil
 }
 
+// DiscardStaged drops the staged catalog entries and table drops, so that the next
+// checkpoint does not commit them (a DDL that failed before its checkpoint).
+func (s *Store) DiscardStaged() {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.pendingCatalog = nil
+	s.pendingDrops = nil
+}
+
 // Catalog returns every committed catalog entry.
 func (s *Store) Catalog() (map[string][]byte, error) {
 	s.viewMu.RLock() // keeps Close out while pebble is read
