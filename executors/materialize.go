@@ -1,0 +1,365 @@
+package executors
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// Materialize writes the rows of its input into a state table and emits the exact
+// changelog of what changed, in the table's full schema. Its input has the table's
+// shape (column count and Arrow types; names may differ).
+//
+// Chunks: the visible rows are applied in order, each one seeing the effect of the
+// rows before it (earlier rows of the same chunk included), resolving conflicts by pk:
+//
+//   - Insert (or an UpdateInsert without its UpdateDelete) of a pk that exists
+//     overwrites the row: UpdateDelete(old) + UpdateInsert(new); of a missing pk:
+//     Insert(new).
+//   - Delete (or an UpdateDelete without its UpdateInsert) of a pk that exists:
+//     Delete(old); of a missing pk: nothing.
+//   - An update pair (an UpdateDelete immediately followed, among visible rows, by its
+//     UpdateInsert) whose old pk exists: UpdateDelete(old) + UpdateInsert(new) when the
+//     pk stays; Delete(old) followed by the Insert rule for the new row when it
+//     changes. When the old pk is missing, the whole pair does nothing (table DML
+//     "update of a missing row" semantics; an exact upstream changelog never hits it).
+//   - A write whose new value bytes equal the stored ones emits nothing.
+//
+// "old" is always the stored row, not the input's. The output therefore never inserts
+// a pk twice or deletes a missing one, and its UpdateDeletes are immediately followed
+// by their UpdateInserts. What is emitted is what is written to the state table; a
+// chunk with nothing to emit emits nothing.
+//
+// Barriers: every barrier seals the epoch it closes (Prev) and renews the read view.
+// The first barrier is passed on at once, but no data after it is read until the
+// store's committed epoch reaches its Prev: a new or rescheduled actor then reads
+// fully persisted state (the coordinator commits that checkpoint after collecting the
+// barrier, so the wait happens at the start of the following Next). Watermarks pass
+// through.
+type Materialize struct {
+	input  Executor
+	st     *storage.StateTable
+	node   *storage.Node
+	mem    memory.Allocator
+	t      *schema.Table
+	k      vec.Kernels
+	schema *arrow.Schema
+	proj   vec.Projection
+
+	view    *storage.View // nil: take one before the next read
+	epoch   Epoch         // the epoch of the data being read (Curr of the last barrier)
+	started bool          // the first barrier was seen
+	// waitFor is the epoch that must be committed before the next read, when waiting.
+	waitFor uint64
+	waiting bool
+	closed  bool
+
+	// Per-chunk scratch, reused from chunk to chunk.
+	keys, vals vec.Bytes // the input rows' memcomparable pks and values
+	vn         []uint16  // the input rows' vnodes
+	out        vec.Bytes // the emitted rows' values, in order
+	ops        []vec.Op  // the emitted rows' ops
+	// overlay maps the pk of every row written earlier in the chunk to the row whose
+	// value it now holds, or -1 when deleted. Its keys alias m.keys (see keyString).
+	overlay map[string]int32
+	bs      []array.Builder // one per column: the decoded output
+	cols    []arrow.Array
+}
+
+// NewMaterialize returns a materialize of input into st, a state table of an actor on
+// node. input's schema must have the table's column count and Arrow types. Buffers
+// and output chunks are allocated from mem.
+func NewMaterialize(input Executor, st *storage.StateTable, node *storage.Node, mem memory.Allocator) (*Materialize, error) {
+	if st == nil || node == nil {
+		return nil, fmt.Errorf("materialize: nil state table or node")
+	}
+	t := st.Table()
+	in := input.Schema()
+	if in.NumFields() != len(t.Columns) {
+		return nil, fmt.Errorf("materialize: table %s: input has %d columns, the table %d", t.Name, in.NumFields(), len(t.Columns))
+	}
+	for i, col := range t.Columns {
+		if got, want := in.Field(i).Type, col.Type.ArrowType(); !arrow.TypeEqual(got, want) {
+			return nil, fmt.Errorf("materialize: table %s: column %s: input has type %s, want %s", t.Name, col.Name, got, want)
+		}
+	}
+	m := &Materialize{
+		input:   input,
+		st:      st,
+		node:    node,
+		mem:     mem,
+		t:       t,
+		k:       vec.For(t),
+		schema:  t.ArrowSchema(),
+		proj:    make(vec.Projection, len(t.Columns)),
+		overlay: map[string]int32{},
+		bs:      make([]array.Builder, len(t.Columns)),
+		cols:    make([]arrow.Array, len(t.Columns)),
+	}
+	for i, col := range t.Columns {
+		m.proj[i] = i
+		m.bs[i] = array.NewBuilder(mem, col.Type.ArrowType())
+	}
+	return m, nil
+}
+
+// Schema implements Executor: the table's full schema.
+func (m *Materialize) Schema() *arrow.Schema { return m.schema }
+
+// Next implements Executor.
+func (m *Materialize) Next(ctx context.Context) (Message, error) {
+	if m.waiting {
+		if err := m.node.Store().WaitCommitted(ctx, m.waitFor); err != nil {
+			return Message{}, fmt.Errorf("materialize %s: first barrier: %w", m.t.Name, err)
+		}
+		m.waiting = false
+	}
+	for {
+		msg, err := m.input.Next(ctx)
+		if err != nil {
+			return Message{}, err
+		}
+		switch {
+		case msg.Chunk != nil:
+			out, err := m.apply(msg.Chunk)
+			msg.Chunk.Release()
+			if err != nil {
+				return Message{}, err
+			}
+			if out != nil {
+				return ChunkMessage(out), nil
+			}
+		case msg.Barrier != nil:
+			if err := m.barrier(msg.Barrier); err != nil {
+				return Message{}, err
+			}
+			return msg, nil
+		default:
+			return msg, nil
+		}
+	}
+}
+
+// barrier seals the epoch b closes and renews the view (after the commit wait, for the
+// first barrier).
+func (m *Materialize) barrier(b *Barrier) error {
+	if err := m.st.Seal(uint64(b.Prev)); err != nil {
+		return fmt.Errorf("materialize %s: seal epoch %d: %w", m.t.Name, b.Prev, err)
+	}
+	m.releaseView()
+	m.epoch = b.Curr
+	if !m.started {
+		m.started = true
+		m.waiting, m.waitFor = true, uint64(b.Prev)
+		return nil // the view is taken after the wait
+	}
+	return m.takeView()
+}
+
+func (m *Materialize) takeView() error {
+	v, err := m.node.View()
+	if err != nil {
+		return fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+	}
+	m.view = v
+	return nil
+}
+
+func (m *Materialize) releaseView() {
+	if m.view != nil {
+		m.view.Release()
+		m.view = nil
+	}
+}
+
+// keyString views b as a string without copying, for map lookups and keys that must
+// not outlive b's arena: the overlay's keys alias m.keys, which is not written while
+// the overlay is in use and is cleared before m.keys is reused.
+func keyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// apply applies the visible rows of c and returns the changelog, or nil when nothing
+// changed.
+func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
+	if err := vec.CheckChunk(m.t, c); err != nil {
+		return nil, fmt.Errorf("materialize: %w", err)
+	}
+	if m.view == nil {
+		if err := m.takeView(); err != nil {
+			return nil, err
+		}
+	}
+	n := c.NumRows()
+	clear(m.overlay) // before m.keys is overwritten: its keys alias it
+	m.keys.Reset()
+	m.vals.Reset()
+	m.out.Reset()
+	m.ops = m.ops[:0]
+	if cap(m.vn) < n {
+		m.vn = make([]uint16, n)
+	}
+	m.vn = m.vn[:n]
+	m.k.EncodeKeys(c, &m.keys)
+	m.k.EncodeValues(c, &m.vals)
+	m.k.Vnodes(c, m.vn)
+
+	ops := c.Ops()
+	for i := 0; i < n; i++ {
+		if !c.Visible(i) {
+			continue
+		}
+		var err error
+		switch ops[i] {
+		case vec.Insert, vec.UpdateInsert:
+			err = m.upsert(i)
+		case vec.Delete:
+			err = m.remove(i)
+		case vec.UpdateDelete:
+			j := i + 1
+			for j < n && !c.Visible(j) {
+				j++
+			}
+			if j == n || ops[j] != vec.UpdateInsert {
+				err = m.remove(i) // an UpdateDelete without its UpdateInsert
+				break
+			}
+			err = m.update(i, j)
+			i = j
+		default:
+			err = fmt.Errorf("row %d has unknown op %d", i, ops[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+		}
+	}
+	if len(m.ops) == 0 {
+		return nil, nil
+	}
+	out, err := m.build()
+	if err != nil {
+		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+	}
+	if err := m.st.Write(out); err != nil {
+		out.Release()
+		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+	}
+	return out, nil
+}
+
+// current is the value that row i's pk holds before row i: an earlier row of the
+// chunk's, else the state table's.
+func (m *Materialize) current(i int) ([]byte, bool, error) {
+	key := m.keys.At(i)
+	if r, ok := m.overlay[keyString(key)]; ok {
+		if r < 0 {
+			return nil, false, nil
+		}
+		return m.vals.At(int(r)), true, nil
+	}
+	return m.st.Get(m.view, m.vn[i], key)
+}
+
+func (m *Materialize) emit(op vec.Op, val []byte) {
+	m.out.Append(val)
+	m.ops = append(m.ops, op)
+}
+
+// upsert writes row i over whatever its pk holds.
+func (m *Materialize) upsert(i int) error {
+	old, ok, err := m.current(i)
+	if err != nil {
+		return err
+	}
+	m.put(i, old, ok)
+	return nil
+}
+
+// put writes row i over old (ok: old exists).
+func (m *Materialize) put(i int, old []byte, ok bool) {
+	val := m.vals.At(i)
+	switch {
+	case !ok:
+		m.emit(vec.Insert, val)
+	case bytes.Equal(old, val):
+		return // nothing changes
+	default:
+		m.emit(vec.UpdateDelete, old)
+		m.emit(vec.UpdateInsert, val)
+	}
+	m.overlay[keyString(m.keys.At(i))] = int32(i)
+}
+
+// remove deletes row i's pk, when it exists.
+func (m *Materialize) remove(i int) error {
+	old, ok, err := m.current(i)
+	if err != nil || !ok {
+		return err
+	}
+	m.emit(vec.Delete, old)
+	m.overlay[keyString(m.keys.At(i))] = -1
+	return nil
+}
+
+// update applies the update pair of rows i (UpdateDelete) and j (UpdateInsert).
+func (m *Materialize) update(i, j int) error {
+	old, ok, err := m.current(i)
+	if err != nil || !ok {
+		return err // a missing old row: the pair does nothing
+	}
+	if bytes.Equal(m.keys.At(i), m.keys.At(j)) {
+		m.put(j, old, true)
+		return nil
+	}
+	m.emit(vec.Delete, old)
+	m.overlay[keyString(m.keys.At(i))] = -1
+	return m.upsert(j)
+}
+
+// build decodes the emitted values into a chunk with the emitted ops.
+func (m *Materialize) build() (*vec.Chunk, error) {
+	n := len(m.ops)
+	for _, b := range m.bs {
+		b.Reserve(n)
+	}
+	if err := m.k.DecodeValues(&m.out, m.proj, m.bs); err != nil {
+		for _, b := range m.bs { // drop the partial rows
+			b.NewArray().Release()
+		}
+		return nil, err
+	}
+	for i, b := range m.bs {
+		m.cols[i] = b.NewArray()
+	}
+	rec := array.NewRecordBatch(m.schema, m.cols, int64(n))
+	for i, a := range m.cols {
+		a.Release()
+		m.cols[i] = nil
+	}
+	defer rec.Release()
+	opsBuf := vec.NewOps(m.mem, n, vec.Insert)
+	defer opsBuf.Release()
+	copy(vec.OpsOf(opsBuf.Bytes()), m.ops)
+	return vec.NewChunk(rec, opsBuf, nil), nil
+}
+
+// Close releases the view and buffers and closes the input.
+func (m *Materialize) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.releaseView()
+	for _, b := range m.bs {
+		b.Release()
+	}
+	m.bs = nil
+	clear(m.overlay)
+	return m.input.Close()
+}
