@@ -618,16 +618,9 @@ func runMaterializeRandom(t *testing.T, tab *schema.Table, seed uint64) mvCounte
 
 // ---- rules, one at a time ------------------------------------------------------------
 
-// mvKV is a row of the kv table in the rule tests: k, tag "t", v.
-type mvKVRow struct {
-	op  vec.Op
-	k   int32
-	v   bool
-	vis bool
-}
-
-// mvKVChunk parses rows written as "+1t -2f U-3t U+3f" (op, k, value t/f); a row in
-// brackets, "[+4t]", is invisible.
+// mvKVChunk parses rows of the kv table written as "+1t -2f U-3t U+3f" (op, k, then
+// v: t, f, or nothing for NULL; tag is always "t"); a row in brackets, "[+4t]", is
+// invisible.
 func mvKVChunk(t testing.TB, mem memory.Allocator, spec string) *vec.Chunk {
 	t.Helper()
 	b := vec.NewChunkBuilder(mem, mvKVTable())
