@@ -23,16 +23,34 @@ func outputs(ids ...executors.ActorID) []engine.Output {
 	return out
 }
 
+// drain returns the messages buffered in o's channel (without waiting for more, and
+// stopping at its end).
 func drain(o engine.Output) []executors.Message {
 	c := o.(engine.ChanOutput).C
 	var ms []executors.Message
 	for {
 		select {
-		case m := <-c:
+		case m, ok := <-c:
+			if !ok {
+				return ms
+			}
 			ms = append(ms, m)
 		default:
 			return ms
 		}
+	}
+}
+
+// isClosed reports whether o's channel, which must be empty, is closed.
+func isClosed(o engine.Output) bool {
+	select {
+	case m, ok := <-o.(engine.ChanOutput).C:
+		if ok {
+			panic("isClosed: the channel holds " + m.String())
+		}
+		return true
+	default:
+		return false
 	}
 }
 
@@ -98,7 +116,7 @@ func TestHashDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := outputs(10, 11, 12)
-	d, err := engine.NewHashDispatcher(1, k, mapping, outs, mem)
+	d, err := engine.NewHashDispatcher(1, 5, k, mapping, outs, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +143,7 @@ func TestHashDispatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &executors.Barrier{Prev: 1, Curr: 2, Kind: executors.Checkpoint, Mutation: executors.Update{
-		Dispatchers: []executors.DispatcherUpdate{{Actor: 1, AddOutputs: []executors.Output{{Actor: 13}}, RemoveOutputs: []executors.ActorID{10}, Mapping: newMapping}},
+		Dispatchers: []executors.DispatcherUpdate{{Actor: 1, Fragment: 5, AddOutputs: []executors.Output{{Actor: 13}}, RemoveOutputs: []executors.ActorID{10}, Mapping: newMapping}},
 	}}
 	added := outputs(13)[0]
 	if err := d.Dispatch(ctx, executors.BarrierMessage(b), func(spec executors.Output) (engine.Output, error) {
@@ -152,12 +170,32 @@ func TestHashDispatcher(t *testing.T) {
 	if ms := drain(outs[0]); len(ms) != 0 {
 		t.Fatalf("a removed output still received %d messages", len(ms))
 	}
+	if !isClosed(outs[0]) {
+		t.Fatal("the removed output was not closed")
+	}
+	for _, o := range after {
+		if isClosed(o) {
+			t.Fatalf("output to actor %d was closed", o.Actor())
+		}
+	}
+	if d.Fragment() != 5 || d.Kind() != executors.Hash {
+		t.Fatalf("fragment %d kind %v, want 5 hash", d.Fragment(), d.Kind())
+	}
+	d.Close()
+	for _, o := range after {
+		if !isClosed(o) {
+			t.Fatalf("Close left the output to actor %d open", o.Actor())
+		}
+	}
+	if got := d.Outputs(); len(got) != 0 {
+		t.Fatalf("outputs after Close: %v", got)
+	}
 
 	// Backpressure: a full output blocks the dispatcher until ctx ends; the chunk is
 	// released, not leaked.
 	full := engine.ChanOutput{ID: 20, C: make(chan executors.Message)}
 	one, _ := vnode.EvenSplit(k.Table().VnodeCount, 1)
-	d2, err := engine.NewHashDispatcher(2, k, one, []engine.Output{full}, mem)
+	d2, err := engine.NewHashDispatcher(2, 5, k, one, []engine.Output{full}, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +213,7 @@ func TestHashDispatcher(t *testing.T) {
 	// A mapping naming an output that does not exist is refused.
 	bad := make(vnode.Mapping, k.Table().VnodeCount)
 	bad[5] = 7
-	if _, err := engine.NewHashDispatcher(3, k, bad, outputs(1, 2), mem); err == nil {
+	if _, err := engine.NewHashDispatcher(3, 5, k, bad, outputs(1, 2), mem); err == nil {
 		t.Fatal("a mapping to output 7 of 2 was accepted")
 	}
 }
