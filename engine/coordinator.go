@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seed04fbb902/weir/executors"
+)
+
+// The barrier coordinator. One round at a time (under Engine.mu): build the barrier,
+// inject it into every DML actor, collect it from every actor, then commit a checkpoint
+// when the barrier is one. DDL, rescale, pause, resume and throttle are rounds whose
+// barrier carries their mutation. An actor failure during a round tears the graph down
+// and rebuilds it from the committed catalog (recovery); the round then fails with
+// the actor's error.
+
+// roundSpec describes one barrier round.
+type roundSpec struct {
+	mutation   executors.Mutation
+	checkpoint bool
+	// stage runs after the barrier is collected and before the checkpoint commits
+	// (only for checkpoint barriers): it stages catalog changes.
+	stage func() error
+}
+
+// round runs one barrier round; e.mu is held. It returns the barrier.
+func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier, error) {
+	if e.failed != nil {
+		return nil, e.failed
+	}
+	g := e.g
+	b := &executors.Barrier{Prev: e.prev, Curr: executors.NextEpoch(e.prev, time.Now()), Mutation: spec.mutation}
+	if spec.checkpoint || executors.ForcesCheckpoint(spec.mutation) || e.sinceCkpt+1 >= e.opts.CheckpointEvery {
+		b.Kind = executors.Checkpoint
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	expected := len(g.actors)
+
+	// Inject at every DML actor. Actors may pass the barrier on while we inject.
+	got := 0
+	e.gmu.RLock()
+	ins := make([]*dmlInput, 0, len(g.dml))
+	for _, in := range g.dml {
+		ins = append(ins, in)
+	}
+	e.gmu.RUnlock()
+	for _, in := range ins {
+	send:
+		for {
+			select {
+			case in.c <- executors.BarrierMessage(b):
+				break send
+			case r := <-g.reports:
+				if r.err != nil {
+					return nil, e.recoverFrom(ctx, r.err)
+				}
+				if r.epoch != b.Curr {
+					return nil, e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
+				}
+				got++
+			case <-ctx.Done():
+				return nil, e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
+			}
+		}
+	}
+
+	// Collect from every actor.
+	for got < expected {
+		select {
+		case r := <-g.reports:
+			if r.err != nil {
+				return nil, e.recoverFrom(ctx, r.err)
+			}
+			if r.epoch != b.Curr {
+				return nil, e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
+			}
+			got++
+		case <-ctx.Done():
+			return nil, e.abandon(ctx, fmt.Errorf("barrier %d: collect: %w", b.Curr, ctx.Err()))
+		}
+	}
+
+	// Commit.
+	if b.IsCheckpoint() {
+		if spec.stage != nil {
+			if err := spec.stage(); err != nil {
+				e.store.DiscardStaged()
+				return nil, e.recoverFrom(ctx, err)
+			}
+		}
+		if uint64(b.Prev) > e.store.CommittedEpoch() {
+			if _, err := e.store.Checkpoint(uint64(b.Prev)); err != nil {
+				e.store.DiscardStaged()
+				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
+				return nil, e.failed
+			}
+		}
+		e.sinceCkpt = 0
+	} else {
+		e.sinceCkpt++
+	}
+	e.prev = b.Curr
+	e.afterRound(b)
+	return b, nil
+}
+
+// afterRound forgets the actors b stopped.
+func (e *Engine) afterRound(b *executors.Barrier) {
+	var stopped []executors.ActorID
+	switch m := b.Mutation.(type) {
+	case executors.Stop:
+		stopped = m.Actors
+	case executors.Update:
+		stopped = m.Stop
+	}
+	g := e.g
+	for _, id := range stopped {
+		if a, ok := g.actors[id]; ok {
+			<-a.done
+			delete(g.actors, id)
+		}
+	}
+	if len(stopped) > 0 {
+		g.mu.Lock()
+		for k := range g.edges {
+			if _, ok := g.actors[k.from]; !ok && k.from != 0 {
+				delete(g.edges, k)
+			} else if _, ok := g.actors[k.to]; !ok {
+				delete(g.edges, k)
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// abandon handles a round given up by its caller: the barrier may be anywhere in the
+// graph, so the graph is rebuilt from the last checkpoint.
+func (e *Engine) abandon(ctx context.Context, cause error) error {
+	if e.recovering {
+		return cause
+	}
+	if err := e.recover(context.Background()); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// recoverFrom recovers after an actor failed with cause, and returns the error the
+// failed round reports.
+func (e *Engine) recoverFrom(ctx context.Context, cause error) error {
+	if e.recovering {
+		return cause
+	}
+	e.log.Warn("actor failed; recovering from the last checkpoint", "error", cause, "committed_epoch", e.store.CommittedEpoch())
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("%w (recovery failed: %v)", cause, err)
+	}
+	return fmt.Errorf("%w (recovered to committed epoch %d)", cause, e.store.CommittedEpoch())
+}
+
+// recover tears the graph down, drops uncommitted data, rebuilds every actor from the
+// committed catalog and sends the first barrier (Prev = committed epoch), which adds
+// every actor, paused when the engine is paused (PauseOnBootstrap, or Pause before
+// the failure).
+func (e *Engine) recover(ctx context.Context) error {
+	e.recovering = true
+	defer func() { e.recovering = false }()
+	if e.g != nil {
+		e.g.teardown()
+	}
+	e.store.DropUncommitted()
+	e.store.DiscardStaged()
+	e.recoveries++
+	cat, err := loadCatalog(e.store)
+	if err != nil {
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
+	}
+	e.cat = cat
+	g := newGraph(e)
+	e.gmu.Lock()
+	e.g = g
+	e.gmu.Unlock()
+	for _, o := range cat.sorted() {
+		var err error
+		if o.Kind == kindTable {
+			_, err = g.addTable(o)
+		} else {
+			var low *lowered
+			low, err = lower(o.Name, o.plan, cat.objects[o.Upstream], BackfillKind(o.Backfill), e.mem)
+			if err == nil {
+				low.scan.common = backfillCommon{rateLimit: o.RateLimit, paused: o.Paused}
+				_, _, err = g.addView(o, low, true)
+			}
+		}
+		if err != nil {
+			e.fail(fmt.Errorf("recovery: %w", err))
+			return e.failed
+		}
+	}
+	var all []executors.ActorID
+	var actors []*actor
+	for id, a := range g.actors {
+		all = append(all, id)
+		actors = append(actors, a)
+	}
+	g.start(actors)
+	e.prev = executors.Epoch(e.store.CommittedEpoch())
+	e.sinceCkpt = 0
+	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: all, PauseOnBootstrap: e.paused}})
+	if err != nil {
+		if e.failed == nil {
+			e.fail(fmt.Errorf("recovery: first barrier: %w", err))
+		}
+		return err
+	}
+	e.gmu.RLock()
+	for _, in := range g.dml {
+		in.ready.Store(true)
+	}
+	e.gmu.RUnlock()
+	return nil
+}
+
+// fail marks the engine failed: every later call returns err.
+func (e *Engine) fail(err error) {
+	if e.failed == nil {
+		e.failed = fmt.Errorf("engine failed, close and reopen it: %w", err)
+		e.log.Error("engine failed", "error", err)
+	}
+}
+
+// ticker injects barriers on the configured interval.
+func (e *Engine) ticker(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(e.opts.BarrierInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			e.mu.Lock()
+			if e.closed || e.failed != nil {
+				e.mu.Unlock()
+				return
+			}
+			if _, err := e.round(context.Background(), roundSpec{}); err != nil {
+				e.log.Warn("periodic barrier failed", "error", err)
+			}
+			e.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,690 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// Options configure an engine. The zero value of every field means its default.
+type Options struct {
+	// Nodes is the number of simulated compute nodes (default 2). Each has its own
+	// uncommitted store; actors are placed across them.
+	Nodes int
+	// VnodeCount is the vnode count of tables that do not set theirs (default 256).
+	VnodeCount int
+	// BarrierInterval is how often the coordinator injects a barrier (default 100ms).
+	// A negative interval injects barriers only on demand (WaitCheckpoint and DDL).
+	BarrierInterval time.Duration
+	// CheckpointEvery makes every n-th barrier a checkpoint (default 1: every barrier).
+	// Barriers that add, reschedule or stop jobs are always checkpoints.
+	CheckpointEvery int
+	// ChunkSize is the most rows per batch of a scan (default 1024).
+	ChunkSize int
+	// ChannelCapacity is the number of messages an exchange channel buffers before
+	// its sender blocks (default 16).
+	ChannelCapacity int
+	// FS is the file system of the store (default: the OS's). Tests use pebble's
+	// in-memory and crashable file systems.
+	FS vfs.FS
+	// CacheSize and MemTableSize size pebble (defaults: storage.Options').
+	CacheSize    int64
+	MemTableSize uint64
+	// PauseOnBootstrap starts every job paused after open or recovery, until Resume.
+	PauseOnBootstrap bool
+	// Mem allocates Arrow buffers (default memory.DefaultAllocator).
+	Mem memory.Allocator
+	// Logger receives the engine's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	if o.Nodes < 0 || o.Nodes > 64 {
+		return fmt.Errorf("engine: %d nodes, want 1..64", o.Nodes)
+	}
+	if o.VnodeCount == 0 {
+		o.VnodeCount = schema.DefaultVnodeCount
+	}
+	if o.VnodeCount < 1 || o.VnodeCount > schema.MaxVnodeCount {
+		return fmt.Errorf("engine: vnode count %d, want 1..%d", o.VnodeCount, schema.MaxVnodeCount)
+	}
+	if o.BarrierInterval == 0 {
+		o.BarrierInterval = 100 * time.Millisecond
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = 1
+	}
+	if o.CheckpointEvery < 0 {
+		return fmt.Errorf("engine: CheckpointEvery %d, want >= 1", o.CheckpointEvery)
+	}
+	if o.ChunkSize == 0 {
+		o.ChunkSize = 1024
+	}
+	if o.ChunkSize < 0 {
+		return fmt.Errorf("engine: ChunkSize %d, want >= 1", o.ChunkSize)
+	}
+	if o.ChannelCapacity == 0 {
+		o.ChannelCapacity = 16
+	}
+	if o.ChannelCapacity < 0 {
+		return fmt.Errorf("engine: ChannelCapacity %d, want >= 1", o.ChannelCapacity)
+	}
+	if o.Mem == nil {
+		o.Mem = memory.DefaultAllocator
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Engine is an embedded streaming engine over one directory: tables, materialized
+// views kept up to date as the tables change, and consistent reads of both. It is safe
+// for concurrent use.
+type Engine struct {
+	opts  Options
+	dir   string
+	store *storage.Store
+	nodes []*storage.Node
+	mem   memory.Allocator
+	log   *slog.Logger
+
+	// mu serialises barrier rounds, DDL and the fields below.
+	mu         sync.Mutex
+	cat        *catalog
+	g          *graph
+	prev       executors.Epoch
+	sinceCkpt  int
+	paused     bool
+	failed     error
+	closed     bool
+	recovering bool
+	recoveries int
+
+	gmu sync.RWMutex // guards e.g (the pointer) and g.dml for writers
+
+	stopTicker chan struct{}
+	tickerDone chan struct{}
+	closeOnce  atomic.Bool
+}
+
+// Open opens (or creates) the engine in dir: it reads the catalog and the committed
+// epoch, rebuilds every actor and sends the first barrier; every table and view then
+// holds exactly its state at the last checkpoint.
+func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	store, err := storage.Open(dir, storage.Options{FS: opts.FS, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap}
+	for i := 0; i < opts.Nodes; i++ {
+		e.nodes = append(e.nodes, store.AddNode())
+	}
+	e.mu.Lock()
+	err = e.recover(ctx)
+	e.mu.Unlock()
+	if err != nil {
+		e.mu.Lock()
+		if e.g != nil {
+			e.g.teardown()
+		}
+		e.mu.Unlock()
+		store.Close()
+		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
+	}
+	if opts.BarrierInterval > 0 {
+		e.stopTicker, e.tickerDone = make(chan struct{}), make(chan struct{})
+		go e.ticker(e.stopTicker, e.tickerDone)
+	}
+	return e, nil
+}
+
+// Close makes everything written so far durable with a last checkpoint (unless the
+// engine failed), stops every actor and closes the store.
+func (e *Engine) Close() error {
+	if e.closeOnce.Swap(true) {
+		return nil
+	}
+	if e.stopTicker != nil {
+		close(e.stopTicker)
+		<-e.tickerDone
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	if e.failed == nil {
+		if _, err := e.round(context.Background(), roundSpec{checkpoint: true}); err != nil {
+			errs = append(errs, fmt.Errorf("engine: final checkpoint: %w", err))
+		}
+	}
+	e.closed = true
+	if e.g != nil {
+		e.g.teardown()
+	}
+	if err := e.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// usable is checked by every call under e.mu.
+func (e *Engine) usable() error {
+	if e.closed {
+		return errors.New("engine: closed")
+	}
+	return e.failed
+}
+
+// CommittedEpoch is the epoch of the last checkpoint.
+func (e *Engine) CommittedEpoch() executors.Epoch {
+	return executors.Epoch(e.store.CommittedEpoch())
+}
+
+// Recoveries counts the graph rebuilds since Open (the first build included).
+func (e *Engine) Recoveries() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recoveries
+}
+
+// WaitCheckpoint injects a checkpoint barrier and waits until it is committed: every
+// write made before the call is then durable and visible to Scan, in its tables and in
+// every view over them. It returns the committed epoch.
+func (e *Engine) WaitCheckpoint(ctx context.Context) (executors.Epoch, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return 0, err
+	}
+	b, err := e.round(ctx, roundSpec{checkpoint: true})
+	if err != nil {
+		return 0, err
+	}
+	return b.Prev, nil
+}
+
+// TableOptions configure a new table.
+type TableOptions struct {
+	// Parallelism is the number of actors that materialize the table (default: the
+	// number of nodes; at most the vnode count).
+	Parallelism int
+}
+
+// CreateTable creates table t (its name, columns, pk, distribution key and vnode
+// count; a zero vnode count takes Options.VnodeCount). It returns once the table is
+// committed.
+func (e *Engine) CreateTable(ctx context.Context, t *schema.Table, opts TableOptions) error {
+	t = cloneTable(t)
+	if t.VnodeCount == 0 {
+		t.VnodeCount = e.opts.VnodeCount
+	}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if _, ok := e.cat.objects[t.Name]; ok {
+		return fmt.Errorf("create table %s: a table or materialized view of that name exists", t.Name)
+	}
+	p := opts.Parallelism
+	if p == 0 {
+		p = min(len(e.nodes), t.VnodeCount)
+	}
+	mapping, err := vnode.EvenSplit(t.VnodeCount, p)
+	if err != nil {
+		return fmt.Errorf("create table %s: parallelism %d: %w", t.Name, p, err)
+	}
+	o := &object{ID: e.cat.nextID, Name: t.Name, Kind: kindTable, Def: tableToJSON(t), Parallelism: p, Mapping: mapping, t: t}
+	f, err := e.g.addTable(o)
+	if err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
+	}
+	ids := []executors.ActorID{f.dml.id}
+	for _, a := range f.actors {
+		ids = append(ids, a.id)
+	}
+	e.g.start(append([]*actor{f.dml}, f.actors...))
+	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: ids}, stage: func() error {
+		e.cat.nextID++
+		e.cat.objects[o.Name] = o
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
+	}
+	e.gmu.RLock()
+	if in := e.g.dml[t.Name]; in != nil {
+		in.ready.Store(true)
+	}
+	e.gmu.RUnlock()
+	return nil
+}
+
+func cloneTable(t *schema.Table) *schema.Table {
+	return &schema.Table{
+		Name:       t.Name,
+		Columns:    slices.Clone(t.Columns),
+		PK:         slices.Clone(t.PK),
+		DistKey:    slices.Clone(t.DistKey),
+		VnodeCount: t.VnodeCount,
+	}
+}
+
+// Table returns the schema of a table or materialized view.
+func (e *Engine) Table(name string) (*schema.Table, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.cat.objects[name]
+	if !ok {
+		return nil, fmt.Errorf("no table or materialized view %q", name)
+	}
+	return o.t, nil
+}
+
+// Insert writes rows into a table; a row whose pk exists replaces it. rec must have
+// the table's columns (names, types, order). Writes become durable at the next
+// checkpoint (see WaitCheckpoint); a write cut short by a recovery returns an error and
+// is not applied.
+func (e *Engine) Insert(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	return e.write(ctx, table, executors.DMLInsert, rec)
+}
+
+// Upsert is Insert.
+func (e *Engine) Upsert(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	return e.write(ctx, table, executors.DMLUpsert, rec)
+}
+
+// Update replaces the rows with rec's pks; rows whose pk does not exist are ignored.
+func (e *Engine) Update(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	return e.write(ctx, table, executors.DMLUpdate, rec)
+}
+
+// Delete deletes the rows with rec's pks (rec has the table's full shape; only the pk
+// columns are read); rows whose pk does not exist are ignored.
+func (e *Engine) Delete(ctx context.Context, table string, rec arrow.RecordBatch) error {
+	return e.write(ctx, table, executors.DMLDelete, rec)
+}
+
+func (e *Engine) write(ctx context.Context, table string, kind executors.DMLKind, rec arrow.RecordBatch) error {
+	e.gmu.RLock()
+	g := e.g
+	in := g.dml[table]
+	e.gmu.RUnlock()
+	if in == nil || !in.ready.Load() {
+		return fmt.Errorf("%s %s: no such table", kind, table)
+	}
+	c, err := executors.DMLChunk(in.t, kind, rec, e.mem)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	select {
+	case in.c <- executors.ChunkMessage(c):
+		return nil
+	case <-g.dead:
+		c.Release()
+		return fmt.Errorf("%s %s: interrupted by recovery or close; not written", kind, table)
+	case <-ctx.Done():
+		c.Release()
+		return fmt.Errorf("%s %s: %w", kind, table, ctx.Err())
+	}
+}
+
+// MVOptions configure a new materialized view.
+type MVOptions struct {
+	// Parallelism is the number of the view's actors (default: the number of nodes;
+	// for a no-shuffle backfill, the upstream's parallelism, which it must equal).
+	Parallelism int
+	// Backfill is how the view reads the upstream's existing rows (default
+	// ArrangementBackfill).
+	Backfill BackfillKind
+	// RateLimit limits the backfill's snapshot reads, in rows per second per actor;
+	// nil: unlimited, 0: paused.
+	RateLimit *int64
+	// Paused starts the view's backfill paused until Resume.
+	Paused bool
+}
+
+// CreateMV creates materialized view name over plan, and returns once it is
+// committed. Planning errors (a missing table or column, an expression that does not
+// type, an impossible no-shuffle placement) change nothing.
+//
+// Until the backfill executors land, a view can only be created over a table or view
+// that has no committed rows: from then on it follows the upstream's changes.
+func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOptions) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if _, ok := e.cat.objects[name]; ok {
+		return fmt.Errorf("create materialized view %s: a table or materialized view of that name exists", name)
+	}
+	if name == "" {
+		return errors.New("create materialized view: empty name")
+	}
+	scan, err := scanOf(plan)
+	if err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
+	up, ok := e.cat.objects[scan.Table]
+	if !ok {
+		return fmt.Errorf("create materialized view %s: no table or materialized view %q", name, scan.Table)
+	}
+	low, err := lower(name, plan, up, opts.Backfill, e.mem)
+	if err != nil {
+		return fmt.Errorf("create %w", err)
+	}
+	low.scan.common = backfillCommon{rateLimit: opts.RateLimit, paused: opts.Paused}
+	p := opts.Parallelism
+	if _, ok := low.scan.kind.(noShuffleVariant); ok {
+		if p != 0 && p != up.Parallelism {
+			return fmt.Errorf("create materialized view %s: a no-shuffle backfill co-locates one view actor with each of the %d actors of %s; parallelism %d cannot be placed", name, up.Parallelism, up.Name, p)
+		}
+		p = up.Parallelism
+	}
+	if p == 0 {
+		p = min(len(e.nodes), low.out.VnodeCount)
+	}
+	var mapping vnode.Mapping
+	if _, ok := low.scan.kind.(noShuffleVariant); ok {
+		mapping = slices.Clone(vnode.Mapping(up.Mapping))
+	} else if mapping, err = vnode.EvenSplit(low.out.VnodeCount, p); err != nil {
+		return fmt.Errorf("create materialized view %s: parallelism %d: %w", name, p, err)
+	}
+	if n, err := e.store.TableRowCount(up.ID); err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	} else if n > 0 {
+		return fmt.Errorf("create materialized view %s: %s has %d committed rows, and creating a view over existing rows needs a backfill, which this build does not have yet", name, up.Name, n)
+	}
+	planJSON, err := marshalPlan(plan)
+	if err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
+	o := &object{
+		ID: e.cat.nextID, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p, Mapping: mapping,
+		Plan: planJSON, Upstream: up.Name, Backfill: string(low.scan.kind.kindName()), RateLimit: opts.RateLimit, Paused: opts.Paused,
+		t: low.out, plan: plan,
+	}
+	f, specs, err := e.g.addView(o, low, false)
+	if err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
+	var ids []executors.ActorID
+	for _, a := range f.actors {
+		ids = append(ids, a.id)
+	}
+	e.g.start(f.actors)
+	b, err := e.round(ctx, roundSpec{
+		mutation: executors.Add{Actors: ids, PauseOnBootstrap: opts.Paused, Dispatchers: specs},
+		stage: func() error {
+			e.cat.nextID++
+			e.cat.objects[o.Name] = o
+			return e.cat.stage(e.store, o, false)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
+	// Rows the upstream committed in the epoch that the Add barrier closed were not
+	// seen by the view: without a backfill, such a view is wrong, so drop it again.
+	if n, err := e.store.TableRowCount(up.ID); err != nil || n > 0 {
+		if derr := e.dropLocked(ctx, name); derr != nil {
+			return fmt.Errorf("create materialized view %s: %s gained rows at epoch %d while it was created, and dropping the view again failed: %w", name, up.Name, b.Prev, derr)
+		}
+		if err != nil {
+			return fmt.Errorf("create materialized view %s: %w", name, err)
+		}
+		return fmt.Errorf("create materialized view %s: %s gained %d rows at epoch %d while it was created, and creating a view over existing rows needs a backfill, which this build does not have yet", name, up.Name, n, b.Prev)
+	}
+	return nil
+}
+
+// DropMV drops a materialized view: its actors stop at a Stop barrier, and its rows
+// and catalog entry are deleted in that barrier's checkpoint. A view that other views
+// read cannot be dropped.
+func (e *Engine) DropMV(ctx context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	return e.dropLocked(ctx, name)
+}
+
+func (e *Engine) dropLocked(ctx context.Context, name string) error {
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("drop materialized view %s: no such materialized view", name)
+	}
+	if deps := e.cat.dependents(name); len(deps) > 0 {
+		return fmt.Errorf("drop materialized view %s: read by %v; drop those first", name, deps)
+	}
+	f := e.g.frags[name]
+	var ids []executors.ActorID
+	for _, a := range f.actors {
+		ids = append(ids, a.id)
+	}
+	_, err := e.round(ctx, roundSpec{mutation: executors.Stop{Actors: ids}, stage: func() error {
+		delete(e.cat.objects, name)
+		if err := e.cat.stage(e.store, o, true); err != nil {
+			return err
+		}
+		return e.store.StageDropTable(o.ID)
+	}})
+	if err != nil {
+		return fmt.Errorf("drop materialized view %s: %w", name, err)
+	}
+	delete(e.g.frags, name)
+	if up, ok := e.g.frags[o.Upstream]; ok {
+		up.downstream = slices.DeleteFunc(up.downstream, func(d *fragment) bool { return d == f })
+	}
+	return nil
+}
+
+// RescheduleMV changes the parallelism of a materialized view online: one checkpoint
+// Update barrier replaces every actor of its fragment. The upstream's dispatchers
+// connect the new actors before the barrier and drop the old ones after it; the new
+// actors start from the persisted state of their new vnodes.
+func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("reschedule materialized view %s: no such materialized view", name)
+	}
+	g := e.g
+	f := g.frags[name]
+	if _, ok := f.low.scan.kind.(noShuffleVariant); ok {
+		return fmt.Errorf("reschedule materialized view %s: it is co-located with %s (no-shuffle backfill), so its parallelism is that of %s", name, o.Upstream, o.Upstream)
+	}
+	for _, d := range f.downstream {
+		if _, ok := d.low.scan.kind.(noShuffleVariant); ok {
+			return fmt.Errorf("reschedule materialized view %s: %s is co-located with it (no-shuffle backfill)", name, d.obj.Name)
+		}
+	}
+	if parallelism < 1 || parallelism > o.t.VnodeCount {
+		return fmt.Errorf("reschedule materialized view %s: parallelism %d, want 1..%d (its vnode count)", name, parallelism, o.t.VnodeCount)
+	}
+	newMapping, _, err := vnode.Rebalance(vnode.Mapping(o.Mapping), o.Parallelism, parallelism)
+	if err != nil {
+		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+	}
+	up := g.frags[o.Upstream]
+	base := int(g.nextActor)
+	actors, err := g.viewActors(f, up, newMapping, parallelism, func(i int) int { return (base + i) % len(e.nodes) })
+	if err != nil {
+		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+	}
+	// The new actors feed the downstream views as the old ones did.
+	for _, a := range actors {
+		for _, d := range f.downstream {
+			spec := feedSpecs(d, &fragment{actors: []*actor{a}}, d.actors, vnode.Mapping(d.obj.Mapping))[0]
+			disp, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), e.mem)
+			if err != nil {
+				g.discard(actors)
+				return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+			}
+			a.disp = append(a.disp, disp)
+		}
+	}
+	var oldIDs, newIDs []executors.ActorID
+	for _, a := range f.actors {
+		oldIDs = append(oldIDs, a.id)
+	}
+	upd := executors.Update{Vnodes: map[executors.ActorID]*vnode.Bitmap{}, Stop: oldIDs}
+	var outs []executors.Output
+	for _, a := range actors {
+		newIDs = append(newIDs, a.id)
+		outs = append(outs, executors.Output{Actor: a.id, Node: a.node})
+		upd.Vnodes[a.id] = a.vnodes
+	}
+	for _, u := range up.actors {
+		upd.Dispatchers = append(upd.Dispatchers, executors.DispatcherUpdate{Actor: u.id, Fragment: f.id, AddOutputs: outs, RemoveOutputs: oldIDs, Mapping: slices.Clone(newMapping)})
+	}
+	for _, d := range f.downstream {
+		for _, da := range d.actors {
+			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: newIDs, RemoveInputs: oldIDs})
+		}
+	}
+	g.start(actors)
+	_, err = e.round(ctx, roundSpec{mutation: upd, stage: func() error {
+		o.Parallelism = parallelism
+		o.Mapping = newMapping
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+	}
+	f.actors = actors
+	return nil
+}
+
+// Pause pauses every job's snapshot reads (and sources) at the next barrier; writes
+// and the change stream keep flowing.
+func (e *Engine) Pause(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if _, err := e.round(ctx, roundSpec{mutation: executors.Pause{}}); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	e.paused = true
+	return nil
+}
+
+// Resume undoes Pause, PauseOnBootstrap and views created paused.
+func (e *Engine) Resume(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	var changed []*object
+	for _, o := range e.cat.objects {
+		if o.Paused {
+			changed = append(changed, o)
+		}
+	}
+	_, err := e.round(ctx, roundSpec{mutation: executors.Resume{}, checkpoint: len(changed) > 0, stage: func() error {
+		for _, o := range changed {
+			o.Paused = false
+			if err := e.cat.stage(e.store, o, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	e.paused = false
+	return nil
+}
+
+// SetRateLimit sets a materialized view's backfill rate limit (rows per second per
+// actor; nil: unlimited, 0: paused), persisted with the view.
+func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("set rate limit of %s: no such materialized view", name)
+	}
+	if limit != nil && *limit < 0 {
+		return fmt.Errorf("set rate limit of %s: %d rows/s, want >= 0 (or nil for unlimited)", name, *limit)
+	}
+	f := e.g.frags[name]
+	var l *int64
+	if limit != nil {
+		v := *limit
+		l = &v
+	}
+	_, err := e.round(ctx, roundSpec{mutation: executors.Throttle{Limits: map[executors.FragmentID]*int64{f.id: l}}, checkpoint: true, stage: func() error {
+		o.RateLimit = l
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("set rate limit of %s: %w", name, err)
+	}
+	f.low.scan.common.rateLimit = l
+	return nil
+}
+
+// JobProgress is the state of one materialized view's creation job.
+type JobProgress struct {
+	Name        string
+	Upstream    string
+	Backfill    BackfillKind
+	Parallelism int
+	RateLimit   *int64
+	Paused      bool
+	// Done reports that the view is complete and follows its upstream. (Without the
+	// backfill executors a view is complete from its creation.)
+	Done bool
+}
+
+// Progress lists every materialized view's job, by name.
+func (e *Engine) Progress() []JobProgress {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []JobProgress
+	for _, o := range e.cat.sorted() {
+		if o.Kind != kindMV {
+			continue
+		}
+		out = append(out, JobProgress{Name: o.Name, Upstream: o.Upstream, Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused, Done: true})
+	}
+	return out
+}

@@ -1,0 +1,470 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// The running graph: fragments of actors, one goroutine each, connected by bounded
+// channels (the exchange). A graph is built from the catalog when the engine opens or
+// recovers, and changed by DDL and rescale rounds; recovery tears it down whole.
+//
+// Every table has a DML fragment (one actor, fed by the engine's writers and the
+// coordinator's barriers through one channel, so a barrier orders after the writes
+// sent before it) that hash-dispatches to the table's fragment (materialize into the
+// table's state). Every view's fragment reads its upstream's fragment through a hash
+// or no-shuffle dispatcher, runs the plan's stages and materializes into the view's
+// state. Barriers enter at the DML actors only and reach every actor through the
+// dispatchers; merges align them.
+
+// fragment is the actors that run one object (or a table's DML) in parallel.
+type fragment struct {
+	id     executors.FragmentID
+	obj    *object
+	actors []*actor // index = the mapping's actor index
+	dml    *actor   // tables: the DML actor feeding the fragment
+	low    *lowered // views: the bound plan
+	// downstream lists the view fragments that read this one.
+	downstream []*fragment
+}
+
+// actor runs a chain of executors and sends its output through its dispatchers.
+type actor struct {
+	id     executors.ActorID
+	frag   *fragment
+	node   int
+	vnodes *vnode.Bitmap
+	exec   executors.Executor
+	disp   []Dispatcher
+	k      vec.Kernels // kernels of the rows the actor emits (its object's table)
+	done   chan struct{}
+}
+
+// report is what an actor tells the coordinator: it passed barrier epoch on, or failed.
+type report struct {
+	actor executors.ActorID
+	epoch executors.Epoch
+	err   error
+}
+
+// dmlInput is the channel into a table's DML actor.
+type dmlInput struct {
+	mu    sync.RWMutex // writers hold it shared while sending; teardown exclusively
+	c     chan executors.Message
+	t     *schema.Table
+	ready atomic.Bool // set once the table's first barrier is through
+}
+
+type edge struct{ from, to executors.ActorID }
+
+type graph struct {
+	e      *Engine
+	ctx    context.Context
+	cancel context.CancelFunc
+	dead   chan struct{} // closed at teardown
+
+	mu     sync.Mutex // guards edges
+	edges  map[edge]chan executors.Message
+	actors map[executors.ActorID]*actor
+	frags  map[string]*fragment // by object name
+	dml    map[string]*dmlInput // by table name, guarded by e.gmu
+
+	nextActor executors.ActorID
+	nextFrag  executors.FragmentID
+	reports   chan report
+	wg        sync.WaitGroup
+}
+
+func newGraph(e *Engine) *graph {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &graph{
+		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}),
+		edges: map[edge]chan executors.Message{}, actors: map[executors.ActorID]*actor{},
+		frags: map[string]*fragment{}, dml: map[string]*dmlInput{},
+		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
+	}
+}
+
+// channel returns the exchange channel from -> to, creating it.
+func (g *graph) channel(from, to executors.ActorID) chan executors.Message {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := edge{from, to}
+	c, ok := g.edges[k]
+	if !ok {
+		c = make(chan executors.Message, g.e.opts.ChannelCapacity)
+		g.edges[k] = c
+	}
+	return c
+}
+
+// outputFrom connects the outputs of actor from.
+func (g *graph) outputFrom(from executors.ActorID) func(executors.Output) (Output, error) {
+	return func(o executors.Output) (Output, error) {
+		if _, ok := g.actors[o.Actor]; !ok {
+			return nil, fmt.Errorf("actor %d does not exist", o.Actor)
+		}
+		return &ChanOutput{ID: o.Actor, C: g.channel(from, o.Actor)}, nil
+	}
+}
+
+// inputTo connects the merge inputs of actor to.
+func (g *graph) inputTo(to executors.ActorID) func(executors.ActorID) (<-chan executors.Message, error) {
+	return func(from executors.ActorID) (<-chan executors.Message, error) {
+		return g.channel(from, to), nil
+	}
+}
+
+func (g *graph) newActorID() executors.ActorID {
+	id := g.nextActor
+	g.nextActor++
+	return id
+}
+
+// addTable builds a table's DML and table fragments (not started).
+func (g *graph) addTable(o *object) (*fragment, error) {
+	e := g.e
+	f := &fragment{id: g.nextFrag, obj: o}
+	g.nextFrag++
+	bitmaps := vnode.Mapping(o.Mapping).Bitmaps(o.Parallelism)
+	k := vec.For(o.t)
+	for i := 0; i < o.Parallelism; i++ {
+		a := &actor{id: g.newActorID(), frag: f, node: i % len(e.nodes), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+		f.actors = append(f.actors, a)
+	}
+	// The DML actor: its input is the writers' channel.
+	in := &dmlInput{c: make(chan executors.Message, e.opts.ChannelCapacity), t: o.t}
+	dml := &actor{id: g.newActorID(), frag: f, node: 0, k: k, done: make(chan struct{})}
+	dml.exec = NewMerge(dml.id, o.t.ArrowSchema(), []MergeInput{{Actor: 0, C: in.c}}, nil)
+	f.dml = dml
+	g.actors[dml.id] = dml
+	for _, a := range f.actors {
+		g.actors[a.id] = a
+	}
+	outs := make([]executors.Output, len(f.actors))
+	for i, a := range f.actors {
+		outs[i] = executors.Output{Actor: a.id, Node: a.node}
+	}
+	d, err := NewDispatcher(dml.id, executors.NewDispatcher{Actor: dml.id, Fragment: f.id, Kind: executors.Hash, Outputs: outs, Mapping: slices.Clone(vnode.Mapping(o.Mapping))}, k, g.outputFrom(dml.id), e.mem)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", o.Name, err)
+	}
+	dml.disp = []Dispatcher{d}
+	for _, a := range f.actors {
+		merge := NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{{Actor: dml.id, C: g.channel(dml.id, a.id)}}, g.inputTo(a.id))
+		if err := a.materialize(e, merge); err != nil {
+			return nil, fmt.Errorf("table %s: %w", o.Name, err)
+		}
+	}
+	g.frags[o.Name] = f
+	e.gmu.Lock()
+	g.dml[o.Name] = in
+	e.gmu.Unlock()
+	return f, nil
+}
+
+// materialize ends a's chain with a materialize into its object's state, over in.
+func (a *actor) materialize(e *Engine, in executors.Executor) error {
+	o := a.frag.obj
+	st, err := storage.NewStateTable(e.nodes[a.node], o.ID, o.t, a.vnodes)
+	if err != nil {
+		return err
+	}
+	m, err := executors.NewMaterialize(in, st, e.nodes[a.node], e.mem)
+	if err != nil {
+		return err
+	}
+	a.exec = m
+	return nil
+}
+
+// viewActors builds the actors of a view's fragment, reading upstream, with the
+// mapping and parallelism given (not started, not yet fed by the upstream: the caller
+// connects the upstream's dispatchers, directly or through an Add or Update barrier).
+func (g *graph) viewActors(f *fragment, up *fragment, mapping vnode.Mapping, parallelism int, nodeOf func(i int) int) ([]*actor, error) {
+	e := g.e
+	o := f.obj
+	bitmaps := mapping.Bitmaps(parallelism)
+	k := vec.For(o.t)
+	var actors []*actor
+	for i := 0; i < parallelism; i++ {
+		a := &actor{id: g.newActorID(), frag: f, node: nodeOf(i), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+		actors = append(actors, a)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			g.discard(actors)
+		}
+	}()
+	for i, a := range actors {
+		var inputs []MergeInput
+		if _, ok := f.low.scan.kind.(noShuffleVariant); ok {
+			u := up.actors[i]
+			inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
+		} else {
+			for _, u := range up.actors {
+				inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
+			}
+		}
+		var in executors.Executor = NewMerge(a.id, up.obj.t.ArrowSchema(), inputs, g.inputTo(a.id))
+		in, err := f.low.scanStage(in, e.mem)
+		if err == nil {
+			in, err = f.low.buildStages(in, e.mem)
+		}
+		if err != nil {
+			in.Close()
+			return nil, err
+		}
+		if err := a.materialize(e, in); err != nil {
+			in.Close()
+			return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+		}
+	}
+	for _, a := range actors {
+		g.actors[a.id] = a
+	}
+	ok = true
+	return actors, nil
+}
+
+// discard forgets actors that were built and never started, releasing what they hold.
+func (g *graph) discard(actors []*actor) {
+	for _, a := range actors {
+		delete(g.actors, a.id)
+		if a.exec != nil {
+			a.exec.Close()
+		}
+		for _, d := range a.disp {
+			d.Close()
+		}
+	}
+}
+
+// feedSpecs are the dispatchers that up's actors need towards the actors of view
+// fragment f with mapping.
+func feedSpecs(f, up *fragment, actors []*actor, mapping vnode.Mapping) []executors.NewDispatcher {
+	var specs []executors.NewDispatcher
+	kind := f.low.scan.kind.dispatcher()
+	for i, u := range up.actors {
+		spec := executors.NewDispatcher{Actor: u.id, Fragment: f.id, Kind: kind}
+		if kind == executors.NoShuffle {
+			spec.Outputs = []executors.Output{{Actor: actors[i].id, Node: actors[i].node}}
+		} else {
+			for _, a := range actors {
+				spec.Outputs = append(spec.Outputs, executors.Output{Actor: a.id, Node: a.node})
+			}
+			spec.Mapping = slices.Clone(mapping)
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+// addView builds a view's fragment over its upstream's fragment (not started). When
+// connect is set, the upstream's dispatchers are connected now (at open and recovery);
+// otherwise the returned specs must travel in an Add barrier.
+func (g *graph) addView(o *object, low *lowered, connect bool) (*fragment, []executors.NewDispatcher, error) {
+	up, ok := g.frags[o.Upstream]
+	if !ok {
+		return nil, nil, fmt.Errorf("materialized view %s: upstream %s is not running", o.Name, o.Upstream)
+	}
+	f := &fragment{id: g.nextFrag, obj: o, low: low}
+	g.nextFrag++
+	nodeOf := func(i int) int { return (i + int(f.id)) % len(g.e.nodes) }
+	if _, ok := low.scan.kind.(noShuffleVariant); ok {
+		nodeOf = func(i int) int { return up.actors[i].node }
+	}
+	actors, err := g.viewActors(f, up, vnode.Mapping(o.Mapping), o.Parallelism, nodeOf)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.actors = actors
+	specs := feedSpecs(f, up, actors, vnode.Mapping(o.Mapping))
+	if connect {
+		for _, spec := range specs {
+			u := g.actors[spec.Actor]
+			d, err := NewDispatcher(u.id, spec, u.k, g.outputFrom(u.id), g.e.mem)
+			if err != nil {
+				return nil, nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+			}
+			u.disp = append(u.disp, d)
+		}
+		specs = nil
+	}
+	up.downstream = append(up.downstream, f)
+	g.frags[o.Name] = f
+	return f, specs, nil
+}
+
+// scanStage is the lowered scan until the backfill executors exist: the upstream's
+// change stream projected to S2.
+func (l *lowered) scanStage(in executors.Executor, mem memory.Allocator) (executors.Executor, error) {
+	up := l.scan.upstream.t
+	if len(l.scan.s2) == len(up.Columns) {
+		return in, nil
+	}
+	exprs := make([]executors.Expr, len(l.scan.s2))
+	names := make([]string, len(l.scan.s2))
+	for i, c := range l.scan.s2 {
+		exprs[i] = executors.Col(c)
+		names[i] = up.Columns[c].Name
+	}
+	return executors.NewProject(in, exprs, names, mem)
+}
+
+// start runs every actor that is not running yet.
+func (g *graph) start(actors []*actor) {
+	for _, a := range actors {
+		g.wg.Add(1)
+		go g.run(a)
+	}
+}
+
+func (g *graph) run(a *actor) {
+	defer g.wg.Done()
+	defer close(a.done)
+	err := a.loop(g)
+	a.exec.Close()
+	for _, d := range a.disp {
+		d.Close()
+	}
+	if err != nil && g.ctx.Err() == nil {
+		select {
+		case g.reports <- report{actor: a.id, err: err}:
+		case <-g.ctx.Done():
+		}
+	}
+}
+
+// loop drives a's chain: chunks and watermarks go to every dispatcher, barriers too
+// after the dispatchers an Add gives a are connected; after passing a barrier on, a
+// reports it, and stops if the barrier stops it.
+func (a *actor) loop(g *graph) error {
+	ctx := g.ctx
+	for {
+		m, err := a.exec.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("actor %d of %s: input ended", a.id, a.frag.obj.Name)
+			}
+			return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+		}
+		if m.Barrier == nil {
+			if len(a.disp) == 0 {
+				m.Release()
+				continue
+			}
+			for i, d := range a.disp {
+				if i < len(a.disp)-1 && m.Chunk != nil {
+					m.Chunk.Retain()
+				}
+				if err := d.Dispatch(ctx, m, nil); err != nil {
+					if i < len(a.disp)-1 && m.Chunk != nil {
+						for range a.disp[i+1:] {
+							m.Chunk.Release()
+						}
+					}
+					return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+				}
+			}
+			continue
+		}
+		b := m.Barrier
+		if add, ok := b.Mutation.(executors.Add); ok {
+			for _, spec := range add.Dispatchers {
+				if spec.Actor != a.id {
+					continue
+				}
+				d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), g.e.mem)
+				if err != nil {
+					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.frag.obj.Name, b.Curr, err)
+				}
+				a.disp = append(a.disp, d)
+			}
+		}
+		for _, d := range a.disp {
+			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
+				return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+			}
+		}
+		kept := a.disp[:0]
+		for _, d := range a.disp {
+			if len(d.Outputs()) > 0 {
+				kept = append(kept, d)
+			} else {
+				d.Close()
+			}
+		}
+		a.disp = kept
+		select {
+		case g.reports <- report{actor: a.id, epoch: b.Curr}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if stops(b.Mutation, a.id) {
+			return nil
+		}
+	}
+}
+
+// stops reports whether mutation m stops actor id.
+func stops(m executors.Mutation, id executors.ActorID) bool {
+	switch m := m.(type) {
+	case executors.Stop:
+		return slices.Contains(m.Actors, id)
+	case executors.Update:
+		return slices.Contains(m.Stop, id)
+	}
+	return false
+}
+
+// teardown stops every actor and releases everything in flight.
+func (g *graph) teardown() {
+	close(g.dead)
+	g.cancel()
+	g.e.gmu.RLock()
+	ins := make([]*dmlInput, 0, len(g.dml))
+	for _, in := range g.dml {
+		ins = append(ins, in)
+	}
+	g.e.gmu.RUnlock()
+	for _, in := range ins {
+		in.mu.Lock() // writers see dead and leave
+	}
+	g.wg.Wait()
+	drain := func(c chan executors.Message) {
+		for {
+			select {
+			case m, ok := <-c:
+				if !ok {
+					return
+				}
+				m.Release()
+			default:
+				return
+			}
+		}
+	}
+	for _, in := range ins {
+		drain(in.c)
+		in.mu.Unlock()
+	}
+	g.mu.Lock()
+	for _, c := range g.edges {
+		drain(c)
+	}
+	g.mu.Unlock()
+}
