@@ -1,0 +1,321 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/engine"
+)
+
+func str(s string) *string { return &s }
+
+// catalogState is what the engine shows of its catalog: every object's schema and
+// every job.
+func catalogState(t *testing.T, e *engine.Engine) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range []string{"t", "mv1", "mv2", "u", "bad"} {
+		if tab, err := e.Table(name); err == nil {
+			b.WriteString(tab.Canonical())
+		}
+	}
+	for _, p := range e.Progress() {
+		b.WriteString(p.Name + " " + p.Upstream + " " + string(p.Backfill) + " ")
+		b.WriteString(strings.Repeat("|", p.Parallelism) + "\n")
+	}
+	return b.String()
+}
+
+// Bad input gets a clear error naming what is wrong, and changes nothing.
+func TestBadInput(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	rec := kvRecord(mem, []kvRow{{k: 1, v: 20, s: str("a")}})
+	defer rec.Release()
+	if err := e.Insert(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := catalogState(t, e)
+	epoch := e.CommittedEpoch()
+
+	wrong := func() arrow.RecordBatch {
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.Append(1)
+		a := b.NewArray()
+		defer a.Release()
+		return array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil), []arrow.Array{a}, 1)
+	}()
+	defer wrong.Release()
+
+	cases := []struct {
+		name string
+		do   func() error
+		want string
+	}{
+		{"insert a wrong-shaped record", func() error { return e.Insert(ctx, "t", wrong) }, "table t"},
+		{"insert into a missing table", func() error { return e.Insert(ctx, "nope", rec) }, "nope: no such table"},
+		{"insert into a view", func() error { return e.Insert(ctx, "mv1", rec) }, "mv1: no such table"},
+		{"view over a missing table", func() error {
+			return e.CreateMV(ctx, "bad", engine.Scan("nope"), engine.MVOptions{})
+		}, `no table or materialized view "nope"`},
+		{"view over a missing column", func() error {
+			return e.CreateMV(ctx, "bad", engine.Filter(engine.Scan("t"), engine.Call("greater", engine.Column("w"), engine.Int(1))), engine.MVOptions{})
+		}, `t has no column "w"`},
+		{"view with a bad function", func() error {
+			return e.CreateMV(ctx, "bad", engine.Filter(engine.Scan("t"), engine.Call("no_such_fn", engine.Column("v"))), engine.MVOptions{})
+		}, "no_such_fn"},
+		{"view that renames a pk column", func() error {
+			return e.CreateMV(ctx, "bad", engine.Project(engine.Scan("t"), engine.As(engine.Column("v"), "k")), engine.MVOptions{})
+		}, `column "k" is a pk column of t`},
+		{"view with a filter that is not boolean", func() error {
+			return e.CreateMV(ctx, "bad", engine.Filter(engine.Scan("t"), engine.Column("v")), engine.MVOptions{})
+		}, "want boolean"},
+		{"view with an existing name", func() error {
+			return e.CreateMV(ctx, "mv1", engine.Scan("t"), engine.MVOptions{})
+		}, "mv1: a table or materialized view of that name exists"},
+		{"view over a table with rows", func() error {
+			return e.CreateMV(ctx, "bad", engine.Scan("t"), engine.MVOptions{})
+		}, "t has 1 committed rows"},
+		{"impossible no-shuffle placement", func() error {
+			return e.CreateMV(ctx, "bad", engine.Scan("mv1"), engine.MVOptions{Backfill: engine.NoShuffleBackfill, Parallelism: 2})
+		}, "co-locates one view actor with each of the 3 actors of mv1; parallelism 2 cannot be placed"},
+		{"unknown backfill kind", func() error {
+			return e.CreateMV(ctx, "bad", engine.Scan("mv1"), engine.MVOptions{Backfill: "magic"})
+		}, `unknown backfill kind "magic"`},
+		{"reschedule a missing view", func() error { return e.RescheduleMV(ctx, "nope", 2) }, "nope: no such materialized view"},
+		{"reschedule a table", func() error { return e.RescheduleMV(ctx, "t", 2) }, "t: no such materialized view"},
+		{"reschedule to zero", func() error { return e.RescheduleMV(ctx, "mv1", 0) }, "parallelism 0, want 1..16"},
+		{"drop a missing view", func() error { return e.DropMV(ctx, "nope") }, "nope: no such materialized view"},
+		{"create a table twice", func() error { return e.CreateTable(ctx, kvT(), engine.TableOptions{}) }, "create table t: a table or materialized view of that name exists"},
+		{"rate limit below zero", func() error { v := int64(-1); return e.SetRateLimit(ctx, "mv1", &v) }, "want >= 0"},
+		{"scan a missing table", func() error { _, err := e.Scan(ctx, "nope"); return err }, "scan nope: no table"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.do()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			if got := catalogState(t, e); got != before {
+				t.Fatalf("the catalog changed:\n%s\nwas:\n%s", got, before)
+			}
+		})
+	}
+	if got := e.CommittedEpoch(); got != epoch {
+		t.Fatalf("bad input committed a checkpoint: epoch %d, was %d", got, epoch)
+	}
+}
+
+// Drop, a view over a view that blocks the drop, a no-shuffle view, rate limits and
+// pause state survive a reopen; the catalog is rebuilt from the store.
+func TestCatalogAcrossReopen(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openEngine(t, fs, mem, -1, 1)
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv2", mv2Plan(), engine.MVOptions{Backfill: engine.NoShuffleBackfill}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DropMV(ctx, "mv1"); err == nil || !strings.Contains(err.Error(), "read by [mv2]") {
+		t.Fatalf("drop of a view that another reads: %v", err)
+	}
+	if err := e.RescheduleMV(ctx, "mv2", 2); err == nil || !strings.Contains(err.Error(), "no-shuffle") {
+		t.Fatalf("reschedule of a no-shuffle view: %v", err)
+	}
+	if err := e.RescheduleMV(ctx, "mv1", 2); err == nil || !strings.Contains(err.Error(), "mv2 is co-located") {
+		t.Fatalf("reschedule of the upstream of a no-shuffle view: %v", err)
+	}
+	limit := int64(500)
+	if err := e.SetRateLimit(ctx, "mv2", &limit); err != nil {
+		t.Fatal(err)
+	}
+	rows := []kvRow{{k: 1, v: 20, s: str("a")}, {k: 2, v: 5}, {k: 3, v: 100, s: str("c")}}
+	rec := kvRecord(mem, rows)
+	if err := e.Insert(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkViews(t, e, "before reopen")
+	before := catalogState(t, e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e = openEngine(t, fs, mem, -1, 1)
+	if got := catalogState(t, e); got != before {
+		t.Fatalf("catalog after reopen:\n%s\nbefore:\n%s", got, before)
+	}
+	jobs := e.Progress()
+	if len(jobs) != 2 || jobs[1].Name != "mv2" || jobs[1].RateLimit == nil || *jobs[1].RateLimit != 500 || jobs[1].Backfill != engine.NoShuffleBackfill {
+		t.Fatalf("jobs after reopen: %+v", jobs)
+	}
+	n := checkViews(t, e, "after reopen")
+	if n != 3 {
+		t.Fatalf("t has %d rows after reopen, want 3", n)
+	}
+	if err := e.DropMV(ctx, "mv2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Scan(ctx, "mv2"); err == nil {
+		t.Fatal("scan of a dropped view succeeded")
+	}
+	// Writes still flow into mv1 after its downstream is gone.
+	rec = kvRecord(mem, []kvRow{{k: 4, v: 50}})
+	if err := e.Insert(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := e.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(readRows(t, snap, "mv1")); got != 3 {
+		t.Fatalf("mv1 has %d rows, want 3 (k = 1, 3, 4)", got)
+	}
+	snap.Release()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The dropped view stays dropped, and its name is free again.
+	e = openEngine(t, fs, mem, -1, 1)
+	defer e.Close()
+	if _, err := e.Table("mv2"); err == nil {
+		t.Fatal("mv2 is back after a reopen")
+	}
+}
+
+// PauseOnBootstrap starts everything paused; views created paused are reported so
+// until Resume.
+func TestPauseOnBootstrap(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	mem := memory.NewGoAllocator()
+	e := openEngine(t, fs, mem, -1, 1)
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Progress(); len(p) != 1 || !p[0].Paused {
+		t.Fatalf("a view created paused: %+v", p)
+	}
+	if err := e.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Progress(); p[0].Paused {
+		t.Fatalf("after resume: %+v", p)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Open(ctx, "db", engine.Options{FS: fs, BarrierInterval: -1, PauseOnBootstrap: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if p := e.Progress(); !p[0].Paused {
+		t.Fatalf("after a paused bootstrap: %+v", p)
+	}
+	// Writes and the change stream flow while paused.
+	rec := kvRecord(mem, []kvRow{{k: 1, v: 20}})
+	if err := e.Insert(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := e.Snapshot()
+	defer snap.Release()
+	if got := len(readRows(t, snap, "mv1")); got != 1 {
+		t.Fatalf("mv1 has %d rows while paused, want 1", got)
+	}
+	if err := e.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.Progress(); p[0].Paused {
+		t.Fatalf("after resume: %+v", p)
+	}
+}
+
+// An actor that fails (here: an overflow in a view's expression) makes the engine
+// recover from the last checkpoint: the failing epoch's writes are gone, the round
+// reports the error, and the engine goes on.
+func TestActorFailureRecovers(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv2", mv2Plan(), engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(rows ...kvRow) {
+		rec := kvRecord(mem, rows)
+		defer rec.Release()
+		if err := e.Insert(ctx, "t", rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(kvRow{k: 1, v: 20}, kvRow{k: 2, v: 30})
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := e.CommittedEpoch()
+	write(kvRow{k: 3, v: 40}, kvRow{k: 4, v: 1 << 62}) // v * 2 overflows in mv1
+	_, err := e.WaitCheckpoint(ctx)
+	if err == nil || !strings.Contains(err.Error(), "overflow") || !strings.Contains(err.Error(), "recovered to committed epoch") {
+		t.Fatalf("checkpoint over a failing actor: %v", err)
+	}
+	if e.CommittedEpoch() != committed {
+		t.Fatalf("the failed epoch was committed")
+	}
+	if got := e.Recoveries(); got != 2 {
+		t.Fatalf("%d graph builds, want 2 (open and one recovery)", got)
+	}
+	write(kvRow{k: 5, v: 50})
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := checkViews(t, e, "after recovery"); n != 3 {
+		t.Fatalf("t has %d rows, want 3 (k = 1, 2, 5; the failed epoch's rows are gone)", n)
+	}
+}
