@@ -1,4 +1,14 @@
-// Package engine is Weir's runtime: actors, exchange and dispatchers, the barrier
-// coordinator, checkpoints, recovery, rescaling, pause/resume/throttle and progress.
-// It is being built up (issue 4); dispatch.go holds the dispatchers.
+// Package engine is Weir's runtime: an embedded streaming engine over one directory.
+//
+//   - engine.go: the public API (Open, CreateTable, Insert/Upsert/Update/Delete,
+//     CreateMV, DropMV, RescheduleMV, Pause, Resume, SetRateLimit, WaitCheckpoint,
+//     Progress, Close) and its options.
+//   - plan.go, planner.go: the logical plan of a materialized view (scan, filter,
+//     project) and its lowering: column pruning, the backfill node, the view's table.
+//   - catalog.go: tables and views, persisted with the checkpoints.
+//   - graph.go: fragments and actors (one goroutine each) wired by bounded channels.
+//   - dispatch.go, dispatch_kinds.go, merge.go: hash, broadcast, simple and no-shuffle
+//     dispatchers; the merge that aligns barriers and changes inputs at Update barriers.
+//   - coordinator.go: barrier rounds, checkpoints, recovery.
+//   - scan.go: consistent reads at the committed epoch as Arrow record readers.
 package engine
