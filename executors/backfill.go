@@ -1,0 +1,534 @@
+package executors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// BackfillConfig describes an arrangement backfill actor.
+type BackfillConfig struct {
+	Actor    ActorID
+	Fragment FragmentID
+	// Upstream is S1, the upstream table's schema, and UpstreamID its table id.
+	Upstream   *schema.Table
+	UpstreamID uint32
+	// S2 is the upstream columns the view needs plus every pk column, in upstream
+	// order: the columns of the chunks the backfill emits.
+	S2 []int
+	// Vnodes is the upstream vnodes the actor owns.
+	Vnodes *vnode.Bitmap
+	// Node is the actor's node; Progress its progress table (over Upstream, Vnodes).
+	Node     *storage.Node
+	Progress *storage.ProgressTable
+	// BatchSize is the most rows of a snapshot batch (0: storage's default); Workers
+	// the snapshot read's goroutines (0: 1).
+	BatchSize int
+	Workers   int
+	// RateLimit is the snapshot rows per second of this actor: nil unlimited, 0 paused.
+	RateLimit *int64
+	// Paused starts the backfill paused until a Resume (a view created paused).
+	Paused bool
+	Mem    memory.Allocator
+}
+
+// BackfillStats is an arrangement backfill actor's progress.
+type BackfillStats struct {
+	Rows      int64 // snapshot rows consumed (restored from the progress table)
+	Completed int   // owned vnodes Completed
+	Owned     int   // owned vnodes
+	Done      bool  // the backfill is over and its last progress persisted
+	Started   bool  // progress has been loaded
+}
+
+// ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
+// the upstream's change stream (chunks of the upstream's full schema); it emits the
+// upstream's rows projected to S2: first the snapshot of every owned vnode, read from
+// the replicated table vnode by vnode in parallel and merged with the change stream,
+// then (once every vnode is Completed) the change stream itself.
+//
+// Messages:
+//   - the first barrier is passed on at once; before anything else the executor waits
+//     until the committed epoch reaches its Prev and loads the owned vnodes' progress;
+//   - upstream chunks are buffered until the barrier while backfilling, forwarded
+//     (projected) afterwards;
+//   - a barrier flushes, marks and forwards the buffer, replicates it, seals, persists
+//     progress, applies Pause/Resume/Throttle (and Add's pause on bootstrap), then is
+//     passed on; a new snapshot read starts for the next epoch unless paused;
+//   - watermarks pass through.
+//
+// Fairness: the upstream has priority, but when both the upstream and the snapshot have
+// a message ready, the executor never takes two upstream messages in a row: a busy
+// upstream leaves the snapshot at least every other message of an epoch.
+type ArrangementBackfill struct {
+	cfg   BackfillConfig
+	input Executor
+	mem   memory.Allocator
+	rep   *storage.ReplicatedTable
+	core  *backfillCore
+	s2    *arrow.Schema
+
+	started  bool
+	initFrom Epoch // Prev of the first barrier, until initialised
+	inited   bool
+	out      []Message
+
+	pump       chan pumped
+	pumpCancel context.CancelFunc
+	pumpDone   chan struct{}
+
+	snap     *storage.SnapshotReader
+	snapView *storage.View
+	snapDone bool // the snapshot channel closed this epoch
+
+	lastUpstream  bool
+	paused        bool // Pause
+	bootstrapWait bool // Add with PauseOnBootstrap
+	limit         *int64
+	limiter       *rateLimiter
+
+	mu    sync.Mutex
+	stats BackfillStats
+}
+
+type pumped struct {
+	m   Message
+	err error
+}
+
+// NewArrangementBackfill returns the backfill of cfg over input.
+func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBackfill, error) {
+	if cfg.Mem == nil {
+		cfg.Mem = memory.DefaultAllocator
+	}
+	if !schemaMatches(input.Schema(), cfg.Upstream.ArrowSchema()) {
+		return nil, fmt.Errorf("backfill of %s: input has columns %s, want the table's", cfg.Upstream.Name, input.Schema())
+	}
+	rep, err := storage.NewReplicatedTable(cfg.Node.Store(), cfg.UpstreamID, cfg.Upstream, cfg.S2, cfg.Vnodes, cfg.Mem)
+	if err != nil {
+		return nil, fmt.Errorf("backfill of %s: %w", cfg.Upstream.Name, err)
+	}
+	b := &ArrangementBackfill{cfg: cfg, input: input, mem: cfg.Mem, rep: rep, s2: cfg.Upstream.ProjectedArrowSchema(cfg.S2), limit: cfg.RateLimit, bootstrapWait: cfg.Paused}
+	b.stats.Owned = cfg.Vnodes.Len()
+	return b, nil
+}
+
+func schemaMatches(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := range a.Fields() {
+		if !arrow.TypeEqual(a.Field(i).Type, b.Field(i).Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// Schema implements Executor: S2.
+func (b *ArrangementBackfill) Schema() *arrow.Schema { return b.s2 }
+
+// Stats returns the actor's progress; safe to call from any goroutine.
+func (b *ArrangementBackfill) Stats() BackfillStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+func (b *ArrangementBackfill) pausedNow() bool {
+	return b.paused || b.bootstrapWait || (b.limit != nil && *b.limit == 0)
+}
+
+// Next implements Executor.
+func (b *ArrangementBackfill) Next(ctx context.Context) (Message, error) {
+	for {
+		if len(b.out) > 0 {
+			m := b.out[0]
+			b.out = b.out[1:]
+			return m, nil
+		}
+		if !b.started {
+			m, err := b.input.Next(ctx)
+			if err != nil {
+				return Message{}, err
+			}
+			if m.Barrier == nil {
+				m.Release()
+				return Message{}, fmt.Errorf("backfill of %s: first message is %s, want a barrier", b.cfg.Upstream.Name, m)
+			}
+			b.started = true
+			b.initFrom = m.Barrier.Prev
+			b.applyMutation(m.Barrier)
+			return m, nil // passed on before initialising
+		}
+		if !b.inited {
+			if err := b.init(ctx); err != nil {
+				return Message{}, err
+			}
+			continue
+		}
+		if err := b.step(ctx); err != nil {
+			return Message{}, err
+		}
+	}
+}
+
+// init waits for the first barrier's epoch to commit, loads progress and starts
+// reading.
+func (b *ArrangementBackfill) init(ctx context.Context) error {
+	name := b.cfg.Upstream.Name
+	if err := b.cfg.Node.Store().WaitCommitted(ctx, uint64(b.initFrom)); err != nil {
+		return fmt.Errorf("backfill of %s: first barrier: %w", name, err)
+	}
+	view, err := b.cfg.Node.View()
+	if err != nil {
+		return fmt.Errorf("backfill of %s: %w", name, err)
+	}
+	pos, rows, err := b.cfg.Progress.Load(view)
+	view.Release()
+	if err != nil {
+		return fmt.Errorf("backfill of %s: %w", name, err)
+	}
+	core, err := newBackfillCore(b.cfg.Upstream, nil, b.cfg.S2, b.cfg.Vnodes, pos, rows, b.mem)
+	if err != nil {
+		return err
+	}
+	b.core = core
+	b.inited = true
+	b.publish()
+	var pctx context.Context
+	pctx, b.pumpCancel = context.WithCancel(ctx)
+	b.pump, b.pumpDone = make(chan pumped, 1), make(chan struct{})
+	go b.runPump(pctx)
+	return b.openSnapshot(ctx)
+}
+
+// runPump reads the input on its own goroutine, so that the executor can wait on the
+// input and the snapshot at once.
+func (b *ArrangementBackfill) runPump(ctx context.Context) {
+	defer close(b.pumpDone)
+	for {
+		m, err := b.input.Next(ctx)
+		select {
+		case b.pump <- pumped{m, err}:
+		case <-ctx.Done():
+			m.Release()
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// openSnapshot starts this epoch's snapshot read, unless paused or done.
+func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
+	b.snapDone = false
+	if b.core.Phase() != backfilling || b.pausedNow() {
+		return nil
+	}
+	starts := b.core.pending()
+	if len(starts) == 0 {
+		return nil
+	}
+	view, err := b.rep.View()
+	if err != nil {
+		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
+	}
+	req := storage.SnapshotRequest{Vnodes: starts, Projection: b.cfg.S2, BatchSize: b.cfg.BatchSize, Workers: b.cfg.Workers, Mem: b.mem}
+	if b.limit != nil {
+		b.limiter = newRateLimiter(*b.limit)
+		req.Limit = b.limiter.wait
+	} else {
+		b.limiter = nil
+	}
+	r, err := storage.OpenSnapshot(ctx, storage.ReplicatedSource(b.rep, view), req)
+	if err != nil {
+		view.Release()
+		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
+	}
+	b.snap, b.snapView = r, view
+	return nil
+}
+
+// closeSnapshot stops the read; batches not received are dropped (positions stay those
+// of the batches emitted).
+func (b *ArrangementBackfill) closeSnapshot() error {
+	var err error
+	if b.snap != nil {
+		err = b.snap.Close()
+		b.snap = nil
+	}
+	if b.snapView != nil {
+		b.snapView.Release()
+		b.snapView = nil
+	}
+	return err
+}
+
+// step waits for one upstream message or snapshot batch and handles it.
+func (b *ArrangementBackfill) step(ctx context.Context) error {
+	var batches <-chan storage.SnapshotBatch
+	if b.snap != nil && !b.snapDone {
+		batches = b.snap.Batches()
+	}
+	// Upstream priority, except right after an upstream message when a batch is ready.
+	if batches != nil && b.lastUpstream {
+		select {
+		case sb, ok := <-batches:
+			return b.onBatch(sb, ok)
+		default:
+		}
+	}
+	select {
+	case p := <-b.pump:
+		return b.onUpstream(ctx, p)
+	default:
+	}
+	select {
+	case p := <-b.pump:
+		return b.onUpstream(ctx, p)
+	case sb, ok := <-batches:
+		return b.onBatch(sb, ok)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
+	b.lastUpstream = false
+	if !ok {
+		b.snapDone = true
+		if err := b.snap.Err(); err != nil {
+			return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
+		}
+		return nil
+	}
+	out, err := b.core.snapshot(sb)
+	if err != nil {
+		return err
+	}
+	b.emit(out)
+	b.publish()
+	return nil
+}
+
+func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
+	b.lastUpstream = true
+	if p.err != nil {
+		if errors.Is(p.err, io.EOF) {
+			return p.err
+		}
+		// Returned in every phase, the finishing one included.
+		return fmt.Errorf("backfill of %s: upstream: %w", b.cfg.Upstream.Name, p.err)
+	}
+	m := p.m
+	switch {
+	case m.Chunk != nil:
+		b.emit(b.core.upstream(m.Chunk))
+		return nil
+	case m.Barrier != nil:
+		return b.onBarrier(ctx, m.Barrier)
+	default:
+		b.out = append(b.out, m)
+		return nil
+	}
+}
+
+func (b *ArrangementBackfill) emit(chunks []*vec.Chunk) {
+	for _, c := range chunks {
+		b.out = append(b.out, ChunkMessage(c))
+	}
+}
+
+// onBarrier runs step 4 of DESIGN.md §6.
+func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error {
+	name := b.cfg.Upstream.Name
+	// Flush: stop the read; what was received is emitted, the rest dropped.
+	if err := b.closeSnapshot(); err != nil {
+		return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+	}
+	// At least one row per barrier when the snapshot gave nothing, never while paused.
+	if b.core.Phase() == backfilling && b.core.epochRows == 0 && !b.pausedNow() && (b.limiter == nil || b.limiter.tryTake()) {
+		if vs, ok := b.core.firstPending(); ok {
+			view, err := b.rep.View()
+			if err != nil {
+				return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+			}
+			sb, err := storage.ReadOne(storage.ReplicatedSource(b.rep, view), vs.Vnode, vs.After, b.cfg.S2, b.mem)
+			if err == nil {
+				var out []*vec.Chunk
+				out, err = b.core.snapshot(sb)
+				b.emit(out)
+			}
+			view.Release()
+			if err != nil {
+				return fmt.Errorf("backfill of %s: barrier %d: at least one row: %w", name, br.Curr, err)
+			}
+		}
+	}
+	emit, replicate, progress, err := b.core.barrier()
+	if err != nil {
+		return err
+	}
+	b.emit(emit)
+	for i, c := range replicate {
+		if err == nil {
+			err = b.rep.WriteChunk(c)
+		}
+		c.Release()
+		replicate[i] = nil
+	}
+	if err != nil {
+		return fmt.Errorf("backfill of %s: barrier %d: replicate: %w", name, br.Curr, err)
+	}
+	b.rep.Seal(uint64(br.Prev))
+	for _, p := range progress {
+		if err := b.cfg.Progress.Set(p.Vnode, p.Progress); err != nil {
+			return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+		}
+	}
+	if err := b.cfg.Progress.Seal(uint64(br.Prev)); err != nil {
+		return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+	}
+	b.publish()
+	b.applyMutation(br)
+	b.out = append(b.out, BarrierMessage(br))
+	if stopsActor(br.Mutation, b.cfg.Actor) {
+		return nil
+	}
+	return b.openSnapshot(ctx)
+}
+
+func stopsActor(m Mutation, id ActorID) bool {
+	switch m := m.(type) {
+	case Stop:
+		return slices.Contains(m.Actors, id)
+	case Update:
+		return slices.Contains(m.Stop, id)
+	}
+	return false
+}
+
+// applyMutation records pause, resume and throttle.
+func (b *ArrangementBackfill) applyMutation(br *Barrier) {
+	switch m := br.Mutation.(type) {
+	case Add:
+		if m.PauseOnBootstrap && slices.Contains(m.Actors, b.cfg.Actor) {
+			b.bootstrapWait = true
+		}
+	case Pause:
+		b.paused = true
+	case Resume:
+		b.paused = false
+		b.bootstrapWait = false
+	case Throttle:
+		if l, ok := m.Limit(b.cfg.Fragment); ok {
+			if l == nil {
+				b.limit = nil
+			} else {
+				v := *l
+				b.limit = &v
+			}
+		}
+	}
+}
+
+// publish copies the core's counters into the stats.
+func (b *ArrangementBackfill) publish() {
+	rows, completed, owned := b.core.stats()
+	b.mu.Lock()
+	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true}
+	b.mu.Unlock()
+}
+
+// Close implements Executor.
+func (b *ArrangementBackfill) Close() error {
+	err := b.closeSnapshot()
+	if b.pumpCancel != nil {
+		// The pump may be blocked in input.Next: cancel it and wait, so that the input
+		// is closed by this goroutine only.
+		b.pumpCancel()
+		<-b.pumpDone
+		for {
+			select {
+			case p := <-b.pump:
+				p.m.Release()
+				continue
+			default:
+			}
+			break
+		}
+	}
+	if b.core != nil {
+		b.core.release()
+	}
+	for _, m := range b.out {
+		m.Release()
+	}
+	b.out = nil
+	return errors.Join(err, b.input.Close())
+}
+
+// rateLimiter is a token bucket of rows per second with a burst of one second.
+type rateLimiter struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(rate int64) *rateLimiter {
+	return &rateLimiter{rate: float64(rate), tokens: math.Min(float64(rate), 1), last: time.Now()}
+}
+
+func (l *rateLimiter) refill(now time.Time) {
+	l.tokens = math.Min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+}
+
+// tryTake takes one token if one is free now.
+func (l *rateLimiter) tryTake() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refill(time.Now())
+	if l.tokens >= 1 {
+		l.tokens--
+		return true
+	}
+	return false
+}
+
+// wait is the storage.SnapshotLimiter: it grants up to want rows, at least one,
+// blocking until one token is free.
+func (l *rateLimiter) wait(ctx context.Context, _ uint16, want int) (int, error) {
+	for {
+		l.mu.Lock()
+		l.refill(time.Now())
+		if l.tokens >= 1 {
+			n := min(want, int(l.tokens))
+			l.tokens -= float64(n)
+			l.mu.Unlock()
+			return n, nil
+		}
+		need := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+		l.mu.Unlock()
+		select {
+		case <-time.After(need):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
