@@ -91,9 +91,6 @@ func TestBadInput(t *testing.T) {
 		{"view with an existing name", func() error {
 			return e.CreateMV(ctx, "mv1", engine.Scan("t"), engine.MVOptions{})
 		}, "mv1: a table or materialized view of that name exists"},
-		{"view over a table with rows", func() error {
-			return e.CreateMV(ctx, "bad", engine.Scan("t"), engine.MVOptions{})
-		}, "t has 1 committed rows"},
 		{"impossible no-shuffle placement", func() error {
 			return e.CreateMV(ctx, "bad", engine.Scan("mv1"), engine.MVOptions{Backfill: engine.NoShuffleBackfill, Parallelism: 2})
 		}, "co-locates one view actor with each of the 3 actors of mv1; parallelism 2 cannot be placed"},

@@ -36,11 +36,12 @@ type object struct {
 	Mapping     []uint16 `json:"mapping"`
 
 	// Materialized views only.
-	Plan      json.RawMessage `json:"plan,omitempty"`
-	Upstream  string          `json:"upstream,omitempty"`
-	Backfill  string          `json:"backfill,omitempty"`
-	RateLimit *int64          `json:"rate_limit,omitempty"`
-	Paused    bool            `json:"paused,omitempty"`
+	ProgressID uint32          `json:"progress_id,omitempty"` // the backfill's progress table
+	Plan       json.RawMessage `json:"plan,omitempty"`
+	Upstream   string          `json:"upstream,omitempty"`
+	Backfill   string          `json:"backfill,omitempty"`
+	RateLimit  *int64          `json:"rate_limit,omitempty"`
+	Paused     bool            `json:"paused,omitempty"`
 
 	t    *schema.Table // Def, validated
 	plan Plan          // Plan, decoded

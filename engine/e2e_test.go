@@ -278,11 +278,13 @@ func (w *writer) halt() {
 	<-w.done
 }
 
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func openEngine(t *testing.T, fs vfs.FS, mem memory.Allocator, interval time.Duration, every int) *engine.Engine {
 	t.Helper()
 	e, err := engine.Open(context.Background(), "db", engine.Options{
 		FS: fs, Mem: mem, BarrierInterval: interval, CheckpointEvery: every, ChannelCapacity: 4,
-		CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)

@@ -34,6 +34,9 @@ type Options struct {
 	CheckpointEvery int
 	// ChunkSize is the most rows per batch of a scan (default 1024).
 	ChunkSize int
+	// BackfillWorkers is the number of goroutines each backfill actor reads its
+	// snapshot with (default 2).
+	BackfillWorkers int
 	// ChannelCapacity is the number of messages an exchange channel buffers before
 	// its sender blocks (default 16).
 	ChannelCapacity int
@@ -79,6 +82,9 @@ func (o *Options) fill() error {
 	if o.ChunkSize < 0 {
 		return fmt.Errorf("engine: ChunkSize %d, want >= 1", o.ChunkSize)
 	}
+	if o.BackfillWorkers == 0 {
+		o.BackfillWorkers = 2
+	}
 	if o.ChannelCapacity == 0 {
 		o.ChannelCapacity = 16
 	}
@@ -116,6 +122,7 @@ type Engine struct {
 	closed     bool
 	recovering bool
 	recoveries int
+	samples    map[string]progressSample // Progress: the last reading per view
 
 	gmu sync.RWMutex // guards e.g (the pointer) and g.dml for writers
 
@@ -366,14 +373,18 @@ type MVOptions struct {
 	RateLimit *int64
 	// Paused starts the view's backfill paused until Resume.
 	Paused bool
+	// Background makes CreateMV return as soon as the view exists, while its backfill
+	// runs (see Progress and WaitBackfill). Otherwise CreateMV returns once the backfill
+	// is done, unless the view starts paused or rate limited to 0.
+	Background bool
 }
 
 // CreateMV creates materialized view name over plan, and returns once it is
 // committed. Planning errors (a missing table or column, an expression that does not
 // type, an impossible no-shuffle placement) change nothing.
 //
-// Until the backfill executors land, a view can only be created over a table or view
-// that has no committed rows: from then on it follows the upstream's changes.
+// The view's rows over the upstream's existing rows come from its backfill (see
+// MVOptions.Backfill), while it follows the upstream's changes; Progress reports it.
 func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOptions) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -415,17 +426,12 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	} else if mapping, err = vnode.EvenSplit(low.out.VnodeCount, p); err != nil {
 		return fmt.Errorf("create materialized view %s: parallelism %d: %w", name, p, err)
 	}
-	if n, err := e.store.TableRowCount(up.ID); err != nil {
-		return fmt.Errorf("create materialized view %s: %w", name, err)
-	} else if n > 0 {
-		return fmt.Errorf("create materialized view %s: %s has %d committed rows, and creating a view over existing rows needs a backfill, which this build does not have yet", name, up.Name, n)
-	}
 	planJSON, err := marshalPlan(plan)
 	if err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
 	o := &object{
-		ID: e.cat.nextID, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p, Mapping: mapping,
+		ID: e.cat.nextID, ProgressID: e.cat.nextID + 1, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p, Mapping: mapping,
 		Plan: planJSON, Upstream: up.Name, Backfill: string(low.scan.kind.kindName()), RateLimit: opts.RateLimit, Paused: opts.Paused,
 		t: low.out, plan: plan,
 	}
@@ -438,10 +444,10 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 		ids = append(ids, a.id)
 	}
 	e.g.start(f.actors)
-	b, err := e.round(ctx, roundSpec{
+	_, err = e.round(ctx, roundSpec{
 		mutation: executors.Add{Actors: ids, PauseOnBootstrap: opts.Paused, Dispatchers: specs},
 		stage: func() error {
-			e.cat.nextID++
+			e.cat.nextID += 2
 			e.cat.objects[o.Name] = o
 			return e.cat.stage(e.store, o, false)
 		},
@@ -449,18 +455,64 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
-	// Rows the upstream committed in the epoch that the Add barrier closed were not
-	// seen by the view: without a backfill, such a view is wrong, so drop it again.
-	if n, err := e.store.TableRowCount(up.ID); err != nil || n > 0 {
-		if derr := e.dropLocked(ctx, name); derr != nil {
-			return fmt.Errorf("create materialized view %s: %s gained rows at epoch %d while it was created, and dropping the view again failed: %w", name, up.Name, b.Prev, derr)
-		}
-		if err != nil {
-			return fmt.Errorf("create materialized view %s: %w", name, err)
-		}
-		return fmt.Errorf("create materialized view %s: %s gained %d rows at epoch %d while it was created, and creating a view over existing rows needs a backfill, which this build does not have yet", name, up.Name, n, b.Prev)
+	if opts.Background || opts.Paused || (opts.RateLimit != nil && *opts.RateLimit == 0) {
+		return nil
+	}
+	e.mu.Unlock()
+	err = e.WaitBackfill(ctx, name)
+	e.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
 	return nil
+}
+
+// WaitBackfill blocks until the backfill of view name is done (or ctx ends). With
+// barriers on demand only (a negative BarrierInterval), it injects them itself.
+func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
+	for {
+		e.mu.Lock()
+		if err := e.usable(); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+		f, ok := e.g.frags[name]
+		if !ok || f.obj.Kind != kindMV {
+			e.mu.Unlock()
+			return fmt.Errorf("wait for the backfill of %s: no such materialized view", name)
+		}
+		if fragmentDone(f) {
+			e.mu.Unlock()
+			return nil
+		}
+		var err error
+		if e.opts.BarrierInterval < 0 {
+			_, err = e.round(ctx, roundSpec{})
+		}
+		e.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("wait for the backfill of %s: %w", name, err)
+		}
+		pause := time.Millisecond
+		if e.opts.BarrierInterval > 0 {
+			pause = min(e.opts.BarrierInterval, 10*time.Millisecond)
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the backfill of %s: %w", name, ctx.Err())
+		}
+	}
+}
+
+// fragmentDone reports whether every backfill actor of f is done.
+func fragmentDone(f *fragment) bool {
+	for _, a := range f.actors {
+		if a.backfill != nil && !a.backfill.Stats().Done {
+			return false
+		}
+	}
+	return true
 }
 
 // DropMV drops a materialized view: its actors stop at a Stop barrier, and its rows
@@ -493,7 +545,10 @@ func (e *Engine) dropLocked(ctx context.Context, name string) error {
 		if err := e.cat.stage(e.store, o, true); err != nil {
 			return err
 		}
-		return e.store.StageDropTable(o.ID)
+		if err := e.store.StageDropTable(o.ID); err != nil {
+			return err
+		}
+		return e.store.StageDropTable(o.ProgressID)
 	}})
 	if err != nil {
 		return fmt.Errorf("drop materialized view %s: %w", name, err)
@@ -662,7 +717,7 @@ func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) er
 	return nil
 }
 
-// JobProgress is the state of one materialized view's creation job.
+// JobProgress is the state of one materialized view's creation job: its backfill.
 type JobProgress struct {
 	Name        string
 	Upstream    string
@@ -670,21 +725,77 @@ type JobProgress struct {
 	Parallelism int
 	RateLimit   *int64
 	Paused      bool
-	// Done reports that the view is complete and follows its upstream. (Without the
-	// backfill executors a view is complete from its creation.)
+	// RowsConsumed is the snapshot rows the backfill has read (restored after recovery:
+	// it never goes backwards).
+	RowsConsumed int64
+	// VnodesCompleted of VnodesTotal upstream vnodes have finished their snapshot.
+	VnodesCompleted, VnodesTotal int
+	// UpstreamRows is the upstream's committed row count: the estimate of the rows to
+	// read.
+	UpstreamRows int64
+	// RowsPerSecond is the read rate since the previous Progress call.
+	RowsPerSecond float64
+	// Percent is RowsConsumed of UpstreamRows, capped below 100 until every actor is
+	// done, then 100.
+	Percent float64
+	// Done reports that every actor finished its backfill: the view follows its upstream.
 	Done bool
+}
+
+type progressSample struct {
+	rows int64
+	at   time.Time
 }
 
 // Progress lists every materialized view's job, by name.
 func (e *Engine) Progress() []JobProgress {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.samples == nil {
+		e.samples = map[string]progressSample{}
+	}
+	now := time.Now()
 	var out []JobProgress
 	for _, o := range e.cat.sorted() {
 		if o.Kind != kindMV {
 			continue
 		}
-		out = append(out, JobProgress{Name: o.Name, Upstream: o.Upstream, Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused, Done: true})
+		p := JobProgress{Name: o.Name, Upstream: o.Upstream, Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused}
+		if up, ok := e.cat.objects[o.Upstream]; ok {
+			p.UpstreamRows, _ = e.store.TableRowCount(up.ID)
+		}
+		p.Done = true
+		started := true
+		if f, ok := e.g.frags[o.Name]; ok {
+			for _, a := range f.actors {
+				if a.backfill == nil {
+					continue
+				}
+				st := a.backfill.Stats()
+				started = started && st.Started
+				p.RowsConsumed += st.Rows
+				p.VnodesCompleted += st.Completed
+				p.VnodesTotal += st.Owned
+				p.Done = p.Done && st.Done
+			}
+		}
+		last, seen := e.samples[o.Name]
+		if !started && seen {
+			// Actors still loading their progress (after recovery or a rescale): report
+			// what was last known rather than going backwards.
+			p.RowsConsumed = max(p.RowsConsumed, last.rows)
+		}
+		if seen && now.After(last.at) && p.RowsConsumed >= last.rows {
+			p.RowsPerSecond = float64(p.RowsConsumed-last.rows) / now.Sub(last.at).Seconds()
+		}
+		e.samples[o.Name] = progressSample{rows: p.RowsConsumed, at: now}
+		switch {
+		case p.Done:
+			p.Percent = 100
+		case p.UpstreamRows > 0:
+			p.Percent = min(99.9, 100*float64(p.RowsConsumed)/float64(p.UpstreamRows))
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
@@ -50,6 +49,8 @@ type actor struct {
 	disp   []Dispatcher
 	k      vec.Kernels // kernels of the rows the actor emits (its object's table)
 	done   chan struct{}
+	// backfill is the view actor's backfill executor (for its progress).
+	backfill *executors.ArrangementBackfill
 }
 
 // report is what an actor tells the coordinator: it passed barrier epoch on, or failed.
@@ -220,7 +221,7 @@ func (g *graph) viewActors(f *fragment, up *fragment, mapping vnode.Mapping, par
 			}
 		}
 		var in executors.Executor = NewMerge(a.id, up.obj.t.ArrowSchema(), inputs, g.inputTo(a.id))
-		in, err := f.low.scanStage(in, e.mem)
+		in, err := f.low.backfill(in, a, f, up, e)
 		if err == nil {
 			in, err = f.low.buildStages(in, e.mem)
 		}
@@ -309,20 +310,25 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*fragment, []exe
 	return f, specs, nil
 }
 
-// scanStage is the lowered scan until the backfill executors exist: the upstream's
-// change stream projected to S2.
-func (l *lowered) scanStage(in executors.Executor, mem memory.Allocator) (executors.Executor, error) {
-	up := l.scan.upstream.t
-	if len(l.scan.s2) == len(up.Columns) {
-		return in, nil
+// backfill is the lowered scan: the backfill executor of actor a of view fragment f
+// over the upstream fragment up, reading the upstream's change stream from in.
+func (l *lowered) backfill(in executors.Executor, a *actor, f, up *fragment, e *Engine) (executors.Executor, error) {
+	o := f.obj
+	node := e.nodes[a.node]
+	prog, err := storage.NewProgressTable(node, o.ProgressID, o.Name+"_progress", up.obj.t, a.vnodes)
+	if err != nil {
+		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
 	}
-	exprs := make([]executors.Expr, len(l.scan.s2))
-	names := make([]string, len(l.scan.s2))
-	for i, c := range l.scan.s2 {
-		exprs[i] = executors.Col(c)
-		names[i] = up.Columns[c].Name
+	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
+		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: l.scan.s2,
+		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
+		RateLimit: l.scan.common.rateLimit, Paused: l.scan.common.paused, Mem: e.mem,
+	})
+	if err != nil {
+		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
 	}
-	return executors.NewProject(in, exprs, names, mem)
+	a.backfill = bf
+	return bf, nil
 }
 
 // start runs every actor that is not running yet.
