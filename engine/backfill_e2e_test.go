@@ -183,3 +183,75 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 		t.Fatalf("the backfill was never caught midway: the test tested nothing of it")
 	}
 }
+
+// The no-shuffle backfill (the baseline) builds the same views, co-located with the
+// upstream's actors and reading their node's uncommitted state, across a crash.
+func TestNoShuffleBackfill(t *testing.T) {
+	seed := vectest.Seed(t)
+	rng := vectest.NewRand(seed)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	fs := vfs.NewCrashableMem()
+	open := func() *engine.Engine {
+		e, err := engine.Open(ctx, "db", engine.Options{
+			FS: fs, Mem: mem, BarrierInterval: 2 * time.Millisecond, CheckpointEvery: 2, ChannelCapacity: 4,
+			ChunkSize: 32, CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
+		})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		return e
+	}
+	e := open()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	preload(t, e, mem, rng, 2000)
+	w := startWriter(e, mem, rng.Uint64())
+	limit := int64(2000)
+	for _, mv := range []struct {
+		name string
+		plan engine.Plan
+	}{{"mv1", mv1Plan()}, {"mv3", mv3Plan()}} {
+		if err := e.CreateMV(ctx, mv.name, mv.plan, engine.MVOptions{Backfill: engine.NoShuffleBackfill, RateLimit: &limit, Background: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(30 * time.Millisecond)
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := progressOf(t, e, "mv1")
+	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+	w.halt()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs = crashed
+	e = open()
+	defer e.Close()
+	w = startWriter(e, mem, rng.Uint64())
+	for _, mv := range []string{"mv1", "mv3"} {
+		if err := e.SetRateLimit(ctx, mv, nil); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := e.WaitBackfill(wctx, mv)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.halt()
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkViews(t, e, "no-shuffle backfill done")
+	if p := progressOf(t, e, "mv1"); p.Backfill != engine.NoShuffleBackfill || !p.Done || p.RowsConsumed < before.RowsConsumed {
+		t.Fatalf("progress %+v after %+v", p, before)
+	}
+	if before.Done {
+		t.Logf("the backfill was done before the crash")
+	}
+}

@@ -199,12 +199,13 @@ func checkViews(t *testing.T, e *engine.Engine, when string) int {
 	defer snap.Release()
 	table := readRows(t, snap, "t")
 	mv1 := readRows(t, snap, "mv1")
-	mv2 := readRows(t, snap, "mv2")
 	if d := diffRows(expectMV1(table), mv1); d != "" {
 		t.Fatalf("%s (epoch %d): mv1 vs its query over t (%d rows): %s", when, snap.Epoch(), len(table), d)
 	}
-	if d := diffRows(expectMV2(mv1), mv2); d != "" {
-		t.Fatalf("%s (epoch %d): mv2 vs its query over mv1: %s", when, snap.Epoch(), d)
+	if _, err := e.Table("mv2"); err == nil {
+		if d := diffRows(expectMV2(mv1), readRows(t, snap, "mv2")); d != "" {
+			t.Fatalf("%s (epoch %d): mv2 vs its query over mv1: %s", when, snap.Epoch(), d)
+		}
 	}
 	if _, err := e.Table("mv3"); err == nil {
 		if d := diffRows(expectMV3(table), readRows(t, snap, "mv3")); d != "" {

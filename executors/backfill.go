@@ -41,6 +41,12 @@ type BackfillConfig struct {
 	RateLimit *int64
 	// Paused starts the backfill paused until a Resume (a view created paused).
 	Paused bool
+	// NoShuffle makes this the no-shuffle backfill, the baseline: the actor runs on
+	// the node of the one upstream actor that owns the same vnodes, and reads the
+	// upstream's state through the node's view (committed plus the node's sealed,
+	// uncommitted epochs) instead of replicating the change stream; it reads its
+	// vnodes one after the other with one worker, so one position orders them all.
+	NoShuffle bool
 	Mem    memory.Allocator
 }
 
@@ -116,9 +122,13 @@ func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBac
 	if !schemaMatches(input.Schema(), cfg.Upstream.ArrowSchema()) {
 		return nil, fmt.Errorf("backfill of %s: input has columns %s, want the table's", cfg.Upstream.Name, input.Schema())
 	}
-	rep, err := storage.NewReplicatedTable(cfg.Node.Store(), cfg.UpstreamID, cfg.Upstream, cfg.S2, cfg.Vnodes, cfg.Mem)
-	if err != nil {
-		return nil, fmt.Errorf("backfill of %s: %w", cfg.Upstream.Name, err)
+	var rep *storage.ReplicatedTable
+	if !cfg.NoShuffle {
+		var err error
+		rep, err = storage.NewReplicatedTable(cfg.Node.Store(), cfg.UpstreamID, cfg.Upstream, cfg.S2, cfg.Vnodes, cfg.Mem)
+		if err != nil {
+			return nil, fmt.Errorf("backfill of %s: %w", cfg.Upstream.Name, err)
+		}
 	}
 	b := &ArrangementBackfill{cfg: cfg, input: input, mem: cfg.Mem, rep: rep, s2: cfg.Upstream.ProjectedArrowSchema(cfg.S2), limit: cfg.RateLimit, bootstrapWait: cfg.Paused}
 	b.stats.Owned = cfg.Vnodes.Len()
@@ -243,24 +253,44 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 	if len(starts) == 0 {
 		return nil
 	}
-	view, err := b.rep.View()
+	view, src, err := b.source()
 	if err != nil {
 		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
 	}
 	req := storage.SnapshotRequest{Vnodes: starts, Projection: b.cfg.S2, BatchSize: b.cfg.BatchSize, Workers: b.cfg.Workers, Mem: b.mem}
+	if b.cfg.NoShuffle {
+		req.Workers = 1
+	}
 	if b.limit != nil {
 		b.limiter = newRateLimiter(*b.limit)
 		req.Limit = b.limiter.wait
 	} else {
 		b.limiter = nil
 	}
-	r, err := storage.OpenSnapshot(ctx, storage.ReplicatedSource(b.rep, view), req)
+	r, err := storage.OpenSnapshot(ctx, src, req)
 	if err != nil {
 		view.Release()
 		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
 	}
 	b.snap, b.snapView = r, view
 	return nil
+}
+
+// source opens the snapshot source of the next read: the replicated table, or for a
+// no-shuffle backfill the upstream through the node's view.
+func (b *ArrangementBackfill) source() (*storage.View, storage.VnodeSource, error) {
+	if b.cfg.NoShuffle {
+		view, err := b.cfg.Node.View()
+		if err != nil {
+			return nil, nil, err
+		}
+		return view, storage.ViewSource(view, b.cfg.UpstreamID, b.cfg.Upstream), nil
+	}
+	view, err := b.rep.View()
+	if err != nil {
+		return nil, nil, err
+	}
+	return view, storage.ReplicatedSource(b.rep, view), nil
 }
 
 // closeSnapshot stops the read; batches not received are dropped (positions stay those
@@ -363,11 +393,11 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	// At least one row per barrier when the snapshot gave nothing, never while paused.
 	if b.core.Phase() == backfilling && b.core.epochRows == 0 && !b.pausedNow() && (b.limiter == nil || b.limiter.tryTake()) {
 		if vs, ok := b.core.firstPending(); ok {
-			view, err := b.rep.View()
+			view, src, err := b.source()
 			if err != nil {
 				return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
 			}
-			sb, err := storage.ReadOne(storage.ReplicatedSource(b.rep, view), vs.Vnode, vs.After, b.cfg.S2, b.mem)
+			sb, err := storage.ReadOne(src, vs.Vnode, vs.After, b.cfg.S2, b.mem)
 			if err == nil {
 				var out []*vec.Chunk
 				out, err = b.core.snapshot(sb)
@@ -385,7 +415,7 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	}
 	b.emit(emit)
 	for i, c := range replicate {
-		if err == nil {
+		if err == nil && b.rep != nil {
 			err = b.rep.WriteChunk(c)
 		}
 		c.Release()
@@ -394,7 +424,9 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if err != nil {
 		return fmt.Errorf("backfill of %s: barrier %d: replicate: %w", name, br.Curr, err)
 	}
-	b.rep.Seal(uint64(br.Prev))
+	if b.rep != nil {
+		b.rep.Seal(uint64(br.Prev))
+	}
 	for _, p := range progress {
 		if err := b.cfg.Progress.Set(p.Vnode, p.Progress); err != nil {
 			return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
