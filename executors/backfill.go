@@ -47,7 +47,7 @@ type BackfillConfig struct {
 	// uncommitted epochs) instead of replicating the change stream; it reads its
 	// vnodes one after the other with one worker, so one position orders them all.
 	NoShuffle bool
-	Mem    memory.Allocator
+	Mem       memory.Allocator
 }
 
 // BackfillStats is an arrangement backfill actor's progress.
