@@ -255,3 +255,49 @@ func TestNoShuffleBackfill(t *testing.T) {
 		t.Logf("the backfill was done before the crash")
 	}
 }
+
+// Local reads: a backfill whose upstream owners run on its node reads the node's
+// uncommitted store and holds no replicated epochs; the same backfill replicating holds
+// the upstream's changes of every uncommitted epoch. The peaks are logged (bench/RESULTS.md
+// quotes them): go test -run TestLocalReadsSaveMemory -v ./engine/
+func TestLocalReadsSaveMemory(t *testing.T) {
+	seed := vectest.Seed(t)
+	peak := map[bool]int{}
+	for _, replicate := range []bool{false, true} {
+		rng := vectest.NewRand(seed)
+		ctx := context.Background()
+		mem := memory.NewGoAllocator()
+		e, err := engine.Open(ctx, "db", engine.Options{
+			FS: vfs.NewMem(), Mem: mem, Nodes: 1, BarrierInterval: 2 * time.Millisecond, CheckpointEvery: 4,
+			ChunkSize: 64, AlwaysReplicate: replicate, Logger: quietLogger(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 1}); err != nil {
+			t.Fatal(err)
+		}
+		preload(t, e, mem, rng, 3000)
+		w := startWriter(e, mem, rng.Uint64())
+		limit := int64(5000)
+		if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 1, RateLimit: &limit, Background: true}); err != nil {
+			t.Fatal(err)
+		}
+		for !progressOf(t, e, "mv1").Done {
+			peak[replicate] = max(peak[replicate], progressOf(t, e, "mv1").ReplicatedBytes)
+			time.Sleep(time.Millisecond)
+		}
+		w.halt()
+		if _, err := e.WaitCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkViews(t, e, fmt.Sprintf("always replicate = %v", replicate))
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("peak replicated bytes during the backfill: %d with local reads, %d replicating", peak[false], peak[true])
+	if peak[false] != 0 || peak[true] == 0 {
+		t.Fatalf("peak replicated bytes: %d with local reads (want 0), %d replicating (want > 0)", peak[false], peak[true])
+	}
+}

@@ -37,6 +37,10 @@ type Options struct {
 	// BackfillWorkers is the number of goroutines each backfill actor reads its
 	// snapshot with (default 2).
 	BackfillWorkers int
+	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
+	// upstream table's owners of its vnodes all run on its own node reads that node's
+	// uncommitted store instead of replicating the change stream.
+	AlwaysReplicate bool
 	// ChannelCapacity is the number of messages an exchange channel buffers before
 	// its sender blocks (default 16).
 	ChannelCapacity int
@@ -740,6 +744,8 @@ type JobProgress struct {
 	Percent float64
 	// Done reports that every actor finished its backfill: the view follows its upstream.
 	Done bool
+	// ReplicatedBytes is the memory the backfill's replicated epochs hold now.
+	ReplicatedBytes int
 }
 
 type progressSample struct {
@@ -777,6 +783,7 @@ func (e *Engine) Progress() []JobProgress {
 				p.VnodesCompleted += st.Completed
 				p.VnodesTotal += st.Owned
 				p.Done = p.Done && st.Done
+				p.ReplicatedBytes += st.ReplicatedBytes
 			}
 		}
 		last, seen := e.samples[o.Name]

@@ -323,13 +323,24 @@ func (l *lowered) backfill(in executors.Executor, a *actor, f, up *fragment, e *
 		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: l.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
 		RateLimit: l.scan.common.rateLimit, Paused: l.scan.common.paused, Mem: e.mem,
-		NoShuffle: l.scan.kind.kindName() == NoShuffleBackfill,
+		NoShuffle:     l.scan.kind.kindName() == NoShuffleBackfill,
+		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
 	})
 	if err != nil {
 		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
 	}
 	a.backfill = bf
 	return bf, nil
+}
+
+// ownersOn reports whether every actor of up that owns one of vnodes runs on node.
+func ownersOn(up *fragment, vnodes *vnode.Bitmap, node int) bool {
+	for _, u := range up.actors {
+		if u.node != node && u.vnodes.Intersects(vnodes) {
+			return false
+		}
+	}
+	return true
 }
 
 // start runs every actor that is not running yet.

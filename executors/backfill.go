@@ -47,8 +47,18 @@ type BackfillConfig struct {
 	// uncommitted epochs) instead of replicating the change stream; it reads its
 	// vnodes one after the other with one worker, so one position orders them all.
 	NoShuffle bool
-	Mem       memory.Allocator
+	// LocalUpstream makes an arrangement backfill whose vnodes' upstream owners all
+	// run on its own node read the upstream through the node's view (committed plus
+	// the node's sealed epochs) and skip replication: the memory of the replicated
+	// epochs is saved. The planner sets it only for upstream tables (which are never
+	// rescheduled, so their actors never leave the node).
+	LocalUpstream bool
+	Mem           memory.Allocator
 }
+
+// readsNode reports whether the backfill reads the upstream through its node's view
+// rather than a replicated table.
+func (c *BackfillConfig) readsNode() bool { return c.NoShuffle || c.LocalUpstream }
 
 // BackfillStats is an arrangement backfill actor's progress.
 type BackfillStats struct {
@@ -57,6 +67,9 @@ type BackfillStats struct {
 	Owned     int   // owned vnodes
 	Done      bool  // the backfill is over and its last progress persisted
 	Started   bool  // progress has been loaded
+	// ReplicatedBytes is the memory held by replicated epochs not yet committed (0
+	// for backfills that read their node's view).
+	ReplicatedBytes int
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -123,7 +136,7 @@ func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBac
 		return nil, fmt.Errorf("backfill of %s: input has columns %s, want the table's", cfg.Upstream.Name, input.Schema())
 	}
 	var rep *storage.ReplicatedTable
-	if !cfg.NoShuffle {
+	if !cfg.readsNode() {
 		var err error
 		rep, err = storage.NewReplicatedTable(cfg.Node.Store(), cfg.UpstreamID, cfg.Upstream, cfg.S2, cfg.Vnodes, cfg.Mem)
 		if err != nil {
@@ -279,7 +292,7 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 // source opens the snapshot source of the next read: the replicated table, or for a
 // no-shuffle backfill the upstream through the node's view.
 func (b *ArrangementBackfill) source() (*storage.View, storage.VnodeSource, error) {
-	if b.cfg.NoShuffle {
+	if b.cfg.readsNode() {
 		view, err := b.cfg.Node.View()
 		if err != nil {
 			return nil, nil, err
@@ -481,8 +494,12 @@ func (b *ArrangementBackfill) applyMutation(br *Barrier) {
 // publish copies the core's counters into the stats.
 func (b *ArrangementBackfill) publish() {
 	rows, completed, owned := b.core.stats()
+	rb := 0
+	if b.rep != nil {
+		rb = b.rep.PrivateBytes()
+	}
 	b.mu.Lock()
-	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true}
+	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb}
 	b.mu.Unlock()
 }
 
