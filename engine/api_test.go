@@ -234,6 +234,9 @@ func TestPauseOnBootstrap(t *testing.T) {
 	if p := e.Progress(); p[0].Paused {
 		t.Fatalf("after resume: %+v", p)
 	}
+	if err := e.WaitBackfill(ctx, "mv1"); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +248,8 @@ func TestPauseOnBootstrap(t *testing.T) {
 	if p := e.Progress(); !p[0].Paused {
 		t.Fatalf("after a paused bootstrap: %+v", p)
 	}
-	// Writes and the change stream flow while paused.
+	// Writes and the change stream flow while paused (the backfill is done: the view
+	// follows its upstream).
 	rec := kvRecord(mem, []kvRow{{k: 1, v: 20}})
 	if err := e.Insert(ctx, "t", rec); err != nil {
 		t.Fatal(err)

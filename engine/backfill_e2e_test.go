@@ -86,7 +86,7 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	preload(t, e, mem, rng, 3000)
 	w := startWriter(e, mem, rng.Uint64())
 
-	limit := int64(1500)
+	limit := int64(400)
 	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 2, RateLimit: &limit, Background: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,9 @@ type BackfillStats struct {
 	// ReplicatedBytes is the memory held by replicated epochs not yet committed (0
 	// for backfills that read their node's view).
 	ReplicatedBytes int
+	// SnapshotBatches and UpstreamMessages count what the executor took from each
+	// source while backfilling (the fairness rule's measure).
+	SnapshotBatches, UpstreamMessages int64
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -88,9 +91,11 @@ type BackfillStats struct {
 //     passed on; a new snapshot read starts for the next epoch unless paused;
 //   - watermarks pass through.
 //
-// Fairness: the upstream has priority, but when both the upstream and the snapshot have
-// a message ready, the executor never takes two upstream messages in a row: a busy
-// upstream leaves the snapshot at least every other message of an epoch.
+// Fairness: the upstream has priority, but the executor never takes two upstream
+// messages in a row while an unthrottled snapshot read is open: after an upstream
+// message it waits for the next snapshot batch, so a busy upstream leaves the snapshot
+// at least every other message of an epoch (a rate-limited read takes a batch after
+// an upstream message only when one is ready).
 type ArrangementBackfill struct {
 	cfg   BackfillConfig
 	input Executor
@@ -117,6 +122,8 @@ type ArrangementBackfill struct {
 	bootstrapWait bool // Add with PauseOnBootstrap
 	limit         *int64
 	limiter       *rateLimiter
+
+	nBatches, nUpstream int64 // while backfilling
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -327,8 +334,21 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 	if b.snap != nil && !b.snapDone {
 		batches = b.snap.Batches()
 	}
-	// Upstream priority, except right after an upstream message when a batch is ready.
+	// Upstream priority, with a share for the snapshot: right after an upstream
+	// message, the next message is a snapshot batch when one is ready, and when the
+	// read is not rate limited, the executor waits for it (a busy upstream would
+	// otherwise starve the snapshot to one row per barrier; its chunks only wait in
+	// the buffer until the barrier anyway). A rate-limited read is never waited for,
+	// so that barriers keep flowing.
 	if batches != nil && b.lastUpstream {
+		if b.limiter == nil {
+			select {
+			case sb, ok := <-batches:
+				return b.onBatch(sb, ok)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		select {
 		case sb, ok := <-batches:
 			return b.onBatch(sb, ok)
@@ -359,6 +379,7 @@ func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
 		}
 		return nil
 	}
+	b.nBatches++
 	out, err := b.core.snapshot(sb)
 	if err != nil {
 		return err
@@ -370,6 +391,9 @@ func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
 
 func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
 	b.lastUpstream = true
+	if b.core.Phase() == backfilling {
+		b.nUpstream++
+	}
 	if p.err != nil {
 		if errors.Is(p.err, io.EOF) {
 			return p.err
@@ -499,7 +523,8 @@ func (b *ArrangementBackfill) publish() {
 		rb = b.rep.PrivateBytes()
 	}
 	b.mu.Lock()
-	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb}
+	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb,
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream}
 	b.mu.Unlock()
 }
 
