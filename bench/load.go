@@ -85,7 +85,7 @@ func LoadBids(store *storage.Store, rows int, seed uint64) error {
 			return fmt.Errorf("bench: load bids: %w", err)
 		}
 	}
-	return compactTable(store)
+	return compactTable(store, BidTableID)
 }
 
 // BulkLoadBids writes the same rows as LoadBids, under the same keys with the same
@@ -96,6 +96,13 @@ func LoadBids(store *storage.Store, rows int, seed uint64) error {
 // probe pebble once per key) would take minutes for millions of rows. A test checks
 // that both loaders leave identical table contents.
 func BulkLoadBids(store *storage.Store, rows int, seed uint64) error {
+	return BulkLoadBidsTable(store, BidTableID, rows, seed)
+}
+
+// BulkLoadBidsTable is BulkLoadBids under table id table: to load the bid table of an
+// engine (closed meanwhile) under the id its catalog gave it. It writes neither row
+// counts nor anything of the catalog.
+func BulkLoadBidsTable(store *storage.Store, table uint32, rows int, seed uint64) error {
 	k := tables.BidKernels()
 	mem := memory.NewGoAllocator()
 	db := store.DB()
@@ -132,7 +139,7 @@ func BulkLoadBids(store *storage.Store, rows int, seed uint64) error {
 		})
 		b := db.NewBatch()
 		for _, i := range order {
-			key = storage.AppendKey(key[:0], BidTableID, vn[i], keys.At(i))
+			key = storage.AppendKey(key[:0], table, vn[i], keys.At(i))
 			if err := b.Set(key, vals.At(i), nil); err != nil {
 				b.Close()
 				return fmt.Errorf("bench: bulk load bids: %w", err)
@@ -144,17 +151,17 @@ func BulkLoadBids(store *storage.Store, rows int, seed uint64) error {
 		}
 		b.Close()
 	}
-	return compactTable(store)
+	return compactTable(store, table)
 }
 
-// compactTable flushes pebble and compacts the bid table's key range.
-func compactTable(store *storage.Store) error {
+// compactTable flushes pebble and compacts table's key range.
+func compactTable(store *storage.Store, table uint32) error {
 	db := store.DB()
 	if err := db.Flush(); err != nil {
 		return fmt.Errorf("bench: load bids: flush: %w", err)
 	}
-	lo := storage.VnodePrefix(BidTableID, 0)
-	hi := storage.VnodePrefix(BidTableID+1, 0)
+	lo := storage.VnodePrefix(table, 0)
+	hi := storage.VnodePrefix(table+1, 0)
 	if err := db.Compact(context.Background(), lo, hi, true); err != nil {
 		return fmt.Errorf("bench: load bids: compact: %w", err)
 	}
