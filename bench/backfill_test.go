@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/bench/nexmark/tables"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/storage"
+)
+
+// TestEngineBidTableID checks the id the backfill benchmark bulk-loads under: bid,
+// created first in a fresh engine directory, then bulk-loaded under EngineBidTableID
+// while the engine is closed, holds the loaded rows and takes inserts after reopening.
+func TestEngineBidTableID(t *testing.T) {
+	if EngineBidTableID != BidTableID {
+		t.Fatalf("EngineBidTableID %d, BidTableID %d: SnapshotBench's raw scan would read another table", EngineBidTableID, BidTableID)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := engine.Options{BarrierInterval: -1, Logger: quietLog()}
+	e, err := engine.Open(ctx, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateTable(ctx, tables.BidTable(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const loaded, inserted = 3000, 100
+	s, err := storage.Open(dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := BulkLoadBidsTable(s, EngineBidTableID, loaded, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = engine.Open(ctx, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := BidChunk(memory.NewGoAllocator(), loaded, inserted, 1)
+	err = e.Insert(ctx, "bid", c.Record())
+	c.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := e.Scan(ctx, "bid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	n := 0
+	for rr.Next() {
+		n += int(rr.RecordBatch().NumRows())
+	}
+	if err := rr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != loaded+inserted {
+		t.Fatalf("bid holds %d rows through the engine, want %d loaded + %d inserted", n, loaded, inserted)
+	}
+}
+
+// TestBackfillBench runs the whole backfill benchmark on a few rows, with every view
+// checked to hold every loaded and inserted row: the JSON has its shape, every figure
+// is positive (no timing is asserted).
+func TestBackfillBench(t *testing.T) {
+	res, err := RunBackfillBench(context.Background(), BackfillBenchOptions{
+		Rows: 20_000, Parallelism: 2, Dir: t.TempDir(), BarrierInterval: 20 * time.Millisecond, Verify: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Rows        int     `json:"rows"`
+		Parallelism int     `json:"parallelism"`
+		Efficiency  float64 `json:"efficiency"`
+		Modes       []struct {
+			Mode        string  `json:"mode"`
+			Arrangement float64 `json:"arrangement_seconds"`
+			NoShuffle   float64 `json:"noshuffle_seconds"`
+			Ratio       float64 `json:"ratio"`
+		} `json:"modes"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 20_000 || got.Parallelism != 2 || len(got.Modes) != 2 || got.Modes[0].Mode != "idle" || got.Modes[1].Mode != "busy" {
+		t.Fatalf("result %s", data)
+	}
+	if !(got.Efficiency > 0) {
+		t.Errorf("efficiency %v", got.Efficiency)
+	}
+	for _, m := range got.Modes {
+		if !(m.Arrangement > 0 && m.NoShuffle > 0 && m.Ratio > 0) {
+			t.Errorf("mode %+v", m)
+		}
+	}
+	for _, k := range []BackfillBuilds{res.Modes[1].Arrangement, res.Modes[1].NoShuffle} {
+		if !(k.InsertTargetPerSec > 0) || len(k.Inserted) != 1 {
+			t.Errorf("busy builds %+v", k)
+		}
+	}
+	t.Logf("%s", data)
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
