@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/seed04fbb902/weir/bench"
 	"github.com/seed04fbb902/weir/storage"
@@ -17,6 +19,7 @@ func newBench() *cobra.Command {
 		Short: "Run Weir's benchmarks",
 	}
 	cmd.AddCommand(newBenchSnapshot())
+	cmd.AddCommand(newBenchBackfill())
 	return cmd
 }
 
@@ -86,4 +89,88 @@ func printSnapshotResult(w io.Writer, r bench.SnapshotResult, asJSON bool) error
 	fmt.Fprintf(tw, "CPU per row\t%.0f ns snapshot, %.0f ns raw; CPU parallel efficiency %.3f\n", r.NsPerRowCPU, r.RawNsPerRowCPU, r.CPUParallelEfficiency)
 	fmt.Fprintf(tw, "repetitions\t%d (median), %.1fs measuring, %.1fs loading\n", r.Repetitions, r.Seconds, r.LoadSeconds)
 	return tw.Flush()
+}
+
+func newBenchBackfill() *cobra.Command {
+	var (
+		o      bench.BackfillBenchOptions
+		asJSON bool
+		quiet  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "backfill",
+		Short: "Time view creation by arrangement backfill against no-shuffle backfill, idle and with a busy upstream",
+		Long: `backfill creates the Nexmark bid table in an engine on disk (a temporary directory
+under --dir) with --parallelism actors, bulk-loads --rows rows into it, then times
+CreateMV of a pass-through view over bid (which returns once the backfill is done) with
+arrangement and with no-shuffle backfill, --parallelism actors each. Every build runs
+on a fresh engine opened on a checkpoint of the loaded store, so each starts from the
+same data. Idle: no writes meanwhile. Busy: a writer inserts new bid rows, every 10ms,
+at --busy-fraction of the snapshot rate of the idle builds of the same kind. With
+--reps, the order of the kinds alternates and medians are reported; ratio is
+arrangement seconds ÷ no-shuffle seconds.
+
+It also reports efficiency: the arrangement backfill executor, driven with no engine
+over the same rows into a discarding sink (2 workers, every column), in rows/s ÷ a
+raw pebble scan of the same vnodes with 2 goroutines, medians of interleaved passes.
+
+Progress lines go to stderr (see --quiet).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !quiet {
+				o.Log = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunBackfillBench(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return printBackfillResult(cmd.OutOrStdout(), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Rows, "rows", 2_000_000, "bid rows to load")
+	f.IntVar(&o.Parallelism, "parallelism", 2, "actors of the bid table and of each view")
+	f.IntVar(&o.Reps, "reps", 1, "builds of each kind in each mode (medians reported)")
+	f.StringVar(&o.Dir, "dir", "", "directory for the temporary engine (default: the system temp directory)")
+	f.Float64Var(&o.BusyFraction, "busy-fraction", 0.1, "busy writer's rate as a fraction of the idle snapshot rate of the same kind")
+	f.DurationVar(&o.BarrierInterval, "barrier-interval", 100*time.Millisecond, "the engine's barrier interval (and the efficiency passes')")
+	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
+	f.BoolVar(&o.Warmup, "warmup", false, "run an untimed build of each kind first")
+	f.BoolVar(&o.Verify, "verify", false, "count each view's rows after its build (slow)")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "rows\t%d bid rows, parallelism %d, %d rep(s), GOMAXPROCS %d\n", r.Rows, r.Parallelism, r.Reps, r.GOMAXPROCS)
+	fmt.Fprintf(tw, "mode\tarrangement s\tno-shuffle s\tratio\n")
+	for _, m := range r.Modes {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.3f\n", m.Mode, m.ArrangementSeconds, m.NoShuffleSeconds, m.Ratio)
+	}
+	for _, m := range r.Modes {
+		if m.Mode != "busy" {
+			continue
+		}
+		fmt.Fprintf(tw, "busy writer\tarrangement %.0f rows/s target (%s inserted), no-shuffle %.0f rows/s target (%s inserted)\n",
+			m.Arrangement.InsertTargetPerSec, ints(m.Arrangement.Inserted), m.NoShuffle.InsertTargetPerSec, ints(m.NoShuffle.Inserted))
+	}
+	d := r.EfficiencyDetail
+	fmt.Fprintf(tw, "efficiency\t%.3f (executor %.0f rows/s, raw scan %.0f rows/s, %d workers, every column)\n", r.Efficiency, d.RowsPerSec, d.RawRowsPerSec, d.Workers)
+	fmt.Fprintf(tw, "efficiency, q0 columns\t%.3f (executor %.0f rows/s)\n", d.EfficiencyQ0, d.RowsPerSecQ0)
+	fmt.Fprintf(tw, "load average\t%s at start, %s at end\n", r.LoadAvgStart, r.LoadAvgEnd)
+	fmt.Fprintf(tw, "time\t%.1fs in all, %.1fs loading\n", r.Seconds, r.LoadSeconds)
+	return tw.Flush()
+}
+
+func ints(xs []int64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
 }

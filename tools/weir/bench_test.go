@@ -54,3 +54,68 @@ func TestBenchSnapshotBadRows(t *testing.T) {
 		t.Fatal("no error for --rows 0")
 	}
 }
+
+func TestBenchBackfillJSON(t *testing.T) {
+	root := newRoot()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"bench", "backfill", "--rows", "5000", "--parallelism", "2", "--barrier-interval", "20ms", "--dir", t.TempDir(), "--json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Rows        int      `json:"rows"`
+		Parallelism int      `json:"parallelism"`
+		Efficiency  *float64 `json:"efficiency"`
+		Modes       []struct {
+			Mode        string   `json:"mode"`
+			Arrangement *float64 `json:"arrangement_seconds"`
+			NoShuffle   *float64 `json:"noshuffle_seconds"`
+			Ratio       *float64 `json:"ratio"`
+		} `json:"modes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if got.Rows != 5000 || got.Parallelism != 2 || got.Efficiency == nil || !(*got.Efficiency > 0) || len(got.Modes) != 2 {
+		t.Fatalf("result %s", out.String())
+	}
+	for i, want := range []string{"idle", "busy"} {
+		m := got.Modes[i]
+		if m.Mode != want || m.Arrangement == nil || m.NoShuffle == nil || m.Ratio == nil || !(*m.Ratio > 0) {
+			t.Errorf("mode %d in %s", i, out.String())
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(out.String()), "\n"); n != 0 {
+		t.Errorf("want one JSON line, got %d more", n)
+	}
+	if !strings.Contains(errOut.String(), "busy arrangement") {
+		t.Errorf("progress lines:\n%s", errOut.String())
+	}
+}
+
+func TestBenchBackfillText(t *testing.T) {
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"bench", "backfill", "--rows", "2000", "--barrier-interval", "20ms", "--quiet", "--dir", t.TempDir()})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"idle", "busy", "ratio", "efficiency"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("no %q in output:\n%s", s, out.String())
+		}
+	}
+}
+
+func TestBenchBackfillBadRows(t *testing.T) {
+	root := newRoot()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"bench", "backfill", "--rows", "0", "--quiet"})
+	if err := root.Execute(); err == nil {
+		t.Fatal("no error for --rows 0")
+	}
+}
