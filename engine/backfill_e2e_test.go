@@ -69,10 +69,17 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()
 	every := 1 + rng.IntN(3)
+	// Half the seeds give the epoch buffers a tiny budget: they spill to disk.
+	budget := int64(0)
+	if seed%2 == 1 {
+		budget = 512
+	}
+	spilled := int64(0)
 	open := func() *engine.Engine {
 		e, err := engine.Open(ctx, "db", engine.Options{
 			FS: fs, Mem: mem, BarrierInterval: 2 * time.Millisecond, CheckpointEvery: every, ChannelCapacity: 4,
 			ChunkSize: 32, CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
+			BackfillBufferBudget: budget, SpillDir: t.TempDir(),
 		})
 		if err != nil {
 			t.Fatalf("open: %v", err)
@@ -103,6 +110,7 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 			t.Fatalf("%s: %v%% before the backfill is done", when, p.Percent)
 		}
 		last = p.RowsConsumed
+		spilled = max(spilled, p.SpilledChunks)
 		return p
 	}
 	midway := 0
@@ -181,6 +189,12 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	t.Logf("%d rows in t, %d write batches, %d of 3 checks mid-backfill, %d rows read by mv1's backfill", n, writes, midway, p.RowsConsumed)
 	if midway == 0 {
 		t.Fatalf("the backfill was never caught midway: the test tested nothing of it")
+	}
+	if budget > 0 {
+		t.Logf("up to %d upstream chunks spilled to disk", spilled)
+		if spilled == 0 {
+			t.Fatalf("a %d-byte epoch buffer never spilled", budget)
+		}
 	}
 }
 

@@ -37,6 +37,11 @@ type Options struct {
 	// BackfillWorkers is the number of goroutines each backfill actor reads its
 	// snapshot with (default 2).
 	BackfillWorkers int
+	// BackfillBufferBudget is the memory each backfill actor's epoch buffer of
+	// upstream changes may hold before it spills to SpillDir (default 64 MiB; "": the
+	// system's temporary directory).
+	BackfillBufferBudget int64
+	SpillDir             string
 	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
 	// upstream table's owners of its vnodes all run on its own node reads that node's
 	// uncommitted store instead of replicating the change stream.
@@ -746,6 +751,9 @@ type JobProgress struct {
 	Done bool
 	// ReplicatedBytes is the memory the backfill's replicated epochs hold now.
 	ReplicatedBytes int
+	// SpilledChunks counts upstream chunks the backfill's epoch buffers spilled to
+	// disk (by the actors running now).
+	SpilledChunks int64
 }
 
 type progressSample struct {
@@ -784,6 +792,7 @@ func (e *Engine) Progress() []JobProgress {
 				p.VnodesTotal += st.Owned
 				p.Done = p.Done && st.Done
 				p.ReplicatedBytes += st.ReplicatedBytes
+				p.SpilledChunks += st.SpilledChunks
 			}
 		}
 		last, seen := e.samples[o.Name]

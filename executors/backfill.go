@@ -39,6 +39,11 @@ type BackfillConfig struct {
 	Workers   int
 	// RateLimit is the snapshot rows per second of this actor: nil unlimited, 0 paused.
 	RateLimit *int64
+	// BufferBudget is the memory the epoch's upstream buffer may hold before it
+	// spills to a file in SpillDir (0: DefaultBufferBudget; "": the system's
+	// temporary directory).
+	BufferBudget int64
+	SpillDir     string
 	// Paused starts the backfill paused until a Resume (a view created paused).
 	Paused bool
 	// NoShuffle makes this the no-shuffle backfill, the baseline: the actor runs on
@@ -73,6 +78,8 @@ type BackfillStats struct {
 	// SnapshotBatches and UpstreamMessages count what the executor took from each
 	// source while backfilling (the fairness rule's measure).
 	SnapshotBatches, UpstreamMessages int64
+	// SpilledChunks counts upstream chunks the epoch buffer wrote to disk.
+	SpilledChunks int64
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -235,6 +242,7 @@ func (b *ArrangementBackfill) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	core.setBuffer(b.cfg.BufferBudget, b.cfg.SpillDir)
 	b.core = core
 	b.inited = true
 	b.publish()
@@ -524,7 +532,7 @@ func (b *ArrangementBackfill) publish() {
 	}
 	b.mu.Lock()
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills}
 	b.mu.Unlock()
 }
 

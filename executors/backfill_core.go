@@ -34,7 +34,8 @@ type backfillCore struct {
 	dirty []bool         // progress changed since the last barrier
 
 	phase backfillPhase
-	buf   []*vec.Chunk // this epoch's upstream chunks (S1), while backfilling
+	buf   *epochBuffer // this epoch's upstream chunks (S1), while backfilling
+	err   error        // a failed spill, reported by the next barrier
 
 	epochRows int64 // snapshot rows emitted since the last barrier
 
@@ -74,7 +75,7 @@ func newBackfillCore(up *schema.Table, k vec.Kernels, s2 []int, owned *vnode.Bit
 		return nil, fmt.Errorf("backfill of %s: progress covers %d vnodes, the table has %d", up.Name, len(pos.State), up.VnodeCount)
 	}
 	c := &backfillCore{up: up, k: k, s2: slices.Clone(s2), schema: up.ProjectedArrowSchema(s2), mem: mem,
-		pos: pos, rows: rows, dirty: make([]bool, up.VnodeCount)}
+		pos: pos, rows: rows, dirty: make([]bool, up.VnodeCount), buf: newEpochBuffer(up.Name, mem, 0, "")}
 	for _, v := range owned.ToSlice() {
 		c.owned = append(c.owned, uint16(v))
 	}
@@ -133,8 +134,17 @@ func (c *backfillCore) upstream(ch *vec.Chunk) []*vec.Chunk {
 		defer ch.Release()
 		return []*vec.Chunk{c.project(ch)}
 	}
-	c.buf = append(c.buf, ch)
+	if err := c.buf.add(ch); err != nil && c.err == nil {
+		c.err = err
+	}
 	return nil
+}
+
+// setBuffer sets the epoch buffer's memory budget and spill directory ("": the
+// system's temporary directory).
+func (c *backfillCore) setBuffer(budget int64, dir string) {
+	c.buf.release()
+	c.buf = newEpochBuffer(c.up.Name, c.mem, budget, dir)
 }
 
 // snapshot takes a snapshot batch (the core releases it) and returns what to emit: its
@@ -167,11 +177,17 @@ func (c *backfillCore) snapshot(b storage.SnapshotBatch) ([]*vec.Chunk, error) {
 		c.dirty[v] = true
 		if c.allCompleted() {
 			c.phase = finishing
-			for _, ch := range c.buf {
+			err := c.buf.drain(func(ch *vec.Chunk) error {
 				out = append(out, c.project(ch))
 				ch.Release()
+				return nil
+			})
+			if err != nil {
+				for _, o := range out {
+					o.Release()
+				}
+				return nil, err
 			}
-			c.buf = c.buf[:0]
 		}
 	}
 	return out, nil
@@ -183,19 +199,28 @@ func (c *backfillCore) snapshot(b storage.SnapshotBatch) ([]*vec.Chunk, error) {
 // S2, to write into the replicated table; and the changed progress rows to persist.
 // The caller releases every returned chunk.
 func (c *backfillCore) barrier() (emit, replicate []*vec.Chunk, progress []progressUpdate, err error) {
-	if c.phase == backfilling && len(c.buf) > 0 {
+	if c.err != nil {
+		return nil, nil, nil, c.err
+	}
+	if c.phase == backfilling && c.buf.len() > 0 {
 		marker, err := c.k.NewMarker(c.pos)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("backfill of %s: %w", c.up.Name, err)
 		}
-		for _, ch := range c.buf {
+		err = c.buf.drain(func(ch *vec.Chunk) error {
 			if m := c.mark(marker, ch); m != nil {
 				emit = append(emit, m)
 			}
 			replicate = append(replicate, c.project(ch))
 			ch.Release()
+			return nil
+		})
+		if err != nil {
+			for _, x := range append(emit, replicate...) {
+				x.Release()
+			}
+			return nil, nil, nil, err
 		}
-		c.buf = c.buf[:0]
 	}
 	for _, v := range c.owned {
 		if !c.dirty[v] {
@@ -277,8 +302,5 @@ func (c *backfillCore) firstPending() (storage.VnodeStart, bool) {
 
 // release drops the buffer (Close).
 func (c *backfillCore) release() {
-	for _, ch := range c.buf {
-		ch.Release()
-	}
-	c.buf = nil
+	c.buf.release()
 }
