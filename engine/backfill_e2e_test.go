@@ -315,3 +315,47 @@ func TestLocalReadsSaveMemory(t *testing.T) {
 		t.Fatalf("peak replicated bytes: %d with local reads (want 0), %d replicating (want > 0)", peak[false], peak[true])
 	}
 }
+
+// Actors that a rescale starts while the engine is paused stay paused until Resume.
+func TestRescaleWhilePaused(t *testing.T) {
+	rng := vectest.NewRand(vectest.Seed(t))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	preload(t, e, mem, rng, 2000)
+	if err := e.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 2, Background: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{3, 1} {
+		if err := e.RescheduleMV(ctx, "mv1", p); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			if _, err := e.WaitCheckpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got := progressOf(t, e, "mv1"); got.RowsConsumed != 0 || !got.Paused {
+			t.Fatalf("paused view after a rescale to %d: %+v", p, got)
+		}
+	}
+	if err := e.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitBackfill(ctx, "mv1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkViews(t, e, "after resume")
+}

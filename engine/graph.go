@@ -322,7 +322,7 @@ func (l *lowered) backfill(in executors.Executor, a *actor, f, up *fragment, e *
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
 		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: l.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: l.scan.common.rateLimit, Paused: l.scan.common.paused, Mem: e.mem,
+		RateLimit: l.scan.common.rateLimit, Paused: o.Paused || e.paused, Mem: e.mem,
 		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
 		NoShuffle:     l.scan.kind.kindName() == NoShuffleBackfill,
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
