@@ -42,6 +42,18 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 
 	// Inject at every DML actor. Actors may pass the barrier on while we inject.
 	got := 0
+	// take counts an actor's report of b, or returns the error to fail the round with
+	// (after recovering).
+	take := func(r report) error {
+		if r.err != nil {
+			return e.recoverFrom(ctx, r.err)
+		}
+		if r.epoch != b.Curr {
+			return e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
+		}
+		got++
+		return nil
+	}
 	e.gmu.RLock()
 	ins := make([]*dmlInput, 0, len(g.dml))
 	for _, in := range g.dml {
@@ -55,13 +67,9 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			case in.c <- executors.BarrierMessage(b):
 				break send
 			case r := <-g.reports:
-				if r.err != nil {
-					return nil, e.recoverFrom(ctx, r.err)
+				if err := take(r); err != nil {
+					return nil, err
 				}
-				if r.epoch != b.Curr {
-					return nil, e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
-				}
-				got++
 			case <-ctx.Done():
 				return nil, e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
 			}
@@ -72,13 +80,9 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	for got < expected {
 		select {
 		case r := <-g.reports:
-			if r.err != nil {
-				return nil, e.recoverFrom(ctx, r.err)
+			if err := take(r); err != nil {
+				return nil, err
 			}
-			if r.epoch != b.Curr {
-				return nil, e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
-			}
-			got++
 		case <-ctx.Done():
 			return nil, e.abandon(ctx, fmt.Errorf("barrier %d: collect: %w", b.Curr, ctx.Err()))
 		}
