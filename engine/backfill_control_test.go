@@ -748,9 +748,8 @@ func TestBackfillBusyUpstream(t *testing.T) {
 }
 
 // A view created while the engine is paused (Pause) starts paused: Progress reports it
-// paused, so it must read no snapshot row until Resume (I5).
+// paused, and it reads no snapshot row until Resume (I5).
 func TestBackfillCreatedWhileEnginePaused(t *testing.T) {
-	t.Skip("BUG: CreateMV ignores the engine's pause (Engine.paused): its Add barrier carries PauseOnBootstrap: opts.Paused only, so a view created after Pause backfills at once while Progress reports it Paused")
 	rng := vectest.NewRand(vectest.Seed(t))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -770,8 +769,8 @@ func TestBackfillCreatedWhileEnginePaused(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		ctlCheckpoint(t, e)
 		time.Sleep(2 * time.Millisecond)
-		if p := progressOf(t, e, "mv1"); p.Paused && (p.RowsConsumed != 0 || p.Done) {
-			t.Fatalf("barrier %d: a view created while the engine is paused is reported paused and has read %d rows (done: %v)", i, p.RowsConsumed, p.Done)
+		if p := progressOf(t, e, "mv1"); !p.Paused || p.RowsConsumed != 0 || p.Done {
+			t.Fatalf("barrier %d: a view created while the engine is paused: %+v", i, p)
 		}
 	}
 	if err := e.Resume(ctx); err != nil {
@@ -786,11 +785,50 @@ func TestBackfillCreatedWhileEnginePaused(t *testing.T) {
 	ctlCheckMV1(t, e, "after resume")
 }
 
+// CreateMV without Background does not wait for the backfill of a view that starts
+// paused (MVOptions.Background's documentation), and a view created while the engine
+// is paused starts paused: CreateMV returns at once, with no error, and the view reads
+// nothing until Resume.
+func TestBackfillCreateMVWhileEnginePaused(t *testing.T) {
+	t.Skip("BUG: CreateMV skips WaitBackfill only for opts.Paused, Background or a limit of 0, not for Engine.paused: since 15c830c the view starts paused, so CreateMV blocks until its context ends and then returns an error although the view was created and committed")
+	rng := vectest.NewRand(vectest.Seed(t))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
+	defer ctlClose(t, e)
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	preload(t, e, mem, rng, 500)
+	if err := e.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := ctlTimeout(3 * time.Second)
+	defer cancel()
+	if err := e.CreateMV(cctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 2}); err != nil {
+		_, exists := e.Table("mv1")
+		t.Fatalf("CreateMV (not Background) while the engine is paused: %v (the view exists: %v)", err, exists == nil)
+	}
+	if p := progressOf(t, e, "mv1"); !p.Paused || p.RowsConsumed != 0 || p.Done {
+		t.Fatalf("a view created while the engine is paused: %+v", p)
+	}
+	if err := e.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel2 := ctlTimeout(20 * time.Second)
+	defer cancel2()
+	if err := e.WaitBackfill(wctx, "mv1"); err != nil {
+		t.Fatal(err)
+	}
+	ctlCheckpoint(t, e)
+	ctlCheckMV1(t, e, "after resume")
+}
+
 // The pause state of a backfill survives a rescale: a view created paused and then
 // resumed keeps reading after RescheduleMV; a view paused by Pause reads nothing after
 // RescheduleMV until Resume.
 func TestBackfillPauseAcrossRescale(t *testing.T) {
-	t.Skip("BUG: RescheduleMV builds the new backfill actors with BackfillConfig.Paused = the view's creation flag (lowered.scan.common.paused), which Resume never clears and which ignores Engine.paused: a view created paused and resumed stalls after a rescale; a view rescaled while the engine is paused reads on")
 	for _, mode := range []string{"created paused, resumed", "engine paused"} {
 		t.Run(mode, func(t *testing.T) {
 			rng := vectest.NewRand(vectest.Seed(t))
