@@ -384,7 +384,7 @@ type MVOptions struct {
 	Paused bool
 	// Background makes CreateMV return as soon as the view exists, while its backfill
 	// runs (see Progress and WaitBackfill). Otherwise CreateMV returns once the backfill
-	// is done, unless the view starts paused or rate limited to 0.
+	// is done, unless the view starts paused (or the engine is) or rate limited to 0.
 	Background bool
 }
 
@@ -464,7 +464,7 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
-	if opts.Background || opts.Paused || (opts.RateLimit != nil && *opts.RateLimit == 0) {
+	if opts.Background || opts.Paused || e.paused || (opts.RateLimit != nil && *opts.RateLimit == 0) {
 		return nil
 	}
 	e.mu.Unlock()
@@ -563,6 +563,7 @@ func (e *Engine) dropLocked(ctx context.Context, name string) error {
 		return fmt.Errorf("drop materialized view %s: %w", name, err)
 	}
 	delete(e.g.frags, name)
+	delete(e.samples, name)
 	if up, ok := e.g.frags[o.Upstream]; ok {
 		up.downstream = slices.DeleteFunc(up.downstream, func(d *fragment) bool { return d == f })
 	}

@@ -289,11 +289,13 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 	if b.cfg.NoShuffle {
 		req.Workers = 1
 	}
+	// The limiter lives across epochs (a new one per epoch would grant a token at
+	// every barrier); a Throttle replaces it.
 	if b.limit != nil {
-		b.limiter = newRateLimiter(*b.limit)
+		if b.limiter == nil {
+			b.limiter = newRateLimiter(*b.limit)
+		}
 		req.Limit = b.limiter.wait
-	} else {
-		b.limiter = nil
 	}
 	r, err := storage.OpenSnapshot(ctx, src, req)
 	if err != nil {
@@ -513,6 +515,7 @@ func (b *ArrangementBackfill) applyMutation(br *Barrier) {
 		b.bootstrapWait = false
 	case Throttle:
 		if l, ok := m.Limit(b.cfg.Fragment); ok {
+			b.limiter = nil
 			if l == nil {
 				b.limit = nil
 			} else {
