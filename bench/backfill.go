@@ -132,6 +132,11 @@ type BackfillEfficiency struct {
 	// The same with S2 = Q0 (auction, bidder, price, date_time: 4 of 7 columns).
 	EfficiencyQ0 float64 `json:"efficiency_q0"`
 	RowsPerSecQ0 float64 `json:"rows_per_sec_q0"`
+	// SnapshotReadEfficiencyQ0 is the bare snapshot read (storage.OpenSnapshot, Q0,
+	// as SnapshotBench measures it) ÷ the raw scan, in the same repetitions: what the
+	// read path alone allows, against which EfficiencyQ0 shows the executor's share.
+	SnapshotReadEfficiencyQ0 float64 `json:"snapshot_read_efficiency_q0"`
+	SnapshotReadRowsPerSecQ0 float64 `json:"snapshot_read_rows_per_sec_q0"`
 }
 
 // Backfill kinds as the benchmark names them.
@@ -154,8 +159,9 @@ var benchKinds = []engine.BackfillKind{engine.ArrangementBackfill, engine.NoShuf
 //  2. Efficiency: over the golden store, an executors.ArrangementBackfill with no
 //     engine (its input gives barriers every BarrierInterval and one as soon as every
 //     vnode is Completed, its sink counts and releases chunks until Done) against the
-//     raw pebble scan of SnapshotBench, both with 2 workers; a warm-up pass of each,
-//     then EfficiencyReps interleaved repetitions; medians.
+//     raw pebble scan of SnapshotBench, both with 2 workers (the executor with S2 =
+//     every column and with Q0; SnapshotBench's bare snapshot read of Q0 too); a
+//     warm-up pass of each, then EfficiencyReps interleaved repetitions; medians.
 //  3. Builds: every build runs on a fresh engine opened on a pebble checkpoint of the
 //     golden store (hard-linked sstables), so each starts from identical data: in
 //     busy mode earlier builds' inserts would otherwise grow the table for later ones.
@@ -560,12 +566,17 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 	}
 	res := BackfillEfficiency{Workers: workers, BatchSize: storage.DefaultSnapshotBatchSize, Reps: b.o.EfficiencyReps}
 	type pass struct {
-		raw bool
-		q0  bool
+		raw  bool
+		q0   bool
+		read bool // the bare snapshot read of Q0
 	}
 	run := func(p pass) (passStats, int, error) {
 		if p.raw {
 			st, err := sb.raw(workers)
+			return st, 0, err
+		}
+		if p.read {
+			st, err := sb.snapshot(workers, storage.DefaultSnapshotBatchSize)
 			return st, 0, err
 		}
 		s2 := all
@@ -574,13 +585,13 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 		}
 		return b.executorPass(ctx, s2, workers)
 	}
-	passes := []pass{{raw: true}, {}, {q0: true}}
+	passes := []pass{{raw: true}, {}, {q0: true}, {read: true}}
 	for _, p := range passes { // warm-up
 		if _, _, err := run(p); err != nil {
 			return 0, res, err
 		}
 	}
-	var eff, effQ0, rate, rateQ0, raw, barriers, ns, rawNs, cores, rawCores []float64
+	var eff, effQ0, effRead, rate, rateQ0, rateRead, raw, barriers, ns, rawNs, cores, rawCores []float64
 	for rep := 0; rep < b.o.EfficiencyReps; rep++ {
 		order := slices.Clone(passes)
 		if rep%2 == 1 {
@@ -597,16 +608,18 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 				barriers = append(barriers, float64(n))
 			}
 		}
-		r, a, q := st[pass{raw: true}], st[pass{}], st[pass{q0: true}]
+		r, a, q, rd := st[pass{raw: true}], st[pass{}], st[pass{q0: true}], st[pass{read: true}]
 		eff = append(eff, a.rate()/r.rate())
 		effQ0 = append(effQ0, q.rate()/r.rate())
-		rate, rateQ0, raw = append(rate, a.rate()), append(rateQ0, q.rate()), append(raw, r.rate())
+		effRead = append(effRead, rd.rate()/r.rate())
+		rate, rateQ0, rateRead, raw = append(rate, a.rate()), append(rateQ0, q.rate()), append(rateRead, rd.rate()), append(raw, r.rate())
 		ns = append(ns, float64(a.cpu.Nanoseconds())/float64(a.rows))
 		rawNs = append(rawNs, float64(r.cpu.Nanoseconds())/float64(r.rows))
 		cores = append(cores, a.cpu.Seconds()/a.wall.Seconds())
 		rawCores = append(rawCores, r.cpu.Seconds()/r.wall.Seconds())
 	}
 	res.EfficiencyQ0 = median(effQ0)
+	res.SnapshotReadEfficiencyQ0, res.SnapshotReadRowsPerSecQ0 = median(effRead), median(rateRead)
 	res.RowsPerSec, res.RowsPerSecQ0, res.RawRowsPerSec = median(rate), median(rateQ0), median(raw)
 	res.Barriers = median(barriers)
 	res.NsPerRowCPU, res.RawNsPerRowCPU = median(ns), median(rawNs)

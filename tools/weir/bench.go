@@ -161,7 +161,7 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 	}
 	d := r.EfficiencyDetail
 	fmt.Fprintf(tw, "efficiency\t%.3f (executor %.0f rows/s, raw scan %.0f rows/s, %d workers, every column)\n", r.Efficiency, d.RowsPerSec, d.RawRowsPerSec, d.Workers)
-	fmt.Fprintf(tw, "efficiency, q0 columns\t%.3f (executor %.0f rows/s)\n", d.EfficiencyQ0, d.RowsPerSecQ0)
+	fmt.Fprintf(tw, "efficiency, q0 columns\t%.3f (executor %.0f rows/s; the bare snapshot read: %.3f, %.0f rows/s)\n", d.EfficiencyQ0, d.RowsPerSecQ0, d.SnapshotReadEfficiencyQ0, d.SnapshotReadRowsPerSecQ0)
 	fmt.Fprintf(tw, "load average\t%s at start, %s at end\n", r.LoadAvgStart, r.LoadAvgEnd)
 	fmt.Fprintf(tw, "time\t%.1fs in all, %.1fs loading\n", r.Seconds, r.LoadSeconds)
 	return tw.Flush()
