@@ -1,0 +1,5 @@
+//go:build !race
+
+package executors
+
+const raceEnabled = false
