@@ -297,8 +297,12 @@ func TestLocalReadsSaveMemory(t *testing.T) {
 		if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 1, RateLimit: &limit, Background: true}); err != nil {
 			t.Fatal(err)
 		}
-		for !progressOf(t, e, "mv1").Done {
-			peak[replicate] = max(peak[replicate], progressOf(t, e, "mv1").ReplicatedBytes)
+		for {
+			p := progressOf(t, e, "mv1")
+			peak[replicate] = max(peak[replicate], p.ReplicatedPeak)
+			if p.Done {
+				break
+			}
 			time.Sleep(time.Millisecond)
 		}
 		w.halt()

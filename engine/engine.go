@@ -750,8 +750,9 @@ type JobProgress struct {
 	Percent float64
 	// Done reports that every actor finished its backfill: the view follows its upstream.
 	Done bool
-	// ReplicatedBytes is the memory the backfill's replicated epochs hold now.
-	ReplicatedBytes int
+	// ReplicatedBytes is the memory the backfill's replicated epochs hold now, and
+	// ReplicatedPeak the sum of the running actors' peaks.
+	ReplicatedBytes, ReplicatedPeak int
 	// SpilledChunks counts upstream chunks the backfill's epoch buffers spilled to
 	// disk (by the actors running now).
 	SpilledChunks int64
@@ -793,6 +794,7 @@ func (e *Engine) Progress() []JobProgress {
 				p.VnodesTotal += st.Owned
 				p.Done = p.Done && st.Done
 				p.ReplicatedBytes += st.ReplicatedBytes
+				p.ReplicatedPeak += st.ReplicatedPeak
 				p.SpilledChunks += st.SpilledChunks
 			}
 		}

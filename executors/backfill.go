@@ -73,8 +73,9 @@ type BackfillStats struct {
 	Done      bool  // the backfill is over and its last progress persisted
 	Started   bool  // progress has been loaded
 	// ReplicatedBytes is the memory held by replicated epochs not yet committed (0
-	// for backfills that read their node's view).
-	ReplicatedBytes int
+	// for backfills that read their node's view), and ReplicatedPeak its largest value
+	// seen after a barrier.
+	ReplicatedBytes, ReplicatedPeak int
 	// SnapshotBatches and UpstreamMessages count what the executor took from each
 	// source while backfilling (the fairness rule's measure).
 	SnapshotBatches, UpstreamMessages int64
@@ -534,7 +535,8 @@ func (b *ArrangementBackfill) publish() {
 		rb = b.rep.PrivateBytes()
 	}
 	b.mu.Lock()
-	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb,
+	peak := max(b.stats.ReplicatedPeak, rb)
+	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
 		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills}
 	b.mu.Unlock()
 }
