@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,6 +368,28 @@ func TestDeterminism(t *testing.T) {
 		if seen++; seen == 5 {
 			break
 		}
+	}
+}
+
+// TestConcurrentSplits runs k splits on one Generator in parallel (run it with -race):
+// their rows merged are the rows of one sequential Fill.
+func TestConcurrentSplits(t *testing.T) {
+	seed := testSeed(t)
+	g := New(Config{Seed: seed})
+	mem := memory.NewGoAllocator()
+	const from, to, k = 77, 77 + 30_000, 4
+	want := fill(t, g, mem, from, to, 0, 1)
+	slices.Sort(want)
+	parts := make([][]string, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() { parts[i] = fill(t, g, mem, from, to, i, k) })
+	}
+	wg.Wait()
+	got := slices.Concat(parts...)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d parallel splits differ from a sequential fill", k)
 	}
 }
 
