@@ -1,0 +1,1124 @@
+package executors
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// AggKind is the function of one aggregate of a HashAgg.
+type AggKind uint8
+
+// The aggregate functions.
+const (
+	AggCount         AggKind = iota // count(col): the non-NULL values; int64
+	AggCountStar                    // count(*): the rows; int64
+	AggSum                          // sum(col): int64 for integer input, float64 for float input; NULL when no value
+	AggAvg                          // avg(col): float64; NULL when no value
+	AggMin                          // min(col): the input type; NULL when no value
+	AggMax                          // max(col): the input type; NULL when no value
+	AggCountDistinct                // count(DISTINCT col): the distinct non-NULL values; int64
+)
+
+func (k AggKind) String() string {
+	switch k {
+	case AggCount:
+		return "count"
+	case AggCountStar:
+		return "count_star"
+	case AggSum:
+		return "sum"
+	case AggAvg:
+		return "avg"
+	case AggMin:
+		return "min"
+	case AggMax:
+		return "max"
+	case AggCountDistinct:
+		return "count_distinct"
+	}
+	return fmt.Sprintf("AggKind(%d)", uint8(k))
+}
+
+// multiset reports whether the aggregate keeps a per-group multiset of its values.
+func (k AggKind) multiset() bool { return k == AggMin || k == AggMax || k == AggCountDistinct }
+
+// AggCall is one aggregate of a HashAgg.
+type AggCall struct {
+	Kind AggKind
+	Col  int // input column (ignored by count(*))
+	// HasFilter: only the rows whose boolean input column Filter is true (not false,
+	// not NULL) count (SQL's FILTER (WHERE ...)).
+	HasFilter bool
+	Filter    int
+	Name      string // output column name; "" gives <kind>_<index>
+}
+
+// HashAggConfig configures a HashAgg.
+type HashAggConfig struct {
+	GroupBy []int // input columns; at least one (a pk cannot be empty)
+	Aggs    []AggCall
+	// VnodeCount is the vnode count of the state tables (0: schema.DefaultVnodeCount).
+	VnodeCount int
+	// State is the group table: a state table over HashAggStateTable's schema.
+	State *storage.StateTable
+	// MultiSets has one entry per aggregate: for min, max and count(DISTINCT) a state
+	// table over HashAggMultisetTable's schema for that aggregate, nil for the others.
+	MultiSets []*storage.StateTable
+	Node      *storage.Node
+	Mem       memory.Allocator
+}
+
+// hashAggTypeOf maps an Arrow type of a chunk column back to the schema type.
+func hashAggTypeOf(dt arrow.DataType) (schema.Type, error) {
+	switch t := dt.(type) {
+	case *arrow.BooleanType:
+		return schema.Type{Kind: schema.Boolean}, nil
+	case *arrow.Int16Type:
+		return schema.Type{Kind: schema.Int16}, nil
+	case *arrow.Int32Type:
+		return schema.Type{Kind: schema.Int32}, nil
+	case *arrow.Int64Type:
+		return schema.Type{Kind: schema.Int64}, nil
+	case *arrow.Float32Type:
+		return schema.Type{Kind: schema.Float32}, nil
+	case *arrow.Float64Type:
+		return schema.Type{Kind: schema.Float64}, nil
+	case *arrow.Decimal128Type:
+		return schema.Type{Kind: schema.Decimal, Precision: t.Precision, Scale: t.Scale}, nil
+	case *arrow.StringType:
+		return schema.Type{Kind: schema.Varchar}, nil
+	case *arrow.BinaryType:
+		return schema.Type{Kind: schema.Bytea}, nil
+	case *arrow.Date32Type:
+		return schema.Type{Kind: schema.Date}, nil
+	case *arrow.TimestampType:
+		if t.Unit == arrow.Microsecond && t.TimeZone == "" {
+			return schema.Type{Kind: schema.Timestamp}, nil
+		}
+		if t.Unit == arrow.Microsecond && t.TimeZone == "UTC" {
+			return schema.Type{Kind: schema.Timestamptz}, nil
+		}
+	}
+	return schema.Type{}, fmt.Errorf("unsupported Arrow type %s", dt)
+}
+
+func hgIsInt(k schema.Kind) bool {
+	return k == schema.Int16 || k == schema.Int32 || k == schema.Int64
+}
+
+func hgIsFloat(k schema.Kind) bool { return k == schema.Float32 || k == schema.Float64 }
+
+// hashAggCheck validates cfg's columns and aggregates against the input schema.
+func hashAggCheck(in *arrow.Schema, cfg HashAggConfig) error {
+	if len(cfg.GroupBy) == 0 {
+		return fmt.Errorf("no group-by column")
+	}
+	col := func(i int, what string) (schema.Type, error) {
+		if i < 0 || i >= in.NumFields() {
+			return schema.Type{}, fmt.Errorf("%s: column %d out of range (%d columns)", what, i, in.NumFields())
+		}
+		typ, err := hashAggTypeOf(in.Field(i).Type)
+		if err != nil {
+			return typ, fmt.Errorf("%s: column %d: %w", what, i, err)
+		}
+		return typ, nil
+	}
+	for _, g := range cfg.GroupBy {
+		if _, err := col(g, "group by"); err != nil {
+			return err
+		}
+	}
+	for i, a := range cfg.Aggs {
+		what := fmt.Sprintf("aggregate %d (%s)", i, a.Kind)
+		if a.Kind > AggCountDistinct {
+			return fmt.Errorf("%s: unknown kind", what)
+		}
+		if a.HasFilter {
+			typ, err := col(a.Filter, what+" filter")
+			if err != nil {
+				return err
+			}
+			if typ.Kind != schema.Boolean {
+				return fmt.Errorf("%s: filter column %d is %s, not boolean", what, a.Filter, typ)
+			}
+		}
+		if a.Kind == AggCountStar {
+			continue
+		}
+		typ, err := col(a.Col, what)
+		if err != nil {
+			return err
+		}
+		if (a.Kind == AggSum || a.Kind == AggAvg) && !hgIsInt(typ.Kind) && !hgIsFloat(typ.Kind) {
+			return fmt.Errorf("%s: input type %s is not an integer or float type", what, typ)
+		}
+	}
+	return nil
+}
+
+func hashAggVnodes(cfg HashAggConfig) int {
+	if cfg.VnodeCount == 0 {
+		return schema.DefaultVnodeCount
+	}
+	return cfg.VnodeCount
+}
+
+// hashAggKeyColumns returns the group-key columns g0, g1, ... of the state tables.
+func hashAggKeyColumns(in *arrow.Schema, cfg HashAggConfig) ([]schema.Column, []schema.KeyColumn, []int) {
+	var cols []schema.Column
+	var pk []schema.KeyColumn
+	var dist []int
+	for i, g := range cfg.GroupBy {
+		typ, _ := hashAggTypeOf(in.Field(g).Type)
+		cols = append(cols, schema.Column{Name: fmt.Sprintf("g%d", i), Type: typ, Nullable: true})
+		pk = append(pk, schema.KeyColumn{Column: i})
+		dist = append(dist, i)
+	}
+	return cols, pk, dist
+}
+
+// HashAggStateTable derives the schema of a HashAgg's group table: the group keys
+// g0, g1, ... (the pk and distribution key, all nullable), rows (count(*) of the group,
+// int64), then per aggregate i: count and count(*): a<i>_n (int64); sum and avg: a<i>_n
+// (non-NULL count, int64) and a<i>_sum (int64 for integer input, float64 for float
+// input); min, max and count(DISTINCT): nothing (their state is their multiset table).
+func HashAggStateTable(name string, in *arrow.Schema, cfg HashAggConfig) (*schema.Table, error) {
+	if err := hashAggCheck(in, cfg); err != nil {
+		return nil, fmt.Errorf("hash agg %s: %w", name, err)
+	}
+	cols, pk, dist := hashAggKeyColumns(in, cfg)
+	i64 := schema.Type{Kind: schema.Int64}
+	cols = append(cols, schema.Column{Name: "rows", Type: i64})
+	for i, a := range cfg.Aggs {
+		switch a.Kind {
+		case AggCount, AggCountStar:
+			cols = append(cols, schema.Column{Name: fmt.Sprintf("a%d_n", i), Type: i64})
+		case AggSum, AggAvg:
+			typ, _ := hashAggTypeOf(in.Field(a.Col).Type)
+			sum := i64
+			if hgIsFloat(typ.Kind) {
+				sum = schema.Type{Kind: schema.Float64}
+			}
+			cols = append(cols, schema.Column{Name: fmt.Sprintf("a%d_n", i), Type: i64},
+				schema.Column{Name: fmt.Sprintf("a%d_sum", i), Type: sum})
+		}
+	}
+	t := &schema.Table{Name: name, Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("hash agg %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// HashAggMultisetTable derives the schema of the multiset table of aggregate agg (a
+// min, max or count(DISTINCT)): the group keys g0, g1, ..., the value v (the input
+// type) and its count cnt (int64), with pk (group keys, v) and the group keys as the
+// distribution key, so that a group's multiset lives in its vnode.
+func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg int) (*schema.Table, error) {
+	if err := hashAggCheck(in, cfg); err != nil {
+		return nil, fmt.Errorf("hash agg %s: %w", name, err)
+	}
+	if agg < 0 || agg >= len(cfg.Aggs) || !cfg.Aggs[agg].Kind.multiset() {
+		return nil, fmt.Errorf("hash agg %s: aggregate %d keeps no multiset", name, agg)
+	}
+	cols, pk, dist := hashAggKeyColumns(in, cfg)
+	typ, _ := hashAggTypeOf(in.Field(cfg.Aggs[agg].Col).Type)
+	pk = append(pk, schema.KeyColumn{Column: len(cols)})
+	cols = append(cols, schema.Column{Name: "v", Type: typ}, schema.Column{Name: "cnt", Type: schema.Type{Kind: schema.Int64}})
+	t := &schema.Table{Name: name, Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("hash agg %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// HashAgg is a retractable streaming GROUP BY. Insert and UpdateInsert rows add to their
+// group, Delete and UpdateDelete rows subtract. Its output is the result table keyed by
+// the group keys: the group-by columns, then one column per aggregate.
+//
+// Changelog: the output is emitted per barrier, before the barrier: for every group
+// touched in the epoch (in order of first touch) Insert when it appears (count(*) goes
+// from 0 up), Delete of the old row when count(*) drops to 0, an UpdateDelete/UpdateInsert
+// pair when its output row changed, and nothing when it did not (no no-op updates).
+// Output chunks hold at most 1024 rows and never split a pair.
+//
+// State: the group table (HashAggStateTable) holds per group count(*) and the counts and
+// sums of count/sum/avg; every min, max and count(DISTINCT) has a multiset table
+// (HashAggMultisetTable) holding per (group, value) the number of rows with that value,
+// so that deleting the current min/max finds the next one and the distinct count stays
+// exact. Groups are cached in memory (with their multisets) once read; the cache is not
+// evicted. At each barrier the changed groups and multiset entries are written to the
+// state tables, which are sealed as epoch Prev; after a restart the groups are read back
+// from the committed state on first touch. Float sums are kept as float64 and are exact
+// only as long as the float additions and subtractions are.
+//
+// Barriers: like Materialize, the first barrier is passed on at once, and nothing after it
+// is read until the store's committed epoch reaches its Prev. Watermarks are dropped (a
+// group key watermark is not tracked).
+type HashAgg struct {
+	input  Executor
+	cfg    HashAggConfig
+	st     *storage.StateTable
+	ms     []*storage.StateTable
+	node   *storage.Node
+	mem    memory.Allocator
+	schema *arrow.Schema
+	st2    *schema.Table   // the group table
+	stLay  *vec.Layout     // its value layout
+	msT    []*schema.Table // the multiset tables (nil entries for other aggregates)
+	msLay  []*vec.Layout
+	keyT   *schema.Table // the group keys alone: their encoding and vnodes
+	keyK   vec.Kernels
+	valT   []*schema.Table // per multiset aggregate: its value alone, nullable
+	valK   []vec.Kernels
+	inTyp  []schema.Type // per aggregate, its input type
+	stCol  []int         // per aggregate, its first state column in the group table
+
+	view    *storage.View
+	epoch   Epoch
+	started bool
+	waiting bool
+	waitFor uint64
+	closed  bool
+
+	groups map[string]*hgGroup
+	dirty  []*hgGroup
+	out    []Message // chunks to emit, then the barrier
+
+	// Per-chunk scratch.
+	keys   vec.Bytes
+	vals   vec.Bytes
+	vn     []uint16
+	rowG   []*hgGroup
+	sign   []int64
+	counts []int64
+}
+
+type hgEntry struct {
+	cnt    int64
+	stored bool // the multiset table holds the entry
+	dirty  bool
+}
+
+type hgAgg struct {
+	n     int64 // count; non-NULL count (sum, avg, min, max); distinct count
+	si    int64
+	sf    float64
+	ms    map[string]*hgEntry
+	msDir []string // dirty entries, in first-touch order
+	ext   string   // the current min/max (encoded value key), when extOK
+	extOK bool
+	stale bool // ext was deleted: rescan
+}
+
+type hgOut struct {
+	null bool
+	i    int64
+	f    uint64
+	s    string
+}
+
+type hgGroup struct {
+	key     string
+	vn      uint16
+	rows    int64
+	aggs    []hgAgg
+	stored  bool // the group table holds the group
+	dirty   bool
+	oldRows int64
+	old     []hgOut
+}
+
+// NewHashAgg returns a hash aggregation of input as cfg says.
+func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
+	in := input.Schema()
+	if err := hashAggCheck(in, cfg); err != nil {
+		return nil, fmt.Errorf("hash agg: %w", err)
+	}
+	if cfg.State == nil || cfg.Node == nil || cfg.Mem == nil {
+		return nil, fmt.Errorf("hash agg: nil state table, node or allocator")
+	}
+	want, err := HashAggStateTable(cfg.State.Table().Name, in, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if got := cfg.State.Table(); got.Fingerprint() != want.Fingerprint() {
+		return nil, fmt.Errorf("hash agg: state table %s does not have HashAggStateTable's shape", got.Name)
+	}
+	if len(cfg.MultiSets) != len(cfg.Aggs) {
+		return nil, fmt.Errorf("hash agg %s: %d multiset tables for %d aggregates", want.Name, len(cfg.MultiSets), len(cfg.Aggs))
+	}
+	h := &HashAgg{
+		input: input, cfg: cfg, st: cfg.State, ms: cfg.MultiSets, node: cfg.Node, mem: cfg.Mem,
+		st2: cfg.State.Table(), stLay: vec.NewLayout(cfg.State.Table()),
+		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)),
+		valT: make([]*schema.Table, len(cfg.Aggs)), valK: make([]vec.Kernels, len(cfg.Aggs)),
+		inTyp: make([]schema.Type, len(cfg.Aggs)), stCol: make([]int, len(cfg.Aggs)),
+		groups: map[string]*hgGroup{},
+	}
+	cols, pk, dist := hashAggKeyColumns(in, cfg)
+	h.keyT = &schema.Table{Name: want.Name + "_keys", Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
+	if err := h.keyT.Validate(); err != nil {
+		return nil, fmt.Errorf("hash agg %s: %w", want.Name, err)
+	}
+	h.keyK = vec.For(h.keyT)
+	fields := make([]arrow.Field, 0, len(cfg.GroupBy)+len(cfg.Aggs))
+	for _, g := range cfg.GroupBy {
+		fields = append(fields, in.Field(g))
+	}
+	next := len(cfg.GroupBy) + 1
+	for i, a := range cfg.Aggs {
+		h.stCol[i] = next
+		if a.Kind != AggCountStar {
+			h.inTyp[i], _ = hashAggTypeOf(in.Field(a.Col).Type)
+		}
+		name := a.Name
+		if name == "" {
+			name = fmt.Sprintf("%s_%d", a.Kind, i)
+		}
+		var dt arrow.DataType
+		switch a.Kind {
+		case AggCount, AggCountStar, AggCountDistinct:
+			dt = arrow.PrimitiveTypes.Int64
+		case AggSum:
+			dt = arrow.PrimitiveTypes.Int64
+			if hgIsFloat(h.inTyp[i].Kind) {
+				dt = arrow.PrimitiveTypes.Float64
+			}
+		case AggAvg:
+			dt = arrow.PrimitiveTypes.Float64
+		case AggMin, AggMax:
+			dt = h.inTyp[i].ArrowType()
+		}
+		nullable := a.Kind == AggSum || a.Kind == AggAvg || a.Kind == AggMin || a.Kind == AggMax
+		fields = append(fields, arrow.Field{Name: name, Type: dt, Nullable: nullable})
+		switch a.Kind {
+		case AggCount, AggCountStar:
+			next++
+		case AggSum, AggAvg:
+			next += 2
+		}
+		if !a.Kind.multiset() {
+			if cfg.MultiSets[i] != nil {
+				return nil, fmt.Errorf("hash agg %s: aggregate %d (%s) has a multiset table", want.Name, i, a.Kind)
+			}
+			continue
+		}
+		mt := cfg.MultiSets[i]
+		if mt == nil {
+			return nil, fmt.Errorf("hash agg %s: aggregate %d (%s) has no multiset table", want.Name, i, a.Kind)
+		}
+		wm, err := HashAggMultisetTable(mt.Table().Name, in, cfg, i)
+		if err != nil {
+			return nil, err
+		}
+		if mt.Table().Fingerprint() != wm.Fingerprint() {
+			return nil, fmt.Errorf("hash agg %s: multiset table %s of aggregate %d does not have HashAggMultisetTable's shape", want.Name, mt.Table().Name, i)
+		}
+		h.msT[i], h.msLay[i] = mt.Table(), vec.NewLayout(mt.Table())
+		vt := &schema.Table{Name: fmt.Sprintf("%s_v%d", want.Name, i), Columns: []schema.Column{{Name: "v", Type: h.inTyp[i], Nullable: true}},
+			PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 1}
+		if err := vt.Validate(); err != nil {
+			return nil, fmt.Errorf("hash agg %s: %w", want.Name, err)
+		}
+		h.valT[i], h.valK[i] = vt, vec.For(vt)
+	}
+	h.schema = arrow.NewSchema(fields, nil)
+	return h, nil
+}
+
+// Schema implements Executor: the group-by columns, then one column per aggregate.
+func (h *HashAgg) Schema() *arrow.Schema { return h.schema }
+
+// Next implements Executor.
+func (h *HashAgg) Next(ctx context.Context) (Message, error) {
+	if len(h.out) > 0 {
+		m := h.out[0]
+		h.out[0] = Message{}
+		h.out = h.out[1:]
+		return m, nil
+	}
+	if h.waiting {
+		if err := h.node.Store().WaitCommitted(ctx, h.waitFor); err != nil {
+			return Message{}, fmt.Errorf("hash agg %s: first barrier: %w", h.st2.Name, err)
+		}
+		h.waiting = false
+	}
+	for {
+		msg, err := h.input.Next(ctx)
+		if err != nil {
+			return Message{}, err
+		}
+		switch {
+		case msg.Chunk != nil:
+			err := h.apply(msg.Chunk)
+			msg.Chunk.Release()
+			if err != nil {
+				return Message{}, fmt.Errorf("hash agg %s: epoch %d: %w", h.st2.Name, h.epoch, err)
+			}
+		case msg.Barrier != nil:
+			if err := h.barrier(msg.Barrier); err != nil {
+				return Message{}, fmt.Errorf("hash agg %s: %v: %w", h.st2.Name, msg.Barrier, err)
+			}
+			h.out = append(h.out, msg)
+			m := h.out[0]
+			h.out[0] = Message{}
+			h.out = h.out[1:]
+			return m, nil
+		}
+	}
+}
+
+func (h *HashAgg) releaseView() {
+	if h.view != nil {
+		h.view.Release()
+		h.view = nil
+	}
+}
+
+// apply folds the visible rows of c into their groups.
+func (h *HashAgg) apply(c *vec.Chunk) error {
+	if !h.started {
+		return fmt.Errorf("a chunk before the first barrier")
+	}
+	if h.view == nil {
+		v, err := h.node.View()
+		if err != nil {
+			return err
+		}
+		h.view = v
+	}
+	n := c.NumRows()
+	if n == 0 {
+		return nil
+	}
+	rec := c.Record()
+	// The group keys and their vnodes, once per chunk.
+	kcols := make([]arrow.Array, len(h.cfg.GroupBy))
+	for i, g := range h.cfg.GroupBy {
+		kcols[i] = rec.Column(g)
+	}
+	krec := array.NewRecordBatch(h.keyT.ArrowSchema(), kcols, int64(n))
+	kc := c.WithRecord(krec)
+	krec.Release()
+	h.keys.Reset()
+	h.keyK.EncodeKeys(kc, &h.keys)
+	if cap(h.vn) < n {
+		h.vn = make([]uint16, n)
+		h.rowG = make([]*hgGroup, n)
+		h.sign = make([]int64, n)
+		h.counts = make([]int64, n)
+	}
+	h.vn, h.rowG, h.sign, h.counts = h.vn[:n], h.rowG[:n], h.sign[:n], h.counts[:n]
+	h.keyK.Vnodes(kc, h.vn)
+	kc.Release()
+
+	ops := c.Ops()
+	for i := 0; i < n; i++ {
+		h.rowG[i], h.sign[i] = nil, 0
+		if !c.Visible(i) {
+			continue
+		}
+		s := int64(1)
+		if !ops[i].IsInsert() {
+			s = -1
+		}
+		g, err := h.group(h.keys.At(i), h.vn[i])
+		if err != nil {
+			return err
+		}
+		h.touch(g)
+		g.rows += s
+		h.rowG[i], h.sign[i] = g, s
+	}
+	for a := range h.cfg.Aggs {
+		if err := h.applyAgg(a, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyAgg folds aggregate a's input of the chunk's rows (rowG, sign set) into the
+// groups: one switch per chunk, then a typed loop.
+func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
+	call := h.cfg.Aggs[a]
+	n := len(h.sign)
+	// counts[i]: the row's sign when it counts for the aggregate, else 0.
+	cnt := h.counts
+	copy(cnt, h.sign)
+	if call.HasFilter {
+		f := rec.Column(call.Filter).(*array.Boolean)
+		for i := 0; i < n; i++ {
+			if cnt[i] != 0 && (f.IsNull(i) || !f.Value(i)) {
+				cnt[i] = 0
+			}
+		}
+	}
+	if call.Kind == AggCountStar {
+		for i, s := range cnt {
+			if s != 0 {
+				h.rowG[i].aggs[a].n += s
+			}
+		}
+		return nil
+	}
+	col := rec.Column(call.Col)
+	if col.NullN() > 0 {
+		for i := 0; i < n; i++ {
+			if cnt[i] != 0 && col.IsNull(i) {
+				cnt[i] = 0
+			}
+		}
+	}
+	switch call.Kind {
+	case AggCount:
+		for i, s := range cnt {
+			if s != 0 {
+				h.rowG[i].aggs[a].n += s
+			}
+		}
+	case AggSum, AggAvg:
+		switch arr := col.(type) {
+		case *array.Int16:
+			hgSumInts(h.rowG, a, cnt, arr.Int16Values())
+		case *array.Int32:
+			hgSumInts(h.rowG, a, cnt, arr.Int32Values())
+		case *array.Int64:
+			hgSumInts(h.rowG, a, cnt, arr.Int64Values())
+		case *array.Float32:
+			hgSumFloats(h.rowG, a, cnt, arr.Float32Values())
+		case *array.Float64:
+			hgSumFloats(h.rowG, a, cnt, arr.Float64Values())
+		default:
+			return fmt.Errorf("aggregate %d: cannot sum %s", a, col.DataType())
+		}
+	case AggMin, AggMax, AggCountDistinct:
+		vrec := array.NewRecordBatch(h.valT[a].ArrowSchema(), []arrow.Array{col}, int64(n))
+		ops := vec.NewOps(h.mem, n, vec.Insert)
+		vc := vec.NewChunk(vrec, ops, nil)
+		vrec.Release()
+		ops.Release()
+		h.vals.Reset()
+		h.valK[a].EncodeKeys(vc, &h.vals)
+		vc.Release()
+		for i, s := range cnt {
+			if s != 0 {
+				h.rowG[i].aggs[a].add(call.Kind, h.vals.At(i), s)
+			}
+		}
+	}
+	return nil
+}
+
+func hgSumInts[T int16 | int32 | int64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
+	for i, s := range cnt {
+		if s != 0 {
+			st := &rowG[i].aggs[a]
+			st.n += s
+			st.si += s * int64(vals[i])
+		}
+	}
+}
+
+func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
+	for i, s := range cnt {
+		if s != 0 {
+			st := &rowG[i].aggs[a]
+			st.n += s
+			st.sf += float64(s) * float64(vals[i])
+		}
+	}
+}
+
+// add adds s (+1 or -1) rows of the value with key k to the multiset.
+func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
+	e, ok := st.ms[keyString(k)]
+	if !ok {
+		e = &hgEntry{}
+		st.ms[string(k)] = e
+	}
+	if !e.dirty {
+		e.dirty = true
+		st.msDir = append(st.msDir, string(k))
+	}
+	before := e.cnt
+	e.cnt += s
+	switch kind {
+	case AggCountDistinct:
+		if before <= 0 && e.cnt > 0 {
+			st.n++
+		} else if before > 0 && e.cnt <= 0 {
+			st.n--
+		}
+	case AggMin, AggMax:
+		st.n += s
+		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, string(k), st.ext)) {
+			st.ext, st.extOK = string(k), true
+		}
+		if s < 0 && e.cnt == 0 && st.extOK && st.ext == string(k) {
+			st.stale = true
+		}
+	}
+}
+
+// better reports whether value key a beats b for min (smaller) or max (larger): the
+// memcomparable order is the value order.
+func hgBetter(kind AggKind, a, b string) bool {
+	if kind == AggMin {
+		return a < b
+	}
+	return a > b
+}
+
+// extreme returns the current min/max, rescanning the multiset when it was deleted.
+func (st *hgAgg) extreme(kind AggKind) (string, bool) {
+	if st.stale {
+		st.stale, st.extOK, st.ext = false, false, ""
+		for k, e := range st.ms {
+			if e.cnt > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
+				st.ext, st.extOK = k, true
+			}
+		}
+	}
+	return st.ext, st.extOK
+}
+
+// group returns the group of key, from the cache or the state tables.
+func (h *HashAgg) group(key []byte, vn uint16) (*hgGroup, error) {
+	if g, ok := h.groups[keyString(key)]; ok {
+		return g, nil
+	}
+	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs))}
+	for a, call := range h.cfg.Aggs {
+		if call.Kind.multiset() {
+			g.aggs[a].ms = map[string]*hgEntry{}
+		}
+	}
+	val, ok, err := h.st.Get(h.view, vn, key)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if err := h.stLay.CheckValue(val); err != nil {
+			return nil, fmt.Errorf("table %s vnode %d: %w", h.st2.Name, vn, err)
+		}
+		u := func(col int) int64 { return int64(binary.LittleEndian.Uint64(val[h.stLay.Slot[col]:])) }
+		g.stored = true
+		g.rows = u(len(h.cfg.GroupBy))
+		for a, call := range h.cfg.Aggs {
+			st := &g.aggs[a]
+			switch call.Kind {
+			case AggCount, AggCountStar:
+				st.n = u(h.stCol[a])
+			case AggSum, AggAvg:
+				st.n = u(h.stCol[a])
+				if hgIsFloat(h.inTyp[a].Kind) {
+					st.sf = math.Float64frombits(uint64(u(h.stCol[a] + 1)))
+				} else {
+					st.si = u(h.stCol[a] + 1)
+				}
+			case AggMin, AggMax, AggCountDistinct:
+				if err := h.loadMultiset(a, g); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	h.groups[g.key] = g
+	return g, nil
+}
+
+// loadMultiset reads aggregate a's multiset of g from its table.
+func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
+	kind := h.cfg.Aggs[a].Kind
+	lay, t := h.msLay[a], h.msT[a]
+	b := storage.IterBounds{After: []byte(g.key)}
+	if end, ok := hgPrefixSuccessor([]byte(g.key)); ok {
+		b.Before = end
+	}
+	it, err := h.ms[a].Iter(h.view, g.vn, b)
+	if err != nil {
+		return err
+	}
+	st := &g.aggs[a]
+	cntCol := len(t.Columns) - 1
+	for it.Next() {
+		pk, val := it.PK(), it.Value()
+		if len(pk) < len(g.key) || string(pk[:len(g.key)]) != g.key {
+			continue
+		}
+		if err := lay.CheckValue(val); err != nil {
+			it.Close()
+			return fmt.Errorf("table %s vnode %d: %w", t.Name, g.vn, err)
+		}
+		c := int64(binary.LittleEndian.Uint64(val[lay.Slot[cntCol]:]))
+		k := string(pk[len(g.key):])
+		st.ms[k] = &hgEntry{cnt: c, stored: true}
+		switch kind {
+		case AggCountDistinct:
+			st.n++
+		default:
+			st.n += c
+			if !st.extOK || hgBetter(kind, k, st.ext) {
+				st.ext, st.extOK = k, true
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		it.Close()
+		return fmt.Errorf("table %s vnode %d: %w", t.Name, g.vn, err)
+	}
+	return it.Close()
+}
+
+// hgPrefixSuccessor is the smallest key above every key starting with p, if any.
+func hgPrefixSuccessor(p []byte) ([]byte, bool) {
+	out := append([]byte(nil), p...)
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i] != 0xff {
+			out[i]++
+			return out[:i+1], true
+		}
+	}
+	return nil, false
+}
+
+// touch remembers g's output before its first change of the epoch.
+func (h *HashAgg) touch(g *hgGroup) {
+	if g.dirty {
+		return
+	}
+	g.dirty = true
+	g.oldRows = g.rows
+	g.old = h.outputs(g, g.old[:0])
+	h.dirty = append(h.dirty, g)
+}
+
+// outputs appends g's output values, one per aggregate.
+func (h *HashAgg) outputs(g *hgGroup, out []hgOut) []hgOut {
+	for a, call := range h.cfg.Aggs {
+		st := &g.aggs[a]
+		var o hgOut
+		switch call.Kind {
+		case AggCount, AggCountStar, AggCountDistinct:
+			o.i = st.n
+		case AggSum:
+			if st.n == 0 {
+				o.null = true
+			} else if hgIsFloat(h.inTyp[a].Kind) {
+				o.f = math.Float64bits(st.sf)
+			} else {
+				o.i = st.si
+			}
+		case AggAvg:
+			if st.n == 0 {
+				o.null = true
+			} else if hgIsFloat(h.inTyp[a].Kind) {
+				o.f = math.Float64bits(st.sf / float64(st.n))
+			} else {
+				o.f = math.Float64bits(float64(st.si) / float64(st.n))
+			}
+		case AggMin, AggMax:
+			if k, ok := st.extreme(call.Kind); ok {
+				o.s = k
+			} else {
+				o.null = true
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func hgSameOutputs(a, b []hgOut) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// hgRow is one row of the output changelog.
+type hgRow struct {
+	op  vec.Op
+	key string
+	out []hgOut
+}
+
+// barrier emits the epoch's changelog, persists the changed state, seals epoch Prev and
+// renews the view.
+func (h *HashAgg) barrier(b *Barrier) error {
+	var rows []hgRow
+	var newOut []hgOut
+	for _, g := range h.dirty {
+		g.dirty = false
+		if g.rows < 0 {
+			return fmt.Errorf("group in vnode %d has %d rows: the input deleted rows it never inserted", g.vn, g.rows)
+		}
+		for a := range g.aggs {
+			st := &g.aggs[a]
+			if st.n < 0 {
+				return fmt.Errorf("group in vnode %d: aggregate %d has a negative count %d", g.vn, a, st.n)
+			}
+			if st.n == 0 {
+				st.si, st.sf = 0, 0 // no float residue in an emptied sum
+			}
+		}
+		newOut = h.outputs(g, nil)
+		switch {
+		case g.oldRows == 0 && g.rows > 0:
+			rows = append(rows, hgRow{vec.Insert, g.key, newOut})
+		case g.oldRows > 0 && g.rows == 0:
+			rows = append(rows, hgRow{vec.Delete, g.key, append([]hgOut(nil), g.old...)})
+		case g.oldRows > 0 && !hgSameOutputs(g.old, newOut):
+			rows = append(rows, hgRow{vec.UpdateDelete, g.key, append([]hgOut(nil), g.old...)}, hgRow{vec.UpdateInsert, g.key, newOut})
+		}
+	}
+	if err := h.persist(); err != nil {
+		return err
+	}
+	for _, g := range h.dirty {
+		if g.rows == 0 {
+			delete(h.groups, g.key)
+		}
+	}
+	clear(h.dirty)
+	h.dirty = h.dirty[:0]
+	for start := 0; start < len(rows); {
+		end := min(start+1024, len(rows))
+		if end < len(rows) && rows[end-1].op == vec.UpdateDelete {
+			end++
+		}
+		c, err := h.buildOutput(rows[start:end])
+		if err != nil {
+			return err
+		}
+		h.out = append(h.out, ChunkMessage(c))
+		start = end
+	}
+	if err := h.st.Seal(uint64(b.Prev)); err != nil {
+		return fmt.Errorf("seal epoch %d: %w", b.Prev, err)
+	}
+	for _, m := range h.ms {
+		if m != nil {
+			if err := m.Seal(uint64(b.Prev)); err != nil {
+				return fmt.Errorf("seal epoch %d: %w", b.Prev, err)
+			}
+		}
+	}
+	h.releaseView()
+	h.epoch = b.Curr
+	if !h.started {
+		h.started = true
+		h.waiting, h.waitFor = true, uint64(b.Prev)
+	}
+	return nil // the view is taken on the next chunk
+}
+
+// persist writes the dirty groups and multiset entries into the state tables.
+func (h *HashAgg) persist() error {
+	if len(h.dirty) == 0 {
+		return nil
+	}
+	ng := len(h.cfg.GroupBy)
+	cb := vec.NewChunkBuilder(h.mem, h.st2)
+	defer cb.Release()
+	h.keys.Reset()
+	for _, g := range h.dirty {
+		switch {
+		case g.rows > 0:
+			cb.AppendOp(vec.Insert)
+			g.stored = true
+		case g.stored:
+			cb.AppendOp(vec.Delete)
+			g.stored = false
+		default:
+			continue
+		}
+		h.keys.Append([]byte(g.key))
+		cb.Column(ng).(*array.Int64Builder).Append(g.rows)
+		for a, call := range h.cfg.Aggs {
+			col := h.stCol[a]
+			switch call.Kind {
+			case AggCount, AggCountStar:
+				cb.Column(col).(*array.Int64Builder).Append(g.aggs[a].n)
+			case AggSum, AggAvg:
+				cb.Column(col).(*array.Int64Builder).Append(g.aggs[a].n)
+				if hgIsFloat(h.inTyp[a].Kind) {
+					cb.Column(col + 1).(*array.Float64Builder).Append(g.aggs[a].sf)
+				} else {
+					cb.Column(col + 1).(*array.Int64Builder).Append(g.aggs[a].si)
+				}
+			}
+		}
+	}
+	if err := h.writeKeyed(cb, ng, h.st); err != nil {
+		return err
+	}
+	for a, call := range h.cfg.Aggs {
+		if !call.Kind.multiset() {
+			continue
+		}
+		mb := vec.NewChunkBuilder(h.mem, h.msT[a])
+		h.keys.Reset()
+		var buf []byte
+		for _, g := range h.dirty {
+			st := &g.aggs[a]
+			for _, k := range st.msDir {
+				e := st.ms[k]
+				e.dirty = false
+				switch {
+				case e.cnt > 0:
+					mb.AppendOp(vec.Insert)
+					e.stored = true
+				case e.stored:
+					mb.AppendOp(vec.Delete)
+					e.stored = false
+				default:
+					delete(st.ms, k)
+					continue
+				}
+				if e.cnt <= 0 {
+					delete(st.ms, k)
+				}
+				buf = append(append(buf[:0], g.key...), k...)
+				h.keys.Append(buf)
+				mb.Column(ng + 1).(*array.Int64Builder).Append(max(e.cnt, 0))
+			}
+			st.msDir = st.msDir[:0]
+		}
+		err := h.writeKeyed(mb, ng+1, h.ms[a])
+		mb.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeKeyed decodes h.keys into the first npk columns of cb (whose other columns and
+// ops are appended), builds the chunk and writes it into st.
+func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTable) error {
+	if cb.Len() == 0 {
+		return nil
+	}
+	bs := make([]array.Builder, npk)
+	for i := range bs {
+		bs[i] = cb.Column(i)
+	}
+	if err := vec.For(st.Table()).DecodeKeys(&h.keys, bs); err != nil {
+		return err
+	}
+	c, err := cb.Build()
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return st.Write(c)
+}
+
+// buildOutput builds one output chunk of rows.
+func (h *HashAgg) buildOutput(rows []hgRow) (*vec.Chunk, error) {
+	ng := len(h.cfg.GroupBy)
+	bs := make([]array.Builder, h.schema.NumFields())
+	for i, f := range h.schema.Fields() {
+		bs[i] = array.NewBuilder(h.mem, f.Type)
+		bs[i].Reserve(len(rows))
+	}
+	defer func() {
+		for _, b := range bs {
+			b.Release()
+		}
+	}()
+	h.keys.Reset()
+	for _, r := range rows {
+		h.keys.Append([]byte(r.key))
+	}
+	if err := h.keyK.DecodeKeys(&h.keys, bs[:ng]); err != nil {
+		return nil, err
+	}
+	for a, call := range h.cfg.Aggs {
+		b := bs[ng+a]
+		switch call.Kind {
+		case AggCount, AggCountStar, AggCountDistinct:
+			ib := b.(*array.Int64Builder)
+			for _, r := range rows {
+				ib.Append(r.out[a].i)
+			}
+		case AggSum, AggAvg:
+			if fb, ok := b.(*array.Float64Builder); ok {
+				for _, r := range rows {
+					if r.out[a].null {
+						fb.AppendNull()
+					} else {
+						fb.Append(math.Float64frombits(r.out[a].f))
+					}
+				}
+			} else {
+				ib := b.(*array.Int64Builder)
+				for _, r := range rows {
+					if r.out[a].null {
+						ib.AppendNull()
+					} else {
+						ib.Append(r.out[a].i)
+					}
+				}
+			}
+		case AggMin, AggMax:
+			h.vals.Reset()
+			null := vec.AppendKeyNull(nil, false)
+			for _, r := range rows {
+				if r.out[a].null {
+					h.vals.Append(null)
+				} else {
+					h.vals.Append([]byte(r.out[a].s))
+				}
+			}
+			if err := h.valK[a].DecodeKeys(&h.vals, []array.Builder{b}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cols := make([]arrow.Array, len(bs))
+	for i, b := range bs {
+		cols[i] = b.NewArray()
+	}
+	rec := array.NewRecordBatch(h.schema, cols, int64(len(rows)))
+	for _, c := range cols {
+		c.Release()
+	}
+	defer rec.Release()
+	ops := vec.NewOps(h.mem, len(rows), vec.Insert)
+	defer ops.Release()
+	o := vec.OpsOf(ops.Bytes())
+	for i, r := range rows {
+		o[i] = r.op
+	}
+	return vec.NewChunk(rec, ops, nil), nil
+}
+
+// Close releases the view and pending output and closes the input.
+func (h *HashAgg) Close() error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	h.releaseView()
+	for _, m := range h.out {
+		m.Release()
+	}
+	h.out = nil
+	h.groups = nil
+	return h.input.Close()
+}
