@@ -583,3 +583,170 @@ func runHashAggRandom(t *testing.T, seed uint64, crash bool) (cnt hgCounters) {
 	}
 	return cnt
 }
+
+// TestHashAggRules checks hand-written cases, barrier by barrier: deleting the current
+// max finds the next one, a change that leaves the output as it was emits nothing, a
+// group whose last row goes is deleted, an update pair moving a row between groups
+// updates both, NULL keys form a group, and FILTER ignores NULL and false.
+func TestHashAggRules(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	store := mvOpenStore(t)
+	cfg := executors.HashAggConfig{GroupBy: []int{hgK1, hgK2}, VnodeCount: 4, Aggs: []executors.AggCall{
+		{Kind: executors.AggCountStar}, {Kind: executors.AggMax, Col: hgX}, {Kind: executors.AggCountDistinct, Col: hgX},
+		{Kind: executors.AggSum, Col: hgX, HasFilter: true, Filter: hgFlag},
+	}}
+	a := newHGActor(t, store.AddNode(), mem, cfg)
+	defer a.agg.Close()
+	tab := hgInTable()
+	type row struct {
+		op vec.Op
+		r  hgRow
+	}
+	r := func(k1 any, x any, flag any) hgRow { return hgRow{k1, "a", x, nil, nil, flag} }
+	epoch := 0
+	step := func(rows []row, want string) {
+		t.Helper()
+		var msgs []executors.Message
+		if len(rows) > 0 {
+			b := vec.NewChunkBuilder(mem, tab)
+			for _, x := range rows {
+				if err := b.AppendRow(x.op, x.r[:]...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := b.Build()
+			b.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, executors.ChunkMessage(c))
+		}
+		msgs = append(msgs, mvBarrier(epoch, epoch+1, executors.Checkpoint))
+		a.src.q = append(a.src.q, msgs...)
+		var got []string
+		for {
+			m, err := a.agg.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Barrier != nil {
+				break
+			}
+			rec := m.Chunk.Record()
+			for i, op := range m.Chunk.Ops() {
+				var vals []any
+				for j := 0; j < int(rec.NumCols()); j++ {
+					if j != hgK2 {
+						vals = append(vals, hgCell(rec.Column(j), i))
+					}
+				}
+				got = append(got, fmt.Sprintf("%v%v", op, vals))
+			}
+			m.Release()
+		}
+		if s := strings.Join(got, " "); s != want {
+			t.Fatalf("epoch %d: emitted %q, want %q", epoch, s, want)
+		}
+		if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
+			t.Fatal(err)
+		}
+		epoch++
+	}
+	I, D, UD, UI := vec.Insert, vec.Delete, vec.UpdateDelete, vec.UpdateInsert
+	i32 := func(v int32) any { return v }
+	i64 := func(v int64) any { return v }
+	step(nil, "")
+	step([]row{{I, r(i32(1), i64(5), true)}, {I, r(i32(1), i64(9), nil)}, {I, r(nil, i64(9), false)}},
+		"+[1 2 9 2 5] +[<nil> 1 9 1 <nil>]")
+	// Delete the max: the next one is found.
+	step([]row{{D, r(i32(1), i64(9), nil)}}, "U-[1 2 9 2 5] U+[1 1 5 1 5]")
+	// A second 5 without the flag changes only count(*).
+	step([]row{{I, r(i32(1), i64(5), false)}}, "U-[1 1 5 1 5] U+[1 2 5 1 5]")
+	// Insert and delete within one epoch: nothing.
+	step([]row{{I, r(i32(1), i64(7), true)}, {D, r(i32(1), i64(7), true)}}, "")
+	// An update pair moving a row from group 1 to group NULL updates both.
+	step([]row{{UD, r(i32(1), i64(5), true)}, {UI, r(nil, i64(4), true)}},
+		"U-[1 2 5 1 5] U+[1 1 5 1 <nil>] U-[<nil> 1 9 1 <nil>] U+[<nil> 2 9 2 4]")
+	// The last value goes: max NULL, distinct 0.
+	step([]row{{D, r(i32(1), i64(5), false)}, {I, r(i32(1), nil, nil)}}, "U-[1 1 5 1 <nil>] U+[1 1 <nil> 0 <nil>]")
+	// The last row goes: Delete.
+	step([]row{{D, r(i32(1), nil, nil)}}, "-[1 1 <nil> 0 <nil>]")
+	// An update whose outputs stay the same (the flag of a row of 9 from false to NULL): nothing.
+	step([]row{{UD, r(nil, i64(9), false)}, {UI, r(nil, i64(9), nil)}}, "")
+}
+
+// TestHashAggConfigErrors checks that bad configurations are refused with a message.
+func TestHashAggConfigErrors(t *testing.T) {
+	good := executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: executors.AggSum, Col: hgX}}}
+	for name, c := range map[string]struct {
+		cfg  executors.HashAggConfig
+		want string
+	}{
+		"no group by":    {executors.HashAggConfig{Aggs: good.Aggs}, "no group-by column"},
+		"group by range": {executors.HashAggConfig{GroupBy: []int{9}}, "out of range"},
+		"sum of string":  {executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: executors.AggSum, Col: hgS}}}, "not an integer or float"},
+		"filter type":    {executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: executors.AggCountStar, HasFilter: true, Filter: hgX}}}, "not boolean"},
+		"unknown kind":   {executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: 99}}}, "unknown kind"},
+	} {
+		_, err := executors.HashAggStateTable("s", hgInSchema, c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := executors.HashAggMultisetTable("m", hgInSchema, good, 0); err == nil {
+		t.Error("multiset table of a sum: no error")
+	}
+	store := mvOpenStore(t)
+	node := store.AddNode()
+	st, err := executors.HashAggStateTable("s", hgInSchema, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := executors.HashAggStateTable("s", hgInSchema, executors.HashAggConfig{GroupBy: []int{hgK2}, Aggs: good.Aggs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tab := range map[string]*schema.Table{"right": st, "wrong": other} {
+		cfg := good
+		cfg.Node, cfg.Mem, cfg.MultiSets = node, memory.NewGoAllocator(), []*storage.StateTable{nil}
+		cfg.State, err = storage.NewStateTable(node, 5, tab, vnode.Full(tab.VnodeCount))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = executors.NewHashAgg(&hgSource{}, cfg)
+		if (err == nil) != (name == "right") {
+			t.Errorf("%s state table: error %v", name, err)
+		}
+	}
+}
+
+// TestHashAggFirstBarrierWaits checks that after the first barrier nothing is read
+// until the store's committed epoch reaches its Prev.
+func TestHashAggFirstBarrierWaits(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	store := mvOpenStore(t)
+	cfg := executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: executors.AggCountStar}}}
+	a := newHGActor(t, store.AddNode(), mem, cfg)
+	defer a.agg.Close()
+	a.src.q = append(a.src.q, mvBarrier(3, 4, executors.Checkpoint), mvBarrier(4, 5, executors.Checkpoint))
+	m, err := a.agg.Next(context.Background())
+	if err != nil || m.Barrier == nil {
+		t.Fatalf("first Next: %v %v", m, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := a.agg.Next(ctx); err == nil {
+		t.Fatal("read on before the committed epoch reached the first barrier's Prev")
+	}
+	if len(a.src.q) != 1 {
+		t.Fatalf("the input was read while waiting (%d messages left)", len(a.src.q))
+	}
+	if _, err := store.Checkpoint(uint64(mvEpoch(3))); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := a.agg.Next(context.Background()); err != nil || m.Barrier == nil {
+		t.Fatalf("after the commit: %v %v", m, err)
+	}
+}
