@@ -750,3 +750,71 @@ func TestHashAggFirstBarrierWaits(t *testing.T) {
 		t.Fatalf("after the commit: %v %v", m, err)
 	}
 }
+
+// BenchmarkHashAgg measures inserts of 1024-row chunks into 1000 groups with count(*),
+// sum, max and count(DISTINCT), a checkpoint barrier every 8 chunks (state written, sealed and committed).
+func BenchmarkHashAgg(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	store := mvOpenStore(b)
+	cfg := executors.HashAggConfig{GroupBy: []int{hgK1}, VnodeCount: 16, Aggs: []executors.AggCall{
+		{Kind: executors.AggCountStar}, {Kind: executors.AggSum, Col: hgX},
+		{Kind: executors.AggMax, Col: hgX}, {Kind: executors.AggCountDistinct, Col: hgX},
+	}}
+	a := newHGActor(b, store.AddNode(), mem, cfg)
+	defer a.agg.Close()
+	rng := vectest.NewRand(1)
+	tab := hgInTable()
+	var chunks []*vec.Chunk
+	for range 16 {
+		cb := vec.NewChunkBuilder(mem, tab)
+		for range 1024 {
+			if err := cb.AppendRow(vec.Insert, int32(rng.IntN(1000)), "a", int64(rng.IntN(100)), nil, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c, err := cb.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cb.Release()
+		chunks = append(chunks, c)
+	}
+	defer func() {
+		for _, c := range chunks {
+			c.Release()
+		}
+	}()
+	out := map[string]string{}
+	epoch := 0
+	a.run(b, []executors.Message{mvBarrier(epoch, epoch+1, executors.Checkpoint)}, out)
+	if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := chunks[i%len(chunks)]
+		c.Retain()
+		msgs := []executors.Message{executors.ChunkMessage(c)}
+		if i%8 == 7 || i == b.N-1 {
+			epoch++
+			msgs = append(msgs, mvBarrier(epoch, epoch+1, executors.Checkpoint))
+			a.src.q = append(a.src.q, msgs...)
+			for {
+				m, err := a.agg.Next(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				m.Release()
+				if m.Barrier != nil {
+					break
+				}
+			}
+			if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		a.src.q = append(a.src.q, msgs...)
+	}
+	b.SetBytes(1024)
+}
