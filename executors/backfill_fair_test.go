@@ -2,7 +2,6 @@ package executors_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -158,6 +157,6 @@ func TestBackfillFairness(t *testing.T) {
 	// One row per barrier would need 20000 barriers; the rule gives the snapshot about
 	// every other message.
 	if share < 0.45 {
-		t.Fatal(fmt.Sprintf("snapshot share %.2f under a busy upstream, want >= 0.45", share))
+		t.Fatalf("snapshot share %.2f under a busy upstream, want >= 0.45", share)
 	}
 }
