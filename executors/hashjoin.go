@@ -1,0 +1,602 @@
+package executors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// HashJoinConfig configures a HashJoin.
+type HashJoinConfig struct {
+	// LeftKeys and RightKeys are the equi-join columns of each input, pairwise of the
+	// same type (at least one pair).
+	LeftKeys, RightKeys []int
+	// LeftPK and RightPK are columns of each input that identify its rows (together
+	// with the join key, which is part of each state table's pk anyway).
+	LeftPK, RightPK []int
+	// Residual, when set, is a boolean condition over the output columns (left
+	// columns ++ right columns); a pair for which it is false or NULL is dropped.
+	Residual Expr
+	// VnodeCount is the vnode count of the state tables (0: schema.DefaultVnodeCount).
+	VnodeCount int
+	// LeftState and RightState hold each input's rows: state tables over
+	// HashJoinStateTable's schema for that side.
+	LeftState, RightState *storage.StateTable
+	Node                  *storage.Node
+	Mem                   memory.Allocator
+}
+
+func hashJoinVnodes(n int) int {
+	if n == 0 {
+		return schema.DefaultVnodeCount
+	}
+	return n
+}
+
+// HashJoinStateTable derives the schema of one side's state table: the input's columns
+// c0, c1, ... (all nullable, the input's types), with pk (the join key columns, then
+// the pk columns not among them) and the join key columns as the distribution key, so
+// that all rows of a join key live in one vnode and follow one another in pk order.
+func HashJoinStateTable(name string, in *arrow.Schema, keys, pk []int, vnodeCount int) (*schema.Table, error) {
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("hash join %s: no join key", name)
+	}
+	cols := make([]schema.Column, in.NumFields())
+	for i, f := range in.Fields() {
+		typ, err := hashAggTypeOf(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("hash join %s: column %d (%s): %w", name, i, f.Name, err)
+		}
+		cols[i] = schema.Column{Name: fmt.Sprintf("c%d", i), Type: typ, Nullable: true}
+	}
+	seen := map[int]bool{}
+	var kcs []schema.KeyColumn
+	for _, list := range [][]int{keys, pk} {
+		for _, c := range list {
+			if c < 0 || c >= len(cols) {
+				return nil, fmt.Errorf("hash join %s: column %d out of range (%d columns)", name, c, len(cols))
+			}
+			if !seen[c] {
+				seen[c] = true
+				kcs = append(kcs, schema.KeyColumn{Column: c})
+			}
+		}
+	}
+	t := &schema.Table{Name: name, Columns: cols, PK: kcs, DistKey: append([]int(nil), keys...), VnodeCount: hashJoinVnodes(vnodeCount)}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("hash join %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// HashJoinLeftTable is HashJoinStateTable of cfg's left side.
+func HashJoinLeftTable(name string, left *arrow.Schema, cfg HashJoinConfig) (*schema.Table, error) {
+	return HashJoinStateTable(name, left, cfg.LeftKeys, cfg.LeftPK, cfg.VnodeCount)
+}
+
+// HashJoinRightTable is HashJoinStateTable of cfg's right side.
+func HashJoinRightTable(name string, right *arrow.Schema, cfg HashJoinConfig) (*schema.Table, error) {
+	return HashJoinStateTable(name, right, cfg.RightKeys, cfg.RightPK, cfg.VnodeCount)
+}
+
+// HashJoin is a streaming inner equi-join of two inputs, both sides stateful. Its
+// output columns are the left columns, then the right ones.
+//
+// Changelog: a chunk of one side is joined with the other side's rows of the same key
+// in state at that moment: every visible Insert or UpdateInsert row emits an Insert
+// per matching pair, every Delete or UpdateDelete row a Delete per matching pair
+// (updates become Delete + Insert), pairs for which the residual condition is not
+// true dropped (hidden); then the chunk's rows are written to its side's state table.
+// Rows with a NULL in a join key never match and are not stored. With exact input
+// changelogs (per side pk) the output is an exact changelog keyed by left pk ++ right
+// pk.
+//
+// Barriers: each input is read by its own goroutine; a barrier is emitted once both
+// inputs delivered it (the other input is not read past its barrier meanwhile), so the
+// chunks of an epoch from both sides precede its barrier. At each barrier both state
+// tables are sealed as epoch Prev and the view renewed; like Materialize, the first
+// barrier is passed on at once and no data after it is processed until the store's
+// committed epoch reaches its Prev. The state tables are the only state: a new
+// HashJoin over committed state continues where the committed epoch ended. Watermarks
+// are dropped. An input that ends (io.EOF) stops taking part in the alignment; the
+// join ends when both have.
+type HashJoin struct {
+	in     [2]Executor
+	cfg    HashJoinConfig
+	st     [2]*storage.StateTable
+	keys   [2][]int
+	node   *storage.Node
+	mem    memory.Allocator
+	schema *arrow.Schema
+	keyT   *schema.Table // the join key columns alone: their encoding and vnodes
+	keyK   vec.Kernels
+	valK   [2]vec.Kernels // each side's state kernels (value decoding)
+	proj   [2]vec.Projection
+	nleft  int
+
+	view    *storage.View
+	epoch   Epoch
+	started bool
+	waiting bool
+	waitFor uint64
+	closed  bool
+
+	// Input pumping.
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	ch      [2]chan hjMsg
+	done    [2]bool     // the input ended
+	pending [2]*Barrier // a barrier delivered by that input, waiting for the other
+	running bool
+
+	// Per-chunk scratch.
+	kbuf    vec.Bytes
+	vn      []uint16
+	matched vec.Bytes
+	idx     []int64
+	ops     []vec.Op
+}
+
+type hjMsg struct {
+	msg Message
+	err error
+}
+
+// NewHashJoin returns the inner hash join of left and right as cfg says.
+func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
+	if cfg.LeftState == nil || cfg.RightState == nil || cfg.Node == nil || cfg.Mem == nil {
+		return nil, fmt.Errorf("hash join: nil state table, node or allocator")
+	}
+	if len(cfg.LeftKeys) == 0 || len(cfg.LeftKeys) != len(cfg.RightKeys) {
+		return nil, fmt.Errorf("hash join: %d left and %d right key columns", len(cfg.LeftKeys), len(cfg.RightKeys))
+	}
+	ls, rs := left.Schema(), right.Schema()
+	for i := range cfg.LeftKeys {
+		l, r := cfg.LeftKeys[i], cfg.RightKeys[i]
+		if l < 0 || l >= ls.NumFields() || r < 0 || r >= rs.NumFields() {
+			return nil, fmt.Errorf("hash join: key pair %d: column out of range", i)
+		}
+		if !arrow.TypeEqual(ls.Field(l).Type, rs.Field(r).Type) {
+			return nil, fmt.Errorf("hash join: key pair %d: left column %d is %s, right column %d is %s", i, l, ls.Field(l).Type, r, rs.Field(r).Type)
+		}
+	}
+	for _, want := range []struct {
+		in  *arrow.Schema
+		st  *storage.StateTable
+		f   func(string, *arrow.Schema, HashJoinConfig) (*schema.Table, error)
+		nam string
+	}{{ls, cfg.LeftState, HashJoinLeftTable, "left"}, {rs, cfg.RightState, HashJoinRightTable, "right"}} {
+		t, err := want.f(want.st.Table().Name, want.in, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if want.st.Table().Fingerprint() != t.Fingerprint() {
+			return nil, fmt.Errorf("hash join: %s state table %s does not have HashJoinStateTable's shape", want.nam, want.st.Table().Name)
+		}
+	}
+	h := &HashJoin{
+		in: [2]Executor{left, right}, cfg: cfg, st: [2]*storage.StateTable{cfg.LeftState, cfg.RightState},
+		keys: [2][]int{cfg.LeftKeys, cfg.RightKeys}, node: cfg.Node, mem: cfg.Mem, nleft: ls.NumFields(),
+	}
+	kcols := make([]schema.Column, len(cfg.LeftKeys))
+	kpk := make([]schema.KeyColumn, len(cfg.LeftKeys))
+	kdist := make([]int, len(cfg.LeftKeys))
+	for i, c := range cfg.LeftKeys {
+		typ, _ := hashAggTypeOf(ls.Field(c).Type)
+		kcols[i] = schema.Column{Name: fmt.Sprintf("k%d", i), Type: typ, Nullable: true}
+		kpk[i] = schema.KeyColumn{Column: i}
+		kdist[i] = i
+	}
+	h.keyT = &schema.Table{Name: cfg.LeftState.Table().Name + "_keys", Columns: kcols, PK: kpk, DistKey: kdist, VnodeCount: hashJoinVnodes(cfg.VnodeCount)}
+	if err := h.keyT.Validate(); err != nil {
+		return nil, fmt.Errorf("hash join: %w", err)
+	}
+	h.keyK = vec.For(h.keyT)
+	fields := make([]arrow.Field, 0, ls.NumFields()+rs.NumFields())
+	for s, in := range []*arrow.Schema{ls, rs} {
+		h.valK[s] = vec.For(h.st[s].Table())
+		h.proj[s] = make(vec.Projection, in.NumFields())
+		for i, f := range in.Fields() {
+			h.proj[s][i] = i
+			f.Nullable = true
+			fields = append(fields, f)
+		}
+	}
+	h.schema = arrow.NewSchema(fields, nil)
+	if cfg.Residual != nil {
+		empty := emptyRecord(h.schema, cfg.Mem)
+		a, err := EvalArray(withMem(context.Background(), cfg.Mem), cfg.Residual, empty, cfg.Mem)
+		empty.Release()
+		if err != nil {
+			return nil, fmt.Errorf("hash join: residual %s: %w", cfg.Residual, err)
+		}
+		dt := a.DataType()
+		a.Release()
+		if dt.ID() != arrow.BOOL {
+			return nil, fmt.Errorf("hash join: residual %s is %s, want boolean", cfg.Residual, dt)
+		}
+	}
+	return h, nil
+}
+
+// Schema implements Executor: the left columns, then the right ones.
+func (h *HashJoin) Schema() *arrow.Schema { return h.schema }
+
+func (h *HashJoin) name() string {
+	return h.st[0].Table().Name + "/" + h.st[1].Table().Name
+}
+
+// start launches one goroutine per input, each feeding its channel.
+func (h *HashJoin) start() {
+	h.running = true
+	h.runCtx, h.cancel = context.WithCancel(context.Background())
+	for s := range h.in {
+		h.ch[s] = make(chan hjMsg, 1)
+		h.wg.Add(1)
+		go h.pump(s)
+	}
+}
+
+func (h *HashJoin) pump(s int) {
+	defer h.wg.Done()
+	for {
+		m, err := h.in[s].Next(h.runCtx)
+		select {
+		case h.ch[s] <- hjMsg{msg: m, err: err}:
+		case <-h.runCtx.Done():
+			m.Release()
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Next implements Executor.
+func (h *HashJoin) Next(ctx context.Context) (Message, error) {
+	if h.closed {
+		return Message{}, fmt.Errorf("hash join %s: next after close", h.name())
+	}
+	if !h.running {
+		h.start()
+	}
+	if h.waiting {
+		if err := h.node.Store().WaitCommitted(ctx, h.waitFor); err != nil {
+			return Message{}, fmt.Errorf("hash join %s: first barrier: %w", h.name(), err)
+		}
+		h.waiting = false
+	}
+	for {
+		if h.done[0] && h.done[1] {
+			return Message{}, io.EOF
+		}
+		// Receive from the inputs that have not delivered a pending barrier.
+		var chs [2]chan hjMsg
+		for s := range chs {
+			if !h.done[s] && h.pending[s] == nil {
+				chs[s] = h.ch[s]
+			}
+		}
+		var r hjMsg
+		s := 0
+		select {
+		case r = <-chs[0]:
+		case r = <-chs[1]:
+			s = 1
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
+		}
+		if r.err != nil {
+			if errors.Is(r.err, io.EOF) {
+				h.done[s] = true
+				if b := h.aligned(); b != nil {
+					return h.barrier(b)
+				}
+				continue
+			}
+			return Message{}, r.err
+		}
+		switch {
+		case r.msg.Chunk != nil:
+			out, err := h.apply(s, r.msg.Chunk)
+			r.msg.Chunk.Release()
+			if err != nil {
+				return Message{}, fmt.Errorf("hash join %s: epoch %d: %w", h.name(), h.epoch, err)
+			}
+			if out != nil {
+				return ChunkMessage(out), nil
+			}
+		case r.msg.Barrier != nil:
+			h.pending[s] = r.msg.Barrier
+			if b := h.aligned(); b != nil {
+				return h.barrier(b)
+			}
+		}
+	}
+}
+
+// aligned returns the barrier to emit when every live input delivered it.
+func (h *HashJoin) aligned() *Barrier {
+	var b *Barrier
+	for s := range h.pending {
+		if h.done[s] {
+			continue
+		}
+		if h.pending[s] == nil {
+			return nil
+		}
+		b = h.pending[s]
+	}
+	return b
+}
+
+func (h *HashJoin) barrier(b *Barrier) (Message, error) {
+	for s := range h.pending {
+		if p := h.pending[s]; p != nil && (p.Prev != b.Prev || p.Curr != b.Curr) {
+			return Message{}, fmt.Errorf("hash join %s: misaligned barriers %v and %v", h.name(), h.pending[0], h.pending[1])
+		}
+		h.pending[s] = nil
+	}
+	for _, st := range h.st {
+		if err := st.Seal(uint64(b.Prev)); err != nil {
+			return Message{}, fmt.Errorf("hash join %s: %v: seal epoch %d: %w", h.name(), b, b.Prev, err)
+		}
+	}
+	h.releaseView()
+	h.epoch = b.Curr
+	if !h.started {
+		h.started = true
+		h.waiting, h.waitFor = true, uint64(b.Prev)
+	}
+	return BarrierMessage(b), nil
+}
+
+func (h *HashJoin) releaseView() {
+	if h.view != nil {
+		h.view.Release()
+		h.view = nil
+	}
+}
+
+// apply joins the visible rows of chunk c of side s with the other side's state, then
+// writes them into side s's state. It returns the output chunk, or nil when empty.
+func (h *HashJoin) apply(s int, c *vec.Chunk) (*vec.Chunk, error) {
+	if !h.started {
+		return nil, fmt.Errorf("a chunk before the first barrier")
+	}
+	if err := vec.CheckChunk(h.st[s].Table(), c); err != nil {
+		return nil, err
+	}
+	if h.view == nil {
+		v, err := h.node.View()
+		if err != nil {
+			return nil, err
+		}
+		h.view = v
+	}
+	n := c.NumRows()
+	if n == 0 {
+		return nil, nil
+	}
+	rec := c.Record()
+	// The join keys, their vnodes and NULLs, once per chunk.
+	kcols := make([]arrow.Array, len(h.keys[s]))
+	for i, k := range h.keys[s] {
+		kcols[i] = rec.Column(k)
+	}
+	krec := array.NewRecordBatch(h.keyT.ArrowSchema(), kcols, int64(n))
+	kc := c.WithRecord(krec)
+	krec.Release()
+	h.kbuf.Reset()
+	h.keyK.EncodeKeys(kc, &h.kbuf)
+	if cap(h.vn) < n {
+		h.vn = make([]uint16, n)
+	}
+	h.vn = h.vn[:n]
+	h.keyK.Vnodes(kc, h.vn)
+	kc.Release()
+	vis := vec.NewBitmap(h.mem, n) // the rows to store: visible, no NULL key
+	defer vis.Release()
+	bits := vis.Bytes()
+	for i := 0; i < n; i++ {
+		if c.Visible(i) {
+			bits[i>>3] |= 1 << (i & 7)
+		}
+	}
+	for _, a := range kcols {
+		if a.NullN() == 0 {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			if a.IsNull(i) {
+				bits[i>>3] &^= 1 << (i & 7)
+			}
+		}
+	}
+
+	// Probe the other side.
+	o := 1 - s
+	h.matched.Reset()
+	h.idx = h.idx[:0]
+	h.ops = h.ops[:0]
+	ops := c.Ops()
+	var end []byte
+	for i := 0; i < n; i++ {
+		if bits[i>>3]&(1<<(i&7)) == 0 {
+			continue
+		}
+		prefix := h.kbuf.At(i)
+		end = append(end[:0], prefix...)
+		b := storage.IterBounds{After: prefix}
+		if e, ok := hjPrefixEnd(end); ok {
+			b.Before = e
+		}
+		it, err := h.st[o].Iter(h.view, h.vn[i], b)
+		if err != nil {
+			return nil, err
+		}
+		op := vec.Insert
+		if !ops[i].IsInsert() {
+			op = vec.Delete
+		}
+		for it.Next() {
+			h.matched.Append(it.Value())
+			h.idx = append(h.idx, int64(i))
+			h.ops = append(h.ops, op)
+		}
+		if err := it.Error(); err != nil {
+			it.Close()
+			return nil, err
+		}
+		if err := it.Close(); err != nil {
+			return nil, err
+		}
+	}
+	var out *vec.Chunk
+	if len(h.ops) > 0 {
+		var err error
+		out, err = h.build(s, rec)
+		if err != nil {
+			return nil, err
+		}
+	}
+	w := c.WithVisibility(vis)
+	err := h.st[s].Write(w)
+	w.Release()
+	if err != nil {
+		if out != nil {
+			out.Release()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// hjPrefixEnd turns p (a copy) into the smallest key above every key starting with p.
+func hjPrefixEnd(p []byte) ([]byte, bool) {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] != 0xff {
+			p[i]++
+			return p[:i+1], true
+		}
+	}
+	return nil, false
+}
+
+// build assembles the output of the probed pairs: side s's columns taken from rec at
+// h.idx, the other side's decoded from h.matched, then hides the pairs failing the
+// residual condition. nil when none passes.
+func (h *HashJoin) build(s int, rec arrow.RecordBatch) (*vec.Chunk, error) {
+	n := len(h.ops)
+	o := 1 - s
+	ctx := withMem(context.Background(), h.mem)
+	cols := make([]arrow.Array, h.schema.NumFields())
+	defer func() {
+		for _, a := range cols {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	off := [2]int{0, h.nleft}
+	// Side s: one Take per column.
+	ib := array.NewInt64Builder(h.mem)
+	ib.AppendValues(h.idx, nil)
+	indices := ib.NewArray()
+	ib.Release()
+	defer indices.Release()
+	for i := 0; i < int(rec.NumCols()); i++ {
+		a, err := compute.TakeArray(ctx, rec.Column(i), indices)
+		if err != nil {
+			return nil, fmt.Errorf("take column %d: %w", i, err)
+		}
+		cols[off[s]+i] = a
+	}
+	// The other side: decode the matched values.
+	bs := make([]array.Builder, len(h.proj[o]))
+	for i := range bs {
+		bs[i] = array.NewBuilder(h.mem, h.schema.Field(off[o]+i).Type)
+		bs[i].Reserve(n)
+	}
+	err := h.valK[o].DecodeValues(&h.matched, h.proj[o], bs)
+	for i, b := range bs {
+		cols[off[o]+i] = b.NewArray()
+		b.Release()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := array.NewRecordBatch(h.schema, cols, int64(n))
+	defer out.Release()
+	opsBuf := vec.NewOps(h.mem, n, vec.Insert)
+	defer opsBuf.Release()
+	copy(vec.OpsOf(opsBuf.Bytes()), h.ops)
+	if h.cfg.Residual == nil {
+		return vec.NewChunk(out, opsBuf, nil), nil
+	}
+	a, err := EvalArray(ctx, h.cfg.Residual, out, h.mem)
+	if err != nil {
+		return nil, fmt.Errorf("residual %s: %w", h.cfg.Residual, err)
+	}
+	defer a.Release()
+	pred, ok := a.(*array.Boolean)
+	if !ok {
+		return nil, fmt.Errorf("residual %s gave %s, want boolean", h.cfg.Residual, a.DataType())
+	}
+	vis := vec.NewBitmap(h.mem, n)
+	defer vis.Release()
+	bits := vis.Bytes()
+	kept := 0
+	for i := 0; i < n; i++ {
+		if pred.IsValid(i) && pred.Value(i) {
+			bits[i>>3] |= 1 << (i & 7)
+			kept++
+		}
+	}
+	if kept == 0 {
+		return nil, nil
+	}
+	return vec.NewChunk(out, opsBuf, vis), nil
+}
+
+// Close stops the input goroutines, releases what is buffered and the view, and closes
+// the inputs.
+func (h *HashJoin) Close() error {
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	if h.running {
+		h.cancel()
+		h.wg.Wait()
+		for s := range h.ch {
+			for {
+				select {
+				case r := <-h.ch[s]:
+					r.msg.Release()
+					continue
+				default:
+				}
+				break
+			}
+		}
+	}
+	h.releaseView()
+	err := h.in[0].Close()
+	if err2 := h.in[1].Close(); err == nil {
+		err = err2
+	}
+	return err
+}
