@@ -29,6 +29,9 @@ type HashJoinConfig struct {
 	Residual Expr
 	// VnodeCount is the vnode count of the state tables (0: schema.DefaultVnodeCount).
 	VnodeCount int
+	// MaxChunkRows bounds the rows of an output chunk (0: 1024); the pairs of one
+	// input chunk are split over as many output chunks as needed.
+	MaxChunkRows int
 	// LeftState and RightState hold each input's rows: state tables over
 	// HashJoinStateTable's schema for that side.
 	LeftState, RightState *storage.StateTable
@@ -96,7 +99,8 @@ func HashJoinRightTable(name string, right *arrow.Schema, cfg HashJoinConfig) (*
 // in state at that moment: every visible Insert or UpdateInsert row emits an Insert
 // per matching pair, every Delete or UpdateDelete row a Delete per matching pair
 // (updates become Delete + Insert), pairs for which the residual condition is not
-// true dropped (hidden); then the chunk's rows are written to its side's state table.
+// true dropped (hidden), in chunks of at most MaxChunkRows rows; then the chunk's rows
+// are written to its side's state table.
 // Rows with a NULL in a join key never match and are not stored. With exact input
 // changelogs (per side pk) the output is an exact changelog keyed by left pk ++ right
 // pk.
@@ -139,6 +143,7 @@ type HashJoin struct {
 	done    [2]bool     // the input ended
 	pending [2]*Barrier // a barrier delivered by that input, waiting for the other
 	running bool
+	out     []*vec.Chunk // output chunks not yet returned
 
 	// Per-chunk scratch.
 	kbuf    vec.Bytes
@@ -272,6 +277,9 @@ func (h *HashJoin) Next(ctx context.Context) (Message, error) {
 	if !h.running {
 		h.start()
 	}
+	if len(h.out) > 0 {
+		return ChunkMessage(h.popOut()), nil
+	}
 	if h.waiting {
 		if err := h.node.Store().WaitCommitted(ctx, h.waitFor); err != nil {
 			return Message{}, fmt.Errorf("hash join %s: first barrier: %w", h.name(), err)
@@ -310,13 +318,13 @@ func (h *HashJoin) Next(ctx context.Context) (Message, error) {
 		}
 		switch {
 		case r.msg.Chunk != nil:
-			out, err := h.apply(s, r.msg.Chunk)
+			err := h.apply(s, r.msg.Chunk)
 			r.msg.Chunk.Release()
 			if err != nil {
 				return Message{}, fmt.Errorf("hash join %s: epoch %d: %w", h.name(), h.epoch, err)
 			}
-			if out != nil {
-				return ChunkMessage(out), nil
+			if len(h.out) > 0 {
+				return ChunkMessage(h.popOut()), nil
 			}
 		case r.msg.Barrier != nil:
 			h.pending[s] = r.msg.Barrier
@@ -325,6 +333,13 @@ func (h *HashJoin) Next(ctx context.Context) (Message, error) {
 			}
 		}
 	}
+}
+
+func (h *HashJoin) popOut() *vec.Chunk {
+	c := h.out[0]
+	h.out[0] = nil
+	h.out = h.out[1:]
+	return c
 }
 
 // aligned returns the barrier to emit when every live input delivered it.
@@ -371,24 +386,24 @@ func (h *HashJoin) releaseView() {
 }
 
 // apply joins the visible rows of chunk c of side s with the other side's state, then
-// writes them into side s's state. It returns the output chunk, or nil when empty.
-func (h *HashJoin) apply(s int, c *vec.Chunk) (*vec.Chunk, error) {
+// writes them into side s's state. The output chunks are queued in h.out.
+func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	if !h.started {
-		return nil, fmt.Errorf("a chunk before the first barrier")
+		return fmt.Errorf("a chunk before the first barrier")
 	}
 	if err := vec.CheckChunk(h.st[s].Table(), c); err != nil {
-		return nil, err
+		return err
 	}
 	if h.view == nil {
 		v, err := h.node.View()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		h.view = v
 	}
 	n := c.NumRows()
 	if n == 0 {
-		return nil, nil
+		return nil
 	}
 	rec := c.Record()
 	// The join keys, their vnodes and NULLs, once per chunk.
@@ -445,7 +460,7 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) (*vec.Chunk, error) {
 		}
 		it, err := h.st[o].Iter(h.view, h.vn[i], b)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		op := vec.Insert
 		if !ops[i].IsInsert() {
@@ -458,30 +473,30 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) (*vec.Chunk, error) {
 		}
 		if err := it.Error(); err != nil {
 			it.Close()
-			return nil, err
+			return err
 		}
 		if err := it.Close(); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var out *vec.Chunk
-	if len(h.ops) > 0 {
-		var err error
-		out, err = h.build(s, rec)
+	max := h.cfg.MaxChunkRows
+	if max <= 0 {
+		max = 1024
+	}
+	for lo := 0; lo < len(h.ops); lo += max {
+		hi := min(lo+max, len(h.ops))
+		out, err := h.build(s, rec, lo, hi)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		if out != nil {
+			h.out = append(h.out, out)
 		}
 	}
 	w := c.WithVisibility(vis)
 	err := h.st[s].Write(w)
 	w.Release()
-	if err != nil {
-		if out != nil {
-			out.Release()
-		}
-		return nil, err
-	}
-	return out, nil
+	return err
 }
 
 // hjPrefixEnd turns p (a copy) into the smallest key above every key starting with p.
@@ -495,11 +510,11 @@ func hjPrefixEnd(p []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// build assembles the output of the probed pairs: side s's columns taken from rec at
-// h.idx, the other side's decoded from h.matched, then hides the pairs failing the
-// residual condition. nil when none passes.
-func (h *HashJoin) build(s int, rec arrow.RecordBatch) (*vec.Chunk, error) {
-	n := len(h.ops)
+// build assembles the output of the probed pairs lo..hi-1: side s's columns taken from
+// rec at h.idx, the other side's decoded from h.matched, then hides the pairs failing
+// the residual condition. nil when none passes.
+func (h *HashJoin) build(s int, rec arrow.RecordBatch, lo, hi int) (*vec.Chunk, error) {
+	n := hi - lo
 	o := 1 - s
 	ctx := withMem(context.Background(), h.mem)
 	cols := make([]arrow.Array, h.schema.NumFields())
@@ -513,7 +528,7 @@ func (h *HashJoin) build(s int, rec arrow.RecordBatch) (*vec.Chunk, error) {
 	off := [2]int{0, h.nleft}
 	// Side s: one Take per column.
 	ib := array.NewInt64Builder(h.mem)
-	ib.AppendValues(h.idx, nil)
+	ib.AppendValues(h.idx[lo:hi], nil)
 	indices := ib.NewArray()
 	ib.Release()
 	defer indices.Release()
@@ -530,7 +545,8 @@ func (h *HashJoin) build(s int, rec arrow.RecordBatch) (*vec.Chunk, error) {
 		bs[i] = array.NewBuilder(h.mem, h.schema.Field(off[o]+i).Type)
 		bs[i].Reserve(n)
 	}
-	err := h.valK[o].DecodeValues(&h.matched, h.proj[o], bs)
+	vals := vec.Bytes{Data: h.matched.Data, Offsets: h.matched.Offsets[lo : hi+1]}
+	err := h.valK[o].DecodeValues(&vals, h.proj[o], bs)
 	for i, b := range bs {
 		cols[off[o]+i] = b.NewArray()
 		b.Release()
@@ -542,7 +558,7 @@ func (h *HashJoin) build(s int, rec arrow.RecordBatch) (*vec.Chunk, error) {
 	defer out.Release()
 	opsBuf := vec.NewOps(h.mem, n, vec.Insert)
 	defer opsBuf.Release()
-	copy(vec.OpsOf(opsBuf.Bytes()), h.ops)
+	copy(vec.OpsOf(opsBuf.Bytes()), h.ops[lo:hi])
 	if h.cfg.Residual == nil {
 		return vec.NewChunk(out, opsBuf, nil), nil
 	}
@@ -593,6 +609,10 @@ func (h *HashJoin) Close() error {
 			}
 		}
 	}
+	for _, c := range h.out {
+		c.Release()
+	}
+	h.out = nil
 	h.releaseView()
 	err := h.in[0].Close()
 	if err2 := h.in[1].Close(); err == nil {

@@ -408,6 +408,9 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 	rng := vectest.NewRand(seed)
 	store := mvOpenStore(t)
 	cfg := hjCfg()
+	if rng.IntN(2) == 0 {
+		cfg.MaxChunkRows = 1 + rng.IntN(8) // split the output of a chunk
+	}
 	lt, _ := executors.HashJoinLeftTable("hj_left", hjLeftSchema, cfg)
 	rt, _ := executors.HashJoinRightTable("hj_right", hjRightSchema, cfg)
 	gl := &hjGen{rng: rng, rows: map[int64]hjRow{}, tab: lt}
