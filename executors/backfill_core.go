@@ -253,26 +253,9 @@ func (c *backfillCore) mark(marker vec.Marker, ch *vec.Chunk) *vec.Chunk {
 	defer vis.Release()
 	bits := vis.Bytes()
 	marker.Mark(ch, vn, bits)
-	kept := 0
-	for i := 0; i < n; i++ {
-		if bits[i>>3]&(1<<(i&7)) != 0 {
-			kept++
-		}
-	}
-	if kept == 0 {
+	marked := keepRows(ch, vis, c.mem, &c.scratch)
+	if marked == nil {
 		return nil
-	}
-	ops := ch.Ops()
-	repaired := vec.RepairUpdatePairs(ops, ch.Visibility(), bits, c.scratch)
-	var marked *vec.Chunk
-	if n > 0 && &repaired[0] == &ops[0] {
-		marked = ch.WithVisibility(vis)
-	} else {
-		c.scratch = repaired
-		opsBuf := vec.NewOps(c.mem, n, vec.Insert)
-		copy(vec.OpsOf(opsBuf.Bytes()), repaired)
-		marked = ch.WithOpsAndVisibility(opsBuf, vis)
-		opsBuf.Release()
 	}
 	defer marked.Release()
 	return c.project(marked)

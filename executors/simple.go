@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/vec"
 )
@@ -106,26 +107,34 @@ func (f *Filter) filter(ctx context.Context, c *vec.Chunk) (*vec.Chunk, error) {
 	vis := vec.NewBitmap(f.mem, n)
 	defer vis.Release()
 	bits := vis.Bytes()
-	kept := 0
 	for i := 0; i < n; i++ {
 		if c.Visible(i) && pred.IsValid(i) && pred.Value(i) {
 			bits[i>>3] |= 1 << (i & 7)
-			kept++
 		}
 	}
-	if kept == 0 {
-		return nil, nil
+	return keepRows(c, vis, f.mem, &f.scratch), nil
+}
+
+// keepRows returns c restricted to the rows set in vis (a subset of c's visible rows),
+// sharing c's record, with the update pairs that vis splits repaired
+// (vec.RepairUpdatePairs); nil when vis keeps no row. Repaired ops are built in
+// *scratch, which is reused from call to call.
+func keepRows(c *vec.Chunk, vis *memory.Buffer, mem memory.Allocator, scratch *[]vec.Op) *vec.Chunk {
+	n := c.NumRows()
+	bits := vis.Bytes()
+	if bitutil.CountSetBits(bits, 0, n) == 0 {
+		return nil
 	}
 	ops := c.Ops()
-	repaired := vec.RepairUpdatePairs(ops, c.Visibility(), bits, f.scratch)
-	if n > 0 && &repaired[0] == &ops[0] {
-		return c.WithVisibility(vis), nil
+	repaired := vec.RepairUpdatePairs(ops, c.Visibility(), bits, *scratch)
+	if &repaired[0] == &ops[0] {
+		return c.WithVisibility(vis)
 	}
-	f.scratch = repaired
-	opsBuf := vec.NewOps(f.mem, n, vec.Insert)
+	*scratch = repaired
+	opsBuf := vec.NewOps(mem, n, vec.Insert)
 	defer opsBuf.Release()
 	copy(vec.OpsOf(opsBuf.Bytes()), repaired)
-	return c.WithOpsAndVisibility(opsBuf, vis), nil
+	return c.WithOpsAndVisibility(opsBuf, vis)
 }
 
 // Schema implements Executor: a filter keeps its input's columns.
