@@ -433,21 +433,10 @@ func (a *actor) loop(g *graph) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if stops(b.Mutation, a.id) {
+		if executors.Stops(b.Mutation, a.id) {
 			return nil
 		}
 	}
-}
-
-// stops reports whether mutation m stops actor id.
-func stops(m executors.Mutation, id executors.ActorID) bool {
-	switch m := m.(type) {
-	case executors.Stop:
-		return slices.Contains(m.Actors, id)
-	case executors.Update:
-		return slices.Contains(m.Stop, id)
-	}
-	return false
 }
 
 // teardown stops every actor and releases everything in flight.

@@ -147,8 +147,8 @@ func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBac
 	if cfg.Mem == nil {
 		cfg.Mem = memory.DefaultAllocator
 	}
-	if !schemaMatches(input.Schema(), cfg.Upstream.ArrowSchema()) {
-		return nil, fmt.Errorf("backfill of %s: input has columns %s, want the table's", cfg.Upstream.Name, input.Schema())
+	if err := checkInput(cfg.Upstream, input.Schema()); err != nil {
+		return nil, fmt.Errorf("backfill: %w", err)
 	}
 	var rep *storage.ReplicatedTable
 	if !cfg.readsNode() {
@@ -161,18 +161,6 @@ func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBac
 	b := &ArrangementBackfill{cfg: cfg, input: input, mem: cfg.Mem, rep: rep, s2: cfg.Upstream.ProjectedArrowSchema(cfg.S2), limit: cfg.RateLimit, bootstrapWait: cfg.Paused}
 	b.stats.Owned = cfg.Vnodes.Len()
 	return b, nil
-}
-
-func schemaMatches(a, b *arrow.Schema) bool {
-	if a.NumFields() != b.NumFields() {
-		return false
-	}
-	for i := range a.Fields() {
-		if !arrow.TypeEqual(a.Field(i).Type, b.Field(i).Type) {
-			return false
-		}
-	}
-	return true
 }
 
 // Schema implements Executor: S2.
@@ -486,20 +474,10 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	b.publish()
 	b.applyMutation(br)
 	b.out = append(b.out, BarrierMessage(br))
-	if stopsActor(br.Mutation, b.cfg.Actor) {
+	if Stops(br.Mutation, b.cfg.Actor) {
 		return nil
 	}
 	return b.openSnapshot(ctx)
-}
-
-func stopsActor(m Mutation, id ActorID) bool {
-	switch m := m.(type) {
-	case Stop:
-		return slices.Contains(m.Actors, id)
-	case Update:
-		return slices.Contains(m.Stop, id)
-	}
-	return false
 }
 
 // applyMutation records pause, resume and throttle.

@@ -74,6 +74,20 @@ type Materialize struct {
 	cols    []arrow.Array
 }
 
+// checkInput reports whether an input's schema has table t's column count and Arrow
+// types, naming the table and column when it does not.
+func checkInput(t *schema.Table, in *arrow.Schema) error {
+	if in.NumFields() != len(t.Columns) {
+		return fmt.Errorf("table %s: input has %d columns, the table %d", t.Name, in.NumFields(), len(t.Columns))
+	}
+	for i, col := range t.Columns {
+		if got, want := in.Field(i).Type, col.Type.ArrowType(); !arrow.TypeEqual(got, want) {
+			return fmt.Errorf("table %s: column %s: input has type %s, want %s", t.Name, col.Name, got, want)
+		}
+	}
+	return nil
+}
+
 // NewMaterialize returns a materialize of input into st, a state table of an actor on
 // node. input's schema must have the table's column count and Arrow types. Buffers
 // and output chunks are allocated from mem.
@@ -82,14 +96,8 @@ func NewMaterialize(input Executor, st *storage.StateTable, node *storage.Node, 
 		return nil, fmt.Errorf("materialize: nil state table or node")
 	}
 	t := st.Table()
-	in := input.Schema()
-	if in.NumFields() != len(t.Columns) {
-		return nil, fmt.Errorf("materialize: table %s: input has %d columns, the table %d", t.Name, in.NumFields(), len(t.Columns))
-	}
-	for i, col := range t.Columns {
-		if got, want := in.Field(i).Type, col.Type.ArrowType(); !arrow.TypeEqual(got, want) {
-			return nil, fmt.Errorf("materialize: table %s: column %s: input has type %s, want %s", t.Name, col.Name, got, want)
-		}
+	if err := checkInput(t, input.Schema()); err != nil {
+		return nil, fmt.Errorf("materialize: %w", err)
 	}
 	m := &Materialize{
 		input:   input,

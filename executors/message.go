@@ -2,6 +2,7 @@ package executors
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/seed04fbb902/weir/vec"
@@ -229,6 +230,18 @@ func (Pause) forcesCheckpoint() bool    { return false }
 func (Resume) forcesCheckpoint() bool   { return false }
 func (Throttle) forcesCheckpoint() bool { return false }
 func (Stop) forcesCheckpoint() bool     { return true }
+
+// Stops reports whether a barrier carrying m stops actor id (a Stop naming it, or an
+// Update that replaces it).
+func Stops(m Mutation, id ActorID) bool {
+	switch m := m.(type) {
+	case Stop:
+		return slices.Contains(m.Actors, id)
+	case Update:
+		return slices.Contains(m.Stop, id)
+	}
+	return false
+}
 
 // ForcesCheckpoint reports whether a barrier carrying m must be a checkpoint.
 func ForcesCheckpoint(m Mutation) bool { return m != nil && m.forcesCheckpoint() }
