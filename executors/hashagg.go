@@ -269,7 +269,6 @@ type HashAgg struct {
 	cfg    HashAggConfig
 	st     *storage.StateTable
 	ms     []*storage.StateTable
-	node   *storage.Node
 	mem    memory.Allocator
 	schema *arrow.Schema
 	st2    *schema.Table   // the group table
@@ -283,12 +282,8 @@ type HashAgg struct {
 	inTyp  []schema.Type // per aggregate, its input type
 	stCol  []int         // per aggregate, its first state column in the group table
 
-	view    *storage.View
-	epoch   Epoch
-	started bool
-	waiting bool
-	waitFor uint64
-	closed  bool
+	stateEpochs
+	closed bool
 
 	groups map[string]*hgGroup
 	dirty  []*hgGroup
@@ -358,7 +353,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		return nil, fmt.Errorf("hash agg %s: %d multiset tables for %d aggregates", want.Name, len(cfg.MultiSets), len(cfg.Aggs))
 	}
 	h := &HashAgg{
-		input: input, cfg: cfg, st: cfg.State, ms: cfg.MultiSets, node: cfg.Node, mem: cfg.Mem,
+		input: input, cfg: cfg, st: cfg.State, ms: cfg.MultiSets, stateEpochs: stateEpochs{node: cfg.Node}, mem: cfg.Mem,
 		st2: cfg.State.Table(), stLay: vec.NewLayout(cfg.State.Table()),
 		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)),
 		valT: make([]*schema.Table, len(cfg.Aggs)), valK: make([]vec.Kernels, len(cfg.Aggs)),
@@ -447,11 +442,8 @@ func (h *HashAgg) Next(ctx context.Context) (Message, error) {
 		h.out = h.out[1:]
 		return m, nil
 	}
-	if h.waiting {
-		if err := h.node.Store().WaitCommitted(ctx, h.waitFor); err != nil {
-			return Message{}, fmt.Errorf("hash agg %s: first barrier: %w", h.st2.Name, err)
-		}
-		h.waiting = false
+	if err := h.awaitCommit(ctx); err != nil {
+		return Message{}, fmt.Errorf("hash agg %s: %w", h.st2.Name, err)
 	}
 	for {
 		msg, err := h.input.Next(ctx)
@@ -478,24 +470,13 @@ func (h *HashAgg) Next(ctx context.Context) (Message, error) {
 	}
 }
 
-func (h *HashAgg) releaseView() {
-	if h.view != nil {
-		h.view.Release()
-		h.view = nil
-	}
-}
-
 // apply folds the visible rows of c into their groups.
 func (h *HashAgg) apply(c *vec.Chunk) error {
 	if !h.started {
 		return fmt.Errorf("a chunk before the first barrier")
 	}
-	if h.view == nil {
-		v, err := h.node.View()
-		if err != nil {
-			return err
-		}
-		h.view = v
+	if _, err := h.readView(); err != nil {
+		return err
 	}
 	n := c.NumRows()
 	if n == 0 {
@@ -907,23 +888,13 @@ func (h *HashAgg) barrier(b *Barrier) error {
 		h.out = append(h.out, ChunkMessage(c))
 		start = end
 	}
-	if err := h.st.Seal(uint64(b.Prev)); err != nil {
-		return fmt.Errorf("seal epoch %d: %w", b.Prev, err)
-	}
+	tables := []sealer{h.st}
 	for _, m := range h.ms {
 		if m != nil {
-			if err := m.Seal(uint64(b.Prev)); err != nil {
-				return fmt.Errorf("seal epoch %d: %w", b.Prev, err)
-			}
+			tables = append(tables, m)
 		}
 	}
-	h.releaseView()
-	h.epoch = b.Curr
-	if !h.started {
-		h.started = true
-		h.waiting, h.waitFor = true, uint64(b.Prev)
-	}
-	return nil // the view is taken on the next chunk
+	return h.endEpoch(b, tables...) // the view is taken on the next chunk
 }
 
 // persist writes the dirty groups and multiset entries into the state tables.

@@ -119,7 +119,6 @@ type HashJoin struct {
 	cfg    HashJoinConfig
 	st     [2]*storage.StateTable
 	keys   [2][]int
-	node   *storage.Node
 	mem    memory.Allocator
 	schema *arrow.Schema
 	keyT   *schema.Table // the join key columns alone: their encoding and vnodes
@@ -128,12 +127,8 @@ type HashJoin struct {
 	proj   [2]vec.Projection
 	nleft  int
 
-	view    *storage.View
-	epoch   Epoch
-	started bool
-	waiting bool
-	waitFor uint64
-	closed  bool
+	stateEpochs
+	closed bool
 
 	// Input pumping.
 	runCtx  context.Context
@@ -192,7 +187,7 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 	}
 	h := &HashJoin{
 		in: [2]Executor{left, right}, cfg: cfg, st: [2]*storage.StateTable{cfg.LeftState, cfg.RightState},
-		keys: [2][]int{cfg.LeftKeys, cfg.RightKeys}, node: cfg.Node, mem: cfg.Mem, nleft: ls.NumFields(),
+		keys: [2][]int{cfg.LeftKeys, cfg.RightKeys}, stateEpochs: stateEpochs{node: cfg.Node}, mem: cfg.Mem, nleft: ls.NumFields(),
 	}
 	kcols := make([]schema.Column, len(cfg.LeftKeys))
 	kpk := make([]schema.KeyColumn, len(cfg.LeftKeys))
@@ -280,11 +275,8 @@ func (h *HashJoin) Next(ctx context.Context) (Message, error) {
 	if len(h.out) > 0 {
 		return ChunkMessage(h.popOut()), nil
 	}
-	if h.waiting {
-		if err := h.node.Store().WaitCommitted(ctx, h.waitFor); err != nil {
-			return Message{}, fmt.Errorf("hash join %s: first barrier: %w", h.name(), err)
-		}
-		h.waiting = false
+	if err := h.awaitCommit(ctx); err != nil {
+		return Message{}, fmt.Errorf("hash join %s: %w", h.name(), err)
 	}
 	for {
 		if h.done[0] && h.done[1] {
@@ -364,25 +356,10 @@ func (h *HashJoin) barrier(b *Barrier) (Message, error) {
 		}
 		h.pending[s] = nil
 	}
-	for _, st := range h.st {
-		if err := st.Seal(uint64(b.Prev)); err != nil {
-			return Message{}, fmt.Errorf("hash join %s: %v: seal epoch %d: %w", h.name(), b, b.Prev, err)
-		}
-	}
-	h.releaseView()
-	h.epoch = b.Curr
-	if !h.started {
-		h.started = true
-		h.waiting, h.waitFor = true, uint64(b.Prev)
+	if err := h.endEpoch(b, h.st[0], h.st[1]); err != nil {
+		return Message{}, fmt.Errorf("hash join %s: %v: %w", h.name(), b, err)
 	}
 	return BarrierMessage(b), nil
-}
-
-func (h *HashJoin) releaseView() {
-	if h.view != nil {
-		h.view.Release()
-		h.view = nil
-	}
 }
 
 // apply joins the visible rows of chunk c of side s with the other side's state, then
@@ -394,12 +371,8 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	if err := vec.CheckChunk(h.st[s].Table(), c); err != nil {
 		return err
 	}
-	if h.view == nil {
-		v, err := h.node.View()
-		if err != nil {
-			return err
-		}
-		h.view = v
+	if _, err := h.readView(); err != nil {
+		return err
 	}
 	n := c.NumRows()
 	if n == 0 {

@@ -47,20 +47,14 @@ import (
 type Materialize struct {
 	input  Executor
 	st     *storage.StateTable
-	node   *storage.Node
 	mem    memory.Allocator
 	t      *schema.Table
 	k      vec.Kernels
 	schema *arrow.Schema
 	proj   vec.Projection
 
-	view    *storage.View // nil: take one before the next read
-	epoch   Epoch         // the epoch of the data being read (Curr of the last barrier)
-	started bool          // the first barrier was seen
-	// waitFor is the epoch that must be committed before the next read, when waiting.
-	waitFor uint64
-	waiting bool
-	closed  bool
+	stateEpochs
+	closed bool
 
 	// Per-chunk scratch, reused from chunk to chunk.
 	keys, vals vec.Bytes // the input rows' memcomparable pks and values
@@ -100,17 +94,17 @@ func NewMaterialize(input Executor, st *storage.StateTable, node *storage.Node, 
 		return nil, fmt.Errorf("materialize: %w", err)
 	}
 	m := &Materialize{
-		input:   input,
-		st:      st,
-		node:    node,
-		mem:     mem,
-		t:       t,
-		k:       vec.For(t),
-		schema:  t.ArrowSchema(),
-		proj:    make(vec.Projection, len(t.Columns)),
-		overlay: map[string]int32{},
-		bs:      make([]array.Builder, len(t.Columns)),
-		cols:    make([]arrow.Array, len(t.Columns)),
+		input:       input,
+		st:          st,
+		stateEpochs: stateEpochs{node: node},
+		mem:         mem,
+		t:           t,
+		k:           vec.For(t),
+		schema:      t.ArrowSchema(),
+		proj:        make(vec.Projection, len(t.Columns)),
+		overlay:     map[string]int32{},
+		bs:          make([]array.Builder, len(t.Columns)),
+		cols:        make([]arrow.Array, len(t.Columns)),
 	}
 	for i, col := range t.Columns {
 		m.proj[i] = i
@@ -124,11 +118,8 @@ func (m *Materialize) Schema() *arrow.Schema { return m.schema }
 
 // Next implements Executor.
 func (m *Materialize) Next(ctx context.Context) (Message, error) {
-	if m.waiting {
-		if err := m.node.Store().WaitCommitted(ctx, m.waitFor); err != nil {
-			return Message{}, fmt.Errorf("materialize %s: first barrier: %w", m.t.Name, err)
-		}
-		m.waiting = false
+	if err := m.awaitCommit(ctx); err != nil {
+		return Message{}, fmt.Errorf("materialize %s: %w", m.t.Name, err)
 	}
 	for {
 		msg, err := m.input.Next(ctx)
@@ -159,33 +150,21 @@ func (m *Materialize) Next(ctx context.Context) (Message, error) {
 // barrier seals the epoch b closes and renews the view (after the commit wait, for the
 // first barrier).
 func (m *Materialize) barrier(b *Barrier) error {
-	if err := m.st.Seal(uint64(b.Prev)); err != nil {
-		return fmt.Errorf("materialize %s: seal epoch %d: %w", m.t.Name, b.Prev, err)
+	first := !m.started
+	if err := m.endEpoch(b, m.st); err != nil {
+		return fmt.Errorf("materialize %s: %w", m.t.Name, err)
 	}
-	m.releaseView()
-	m.epoch = b.Curr
-	if !m.started {
-		m.started = true
-		m.waiting, m.waitFor = true, uint64(b.Prev)
+	if first {
 		return nil // the view is taken after the wait
 	}
 	return m.takeView()
 }
 
 func (m *Materialize) takeView() error {
-	v, err := m.node.View()
-	if err != nil {
-		return fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+	if _, err := m.readView(); err != nil {
+		return fmt.Errorf("materialize %s: %w", m.t.Name, err)
 	}
-	m.view = v
 	return nil
-}
-
-func (m *Materialize) releaseView() {
-	if m.view != nil {
-		m.view.Release()
-		m.view = nil
-	}
 }
 
 // keyString views b as a string without copying, for map lookups and keys that must
