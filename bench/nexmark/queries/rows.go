@@ -26,7 +26,8 @@ type Row []any
 // Integers of every width become int64 (a uint64 above math.MaxInt64 is an error),
 // floats float64, string, large string and string view string, timestamps of any unit
 // int64 microseconds (a time zone, if any, is ignored: Arrow stores UTC instants),
-// date32 and date64 "YYYY-MM-DD", decimals float64. NULL is nil.
+// date32 and date64 "YYYY-MM-DD", decimals float64. NULL is nil. Strings are copied:
+// the rows stay valid after recs are released.
 func Canon(recs []arrow.RecordBatch, cols []string) ([]Row, error) {
 	n := 0
 	for _, r := range recs {
@@ -94,11 +95,11 @@ func canonValue(a arrow.Array, i int) (any, error) {
 	case *array.Float32:
 		return float64(a.Value(i)), nil
 	case *array.String:
-		return a.Value(i), nil
+		return strings.Clone(a.Value(i)), nil
 	case *array.LargeString:
-		return a.Value(i), nil
+		return strings.Clone(a.Value(i)), nil
 	case *array.StringView:
-		return a.Value(i), nil
+		return strings.Clone(a.Value(i)), nil
 	case *array.Boolean:
 		return a.Value(i), nil
 	case *array.Timestamp:
