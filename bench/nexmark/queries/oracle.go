@@ -1,6 +1,7 @@
 package queries
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -427,32 +428,17 @@ func evalQ16(t Tables) ([]Row, error) {
 		bidders   [4]int64
 		auctions  [4]int64
 	}
-	// distinct records, per group and value, which of total (bit 0) and ranks 1..3
-	// (bits 1..3) have counted the value.
+	// The COUNT(DISTINCT)s sort (group, value, buckets) triples rather than fill a
+	// map: at a million bids that is several times faster. bits holds 1 for the
+	// total and 1<<rank for the price's bucket.
 	type distinct struct {
 		group int32
+		bits  uint8
 		v     int64
 	}
 	groupOf := make(map[groupKey]int32)
 	var groups []group
-	bidders := make(map[distinct]uint8)
-	auctions := make(map[distinct]uint8)
-	count := func(m map[distinct]uint8, g int32, v int64, rank int, into *[4]int64) {
-		k := distinct{g, v}
-		seen := m[k]
-		bits := uint8(1)
-		if rank > 0 {
-			bits |= 1 << rank
-		}
-		for b := 0; b < 4; b++ {
-			if bits&^seen&(1<<b) != 0 {
-				into[b]++
-			}
-		}
-		if bits&^seen != 0 {
-			m[k] = seen | bits
-		}
-	}
+	var bidders, auctions []distinct
 	for _, c := range bids {
 		auc, bidder, price, ts, ch := c.ints[0], c.ints[1], c.ints[2], c.ints[3], c.strs[0]
 		for i := 0; i < c.n; i++ {
@@ -486,14 +472,41 @@ func evalQ16(t Tables) ([]Row, error) {
 			if rank > 0 {
 				g.bids[rank]++
 			}
+			bits := uint8(1)
+			if rank > 0 {
+				bits |= 1 << rank
+			}
 			if !bidder.null(i) {
-				count(bidders, gi, bidder.v[i], rank, &g.bidders)
+				bidders = append(bidders, distinct{gi, bits, bidder.v[i]})
 			}
 			if !auc.null(i) {
-				count(auctions, gi, auc.v[i], rank, &g.auctions)
+				auctions = append(auctions, distinct{gi, bits, auc.v[i]})
 			}
 		}
 	}
+	countDistinct := func(ds []distinct, counts func(g *group) *[4]int64) {
+		slices.SortFunc(ds, func(a, b distinct) int {
+			if c := cmp.Compare(a.group, b.group); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.v, b.v)
+		})
+		for lo := 0; lo < len(ds); {
+			hi, bits := lo, uint8(0)
+			for ; hi < len(ds) && ds[hi].group == ds[lo].group && ds[hi].v == ds[lo].v; hi++ {
+				bits |= ds[hi].bits
+			}
+			into := counts(&groups[ds[lo].group])
+			for b := range into {
+				if bits&(1<<b) != 0 {
+					into[b]++
+				}
+			}
+			lo = hi
+		}
+	}
+	countDistinct(bidders, func(g *group) *[4]int64 { return &g.bidders })
+	countDistinct(auctions, func(g *group) *[4]int64 { return &g.auctions })
 	out := make([]Row, 0, len(groups))
 	for _, g := range groups {
 		r := make(Row, 0, 15)

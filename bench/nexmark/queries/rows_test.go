@@ -58,7 +58,7 @@ func TestCanon(t *testing.T) {
 	b.Field(15).(*array.TimestampBuilder).Append(3)
 	b.Field(16).(*array.TimestampBuilder).Append(4)
 	b.Field(17).(*array.TimestampBuilder).Append(-1500) // floors to -2 µs
-	b.Field(18).(*array.Date32Builder).Append(20090)     // 2025-01-02
+	b.Field(18).(*array.Date32Builder).Append(20090)    // 2025-01-02
 	b.Field(19).(*array.Date64Builder).Append(-86_400_000 + 1)
 	b.Field(20).(*array.Decimal128Builder).Append(decimal128.FromI64(12345))
 	for i := range fields {
