@@ -203,17 +203,14 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 		return nil, fmt.Errorf("hash join: %w", err)
 	}
 	h.keyK = vec.For(h.keyT)
-	fields := make([]arrow.Field, 0, ls.NumFields()+rs.NumFields())
 	for s, in := range []*arrow.Schema{ls, rs} {
 		h.valK[s] = vec.For(h.st[s].Table())
 		h.proj[s] = make(vec.Projection, in.NumFields())
-		for i, f := range in.Fields() {
+		for i := range in.Fields() {
 			h.proj[s][i] = i
-			f.Nullable = true
-			fields = append(fields, f)
 		}
 	}
-	h.schema = arrow.NewSchema(fields, nil)
+	h.schema = HashJoinSchema(ls, rs)
 	if cfg.Residual != nil {
 		empty := emptyRecord(h.schema, cfg.Mem)
 		a, err := EvalArray(withMem(context.Background(), cfg.Mem), cfg.Residual, empty, cfg.Mem)
@@ -228,6 +225,19 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 		}
 	}
 	return h, nil
+}
+
+// HashJoinSchema is the output schema of a HashJoin of left and right: the left
+// columns, then the right ones, all nullable.
+func HashJoinSchema(left, right *arrow.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, 0, left.NumFields()+right.NumFields())
+	for _, in := range []*arrow.Schema{left, right} {
+		for _, f := range in.Fields() {
+			f.Nullable = true
+			fields = append(fields, f)
+		}
+	}
+	return arrow.NewSchema(fields, nil)
 }
 
 // Schema implements Executor: the left columns, then the right ones.
@@ -427,7 +437,8 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		}
 		prefix := h.kbuf.At(i)
 		end = append(end[:0], prefix...)
-		b := storage.IterBounds{After: prefix}
+		// From, not After: a side whose pk is its join key stores exactly the prefix.
+		b := storage.IterBounds{From: prefix}
 		if e, ok := hjPrefixEnd(end); ok {
 			b.Before = e
 		}

@@ -548,3 +548,92 @@ func TestHashJoinConfigErrors(t *testing.T) {
 		t.Error("a non-boolean residual accepted")
 	}
 }
+
+// A side whose pk is exactly its join key stores rows under the probe's key prefix
+// itself: the probe must include it (regression: an exclusive lower bound skipped
+// every such row, so auction ⋈ bid on auction.id found almost nothing).
+func TestHashJoinPKIsKey(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	store := mvOpenStore(t)
+	node := store.AddNode()
+	ls := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rs := arrow.NewSchema([]arrow.Field{{Name: "rid", Type: arrow.PrimitiveTypes.Int64}, {Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	cfg := executors.HashJoinConfig{LeftKeys: []int{0}, RightKeys: []int{1}, LeftPK: []int{0}, RightPK: []int{0}, VnodeCount: 4}
+	lt, err := executors.HashJoinLeftTable("pk_left", ls, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executors.HashJoinRightTable("pk_right", rs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LeftState, err = storage.NewStateTable(node, 51, lt, vnode.Full(4)); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RightState, err = storage.NewStateTable(node, 52, rt, vnode.Full(4)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Node, cfg.Mem = node, mem
+	l, r := newHJSource(ls), newHJSource(rs)
+	j, err := executors.NewHashJoin(l, r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	chunk := func(tab *schema.Table, rows ...[]any) executors.Message {
+		b := vec.NewChunkBuilder(mem, tab)
+		defer b.Release()
+		for _, row := range rows {
+			if err := b.AppendRow(vec.Insert, row...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return executors.ChunkMessage(c)
+	}
+	pairs := 0
+	drain := func() {
+		for {
+			m, err := j.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Barrier != nil {
+				return
+			}
+			pairs += m.Chunk.CountVisible()
+			m.Release()
+		}
+	}
+	for _, c := range []chan executors.Message{l.ch, r.ch} {
+		c <- mvBarrier(0, 1, executors.Checkpoint)
+	}
+	drain()
+	if _, err := store.Checkpoint(uint64(mvEpoch(0))); err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 1: the left row, then (in the same epoch) a right row with its key.
+	l.ch <- chunk(lt, []any{int64(7)})
+	time.Sleep(10 * time.Millisecond) // let the join take the left chunk first
+	r.ch <- chunk(rt, []any{int64(1), int64(7)})
+	for _, c := range []chan executors.Message{l.ch, r.ch} {
+		c <- mvBarrier(1, 2, executors.Checkpoint)
+	}
+	drain()
+	if _, err := store.Checkpoint(uint64(mvEpoch(1))); err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 2: another right row, probing the committed left row.
+	r.ch <- chunk(rt, []any{int64(2), int64(7)})
+	for _, c := range []chan executors.Message{l.ch, r.ch} {
+		c <- mvBarrier(2, 3, executors.Plain)
+	}
+	drain()
+	if pairs != 2 {
+		t.Fatalf("%d pairs, want 2", pairs)
+	}
+}

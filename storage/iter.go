@@ -34,10 +34,12 @@ func (c *runCursor) cur() *entry {
 	return nil
 }
 
-// IterBounds selects a range of one vnode: pk > After (or from the start when After is
-// nil), and pk < Before (or to the end when Before is nil). Bounds are memcomparable pks.
+// IterBounds selects a range of one vnode: pk > After, or pk >= From (or from the start
+// when both are nil; at most one may be set), and pk < Before (or to the end when
+// Before is nil). Bounds are memcomparable pks.
 type IterBounds struct {
 	After  []byte
+	From   []byte
 	Before []byte
 }
 
@@ -46,8 +48,13 @@ type IterBounds struct {
 func (v *View) newIter(table uint32, vnode uint16, b IterBounds, extra []*run) (*Iter, error) {
 	prefix := VnodePrefix(table, vnode)
 	lo := prefix
-	if b.After != nil {
+	switch {
+	case b.After != nil && b.From != nil:
+		return nil, fmt.Errorf("storage: iterate table %d vnode %d: both After and From bounds", table, vnode)
+	case b.After != nil:
 		lo = append(AppendKey(nil, table, vnode, b.After), 0) // the successor of After
+	case b.From != nil:
+		lo = AppendKey(nil, table, vnode, b.From)
 	}
 	hi := prefixEnd(prefix)
 	if b.Before != nil {
