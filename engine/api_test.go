@@ -78,7 +78,7 @@ func TestBadInput(t *testing.T) {
 		}, `no table or materialized view "nope"`},
 		{"view over a missing column", func() error {
 			return e.CreateMV(ctx, "bad", engine.Filter(engine.Scan("t"), engine.Call("greater", engine.Column("w"), engine.Int(1))), engine.MVOptions{})
-		}, `t has no column "w"`},
+		}, `over t: no column "w"`},
 		{"view with a bad function", func() error {
 			return e.CreateMV(ctx, "bad", engine.Filter(engine.Scan("t"), engine.Call("no_such_fn", engine.Column("v"))), engine.MVOptions{})
 		}, "no_such_fn"},

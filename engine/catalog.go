@@ -36,15 +36,50 @@ type object struct {
 	Mapping     []uint16 `json:"mapping"`
 
 	// Materialized views only.
-	ProgressID uint32          `json:"progress_id,omitempty"` // the backfill's progress table
+	//
+	// StateIDs are the ids of the view's state tables besides its own: per node of
+	// its plan, in the plan's post-order, a scan's progress table and an aggregate's
+	// or join's state tables. ProgressID is the first scan's progress table (the
+	// first of StateIDs).
+	StateIDs   []uint32        `json:"state_ids,omitempty"`
+	ProgressID uint32          `json:"progress_id,omitempty"`
 	Plan       json.RawMessage `json:"plan,omitempty"`
-	Upstream   string          `json:"upstream,omitempty"`
-	Backfill   string          `json:"backfill,omitempty"`
-	RateLimit  *int64          `json:"rate_limit,omitempty"`
-	Paused     bool            `json:"paused,omitempty"`
+	// Upstreams are the tables and views the plan scans, left to right.
+	Upstreams []string `json:"upstreams,omitempty"`
+	// Mappings are the vnode mappings of the plan's nodes' fragments (in post-order;
+	// the last, the root's, is Mapping), each over Parallelism actors.
+	Mappings  [][]uint16 `json:"mappings,omitempty"`
+	Backfill  string     `json:"backfill,omitempty"`
+	RateLimit *int64     `json:"rate_limit,omitempty"`
+	Paused    bool       `json:"paused,omitempty"`
 
 	t    *schema.Table // Def, validated
 	plan Plan          // Plan, decoded
+}
+
+// checkLowered checks a view's stored state against its plan, lowered again.
+func (o *object) checkLowered(l *lowered) error {
+	if l.out.Fingerprint() != o.t.Fingerprint() {
+		return fmt.Errorf("materialized view %s: its plan now gives a table of another shape", o.Name)
+	}
+	if len(o.Mappings) != len(l.nodes) || len(o.StateIDs) != l.stateIDs() {
+		return fmt.Errorf("materialized view %s: %d mappings and %d state ids stored for %d plan nodes and %d state tables", o.Name, len(o.Mappings), len(o.StateIDs), len(l.nodes), l.stateIDs())
+	}
+	for i, n := range l.nodes {
+		if err := vnode.Mapping(o.Mappings[i]).Validate(n.vnodeCount, o.Parallelism); err != nil {
+			return fmt.Errorf("materialized view %s: mapping of plan node %d: %w", o.Name, i, err)
+		}
+	}
+	return nil
+}
+
+// mappings are the fragment mappings of a view.
+func (o *object) mappings() []vnode.Mapping {
+	out := make([]vnode.Mapping, len(o.Mappings))
+	for i, m := range o.Mappings {
+		out[i] = vnode.Mapping(m)
+	}
+	return out
 }
 
 // tableJSON is the stored form of a schema.Table.
@@ -159,8 +194,15 @@ func loadCatalog(store *storage.Store) (*catalog, error) {
 			return nil, fmt.Errorf("catalog: object %s has id %d, not below the next id %d", o.Name, o.ID, c.nextID)
 		}
 		if o.Kind == kindMV {
-			if _, ok := c.objects[o.Upstream]; !ok {
-				return nil, fmt.Errorf("catalog: materialized view %s reads %s, which is not in the catalog", o.Name, o.Upstream)
+			for _, u := range o.Upstreams {
+				if _, ok := c.objects[u]; !ok {
+					return nil, fmt.Errorf("catalog: materialized view %s reads %s, which is not in the catalog", o.Name, u)
+				}
+			}
+			for _, id := range o.StateIDs {
+				if id >= c.nextID {
+					return nil, fmt.Errorf("catalog: materialized view %s has state table id %d, not below the next id %d", o.Name, id, c.nextID)
+				}
 			}
 		}
 	}
@@ -195,7 +237,9 @@ func (c *catalog) sorted() []*object {
 		}
 		seen[o.Name] = true
 		if o.Kind == kindMV {
-			visit(c.objects[o.Upstream])
+			for _, u := range o.Upstreams {
+				visit(c.objects[u])
+			}
 		}
 		out = append(out, o)
 	}
@@ -214,7 +258,7 @@ func (c *catalog) sorted() []*object {
 func (c *catalog) dependents(name string) []string {
 	var out []string
 	for _, o := range c.objects {
-		if o.Kind == kindMV && o.Upstream == name {
+		if o.Kind == kindMV && slices.Contains(o.Upstreams, name) {
 			out = append(out, o.Name)
 		}
 	}

@@ -195,9 +195,14 @@ func (e *Engine) recover(ctx context.Context) error {
 			_, err = g.addTable(o)
 		} else {
 			var low *lowered
-			low, err = lower(o.Name, o.plan, cat.objects[o.Upstream], BackfillKind(o.Backfill), e.mem)
+			low, err = lower(o.Name, o.plan, e.lookup, BackfillKind(o.Backfill), e.mem)
 			if err == nil {
-				low.scan.common = backfillCommon{rateLimit: o.RateLimit, paused: o.Paused}
+				err = o.checkLowered(low)
+			}
+			if err == nil {
+				for _, n := range low.scans() {
+					n.scan.common = backfillCommon{rateLimit: o.RateLimit, paused: o.Paused}
+				}
 				_, _, err = g.addView(o, low, true)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,57 +407,76 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if name == "" {
 		return errors.New("create materialized view: empty name")
 	}
-	scan, err := scanOf(plan)
-	if err != nil {
-		return fmt.Errorf("create materialized view %s: %w", name, err)
+	if plan == nil {
+		return fmt.Errorf("create materialized view %s: nil plan", name)
 	}
-	up, ok := e.cat.objects[scan.Table]
-	if !ok {
-		return fmt.Errorf("create materialized view %s: no table or materialized view %q", name, scan.Table)
-	}
-	low, err := lower(name, plan, up, opts.Backfill, e.mem)
+	low, err := lower(name, plan, e.lookup, opts.Backfill, e.mem)
 	if err != nil {
 		return fmt.Errorf("create %w", err)
 	}
-	low.scan.common = backfillCommon{rateLimit: opts.RateLimit, paused: opts.Paused}
+	scans := low.scans()
 	p := opts.Parallelism
-	if _, ok := low.scan.kind.(noShuffleVariant); ok {
-		if p != 0 && p != up.Parallelism {
-			return fmt.Errorf("create materialized view %s: a no-shuffle backfill co-locates one view actor with each of the %d actors of %s; parallelism %d cannot be placed", name, up.Parallelism, up.Name, p)
+	if low.kind == NoShuffleBackfill {
+		for _, n := range scans {
+			up := n.scan.upstream
+			if p == 0 {
+				p = up.Parallelism
+			}
+			if p != up.Parallelism {
+				return fmt.Errorf("create materialized view %s: a no-shuffle backfill co-locates one view actor with each of the %d actors of %s; parallelism %d cannot be placed", name, up.Parallelism, up.Name, p)
+			}
 		}
-		p = up.Parallelism
 	}
 	if p == 0 {
 		p = min(len(e.nodes), low.out.VnodeCount)
 	}
-	var mapping vnode.Mapping
-	if _, ok := low.scan.kind.(noShuffleVariant); ok {
-		mapping = slices.Clone(vnode.Mapping(up.Mapping))
-	} else if mapping, err = vnode.EvenSplit(low.out.VnodeCount, p); err != nil {
-		return fmt.Errorf("create materialized view %s: parallelism %d: %w", name, p, err)
+	var mappings [][]uint16
+	for _, n := range low.nodes {
+		if n.kind == scanNode && low.kind == NoShuffleBackfill {
+			mappings = append(mappings, slices.Clone(n.scan.upstream.Mapping))
+			continue
+		}
+		if p > n.vnodeCount {
+			return fmt.Errorf("create materialized view %s: parallelism %d is more than the %d vnodes of its %s node", name, p, n.vnodeCount, n.kind)
+		}
+		m, err := vnode.EvenSplit(n.vnodeCount, p)
+		if err != nil {
+			return fmt.Errorf("create materialized view %s: parallelism %d: %w", name, p, err)
+		}
+		mappings = append(mappings, m)
 	}
 	planJSON, err := marshalPlan(plan)
 	if err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
 	o := &object{
-		ID: e.cat.nextID, ProgressID: e.cat.nextID + 1, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p, Mapping: mapping,
-		Plan: planJSON, Upstream: up.Name, Backfill: string(low.scan.kind.kindName()), RateLimit: opts.RateLimit, Paused: opts.Paused,
+		ID: e.cat.nextID, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p,
+		Mapping: mappings[len(mappings)-1], Mappings: mappings,
+		Plan: planJSON, Backfill: string(low.kind), RateLimit: opts.RateLimit, Paused: opts.Paused,
 		t: low.out, plan: plan,
 	}
-	f, specs, err := e.g.addView(o, low, false)
+	for i := range low.stateIDs() {
+		o.StateIDs = append(o.StateIDs, e.cat.nextID+1+uint32(i))
+	}
+	o.ProgressID = o.StateIDs[0]
+	for _, n := range scans {
+		o.Upstreams = append(o.Upstreams, n.scan.upstream.Name)
+		n.scan.common = backfillCommon{rateLimit: opts.RateLimit, paused: opts.Paused}
+	}
+	j, specs, err := e.g.addView(o, low, false)
 	if err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
 	var ids []executors.ActorID
-	for _, a := range f.actors {
+	actors := j.actors()
+	for _, a := range actors {
 		ids = append(ids, a.id)
 	}
-	e.g.start(f.actors)
+	e.g.start(actors)
 	_, err = e.round(ctx, roundSpec{
 		mutation: executors.Add{Actors: ids, PauseOnBootstrap: opts.Paused, Dispatchers: specs},
 		stage: func() error {
-			e.cat.nextID += 2
+			e.cat.nextID += 1 + uint32(len(o.StateIDs))
 			e.cat.objects[o.Name] = o
 			return e.cat.stage(e.store, o, false)
 		},
@@ -485,12 +505,12 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 			e.mu.Unlock()
 			return err
 		}
-		f, ok := e.g.frags[name]
-		if !ok || f.obj.Kind != kindMV {
+		j, ok := e.g.jobs[name]
+		if !ok {
 			e.mu.Unlock()
 			return fmt.Errorf("wait for the backfill of %s: no such materialized view", name)
 		}
-		if fragmentDone(f) {
+		if jobDone(j) {
 			e.mu.Unlock()
 			return nil
 		}
@@ -514,11 +534,13 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 	}
 }
 
-// fragmentDone reports whether every backfill actor of f is done.
-func fragmentDone(f *fragment) bool {
-	for _, a := range f.actors {
-		if a.backfill != nil && !a.backfill.Stats().Done {
-			return false
+// jobDone reports whether every backfill actor of j is done.
+func jobDone(j *job) bool {
+	for _, f := range j.scans() {
+		for _, a := range f.actors {
+			if a.backfill != nil && !a.backfill.Stats().Done {
+				return false
+			}
 		}
 	}
 	return true
@@ -544,9 +566,9 @@ func (e *Engine) dropLocked(ctx context.Context, name string) error {
 	if deps := e.cat.dependents(name); len(deps) > 0 {
 		return fmt.Errorf("drop materialized view %s: read by %v; drop those first", name, deps)
 	}
-	f := e.g.frags[name]
+	j := e.g.jobs[name]
 	var ids []executors.ActorID
-	for _, a := range f.actors {
+	for _, a := range j.actors() {
 		ids = append(ids, a.id)
 	}
 	_, err := e.round(ctx, roundSpec{mutation: executors.Stop{Actors: ids}, stage: func() error {
@@ -554,18 +576,21 @@ func (e *Engine) dropLocked(ctx context.Context, name string) error {
 		if err := e.cat.stage(e.store, o, true); err != nil {
 			return err
 		}
-		if err := e.store.StageDropTable(o.ID); err != nil {
-			return err
+		for _, id := range append([]uint32{o.ID}, o.StateIDs...) {
+			if err := e.store.StageDropTable(id); err != nil {
+				return err
+			}
 		}
-		return e.store.StageDropTable(o.ProgressID)
+		return nil
 	}})
 	if err != nil {
 		return fmt.Errorf("drop materialized view %s: %w", name, err)
 	}
 	delete(e.g.frags, name)
+	delete(e.g.jobs, name)
 	delete(e.samples, name)
-	if up, ok := e.g.frags[o.Upstream]; ok {
-		up.downstream = slices.DeleteFunc(up.downstream, func(d *fragment) bool { return d == f })
+	for _, f := range j.scans() {
+		f.up.downstream = slices.DeleteFunc(f.up.downstream, func(d *fragment) bool { return d == f })
 	}
 	return nil
 }
@@ -585,69 +610,104 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 		return fmt.Errorf("reschedule materialized view %s: no such materialized view", name)
 	}
 	g := e.g
-	f := g.frags[name]
-	if _, ok := f.low.scan.kind.(noShuffleVariant); ok {
-		return fmt.Errorf("reschedule materialized view %s: it is co-located with %s (no-shuffle backfill), so its parallelism is that of %s", name, o.Upstream, o.Upstream)
+	j := g.jobs[name]
+	root := j.root()
+	if j.low.kind == NoShuffleBackfill {
+		return fmt.Errorf("reschedule materialized view %s: it is co-located with %s (no-shuffle backfill), so its parallelism is that of %s", name, strings.Join(o.Upstreams, ", "), strings.Join(o.Upstreams, ", "))
 	}
-	for _, d := range f.downstream {
-		if _, ok := d.low.scan.kind.(noShuffleVariant); ok {
+	for _, d := range root.downstream {
+		if _, ok := d.pn.scan.kind.(noShuffleVariant); ok {
 			return fmt.Errorf("reschedule materialized view %s: %s is co-located with it (no-shuffle backfill)", name, d.obj.Name)
 		}
 	}
-	if parallelism < 1 || parallelism > o.t.VnodeCount {
-		return fmt.Errorf("reschedule materialized view %s: parallelism %d, want 1..%d (its vnode count)", name, parallelism, o.t.VnodeCount)
+	var mappings []vnode.Mapping
+	for _, f := range j.frags {
+		if parallelism < 1 || parallelism > f.pn.vnodeCount {
+			return fmt.Errorf("reschedule materialized view %s: parallelism %d, want 1..%d (the vnode count of its %s node)", name, parallelism, f.pn.vnodeCount, f.pn.kind)
+		}
+		m, _, err := vnode.Rebalance(f.mapping, o.Parallelism, parallelism)
+		if err != nil {
+			return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+		}
+		mappings = append(mappings, m)
 	}
-	newMapping, _, err := vnode.Rebalance(vnode.Mapping(o.Mapping), o.Parallelism, parallelism)
-	if err != nil {
-		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
-	}
-	up := g.frags[o.Upstream]
 	base := int(g.nextActor)
-	actors, err := g.viewActors(f, up, newMapping, parallelism, func(i int) int { return (base + i) % len(e.nodes) })
+	sets, err := g.jobActors(j, mappings, parallelism, func(_ *fragment, i int) int { return (base + i) % len(e.nodes) })
 	if err != nil {
 		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
 	}
-	// The new actors feed the downstream views as the old ones did.
-	for _, a := range actors {
-		for _, d := range f.downstream {
-			spec := feedSpecs(d, &fragment{actors: []*actor{a}}, d.actors, vnode.Mapping(d.obj.Mapping))[0]
+	newRoot := sets[len(sets)-1]
+	var all []*actor
+	for _, set := range sets {
+		all = append(all, set...)
+	}
+	// The new root actors feed the downstream views as the old ones did.
+	for _, a := range newRoot {
+		for _, d := range root.downstream {
+			spec := feedSpecs(d, &fragment{actors: []*actor{a}}, d.actors, d.mapping)[0]
 			disp, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), e.mem)
 			if err != nil {
-				g.discard(actors)
+				for _, set := range sets {
+					g.discard(set)
+				}
 				return fmt.Errorf("reschedule materialized view %s: %w", name, err)
 			}
 			a.disp = append(a.disp, disp)
 		}
 	}
-	var oldIDs, newIDs []executors.ActorID
-	for _, a := range f.actors {
+	var oldIDs []executors.ActorID
+	for _, a := range j.actors() {
 		oldIDs = append(oldIDs, a.id)
 	}
 	upd := executors.Update{Vnodes: map[executors.ActorID]*vnode.Bitmap{}, Stop: oldIDs}
-	var outs []executors.Output
-	for _, a := range actors {
-		newIDs = append(newIDs, a.id)
-		outs = append(outs, executors.Output{Actor: a.id, Node: a.node})
+	for _, a := range all {
 		upd.Vnodes[a.id] = a.vnodes
 	}
-	for _, u := range up.actors {
-		upd.Dispatchers = append(upd.Dispatchers, executors.DispatcherUpdate{Actor: u.id, Fragment: f.id, AddOutputs: outs, RemoveOutputs: oldIDs, Mapping: slices.Clone(newMapping)})
-	}
-	for _, d := range f.downstream {
-		for _, da := range d.actors {
-			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: newIDs, RemoveInputs: oldIDs})
+	for fi, f := range j.frags {
+		if f.up == nil {
+			continue
+		}
+		var outs []executors.Output
+		var old []executors.ActorID
+		for _, a := range sets[fi] {
+			outs = append(outs, executors.Output{Actor: a.id, Node: a.node})
+		}
+		for _, a := range f.actors {
+			old = append(old, a.id)
+		}
+		for _, u := range f.up.actors {
+			upd.Dispatchers = append(upd.Dispatchers, executors.DispatcherUpdate{Actor: u.id, Fragment: f.id, AddOutputs: outs, RemoveOutputs: old, Mapping: slices.Clone(mappings[fi])})
 		}
 	}
-	g.start(actors)
+	var oldRoot, newRootIDs []executors.ActorID
+	for _, a := range root.actors {
+		oldRoot = append(oldRoot, a.id)
+	}
+	for _, a := range newRoot {
+		newRootIDs = append(newRootIDs, a.id)
+	}
+	for _, d := range root.downstream {
+		for _, da := range d.actors {
+			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: newRootIDs, RemoveInputs: oldRoot})
+		}
+	}
+	g.start(all)
 	_, err = e.round(ctx, roundSpec{mutation: upd, stage: func() error {
 		o.Parallelism = parallelism
-		o.Mapping = newMapping
+		o.Mappings = o.Mappings[:0]
+		for _, m := range mappings {
+			o.Mappings = append(o.Mappings, m)
+		}
+		o.Mapping = o.Mappings[len(o.Mappings)-1]
 		return e.cat.stage(e.store, o, false)
 	}})
 	if err != nil {
 		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
 	}
-	f.actors = actors
+	for fi, f := range j.frags {
+		f.actors = sets[fi]
+		f.mapping = mappings[fi]
+	}
 	return nil
 }
 
@@ -710,20 +770,26 @@ func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) er
 	if limit != nil && *limit < 0 {
 		return fmt.Errorf("set rate limit of %s: %d rows/s, want >= 0 (or nil for unlimited)", name, *limit)
 	}
-	f := e.g.frags[name]
+	j := e.g.jobs[name]
 	var l *int64
 	if limit != nil {
 		v := *limit
 		l = &v
 	}
-	_, err := e.round(ctx, roundSpec{mutation: executors.Throttle{Limits: map[executors.FragmentID]*int64{f.id: l}}, checkpoint: true, stage: func() error {
+	limits := map[executors.FragmentID]*int64{}
+	for _, f := range j.scans() {
+		limits[f.id] = l
+	}
+	_, err := e.round(ctx, roundSpec{mutation: executors.Throttle{Limits: limits}, checkpoint: true, stage: func() error {
 		o.RateLimit = l
 		return e.cat.stage(e.store, o, false)
 	}})
 	if err != nil {
 		return fmt.Errorf("set rate limit of %s: %w", name, err)
 	}
-	f.low.scan.common.rateLimit = l
+	for _, f := range j.scans() {
+		f.pn.scan.common.rateLimit = l
+	}
 	return nil
 }
 
@@ -763,6 +829,12 @@ type progressSample struct {
 	at   time.Time
 }
 
+// lookup finds a table or view of the catalog.
+func (e *Engine) lookup(name string) (*object, bool) {
+	o, ok := e.cat.objects[name]
+	return o, ok
+}
+
 // Progress lists every materialized view's job, by name.
 func (e *Engine) Progress() []JobProgress {
 	e.mu.Lock()
@@ -776,14 +848,17 @@ func (e *Engine) Progress() []JobProgress {
 		if o.Kind != kindMV {
 			continue
 		}
-		p := JobProgress{Name: o.Name, Upstream: o.Upstream, Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused}
-		if up, ok := e.cat.objects[o.Upstream]; ok {
-			p.UpstreamRows, _ = e.store.TableRowCount(up.ID)
+		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused}
+		for _, u := range o.Upstreams {
+			if up, ok := e.cat.objects[u]; ok {
+				n, _ := e.store.TableRowCount(up.ID)
+				p.UpstreamRows += n
+			}
 		}
 		p.Done = true
 		started := true
-		if f, ok := e.g.frags[o.Name]; ok {
-			for _, a := range f.actors {
+		if j, ok := e.g.jobs[o.Name]; ok {
+			for _, a := range j.actors() {
 				if a.backfill == nil {
 					continue
 				}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
@@ -28,15 +29,52 @@ import (
 // state. Barriers enter at the DML actors only and reach every actor through the
 // dispatchers; merges align them.
 
-// fragment is the actors that run one object (or a table's DML) in parallel.
+// fragment is the actors that run one object (or a table's DML), or one node of a
+// view's plan, in parallel.
 type fragment struct {
-	id     executors.FragmentID
-	obj    *object
-	actors []*actor // index = the mapping's actor index
-	dml    *actor   // tables: the DML actor feeding the fragment
-	low    *lowered // views: the bound plan
-	// downstream lists the view fragments that read this one.
+	id      executors.FragmentID
+	obj     *object
+	actors  []*actor      // index = the mapping's actor index
+	mapping vnode.Mapping // vnode -> actor index
+	dml     *actor        // tables: the DML actor feeding the fragment
+	// Views: the job the fragment belongs to, and its node of the view's plan.
+	job *job
+	pn  *pnode
+	// up is the upstream's fragment a scan fragment backfills.
+	up *fragment
+	// downstream lists the scan fragments of the views that read this (table or view
+	// root) fragment.
 	downstream []*fragment
+}
+
+// job is a view's fragments, one per node of its plan, in the plan's post-order: the
+// root (which materializes the view) is last.
+type job struct {
+	obj   *object
+	low   *lowered
+	frags []*fragment
+}
+
+func (j *job) root() *fragment { return j.frags[len(j.frags)-1] }
+
+// scans lists the job's scan fragments.
+func (j *job) scans() []*fragment {
+	var out []*fragment
+	for _, f := range j.frags {
+		if f.pn.kind == scanNode {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// actors lists every actor of the job.
+func (j *job) actors() []*actor {
+	var out []*actor
+	for _, f := range j.frags {
+		out = append(out, f.actors...)
+	}
+	return out
 }
 
 // actor runs a chain of executors and sends its output through its dispatchers.
@@ -79,7 +117,8 @@ type graph struct {
 	mu     sync.Mutex // guards edges
 	edges  map[edge]chan executors.Message
 	actors map[executors.ActorID]*actor
-	frags  map[string]*fragment // by object name
+	frags  map[string]*fragment // tables' fragments and views' root fragments, by object name
+	jobs   map[string]*job      // views, by name
 	dml    map[string]*dmlInput // by table name, guarded by e.gmu
 
 	nextActor executors.ActorID
@@ -93,7 +132,7 @@ func newGraph(e *Engine) *graph {
 	return &graph{
 		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}),
 		edges: map[edge]chan executors.Message{}, actors: map[executors.ActorID]*actor{},
-		frags: map[string]*fragment{}, dml: map[string]*dmlInput{},
+		frags: map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
 	}
 }
@@ -137,9 +176,9 @@ func (g *graph) newActorID() executors.ActorID {
 // addTable builds a table's DML and table fragments (not started).
 func (g *graph) addTable(o *object) (*fragment, error) {
 	e := g.e
-	f := &fragment{id: g.nextFrag, obj: o}
+	f := &fragment{id: g.nextFrag, obj: o, mapping: vnode.Mapping(o.Mapping)}
 	g.nextFrag++
-	bitmaps := vnode.Mapping(o.Mapping).Bitmaps(o.Parallelism)
+	bitmaps := f.mapping.Bitmaps(o.Parallelism)
 	k := vec.For(o.t)
 	for i := 0; i < o.Parallelism; i++ {
 		a := &actor{id: g.newActorID(), frag: f, node: i % len(e.nodes), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
@@ -191,54 +230,147 @@ func (a *actor) materialize(e *Engine, in executors.Executor) error {
 	return nil
 }
 
-// viewActors builds the actors of a view's fragment, reading upstream, with the
-// mapping and parallelism given (not started, not yet fed by the upstream: the caller
-// connects the upstream's dispatchers, directly or through an Add or Update barrier).
-func (g *graph) viewActors(f *fragment, up *fragment, mapping vnode.Mapping, parallelism int, nodeOf func(i int) int) ([]*actor, error) {
+// jobActors builds a new set of actors for every fragment of job j, p per fragment,
+// with the mappings given (one per fragment) and nodeOf placing actor i of a fragment.
+// Within the job the actors are connected (each non-root actor hash-dispatches to its
+// parent fragment's new actors); they are not started, and the scan actors are not yet
+// fed by their upstreams: the caller connects the upstreams' dispatchers, directly or
+// through an Add or Update barrier.
+func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int) int) ([][]*actor, error) {
 	e := g.e
-	o := f.obj
-	bitmaps := mapping.Bitmaps(parallelism)
-	k := vec.For(o.t)
-	var actors []*actor
-	for i := 0; i < parallelism; i++ {
-		a := &actor{id: g.newActorID(), frag: f, node: nodeOf(i), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
-		actors = append(actors, a)
+	sets := make([][]*actor, len(j.frags))
+	for fi, f := range j.frags {
+		bitmaps := mappings[fi].Bitmaps(p)
+		k := f.pn.exchange
+		if f.pn.parent == nil {
+			k = vec.For(j.obj.t)
+		}
+		for i := 0; i < p; i++ {
+			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+			sets[fi] = append(sets[fi], a)
+			g.actors[a.id] = a
+		}
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			g.discard(actors)
-		}
-	}()
-	for i, a := range actors {
-		var inputs []MergeInput
-		if _, ok := f.low.scan.kind.(noShuffleVariant); ok {
-			u := up.actors[i]
-			inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
-		} else {
-			for _, u := range up.actors {
-				inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
+			for _, set := range sets {
+				g.discard(set)
 			}
 		}
-		var in executors.Executor = NewMerge(a.id, up.obj.t.ArrowSchema(), inputs, g.inputTo(a.id))
-		in, err := f.low.backfill(in, a, f, up, e)
-		if err == nil {
-			in, err = f.low.buildStages(in, e.mem)
+	}()
+	ids := j.obj.StateIDs
+	for fi, f := range j.frags {
+		n := f.pn
+		for i, a := range sets[fi] {
+			in, err := g.operator(j, f, a, i, sets, ids[:n.tableIDs()])
+			if err == nil {
+				in, err = n.buildStages(j.obj.Name, in, e.mem)
+			}
+			if err != nil {
+				if in != nil {
+					in.Close()
+				}
+				return nil, err
+			}
+			if n.parent == nil {
+				if err := a.materialize(e, in); err != nil {
+					in.Close()
+					return nil, fmt.Errorf("materialized view %s: %w", j.obj.Name, err)
+				}
+				continue
+			}
+			a.exec = in
+			parent := j.frags[n.parent.idx]
+			spec := executors.NewDispatcher{Actor: a.id, Fragment: parent.id, Kind: executors.Hash, Mapping: slices.Clone(mappings[n.parent.idx])}
+			for _, pa := range sets[n.parent.idx] {
+				spec.Outputs = append(spec.Outputs, executors.Output{Actor: pa.id, Node: pa.node})
+			}
+			d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), e.mem)
+			if err != nil {
+				return nil, fmt.Errorf("materialized view %s: %w", j.obj.Name, err)
+			}
+			a.disp = append(a.disp, d)
 		}
+		ids = ids[n.tableIDs():]
+	}
+	ok = true
+	return sets, nil
+}
+
+// operator builds the head of actor a (the i-th of fragment f): a scan's merge of its
+// upstream's actors and backfill, or an aggregate's or join's merges of its input
+// fragments' new actors (sets) and the operator over them, with its state tables (ids).
+func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, ids []uint32) (executors.Executor, error) {
+	e := g.e
+	o := j.obj
+	n := f.pn
+	merge := func(from []*actor, s *arrow.Schema) executors.Executor {
+		var inputs []MergeInput
+		for _, u := range from {
+			inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
+		}
+		return NewMerge(a.id, s, inputs, g.inputTo(a.id))
+	}
+	states := func() ([]*storage.StateTable, error) {
+		var out []*storage.StateTable
+		for k, t := range n.states {
+			st, err := storage.NewStateTable(e.nodes[a.node], ids[k], t, a.vnodes)
+			if err != nil {
+				return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+			}
+			out = append(out, st)
+		}
+		return out, nil
+	}
+	switch n.kind {
+	case scanNode:
+		up := f.up
+		from := up.actors
+		if _, ok := n.scan.kind.(noShuffleVariant); ok {
+			from = up.actors[i : i+1]
+		}
+		return g.backfill(merge(from, up.obj.t.ArrowSchema()), a, f, ids[0])
+	case aggNode:
+		sts, err := states()
 		if err != nil {
-			in.Close()
 			return nil, err
 		}
-		if err := a.materialize(e, in); err != nil {
+		cfg := n.agg
+		cfg.State, cfg.Node, cfg.Mem = sts[0], e.nodes[a.node], e.mem
+		cfg.MultiSets = make([]*storage.StateTable, len(cfg.Aggs))
+		next := 1
+		for k, call := range cfg.Aggs {
+			if call.Kind == executors.AggMin || call.Kind == executors.AggMax || call.Kind == executors.AggCountDistinct {
+				cfg.MultiSets[k] = sts[next]
+				next++
+			}
+		}
+		in := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
+		h, err := executors.NewHashAgg(in, cfg)
+		if err != nil {
 			in.Close()
 			return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
 		}
+		return h, nil
+	case joinNode:
+		sts, err := states()
+		if err != nil {
+			return nil, err
+		}
+		cfg := n.join
+		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], e.nodes[a.node], e.mem
+		left := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
+		right := merge(sets[n.inputs[1].idx], n.inputs[1].schema)
+		h, err := executors.NewHashJoin(left, right, cfg)
+		if err != nil {
+			left.Close()
+			right.Close()
+			return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+		}
+		return h, nil
 	}
-	for _, a := range actors {
-		g.actors[a.id] = a
-	}
-	ok = true
-	return actors, nil
+	return nil, fmt.Errorf("materialized view %s: unknown node kind %d", o.Name, n.kind)
 }
 
 // discard forgets actors that were built and never started, releasing what they hold.
@@ -254,11 +386,11 @@ func (g *graph) discard(actors []*actor) {
 	}
 }
 
-// feedSpecs are the dispatchers that up's actors need towards the actors of view
+// feedSpecs are the dispatchers that up's actors need towards the actors of scan
 // fragment f with mapping.
 func feedSpecs(f, up *fragment, actors []*actor, mapping vnode.Mapping) []executors.NewDispatcher {
 	var specs []executors.NewDispatcher
-	kind := f.low.scan.kind.dispatcher()
+	kind := f.pn.scan.kind.dispatcher()
 	for i, u := range up.actors {
 		spec := executors.NewDispatcher{Actor: u.id, Fragment: f.id, Kind: kind}
 		if kind == executors.NoShuffle {
@@ -274,26 +406,44 @@ func feedSpecs(f, up *fragment, actors []*actor, mapping vnode.Mapping) []execut
 	return specs
 }
 
-// addView builds a view's fragment over its upstream's fragment (not started). When
-// connect is set, the upstream's dispatchers are connected now (at open and recovery);
+// addView builds a view's job over its upstreams' fragments (not started). When
+// connect is set, the upstreams' dispatchers are connected now (at open and recovery);
 // otherwise the returned specs must travel in an Add barrier.
-func (g *graph) addView(o *object, low *lowered, connect bool) (*fragment, []executors.NewDispatcher, error) {
-	up, ok := g.frags[o.Upstream]
-	if !ok {
-		return nil, nil, fmt.Errorf("materialized view %s: upstream %s is not running", o.Name, o.Upstream)
+func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executors.NewDispatcher, error) {
+	j := &job{obj: o, low: low}
+	mappings := o.mappings()
+	if len(mappings) != len(low.nodes) {
+		return nil, nil, fmt.Errorf("materialized view %s: %d fragment mappings for %d plan nodes", o.Name, len(mappings), len(low.nodes))
 	}
-	f := &fragment{id: g.nextFrag, obj: o, low: low}
-	g.nextFrag++
-	nodeOf := func(i int) int { return (i + int(f.id)) % len(g.e.nodes) }
-	if _, ok := low.scan.kind.(noShuffleVariant); ok {
-		nodeOf = func(i int) int { return up.actors[i].node }
+	for i, n := range low.nodes {
+		f := &fragment{id: g.nextFrag, obj: o, job: j, pn: n, mapping: mappings[i]}
+		g.nextFrag++
+		if n.kind == scanNode {
+			up, ok := g.frags[n.scan.upstream.Name]
+			if !ok {
+				return nil, nil, fmt.Errorf("materialized view %s: upstream %s is not running", o.Name, n.scan.upstream.Name)
+			}
+			f.up = up
+		}
+		j.frags = append(j.frags, f)
 	}
-	actors, err := g.viewActors(f, up, vnode.Mapping(o.Mapping), o.Parallelism, nodeOf)
+	nodeOf := func(f *fragment, i int) int {
+		if _, ok := f.pn.scan.kind.(noShuffleVariant); ok && f.pn.kind == scanNode {
+			return f.up.actors[i].node
+		}
+		return (i + int(f.id)) % len(g.e.nodes)
+	}
+	sets, err := g.jobActors(j, mappings, o.Parallelism, nodeOf)
 	if err != nil {
 		return nil, nil, err
 	}
-	f.actors = actors
-	specs := feedSpecs(f, up, actors, vnode.Mapping(o.Mapping))
+	var specs []executors.NewDispatcher
+	for i, f := range j.frags {
+		f.actors = sets[i]
+		if f.up != nil {
+			specs = append(specs, feedSpecs(f, f.up, f.actors, f.mapping)...)
+		}
+	}
 	if connect {
 		for _, spec := range specs {
 			u := g.actors[spec.Actor]
@@ -305,26 +455,32 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*fragment, []exe
 		}
 		specs = nil
 	}
-	up.downstream = append(up.downstream, f)
-	g.frags[o.Name] = f
-	return f, specs, nil
+	for _, f := range j.scans() {
+		f.up.downstream = append(f.up.downstream, f)
+	}
+	g.frags[o.Name] = j.root()
+	g.jobs[o.Name] = j
+	return j, specs, nil
 }
 
-// backfill is the lowered scan: the backfill executor of actor a of view fragment f
-// over the upstream fragment up, reading the upstream's change stream from in.
-func (l *lowered) backfill(in executors.Executor, a *actor, f, up *fragment, e *Engine) (executors.Executor, error) {
+// backfill is the backfill executor of actor a of scan fragment f over its upstream,
+// reading the upstream's change stream from in, with its progress in table progressID.
+func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressID uint32) (executors.Executor, error) {
+	e := g.e
 	o := f.obj
+	n := f.pn
+	up := f.up
 	node := e.nodes[a.node]
-	prog, err := storage.NewProgressTable(node, o.ProgressID, o.Name+"_progress", up.obj.t, a.vnodes)
+	prog, err := storage.NewProgressTable(node, progressID, fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.obj.t, a.vnodes)
 	if err != nil {
 		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
 	}
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
-		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: l.scan.s2,
+		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: n.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: l.scan.common.rateLimit, Paused: o.Paused || e.paused, Mem: e.mem,
+		RateLimit: n.scan.common.rateLimit, Paused: o.Paused || e.paused, Mem: e.mem,
 		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
-		NoShuffle:     l.scan.kind.kindName() == NoShuffleBackfill,
+		NoShuffle:     n.scan.kind.kindName() == NoShuffleBackfill,
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/seed04fbb902/weir/executors"
 )
@@ -66,6 +67,52 @@ func (e Expr) String() string {
 	return fmt.Sprintf("<bad expression op %q>", e.Op)
 }
 
+// Scalar functions of Weir's own (see package executors), callable by name next to
+// Arrow's compute functions.
+
+// Day is the UTC calendar day (a date) of timestamp x.
+func Day(x Expr) Expr { return Call("day", x) }
+
+// TimeOfDayHHMM is the UTC time of day of timestamp x as "HH:MM".
+func TimeOfDayHHMM(x Expr) Expr { return Call("time_of_day_hhmm", x) }
+
+// Between is lo <= x AND x <= hi (NULL when any is NULL).
+func Between(x, lo, hi Expr) Expr { return Call("between", x, lo, hi) }
+
+// TumbleStart is the start of the tumbling window of size (aligned on the Unix epoch)
+// that holds timestamp x.
+func TumbleStart(x Expr, size time.Duration) Expr { return Call("tumble_start", x, Int(int64(size))) }
+
+// TumbleEnd is TumbleStart(x, size) + size.
+func TumbleEnd(x Expr, size time.Duration) Expr { return Call("tumble_end", x, Int(int64(size))) }
+
+type scalarFunc struct {
+	args int
+	bind func(e Expr, args []executors.Expr) (executors.Expr, error)
+}
+
+var scalarFuncs = map[string]scalarFunc{
+	"day": {1, func(_ Expr, a []executors.Expr) (executors.Expr, error) { return executors.Day(a[0]), nil }},
+	"time_of_day_hhmm": {1, func(_ Expr, a []executors.Expr) (executors.Expr, error) {
+		return executors.TimeOfDayHHMM(a[0]), nil
+	}},
+	"between": {3, func(_ Expr, a []executors.Expr) (executors.Expr, error) {
+		return executors.Between(a[0], a[1], a[2]), nil
+	}},
+	"tumble_start": {2, bindTumble(executors.TumbleStart)},
+	"tumble_end":   {2, bindTumble(executors.TumbleEnd)},
+}
+
+func bindTumble(f func(executors.Expr, time.Duration) executors.Expr) func(Expr, []executors.Expr) (executors.Expr, error) {
+	return func(e Expr, a []executors.Expr) (executors.Expr, error) {
+		size := e.Args[1]
+		if size.Op != "int" || size.Int <= 0 {
+			return nil, fmt.Errorf("%s: the window size must be a positive integer constant (nanoseconds), not %s", e.Name, size)
+		}
+		return f(a[0], time.Duration(size.Int)), nil
+	}
+}
+
 // columns adds the column names e reads to dst.
 func (e Expr) columns(dst map[string]bool) {
 	if e.Op == "col" {
@@ -106,19 +153,25 @@ func (e Expr) bind(cols []string) (executors.Expr, error) {
 			}
 			args[i] = b
 		}
+		if f, ok := scalarFuncs[e.Name]; ok {
+			if len(args) != f.args {
+				return nil, fmt.Errorf("%s takes %d arguments, not %d", e.Name, f.args, len(args))
+			}
+			return f.bind(e, args)
+		}
 		return executors.Call(e.Name, args...), nil
 	}
 	return nil, fmt.Errorf("unknown expression op %q", e.Op)
 }
 
-// Plan is a node of a view's logical plan: Scan, Filter or Project.
+// Plan is a node of a view's logical plan: Scan, Filter, Project, Aggregate or Join.
 type Plan interface {
 	kind() string
-	input() Plan
+	inputs() []Plan
 }
 
-// ScanPlan reads an existing table or view: the leaf of every plan. The planner turns it
-// into a backfill of the upstream (see ViewOptions.Backfill).
+// ScanPlan reads an existing table or view: a leaf of every plan. The planner turns it
+// into a backfill of the upstream (see MVOptions.Backfill).
 type ScanPlan struct {
 	Table string `json:"table"`
 }
@@ -129,8 +182,8 @@ type FilterPlan struct {
 	Pred  Expr `json:"pred"`
 }
 
-// ProjectPlan computes named columns from its input. The view's pk columns (those of
-// the upstream's pk) are added at the end when the projection does not keep them.
+// ProjectPlan computes named columns from its input. The input's pk columns are added
+// at the end when the projection does not keep them.
 type ProjectPlan struct {
 	Input Plan        `json:"-"`
 	Cols  []NamedExpr `json:"cols"`
@@ -140,6 +193,47 @@ type ProjectPlan struct {
 type NamedExpr struct {
 	Name string `json:"name"`
 	Expr Expr   `json:"expr"`
+}
+
+// AggregatePlan groups its input by the GroupBy columns and computes Aggs per group
+// (SQL's GROUP BY; retractions from the input are applied). Its output is the group-by
+// columns, then one column per aggregate; its pk is the group-by columns.
+type AggregatePlan struct {
+	Input   Plan      `json:"-"`
+	GroupBy []string  `json:"group_by"`
+	Aggs    []AggExpr `json:"aggs,omitempty"`
+}
+
+// AggExpr is one aggregate of an AggregatePlan.
+type AggExpr struct {
+	// Func is "count", "count_star", "sum", "avg", "min", "max" or "count_distinct".
+	Func string `json:"func"`
+	// Col is the input column (not for count_star).
+	Col string `json:"col,omitempty"`
+	// Filter, when set, is a boolean input column: only rows where it is true count
+	// (SQL's FILTER (WHERE ...)).
+	Filter string `json:"filter,omitempty"`
+	// Name is the output column.
+	Name string `json:"name"`
+}
+
+// Agg is aggregate fn over column col, named name (col is ignored by count_star).
+func Agg(fn, col, name string) AggExpr { return AggExpr{Func: fn, Col: col, Name: name} }
+
+// Where restricts the aggregate to the rows where the boolean input column filter is
+// true.
+func (a AggExpr) Where(filter string) AggExpr { a.Filter = filter; return a }
+
+// JoinPlan is the inner equi-join of Left and Right on LeftKeys[i] = RightKeys[i],
+// keeping the pairs where Residual (when set, over the output columns) is true. Its
+// output is Left's columns then Right's, whose names must differ (rename with a
+// Project); its pk is the key columns, then Left's pk, then Right's.
+type JoinPlan struct {
+	Left      Plan     `json:"-"`
+	Right     Plan     `json:"-"`
+	LeftKeys  []string `json:"left_keys"`
+	RightKeys []string `json:"right_keys"`
+	Residual  *Expr    `json:"residual,omitempty"`
 }
 
 // As names an expression.
@@ -154,78 +248,161 @@ func Filter(in Plan, pred Expr) *FilterPlan { return &FilterPlan{Input: in, Pred
 // Project computes cols from in.
 func Project(in Plan, cols ...NamedExpr) *ProjectPlan { return &ProjectPlan{Input: in, Cols: cols} }
 
-func (*ScanPlan) kind() string    { return "scan" }
-func (*FilterPlan) kind() string  { return "filter" }
-func (*ProjectPlan) kind() string { return "project" }
+// Aggregate groups in by the columns groupBy and computes aggs per group.
+func Aggregate(in Plan, groupBy []string, aggs ...AggExpr) *AggregatePlan {
+	return &AggregatePlan{Input: in, GroupBy: groupBy, Aggs: aggs}
+}
 
-func (*ScanPlan) input() Plan      { return nil }
-func (p *FilterPlan) input() Plan  { return p.Input }
-func (p *ProjectPlan) input() Plan { return p.Input }
+// Join is the inner join of left and right on leftKeys[i] = rightKeys[i]; residual,
+// when not nil, is a further condition over the output columns.
+func Join(left, right Plan, leftKeys, rightKeys []string, residual *Expr) *JoinPlan {
+	return &JoinPlan{Left: left, Right: right, LeftKeys: leftKeys, RightKeys: rightKeys, Residual: residual}
+}
 
-// planJSON is the stored form of a plan: a list of nodes from the scan up.
+func (*ScanPlan) kind() string      { return "scan" }
+func (*FilterPlan) kind() string    { return "filter" }
+func (*ProjectPlan) kind() string   { return "project" }
+func (*AggregatePlan) kind() string { return "aggregate" }
+func (*JoinPlan) kind() string      { return "join" }
+
+func (*ScanPlan) inputs() []Plan        { return nil }
+func (p *FilterPlan) inputs() []Plan    { return []Plan{p.Input} }
+func (p *ProjectPlan) inputs() []Plan   { return []Plan{p.Input} }
+func (p *AggregatePlan) inputs() []Plan { return []Plan{p.Input} }
+func (p *JoinPlan) inputs() []Plan      { return []Plan{p.Left, p.Right} }
+
+// planJSON is the stored form of a plan node, with its inputs.
 type planJSON struct {
-	Kind    string       `json:"kind"`
-	Scan    *ScanPlan    `json:"scan,omitempty"`
-	Filter  *FilterPlan  `json:"filter,omitempty"`
-	Project *ProjectPlan `json:"project,omitempty"`
+	Kind      string         `json:"kind"`
+	Scan      *ScanPlan      `json:"scan,omitempty"`
+	Filter    *FilterPlan    `json:"filter,omitempty"`
+	Project   *ProjectPlan   `json:"project,omitempty"`
+	Aggregate *AggregatePlan `json:"aggregate,omitempty"`
+	Join      *JoinPlan      `json:"join,omitempty"`
+	Inputs    []planJSON     `json:"inputs,omitempty"`
+}
+
+func toPlanJSON(p Plan) (planJSON, error) {
+	if p == nil {
+		return planJSON{}, errors.New("nil plan node")
+	}
+	j := planJSON{Kind: p.kind()}
+	switch n := p.(type) {
+	case *ScanPlan:
+		j.Scan = n
+	case *FilterPlan:
+		j.Filter = n
+	case *ProjectPlan:
+		j.Project = n
+	case *AggregatePlan:
+		j.Aggregate = n
+	case *JoinPlan:
+		j.Join = n
+	default:
+		return j, fmt.Errorf("unknown plan node %T", p)
+	}
+	for _, in := range p.inputs() {
+		c, err := toPlanJSON(in)
+		if err != nil {
+			return j, err
+		}
+		j.Inputs = append(j.Inputs, c)
+	}
+	return j, nil
 }
 
 func marshalPlan(p Plan) ([]byte, error) {
-	var nodes []planJSON
-	for n := p; n != nil; n = n.input() {
-		switch n := n.(type) {
-		case *ScanPlan:
-			nodes = append(nodes, planJSON{Kind: n.kind(), Scan: n})
-		case *FilterPlan:
-			nodes = append(nodes, planJSON{Kind: n.kind(), Filter: n})
-		case *ProjectPlan:
-			nodes = append(nodes, planJSON{Kind: n.kind(), Project: n})
-		default:
-			return nil, fmt.Errorf("unknown plan node %T", n)
+	j, err := toPlanJSON(p)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(j)
+}
+
+func fromPlanJSON(j planJSON, depth int) (Plan, error) {
+	if depth > 64 {
+		return nil, errors.New("plan nested deeper than 64 nodes")
+	}
+	ins := make([]Plan, len(j.Inputs))
+	for i, c := range j.Inputs {
+		p, err := fromPlanJSON(c, depth+1)
+		if err != nil {
+			return nil, err
 		}
+		ins[i] = p
 	}
-	// Store leaf first.
-	for i, j := 0, len(nodes)-1; i < j; i, j = i+1, j-1 {
-		nodes[i], nodes[j] = nodes[j], nodes[i]
+	bad := func() (Plan, error) {
+		return nil, fmt.Errorf("bad %q node with %d inputs", j.Kind, len(ins))
 	}
-	return json.Marshal(nodes)
+	switch {
+	case j.Kind == "scan" && j.Scan != nil:
+		if len(ins) != 0 {
+			return bad()
+		}
+		return j.Scan, nil
+	case j.Kind == "filter" && j.Filter != nil:
+		if len(ins) != 1 {
+			return bad()
+		}
+		j.Filter.Input = ins[0]
+		return j.Filter, nil
+	case j.Kind == "project" && j.Project != nil:
+		if len(ins) != 1 {
+			return bad()
+		}
+		j.Project.Input = ins[0]
+		return j.Project, nil
+	case j.Kind == "aggregate" && j.Aggregate != nil:
+		if len(ins) != 1 {
+			return bad()
+		}
+		j.Aggregate.Input = ins[0]
+		return j.Aggregate, nil
+	case j.Kind == "join" && j.Join != nil:
+		if len(ins) != 2 {
+			return bad()
+		}
+		j.Join.Left, j.Join.Right = ins[0], ins[1]
+		return j.Join, nil
+	}
+	return bad()
 }
 
 func unmarshalPlan(data []byte) (Plan, error) {
-	var nodes []planJSON
-	if err := json.Unmarshal(data, &nodes); err != nil {
+	var j planJSON
+	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, err
 	}
-	var p Plan
-	for i, n := range nodes {
-		switch {
-		case n.Kind == "scan" && n.Scan != nil && i == 0:
-			p = n.Scan
-		case n.Kind == "filter" && n.Filter != nil && i > 0:
-			n.Filter.Input = p
-			p = n.Filter
-		case n.Kind == "project" && n.Project != nil && i > 0:
-			n.Project.Input = p
-			p = n.Project
-		default:
-			return nil, fmt.Errorf("plan node %d: bad %q node", i, n.Kind)
-		}
-	}
-	if p == nil {
-		return nil, errors.New("empty plan")
-	}
-	return p, nil
+	return fromPlanJSON(j, 0)
 }
 
-// scanOf returns the leaf scan of a plan.
-func scanOf(p Plan) (*ScanPlan, error) {
-	for n := p; n != nil; n = n.input() {
-		if s, ok := n.(*ScanPlan); ok {
-			if n.input() != nil {
-				return nil, errors.New("a scan has an input")
-			}
-			return s, nil
+// scansOf lists the scans of a plan, left to right.
+func scansOf(p Plan) ([]*ScanPlan, error) {
+	var out []*ScanPlan
+	var walk func(p Plan, depth int) error
+	walk = func(p Plan, depth int) error {
+		if p == nil {
+			return errors.New("a plan node has a nil input")
 		}
+		if depth > 64 {
+			return errors.New("plan nested deeper than 64 nodes")
+		}
+		if s, ok := p.(*ScanPlan); ok {
+			out = append(out, s)
+			return nil
+		}
+		for _, in := range p.inputs() {
+			if err := walk(in, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return nil, errors.New("the plan has no scan")
+	if err := walk(p, 0); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the plan has no scan")
+	}
+	return out, nil
 }

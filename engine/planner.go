@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // BackfillKind is how a materialized view reads its upstream's existing rows.
@@ -60,13 +63,98 @@ func (noShuffleVariant) kindName() BackfillKind   { return NoShuffleBackfill }
 func (arrangementVariant) dispatcher() executors.DispatcherKind { return executors.Hash }
 func (noShuffleVariant) dispatcher() executors.DispatcherKind   { return executors.NoShuffle }
 
-// lowered is a view's plan after binding: its backfill node and the stages after it.
+// lowered is a view's plan after binding: a tree of nodes, each of which runs as one
+// fragment of the view's actors. A scan node backfills an upstream and runs the
+// filters and projections over it; an aggregate or join node reads its inputs' nodes
+// through a hash exchange on its key. The root node materializes into the view's
+// table; every other node feeds its parent.
 type lowered struct {
-	scan   backfillNode
-	stages []stage
-	// out is the view's table: the stages' output columns, pk and distribution key
-	// those of the upstream, and the upstream's vnode count.
+	name string
+	// nodes in post-order (inputs before their parent, left before right), so that
+	// nodes[0] is the leftmost scan and the root is last.
+	nodes []*pnode
+	root  *pnode
+	// out is the view's table: the root's output columns and pk; its distribution
+	// key is the upstream's (a scan root), the group-by columns (an aggregate) or the
+	// join key (a join).
 	out *schema.Table
+	// vnodes is the vnode count of the aggregate and join nodes and of the view's table
+	// when the root is one of them: the first upstream's.
+	vnodes int
+	kind   BackfillKind
+	mem    memory.Allocator
+}
+
+type nodeKind uint8
+
+const (
+	scanNode nodeKind = iota
+	aggNode
+	joinNode
+)
+
+func (k nodeKind) String() string {
+	return [...]string{"scan", "aggregate", "join"}[k]
+}
+
+// pnode is one node of a lowered plan.
+type pnode struct {
+	idx    int
+	kind   nodeKind
+	inputs []*pnode
+	parent *pnode
+	scan   backfillNode             // scan nodes
+	agg    executors.HashAggConfig  // aggregate nodes: GroupBy and Aggs over the input
+	join   executors.HashJoinConfig // join nodes: keys, pks and residual
+	// states are the schemas of the node's state tables (aggregate: the group table,
+	// then one multiset table per min, max or count(DISTINCT); join: left, right).
+	states []*schema.Table
+	stages []stage
+	// schema is the node's output after its stages, pk its output columns that
+	// identify a row.
+	schema *arrow.Schema
+	pk     []int
+	// vnodeCount is the vnode count of the node's fragment mapping.
+	vnodeCount int
+	// exchange hashes the node's output by its parent's key (nil at the root).
+	exchange vec.Kernels
+}
+
+// desc names the node's output in errors: the upstream of a scan, else the operator.
+func (n *pnode) desc() string {
+	if n.kind == scanNode {
+		return n.scan.upstream.Name
+	}
+	return "the " + n.kind.String()
+}
+
+// tableIDs is how many catalog ids the node's state takes: a scan its progress table,
+// the others their state tables.
+func (n *pnode) tableIDs() int {
+	if n.kind == scanNode {
+		return 1
+	}
+	return len(n.states)
+}
+
+// stateIDs is how many catalog ids the view's state takes besides its table.
+func (l *lowered) stateIDs() int {
+	n := 0
+	for _, p := range l.nodes {
+		n += p.tableIDs()
+	}
+	return n
+}
+
+// scans lists the scan nodes, left to right.
+func (l *lowered) scans() []*pnode {
+	var out []*pnode
+	for _, n := range l.nodes {
+		if n.kind == scanNode {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // stage is a filter (pred set) or a projection (exprs set), bound to its input's
@@ -77,145 +165,424 @@ type stage struct {
 	names []string
 }
 
-// lower binds a view's plan over upstream (a table or view): it prunes the upstream's
-// columns to what the plan reads plus the pk, checks every expression, and derives the
-// view's table. name names the view in errors.
-func lower(name string, p Plan, upstream *object, kind BackfillKind, mem memory.Allocator) (*lowered, error) {
-	var chain []Plan
-	for n := p; n != nil; n = n.input() {
-		chain = append(chain, n)
-	}
-	slices.Reverse(chain)
-	if _, ok := chain[0].(*ScanPlan); !ok {
-		return nil, fmt.Errorf("materialized view %s: the plan does not start with a scan", name)
-	}
-	up := upstream.t
-	l := &lowered{scan: backfillNode{upstream: upstream}}
+// lower binds a view's plan over the upstreams it scans (tables or views, found by
+// lookup): it prunes each upstream's columns to what the plan reads plus the pk, checks
+// every expression and key, splits the plan into nodes, and derives the view's table.
+// name names the view in errors.
+func lower(name string, p Plan, lookup func(string) (*object, bool), kind BackfillKind, mem memory.Allocator) (*lowered, error) {
 	switch kind {
-	case ArrangementBackfill, "":
-		l.scan.kind = arrangementVariant{}
-	case NoShuffleBackfill:
-		l.scan.kind = noShuffleVariant{}
+	case "":
+		kind = ArrangementBackfill
+	case ArrangementBackfill, NoShuffleBackfill:
 	default:
 		return nil, fmt.Errorf("materialized view %s: unknown backfill kind %q (want %q or %q)", name, kind, ArrangementBackfill, NoShuffleBackfill)
 	}
-
-	// Column pruning: the columns read before the first projection (all of them when
-	// nothing projects), plus the pk.
-	need := map[string]bool{}
-	projects := false
-	for _, n := range chain[1:] {
-		if pr, ok := n.(*ProjectPlan); ok {
-			for _, c := range pr.Cols {
-				c.Expr.columns(need)
-			}
-			projects = true
-			break
-		}
-		n.(*FilterPlan).Pred.columns(need)
-	}
-	for i, c := range up.Columns {
-		if !projects || need[c.Name] || up.IsPK(i) {
-			l.scan.s2 = append(l.scan.s2, i)
-		}
-	}
-	for c := range need {
-		if _, ok := up.ColumnIndex(c); !ok {
-			return nil, fmt.Errorf("materialized view %s: %s has no column %q", name, up.Name, c)
-		}
-	}
-
-	// Bind every stage against its input's columns, and learn the output types by
-	// building the chain over an empty input.
-	pkNames := make([]string, len(up.PK))
-	for i, k := range up.PK {
-		pkNames[i] = up.Columns[k.Column].Name
-	}
-	var in executors.Executor = executors.NewValues(up.ProjectedArrowSchema(l.scan.s2), nil)
-	for _, n := range chain[1:] {
-		cols := fieldNames(in.Schema())
-		switch n := n.(type) {
-		case *FilterPlan:
-			pred, err := n.Pred.bind(cols)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: filter %s: %w", name, n.Pred, err)
-			}
-			f, err := executors.NewFilter(in, pred, mem)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: %w", name, err)
-			}
-			in = f
-			l.stages = append(l.stages, stage{pred: pred})
-		case *ProjectPlan:
-			st := stage{}
-			seen := map[string]bool{}
-			for _, c := range n.Cols {
-				if c.Name == "" {
-					return nil, fmt.Errorf("materialized view %s: projection %s has no name", name, c.Expr)
-				}
-				if seen[c.Name] {
-					return nil, fmt.Errorf("materialized view %s: column %q is projected twice", name, c.Name)
-				}
-				seen[c.Name] = true
-				if slices.Contains(pkNames, c.Name) && (c.Expr.Op != "col" || c.Expr.Name != c.Name) {
-					return nil, fmt.Errorf("materialized view %s: column %q is a pk column of %s and must be that column unchanged, not %s", name, c.Name, up.Name, c.Expr)
-				}
-				e, err := c.Expr.bind(cols)
-				if err != nil {
-					return nil, fmt.Errorf("materialized view %s: column %s = %s: %w", name, c.Name, c.Expr, err)
-				}
-				st.exprs = append(st.exprs, e)
-				st.names = append(st.names, c.Name)
-			}
-			// The pk travels through every projection.
-			for _, pk := range pkNames {
-				if seen[pk] {
-					continue
-				}
-				e, err := Column(pk).bind(cols)
-				if err != nil {
-					return nil, fmt.Errorf("materialized view %s: pk column %s: %w", name, pk, err)
-				}
-				st.exprs = append(st.exprs, e)
-				st.names = append(st.names, pk)
-			}
-			pj, err := executors.NewProject(in, st.exprs, st.names, mem)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: %w", name, err)
-			}
-			in = pj
-			l.stages = append(l.stages, st)
-		default:
-			return nil, fmt.Errorf("materialized view %s: a %s node can only be the plan's leaf", name, n.kind())
-		}
-	}
-
-	// The view's table.
-	out := &schema.Table{Name: name, VnodeCount: up.VnodeCount}
-	for _, f := range in.Schema().Fields() {
-		typ, ok := schemaType(f.Type)
-		if !ok {
-			return nil, fmt.Errorf("materialized view %s: column %s has type %s, which a table cannot store", name, f.Name, f.Type)
-		}
-		col := schema.Column{Name: f.Name, Type: typ, Nullable: true}
-		if i, ok := up.ColumnIndex(f.Name); ok && up.IsPK(i) {
-			col.Nullable = up.Columns[i].Nullable
-		}
-		out.Columns = append(out.Columns, col)
-	}
-	for _, k := range up.PK {
-		i, _ := out.ColumnIndex(up.Columns[k.Column].Name)
-		out.PK = append(out.PK, schema.KeyColumn{Column: i, Desc: k.Desc, NullsFirst: k.NullsFirst})
-	}
-	for _, d := range up.DistKey {
-		i, _ := out.ColumnIndex(up.Columns[d].Name)
-		out.DistKey = append(out.DistKey, i)
-	}
-	if err := out.Validate(); err != nil {
+	scans, err := scansOf(p)
+	if err != nil {
 		return nil, fmt.Errorf("materialized view %s: %w", name, err)
 	}
-	l.out = out
+	first, ok := lookup(scans[0].Table)
+	if !ok {
+		return nil, fmt.Errorf("materialized view %s: no table or materialized view %q", name, scans[0].Table)
+	}
+	l := &lowered{name: name, vnodes: first.t.VnodeCount, kind: kind, mem: mem}
+	root, err := l.lowerNode(p, nil, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("materialized view %s: %w", name, err)
+	}
+	l.root = root
+	for i, n := range l.nodes {
+		n.idx = i
+	}
+	if err := l.viewTable(); err != nil {
+		return nil, fmt.Errorf("materialized view %s: %w", name, err)
+	}
 	return l, nil
+}
+
+// union is a ∪ the names of cols; nil (every column) stays nil.
+func union(a map[string]bool, cols ...string) map[string]bool {
+	if a == nil {
+		return nil
+	}
+	out := make(map[string]bool, len(a)+len(cols))
+	for c := range a {
+		out[c] = true
+	}
+	for _, c := range cols {
+		out[c] = true
+	}
+	return out
+}
+
+func exprColumns(es ...Expr) []string {
+	m := map[string]bool{}
+	for _, e := range es {
+		e.columns(m)
+	}
+	out := make([]string, 0, len(m))
+	for c := range m {
+		out = append(out, c)
+	}
+	return out
+}
+
+// lowerNode lowers plan node p, whose parent reads the columns req of it (nil: all).
+func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*object, bool)) (*pnode, error) {
+	switch p := p.(type) {
+	case *ScanPlan:
+		up, ok := lookup(p.Table)
+		if !ok {
+			return nil, fmt.Errorf("no table or materialized view %q", p.Table)
+		}
+		n := &pnode{kind: scanNode, scan: backfillNode{upstream: up}, vnodeCount: up.t.VnodeCount}
+		if l.kind == NoShuffleBackfill {
+			n.scan.kind = noShuffleVariant{}
+		} else {
+			n.scan.kind = arrangementVariant{}
+		}
+		for i, c := range up.t.Columns {
+			if req == nil || req[c.Name] || up.t.IsPK(i) {
+				n.scan.s2 = append(n.scan.s2, i)
+			}
+		}
+		n.schema = up.t.ProjectedArrowSchema(n.scan.s2)
+		for _, k := range up.t.PK {
+			n.pk = append(n.pk, slices.Index(n.scan.s2, k.Column))
+		}
+		l.nodes = append(l.nodes, n)
+		return n, nil
+
+	case *FilterPlan:
+		n, err := l.lowerNode(p.Input, union(req, exprColumns(p.Pred)...), lookup)
+		if err != nil {
+			return nil, err
+		}
+		pred, err := p.Pred.bind(fieldNames(n.schema))
+		if err != nil {
+			return nil, fmt.Errorf("filter %s over %s: %w", p.Pred, n.desc(), err)
+		}
+		f, err := executors.NewFilter(executors.NewValues(n.schema, nil), pred, l.mem)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		n.stages = append(n.stages, stage{pred: pred})
+		return n, nil
+
+	case *ProjectPlan:
+		var es []Expr
+		for _, c := range p.Cols {
+			es = append(es, c.Expr)
+		}
+		n, err := l.lowerNode(p.Input, union(map[string]bool{}, exprColumns(es...)...), lookup)
+		if err != nil {
+			return nil, err
+		}
+		cols := fieldNames(n.schema)
+		pkNames := make([]string, len(n.pk))
+		for i, k := range n.pk {
+			pkNames[i] = cols[k]
+		}
+		st := stage{}
+		seen := map[string]bool{}
+		for _, c := range p.Cols {
+			if c.Name == "" {
+				return nil, fmt.Errorf("projection %s has no name", c.Expr)
+			}
+			if seen[c.Name] {
+				return nil, fmt.Errorf("column %q is projected twice", c.Name)
+			}
+			seen[c.Name] = true
+			e, err := c.Expr.bind(cols)
+			if err != nil {
+				return nil, fmt.Errorf("column %s = %s over %s: %w", c.Name, c.Expr, n.desc(), err)
+			}
+			st.exprs = append(st.exprs, e)
+			st.names = append(st.names, c.Name)
+		}
+		// The pk travels through every projection: a pk column projected as itself
+		// (under any name) stays a pk column; one not projected is added at the end.
+		newPK := make([]int, len(pkNames))
+		for i, pk := range pkNames {
+			newPK[i] = slices.IndexFunc(p.Cols, func(c NamedExpr) bool { return c.Expr.Op == "col" && c.Expr.Name == pk })
+			if newPK[i] >= 0 {
+				continue
+			}
+			if seen[pk] {
+				c := p.Cols[slices.IndexFunc(p.Cols, func(c NamedExpr) bool { return c.Name == pk })]
+				return nil, fmt.Errorf("column %q is a pk column of %s and must be that column unchanged, not %s", pk, n.desc(), c.Expr)
+			}
+			e, _ := Column(pk).bind(cols)
+			newPK[i] = len(st.names)
+			st.exprs = append(st.exprs, e)
+			st.names = append(st.names, pk)
+			seen[pk] = true
+		}
+		pj, err := executors.NewProject(executors.NewValues(n.schema, nil), st.exprs, st.names, l.mem)
+		if err != nil {
+			return nil, err
+		}
+		n.schema = pj.Schema()
+		pj.Close()
+		n.pk = newPK
+		n.stages = append(n.stages, st)
+		return n, nil
+
+	case *AggregatePlan:
+		need := slices.Clone(p.GroupBy)
+		for _, a := range p.Aggs {
+			need = append(need, a.Col, a.Filter)
+		}
+		in, err := l.lowerNode(p.Input, union(map[string]bool{}, need...), lookup)
+		if err != nil {
+			return nil, err
+		}
+		return l.aggregate(p, in)
+
+	case *JoinPlan:
+		var sideReq map[string]bool
+		if req != nil {
+			extra := append(slices.Clone(p.LeftKeys), p.RightKeys...)
+			if p.Residual != nil {
+				extra = append(extra, exprColumns(*p.Residual)...)
+			}
+			sideReq = union(req, extra...)
+		}
+		left, err := l.lowerNode(p.Left, sideReq, lookup)
+		if err != nil {
+			return nil, err
+		}
+		right, err := l.lowerNode(p.Right, sideReq, lookup)
+		if err != nil {
+			return nil, err
+		}
+		return l.joinNode(p, left, right)
+	}
+	return nil, fmt.Errorf("unknown plan node %T", p)
+}
+
+var aggKinds = map[string]executors.AggKind{
+	"count": executors.AggCount, "count_star": executors.AggCountStar, "sum": executors.AggSum,
+	"avg": executors.AggAvg, "min": executors.AggMin, "max": executors.AggMax,
+	"count_distinct": executors.AggCountDistinct,
+}
+
+// column finds name among the columns of s.
+func column(s *arrow.Schema, name, what string) (int, error) {
+	for i, f := range s.Fields() {
+		if f.Name == name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no column %q (the input has %s)", what, name, strings.Join(fieldNames(s), ", "))
+}
+
+// aggregate makes the aggregate node of p over in.
+func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
+	if len(p.GroupBy) == 0 {
+		return nil, errors.New("aggregate: no group-by column (a global aggregate is not supported)")
+	}
+	cfg := executors.HashAggConfig{VnodeCount: l.vnodes}
+	seen := map[string]bool{}
+	for _, g := range p.GroupBy {
+		i, err := column(in.schema, g, "aggregate group by")
+		if err != nil {
+			return nil, err
+		}
+		if seen[g] {
+			return nil, fmt.Errorf("aggregate: column %q is grouped by twice", g)
+		}
+		seen[g] = true
+		cfg.GroupBy = append(cfg.GroupBy, i)
+	}
+	for _, a := range p.Aggs {
+		what := fmt.Sprintf("aggregate %s = %s(%s)", a.Name, a.Func, a.Col)
+		k, ok := aggKinds[a.Func]
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown function %q (want count, count_star, sum, avg, min, max or count_distinct)", what, a.Func)
+		}
+		if a.Name == "" || seen[a.Name] {
+			return nil, fmt.Errorf("%s: the output column needs a name of its own", what)
+		}
+		seen[a.Name] = true
+		call := executors.AggCall{Kind: k, Name: a.Name}
+		if k != executors.AggCountStar {
+			i, err := column(in.schema, a.Col, what)
+			if err != nil {
+				return nil, err
+			}
+			call.Col = i
+		}
+		if a.Filter != "" {
+			i, err := column(in.schema, a.Filter, what+" filter")
+			if err != nil {
+				return nil, err
+			}
+			call.HasFilter, call.Filter = true, i
+		}
+		cfg.Aggs = append(cfg.Aggs, call)
+	}
+	out, err := executors.HashAggSchema(in.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &pnode{kind: aggNode, inputs: []*pnode{in}, agg: cfg, schema: out, vnodeCount: l.vnodes}
+	st, err := executors.HashAggStateTable(fmt.Sprintf("%s_agg%d", l.name, len(l.nodes)), in.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.states = append(n.states, st)
+	for i, a := range cfg.Aggs {
+		if a.Kind == executors.AggMin || a.Kind == executors.AggMax || a.Kind == executors.AggCountDistinct {
+			mt, err := executors.HashAggMultisetTable(fmt.Sprintf("%s_agg%d_%d", l.name, len(l.nodes), i), in.schema, cfg, i)
+			if err != nil {
+				return nil, err
+			}
+			n.states = append(n.states, mt)
+		}
+	}
+	for i := range cfg.GroupBy {
+		n.pk = append(n.pk, i)
+	}
+	if err := l.feed(in, n, cfg.GroupBy); err != nil {
+		return nil, err
+	}
+	l.nodes = append(l.nodes, n)
+	return n, nil
+}
+
+// joinNode makes the join node of p over left and right.
+func (l *lowered) joinNode(p *JoinPlan, left, right *pnode) (*pnode, error) {
+	if len(p.LeftKeys) == 0 || len(p.LeftKeys) != len(p.RightKeys) {
+		return nil, fmt.Errorf("join: %d left and %d right keys (want the same number, at least one)", len(p.LeftKeys), len(p.RightKeys))
+	}
+	ln, rn := fieldNames(left.schema), fieldNames(right.schema)
+	for _, c := range ln {
+		if slices.Contains(rn, c) {
+			return nil, fmt.Errorf("join: both inputs have a column %q (rename one with a projection)", c)
+		}
+	}
+	cfg := executors.HashJoinConfig{LeftPK: left.pk, RightPK: right.pk, VnodeCount: l.vnodes}
+	for i := range p.LeftKeys {
+		lk, err := column(left.schema, p.LeftKeys[i], "join left key")
+		if err != nil {
+			return nil, err
+		}
+		rk, err := column(right.schema, p.RightKeys[i], "join right key")
+		if err != nil {
+			return nil, err
+		}
+		if lt, rt := left.schema.Field(lk).Type, right.schema.Field(rk).Type; !arrow.TypeEqual(lt, rt) {
+			return nil, fmt.Errorf("join: key %s is %s but %s is %s", p.LeftKeys[i], lt, p.RightKeys[i], rt)
+		}
+		cfg.LeftKeys = append(cfg.LeftKeys, lk)
+		cfg.RightKeys = append(cfg.RightKeys, rk)
+	}
+	out := executors.HashJoinSchema(left.schema, right.schema)
+	if p.Residual != nil {
+		r, err := p.Residual.bind(fieldNames(out))
+		if err != nil {
+			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, err)
+		}
+		empty := executors.NewValues(out, nil)
+		f, err := executors.NewFilter(empty, r, l.mem)
+		if err != nil {
+			return nil, fmt.Errorf("join residual: %w", err)
+		}
+		f.Close()
+		cfg.Residual = r
+	}
+	n := &pnode{kind: joinNode, inputs: []*pnode{left, right}, join: cfg, schema: out, vnodeCount: l.vnodes}
+	name := fmt.Sprintf("%s_join%d", l.name, len(l.nodes))
+	lt, err := executors.HashJoinLeftTable(name+"_left", left.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := executors.HashJoinRightTable(name+"_right", right.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.states = []*schema.Table{lt, rt}
+	// pk: the key (left's columns), then each side's pk.
+	for _, c := range slices.Concat(cfg.LeftKeys, left.pk) {
+		if !slices.Contains(n.pk, c) {
+			n.pk = append(n.pk, c)
+		}
+	}
+	for _, c := range right.pk {
+		n.pk = append(n.pk, len(ln)+c)
+	}
+	if err := l.feed(left, n, cfg.LeftKeys); err != nil {
+		return nil, err
+	}
+	if err := l.feed(right, n, cfg.RightKeys); err != nil {
+		return nil, err
+	}
+	l.nodes = append(l.nodes, n)
+	return n, nil
+}
+
+// feed makes child the input of parent, hash-exchanged by the child's columns keys.
+func (l *lowered) feed(child, parent *pnode, keys []int) error {
+	child.parent = parent
+	t := &schema.Table{Name: fmt.Sprintf("%s_exchange%d", l.name, len(l.nodes)), VnodeCount: l.vnodes}
+	for _, f := range child.schema.Fields() {
+		typ, ok := schemaType(f.Type)
+		if !ok {
+			return fmt.Errorf("column %s has type %s, which cannot be exchanged", f.Name, f.Type)
+		}
+		t.Columns = append(t.Columns, schema.Column{Name: f.Name, Type: typ, Nullable: true})
+	}
+	for _, k := range keys {
+		t.PK = append(t.PK, schema.KeyColumn{Column: k})
+		t.DistKey = append(t.DistKey, k)
+	}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("exchange: %w", err)
+	}
+	child.exchange = vec.For(t)
+	return nil
+}
+
+// viewTable derives the view's table from the root.
+func (l *lowered) viewTable() error {
+	r := l.root
+	out := &schema.Table{Name: l.name, VnodeCount: r.vnodeCount}
+	up := r.scan.upstream
+	for _, f := range r.schema.Fields() {
+		typ, ok := schemaType(f.Type)
+		if !ok {
+			return fmt.Errorf("column %s has type %s, which a table cannot store", f.Name, f.Type)
+		}
+		out.Columns = append(out.Columns, schema.Column{Name: f.Name, Type: typ, Nullable: true})
+	}
+	for _, k := range r.pk {
+		out.PK = append(out.PK, schema.KeyColumn{Column: k})
+	}
+	switch r.kind {
+	case scanNode:
+		// r.pk follows the upstream's pk through the projections (renamed or not).
+		for i, k := range up.t.PK {
+			out.PK[i].Desc, out.PK[i].NullsFirst = k.Desc, k.NullsFirst
+			out.Columns[r.pk[i]].Nullable = up.t.Columns[k.Column].Nullable
+		}
+		for _, d := range up.t.DistKey {
+			i := slices.IndexFunc(up.t.PK, func(k schema.KeyColumn) bool { return k.Column == d })
+			out.DistKey = append(out.DistKey, r.pk[i])
+		}
+	case aggNode:
+		out.DistKey = slices.Clone(r.pk[:len(r.agg.GroupBy)])
+	case joinNode:
+		out.DistKey = slices.Clone(r.pk[:len(r.join.LeftKeys)])
+	}
+	// The distribution columns reach the root unchanged: projections after an
+	// aggregate or join keep its pk (the key first) under the same names.
+	if err := out.Validate(); err != nil {
+		return err
+	}
+	l.out = out
+	return nil
 }
 
 func fieldNames(s *arrow.Schema) []string {
@@ -226,9 +593,10 @@ func fieldNames(s *arrow.Schema) []string {
 	return out
 }
 
-// buildStages puts the stages of a view over in (whose columns are the upstream's S2).
-func (l *lowered) buildStages(in executors.Executor, mem memory.Allocator) (executors.Executor, error) {
-	for _, st := range l.stages {
+// buildStages puts node n's stages over in (whose columns are the node's operator's
+// output).
+func (n *pnode) buildStages(view string, in executors.Executor, mem memory.Allocator) (executors.Executor, error) {
+	for _, st := range n.stages {
 		var err error
 		if st.pred != nil {
 			in, err = executors.NewFilter(in, st.pred, mem)
@@ -236,7 +604,7 @@ func (l *lowered) buildStages(in executors.Executor, mem memory.Allocator) (exec
 			in, err = executors.NewProject(in, st.exprs, st.names, mem)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("materialized view %s: %w", l.out.Name, err)
+			return nil, fmt.Errorf("materialized view %s: %w", view, err)
 		}
 	}
 	return in, nil

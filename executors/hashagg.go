@@ -376,26 +376,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		if a.Kind != AggCountStar {
 			h.inTyp[i], _ = hashAggTypeOf(in.Field(a.Col).Type)
 		}
-		name := a.Name
-		if name == "" {
-			name = fmt.Sprintf("%s_%d", a.Kind, i)
-		}
-		var dt arrow.DataType
-		switch a.Kind {
-		case AggCount, AggCountStar, AggCountDistinct:
-			dt = arrow.PrimitiveTypes.Int64
-		case AggSum:
-			dt = arrow.PrimitiveTypes.Int64
-			if hgIsFloat(h.inTyp[i].Kind) {
-				dt = arrow.PrimitiveTypes.Float64
-			}
-		case AggAvg:
-			dt = arrow.PrimitiveTypes.Float64
-		case AggMin, AggMax:
-			dt = h.inTyp[i].ArrowType()
-		}
-		nullable := a.Kind == AggSum || a.Kind == AggAvg || a.Kind == AggMin || a.Kind == AggMax
-		fields = append(fields, arrow.Field{Name: name, Type: dt, Nullable: nullable})
+		fields = append(fields, hashAggField(in, a, i))
 		switch a.Kind {
 		case AggCount, AggCountStar:
 			next++
@@ -429,6 +410,47 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 	}
 	h.schema = arrow.NewSchema(fields, nil)
 	return h, nil
+}
+
+// HashAggSchema is the output schema of a HashAgg of in as cfg says (only GroupBy and
+// Aggs are read): the group-by columns, then one column per aggregate.
+func HashAggSchema(in *arrow.Schema, cfg HashAggConfig) (*arrow.Schema, error) {
+	if err := hashAggCheck(in, cfg); err != nil {
+		return nil, fmt.Errorf("hash agg: %w", err)
+	}
+	fields := make([]arrow.Field, 0, len(cfg.GroupBy)+len(cfg.Aggs))
+	for _, g := range cfg.GroupBy {
+		fields = append(fields, in.Field(g))
+	}
+	for i, a := range cfg.Aggs {
+		fields = append(fields, hashAggField(in, a, i))
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// hashAggField is the output column of aggregate a (the i-th) over in.
+func hashAggField(in *arrow.Schema, a AggCall, i int) arrow.Field {
+	name := a.Name
+	if name == "" {
+		name = fmt.Sprintf("%s_%d", a.Kind, i)
+	}
+	var dt arrow.DataType
+	switch a.Kind {
+	case AggCount, AggCountStar, AggCountDistinct:
+		dt = arrow.PrimitiveTypes.Int64
+	case AggSum:
+		dt = arrow.PrimitiveTypes.Int64
+		if typ, _ := hashAggTypeOf(in.Field(a.Col).Type); hgIsFloat(typ.Kind) {
+			dt = arrow.PrimitiveTypes.Float64
+		}
+	case AggAvg:
+		dt = arrow.PrimitiveTypes.Float64
+	case AggMin, AggMax:
+		typ, _ := hashAggTypeOf(in.Field(a.Col).Type)
+		dt = typ.ArrowType()
+	}
+	nullable := a.Kind == AggSum || a.Kind == AggAvg || a.Kind == AggMin || a.Kind == AggMax
+	return arrow.Field{Name: name, Type: dt, Nullable: nullable}
 }
 
 // Schema implements Executor: the group-by columns, then one column per aggregate.
