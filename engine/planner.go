@@ -421,6 +421,13 @@ func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
 			}
 			call.HasFilter, call.Filter = true, i
 		}
+		if a.Filter != "" {
+			what += " FILTER (WHERE " + a.Filter + ")"
+		}
+		// Checked one by one, so that an error names the aggregate and its columns.
+		if _, err := executors.HashAggSchema(in.schema, executors.HashAggConfig{GroupBy: cfg.GroupBy, Aggs: []executors.AggCall{call}}); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 		cfg.Aggs = append(cfg.Aggs, call)
 	}
 	out, err := executors.HashAggSchema(in.schema, cfg)
@@ -488,7 +495,7 @@ func (l *lowered) joinNode(p *JoinPlan, left, right *pnode) (*pnode, error) {
 		empty := executors.NewValues(out, nil)
 		f, err := executors.NewFilter(empty, r, l.mem)
 		if err != nil {
-			return nil, fmt.Errorf("join residual: %w", err)
+			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, err)
 		}
 		f.Close()
 		cfg.Residual = r
