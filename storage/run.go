@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 )
 
@@ -25,12 +26,21 @@ type memtable struct {
 	m     map[string]int // key -> index in entries
 	items []entry
 	bytes int
+	// cache is a sorted copy of items[:cached] for sorted(), kept while only new keys
+	// are added (an iterator may still hold an older cache: caches are never changed
+	// in place); stale is set when a write changes a key the cache holds.
+	cache  []entry
+	cached int
+	stale  bool
 }
 
 func newMemtable() *memtable { return &memtable{m: map[string]int{}} }
 
 func (mt *memtable) put(key, value []byte, del bool) {
 	if i, ok := mt.m[string(key)]; ok {
+		if i < mt.cached {
+			mt.stale = true
+		}
 		e := &mt.items[i]
 		mt.bytes += len(value) - len(e.value)
 		e.value = append(e.value[:0:0], value...)
@@ -60,14 +70,38 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	mt.items = nil
 	mt.m = map[string]int{}
 	mt.bytes = 0
+	mt.cache, mt.cached, mt.stale = nil, 0, false
 	return &run{table: table, epoch: epoch, entries: items}
 }
 
-// sorted returns the memtable's entries sorted by key, without sealing it.
+// sorted returns the memtable's entries sorted by key, without sealing it. The result
+// must not be modified. Readers that iterate between writes (a join probing per row)
+// pay for the new keys only: they are sorted and merged into the cached result.
 func (mt *memtable) sorted() []entry {
-	out := append([]entry(nil), mt.items...)
-	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
-	return out
+	less := func(a, b entry) int { return bytes.Compare(a.key, b.key) }
+	switch {
+	case mt.cache != nil && !mt.stale && mt.cached == len(mt.items):
+		return mt.cache
+	case mt.cache == nil || mt.stale:
+		mt.cache = slices.SortedFunc(slices.Values(mt.items), less)
+	default:
+		add := slices.SortedFunc(slices.Values(mt.items[mt.cached:]), less)
+		merged := make([]entry, 0, len(mt.cache)+len(add))
+		i, j := 0, 0
+		for i < len(mt.cache) && j < len(add) {
+			if less(mt.cache[i], add[j]) < 0 {
+				merged = append(merged, mt.cache[i])
+				i++
+			} else {
+				merged = append(merged, add[j])
+				j++
+			}
+		}
+		merged = append(append(merged, mt.cache[i:]...), add[j:]...)
+		mt.cache = merged
+	}
+	mt.cached, mt.stale = len(mt.items), false
+	return mt.cache
 }
 
 // seek returns the index of the first entry with key >= k.
