@@ -17,9 +17,11 @@ FUZZTIME_SHORT ?= 4s
 BENCHTIME      ?= 1s
 BENCHCOUNT     ?= 1
 
-.PHONY: all demo test unit race fuzz-short fuzz generate check-generated bench lint vet fmt
+.PHONY: all demo test bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
 
 all: test
+
+include mk/peers.mk
 
 ## demo: generate the Nexmark code and summarise the schemas Weir knows.
 demo: generate
@@ -61,6 +63,11 @@ check-generated: generate
 	@if [ -n "$$(git status --porcelain)" ]; then \
 		echo "go generate ./... changed the tree:"; git status --porcelain; git diff --stat; exit 1; \
 	fi
+
+## bench-nexmark: the Nexmark views by arrangement and no-shuffle backfill (EVENTS events).
+EVENTS ?= 1000000
+bench-nexmark:
+	$(GO) run ./tools/weir bench nexmark --events $(EVENTS) --json
 
 ## bench: the snapshot read path and kernel benchmarks (see bench/RESULTS.md).
 bench:

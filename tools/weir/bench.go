@@ -20,6 +20,7 @@ func newBench() *cobra.Command {
 	}
 	cmd.AddCommand(newBenchSnapshot())
 	cmd.AddCommand(newBenchBackfill())
+	cmd.AddCommand(newBenchNexmark())
 	return cmd
 }
 

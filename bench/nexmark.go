@@ -1,0 +1,474 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/seed04fbb902/weir/bench/nexmark/gen"
+	"github.com/seed04fbb902/weir/bench/nexmark/peers"
+	"github.com/seed04fbb902/weir/bench/nexmark/queries"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/storage"
+)
+
+// NexmarkBenchOptions configure RunNexmarkBench. Zero values mean the defaults.
+type NexmarkBenchOptions struct {
+	Events      uint64 // events to load before the builds (required)
+	Parallelism int    // actors of each table and each view (default 2)
+	Seed        uint64 // the generator's run seed
+	// BusyRate is the generator's rate in events/s while the busy builds run
+	// (default 10,000, the Nexmark specification's default rate).
+	BusyRate float64
+	Dir      string   // parent of the temporary directory; "": the system temp dir
+	Queries  []string // default: every query
+	// Peers evaluate the queries on the same rows (idle mode): their seconds are
+	// reported next to Weir's, and their rows must equal the views'.
+	Peers []peers.Peer
+	Log   io.Writer // a line per build (nil: none)
+}
+
+// NexmarkBuild is one query's view built by one backfill kind in one upstream mode.
+type NexmarkBuild struct {
+	Seconds float64 `json:"seconds"`
+	// SnapshotRows is the rows the backfill read from the upstreams' snapshots, and
+	// SnapshotRowsPerSec that ÷ Seconds.
+	SnapshotRows       int64   `json:"snapshot_rows"`
+	SnapshotRowsPerSec float64 `json:"snapshot_rows_per_sec"`
+	// UpstreamRowsPerSec is the rows the busy generator wrote per second during the
+	// build (0 when idle).
+	UpstreamRowsPerSec float64 `json:"upstream_rows_per_sec"`
+	// PeakHeapMB is the Go heap in use at its highest during the build (sampled every
+	// 50ms), less what it was before.
+	PeakHeapMB float64 `json:"peak_heap_mb"`
+	Rows       int     `json:"rows"`
+	Verified   bool    `json:"verified"`
+	Mismatches int     `json:"mismatches"`
+}
+
+// NexmarkResult is one query in one upstream mode: the fields the issue names, and the
+// builds in detail.
+type NexmarkResult struct {
+	Query              string   `json:"query"`
+	Upstream           string   `json:"upstream"`
+	ArrangementSeconds float64  `json:"arrangement_seconds"`
+	NoShuffleSeconds   *float64 `json:"noshuffle_seconds"`
+	Ratio              *float64 `json:"ratio"`
+	Verified           bool     `json:"verified"`
+	// PeerSeconds are each peer's time to create the query's result (idle mode), and
+	// WeirOverPeer the arrangement seconds ÷ that.
+	PeerSeconds  map[string]float64 `json:"peer_seconds,omitempty"`
+	WeirOverPeer map[string]float64 `json:"weir_over_peer,omitempty"`
+	PeerVerified map[string]bool    `json:"peer_verified,omitempty"`
+	Arrangement  NexmarkBuild       `json:"arrangement"`
+	NoShuffle    *NexmarkBuild      `json:"noshuffle,omitempty"`
+}
+
+// RunNexmarkBench loads Events generated events into the tables person, auction and
+// bid of an engine on disk (a temporary directory, removed at the end; every table has
+// Parallelism actors, so every query can be co-located) and closes it: the golden
+// copy. Then it creates each query's view by arrangement backfill and by no-shuffle
+// backfill at the same parallelism, timing CreateMV (which returns once the backfill is
+// done), checks the view against the query's oracle (queries.Eval over the tables as
+// committed), and drops it:
+//
+//   - idle: on one engine opened on a checkpoint of the golden copy, nothing writing;
+//     the peers, if any, load the same rows and run the same query;
+//   - busy: each build on a fresh checkpoint of the golden copy, with the generator
+//     writing events Events, Events+1, ... at BusyRate during the build (the same
+//     events for every build), stopped when CreateMV returns; the oracle then reads
+//     the tables with those events.
+func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResult, error) {
+	if o.Events == 0 {
+		return nil, errors.New("bench: nexmark: no events")
+	}
+	if o.Parallelism == 0 {
+		o.Parallelism = 2
+	}
+	if o.BusyRate == 0 {
+		o.BusyRate = 10_000
+	}
+	if len(o.Queries) == 0 {
+		o.Queries = NexmarkQueries
+	}
+	for _, q := range o.Queries {
+		if _, err := NexmarkPlan(q); err != nil {
+			return nil, fmt.Errorf("bench: nexmark: %w", err)
+		}
+	}
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, format+"\n", args...)
+		}
+	}
+	dir, err := os.MkdirTemp(o.Dir, "weir-nexmark-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	mem := memory.NewGoAllocator()
+	opts := engine.Options{Mem: mem, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	// The golden copy: the loaded tables, from which every build's engine starts.
+	goldenDir := filepath.Join(dir, "golden")
+	e, err := engine.Open(ctx, goldenDir, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range NexmarkTables() {
+		if err := e.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.Parallelism}); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	g := gen.New(gen.Config{Seed: o.Seed})
+	t0 := time.Now()
+	err = writeEvents(ctx, e, g, mem, 0, o.Events)
+	if cerr := e.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	logf("loaded %d events in %.1fs", o.Events, time.Since(t0).Seconds())
+	golden, err := storage.Open(goldenDir, storage.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer golden.Close()
+	clones := 0
+	clone := func() (*engine.Engine, func() error, error) {
+		clones++
+		d := filepath.Join(dir, fmt.Sprintf("build-%d", clones))
+		if err := golden.DB().Checkpoint(d, pebble.WithFlushedWAL()); err != nil {
+			return nil, nil, fmt.Errorf("bench: nexmark: clone the store: %w", err)
+		}
+		e, err := engine.Open(ctx, d, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return e, func() error {
+			err := e.Close()
+			if rerr := os.RemoveAll(d); err == nil {
+				err = rerr
+			}
+			return err
+		}, nil
+	}
+
+	var out []NexmarkResult
+	loaded := map[peers.Peer]bool{}
+	// Idle: one engine for every build (nothing changes the tables).
+	idle, closeIdle, err := clone()
+	if err != nil {
+		return nil, err
+	}
+	idleTabs, err := readNexmarkTables(ctx, idle)
+	if err != nil {
+		closeIdle()
+		return nil, err
+	}
+	defer idleTabs.release()
+	for _, q := range o.Queries {
+		r := NexmarkResult{Query: q, Upstream: modeIdle}
+		for _, kind := range benchKinds {
+			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism)
+			if err == nil {
+				err = verifyNexmarkView(ctx, idle, q, idleTabs, &b)
+			}
+			if err == nil {
+				err = idle.DropMV(ctx, q)
+			}
+			if err != nil {
+				closeIdle()
+				return out, err
+			}
+			logf("idle %s %s: %.2fs, %d snapshot rows, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, b.Rows, b.Verified)
+			r.set(kind, b)
+		}
+		if len(o.Peers) > 0 {
+			if err := runPeers(ctx, o.Peers, loaded, q, idleTabs, &r, logf); err != nil {
+				closeIdle()
+				return out, err
+			}
+		}
+		out = append(out, r)
+	}
+	if err := closeIdle(); err != nil {
+		return out, err
+	}
+	// Busy: every build on a fresh clone, with the generator writing events
+	// Events, Events+1, ... at BusyRate (the same events for every build).
+	for _, q := range o.Queries {
+		r := NexmarkResult{Query: q, Upstream: modeBusy}
+		for _, kind := range benchKinds {
+			e, closeE, err := clone()
+			if err != nil {
+				return out, err
+			}
+			w := startEventWriter(e, g, mem, o.Events, o.BusyRate)
+			b, err := nexmarkBuild(ctx, e, q, kind, o.Parallelism)
+			w.halt()
+			b.UpstreamRowsPerSec = float64(w.rows.Load()) / b.Seconds
+			var tabs *nexmarkTables
+			if err == nil {
+				tabs, err = readNexmarkTables(ctx, e)
+			}
+			if err == nil {
+				err = verifyNexmarkView(ctx, e, q, tabs, &b)
+				tabs.release()
+			}
+			if cerr := closeE(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return out, err
+			}
+			logf("busy %s %s: %.2fs, %d snapshot rows, %d rows written meanwhile, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, w.rows.Load(), b.Rows, b.Verified)
+			r.set(kind, b)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// set records build b of kind and derives the summary fields.
+func (r *NexmarkResult) set(kind engine.BackfillKind, b NexmarkBuild) {
+	if kind == engine.ArrangementBackfill {
+		r.Arrangement = b
+	} else {
+		r.NoShuffle = &b
+	}
+	r.ArrangementSeconds = r.Arrangement.Seconds
+	r.Verified = r.Arrangement.Verified
+	if r.NoShuffle != nil {
+		s, ratio := r.NoShuffle.Seconds, r.Arrangement.Seconds/r.NoShuffle.Seconds
+		r.NoShuffleSeconds, r.Ratio = &s, &ratio
+		r.Verified = r.Verified && r.NoShuffle.Verified
+	}
+}
+
+// writeEvents inserts events [from, to) into the three tables.
+func writeEvents(ctx context.Context, e *engine.Engine, g *gen.Generator, mem memory.Allocator, from, to uint64) error {
+	for kind, c := range g.Chunks(from, to, 4096, mem) {
+		err := e.Insert(ctx, kind.String(), c.Record())
+		c.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventWriter writes events at a rate, in 10ms steps by wall clock.
+type eventWriter struct {
+	stop chan struct{}
+	done chan struct{}
+	next uint64
+	rows atomic.Int64
+}
+
+func startEventWriter(e *engine.Engine, g *gen.Generator, mem memory.Allocator, from uint64, rate float64) *eventWriter {
+	w := &eventWriter{stop: make(chan struct{}), done: make(chan struct{}), next: from}
+	go func() {
+		defer close(w.done)
+		start := time.Now()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			due := from + uint64(time.Since(start).Seconds()*rate)
+			if due <= w.next {
+				continue
+			}
+			if err := writeEvents(context.Background(), e, g, mem, w.next, due); err != nil {
+				return
+			}
+			w.rows.Add(int64(due - w.next))
+			w.next = due
+		}
+	}()
+	return w
+}
+
+// halt stops the writer and returns the next event number.
+func (w *eventWriter) halt() uint64 {
+	close(w.stop)
+	<-w.done
+	return w.next
+}
+
+// nexmarkBuild creates query q's view with backfill kind and times it.
+func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int) (NexmarkBuild, error) {
+	plan, err := NexmarkPlan(q)
+	if err != nil {
+		return NexmarkBuild{}, err
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+		}
+	}()
+	t0 := time.Now()
+	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
+	secs := time.Since(t0).Seconds()
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: create %s by %s backfill: %w", q, kind, err)
+	}
+	b := NexmarkBuild{Seconds: secs}
+	if pk := peak.Load(); pk > base {
+		b.PeakHeapMB = float64(pk-base) / (1 << 20)
+	}
+	for _, p := range e.Progress() {
+		if p.Name == q {
+			b.SnapshotRows = p.RowsConsumed
+		}
+	}
+	b.SnapshotRowsPerSec = float64(b.SnapshotRows) / secs
+	return b, nil
+}
+
+// nexmarkTables are the committed rows of the three tables.
+type nexmarkTables struct {
+	recs map[string][]arrow.RecordBatch
+	t    queries.Tables
+}
+
+func (t *nexmarkTables) release() {
+	for _, rs := range t.recs {
+		for _, r := range rs {
+			r.Release()
+		}
+	}
+}
+
+func readNexmarkTables(ctx context.Context, e *engine.Engine) (*nexmarkTables, error) {
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		return nil, err
+	}
+	recs, err := scanAll(ctx, e, "person", "auction", "bid")
+	if err != nil {
+		return nil, err
+	}
+	return &nexmarkTables{recs: recs, t: queries.Tables{Person: recs["person"], Auction: recs["auction"], Bid: recs["bid"]}}, nil
+}
+
+// scanAll reads the committed rows of the named tables and views at one epoch.
+func scanAll(ctx context.Context, e *engine.Engine, names ...string) (map[string][]arrow.RecordBatch, error) {
+	snap, err := e.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Release()
+	out := map[string][]arrow.RecordBatch{}
+	for _, n := range names {
+		r, err := snap.Scan(ctx, n)
+		if err != nil {
+			return out, err
+		}
+		for r.Next() {
+			rec := r.RecordBatch()
+			rec.Retain()
+			out[n] = append(out[n], rec)
+		}
+		err = r.Err()
+		r.Release()
+		if err != nil {
+			return out, fmt.Errorf("scan %s: %w", n, err)
+		}
+	}
+	return out, nil
+}
+
+// verifyNexmarkView compares view q (after a checkpoint) with its oracle over tabs, which
+// must be the tables as committed now.
+func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables, b *NexmarkBuild) error {
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		return err
+	}
+	spec, _ := queries.ByName(q)
+	recs, err := scanAll(ctx, e, q)
+	defer func() {
+		for _, r := range recs[q] {
+			r.Release()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	got, err := queries.Canon(recs[q], spec.Columns)
+	if err != nil {
+		return fmt.Errorf("bench: nexmark: %s: %w", q, err)
+	}
+	want, err := queries.Eval(q, tabs.t)
+	if err != nil {
+		return fmt.Errorf("bench: nexmark: %s oracle: %w", q, err)
+	}
+	d := queries.Diff(want, got, spec.RelTol)
+	b.Rows, b.Verified, b.Mismatches = len(got), d.OK(), d.Mismatches()
+	return nil
+}
+
+// runPeers loads tabs into each peer (once) and times the query there, checking its
+// rows against the oracle.
+func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, q string, tabs *nexmarkTables, r *NexmarkResult, logf func(string, ...any)) error {
+	spec, _ := queries.ByName(q)
+	want, err := queries.Eval(q, tabs.t)
+	if err != nil {
+		return err
+	}
+	r.PeerSeconds, r.WeirOverPeer, r.PeerVerified = map[string]float64{}, map[string]float64{}, map[string]bool{}
+	for _, p := range ps {
+		if !loaded[p] {
+			if err := p.Load(ctx, tabs.t); err != nil {
+				return fmt.Errorf("bench: nexmark: load %s: %w", p.Name(), err)
+			}
+			loaded[p] = true
+		}
+		d, rows, err := p.Run(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("bench: nexmark: %s on %s: %w", q, p.Name(), err)
+		}
+		r.PeerSeconds[p.Name()] = d.Seconds()
+		r.WeirOverPeer[p.Name()] = r.ArrangementSeconds / d.Seconds()
+		r.PeerVerified[p.Name()] = queries.Diff(want, rows, spec.RelTol).OK()
+		logf("idle %s %s: %.3fs, verified %v", q, p.Name(), d.Seconds(), r.PeerVerified[p.Name()])
+	}
+	return nil
+}

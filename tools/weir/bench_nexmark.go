@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/seed04fbb902/weir/bench"
+	"github.com/seed04fbb902/weir/bench/nexmark/peers"
+	"github.com/spf13/cobra"
+)
+
+func newBenchNexmark() *cobra.Command {
+	var (
+		o        bench.NexmarkBenchOptions
+		asJSON   bool
+		quiet    bool
+		pgDSN    string
+		duck     bool
+		querySet string
+	)
+	cmd := &cobra.Command{
+		Use:   "nexmark",
+		Short: "Build the Nexmark query views by arrangement and by no-shuffle backfill, idle and busy, and compare with SQL peers",
+		Long: `nexmark loads --events generated Nexmark events into the tables person, auction and
+bid of an engine on disk (a temporary directory under --dir), each with --parallelism
+actors. Then, with the upstream idle and again with the generator writing at
+--busy-rate events/s, it creates each query's view (q0 q4 q7 q8 q16) by arrangement
+backfill and by no-shuffle backfill at the same parallelism, timing CreateMV (which
+returns once the backfill is done), checks the view against the query's oracle over
+the committed tables, and drops it. ratio is arrangement seconds ÷ no-shuffle seconds.
+
+With --postgres DSN (see make pg-start) and --duckdb (a binary built with -tags
+duckdb), each peer loads the idle tables and creates the same query's result
+(CREATE MATERIALIZED VIEW / CREATE TABLE AS), timed; Weir's arrangement seconds ÷ the
+peer's seconds is reported, and the peer's rows are checked against the oracle too.
+
+Progress lines go to stderr (see --quiet).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if !quiet {
+				o.Log = cmd.ErrOrStderr()
+			}
+			if querySet != "" {
+				o.Queries = strings.Split(querySet, ",")
+			}
+			if pgDSN != "" {
+				p, err := peers.OpenPostgres(ctx, pgDSN)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				o.Peers = append(o.Peers, p)
+			}
+			if duck {
+				p, err := peers.OpenDuckDB(ctx, "")
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				o.Peers = append(o.Peers, p)
+			}
+			res, err := bench.RunNexmarkBench(ctx, o)
+			if err != nil {
+				return err
+			}
+			return printNexmark(cmd.OutOrStdout(), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&o.Events, "events", 1_000_000, "events to load before the builds")
+	f.IntVar(&o.Parallelism, "parallelism", 2, "actors of each table and each view")
+	f.Uint64Var(&o.Seed, "seed", 1, "the generator's run seed")
+	f.Float64Var(&o.BusyRate, "busy-rate", 10_000, "events/s the generator writes during the busy builds")
+	f.StringVar(&o.Dir, "dir", "", "directory for the temporary engine (default: the system temp directory)")
+	f.StringVar(&querySet, "queries", "", "comma-separated queries (default: q0,q4,q7,q8,q16)")
+	f.StringVar(&pgDSN, "postgres", "", "PostgreSQL DSN of a peer (make pg-start prints one)")
+	f.BoolVar(&duck, "duckdb", false, "DuckDB as a peer (needs a binary built with -tags duckdb)")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.BoolVar(&asJSON, "json", false, "print a JSON list, one object per query and upstream mode")
+	return cmd
+}
+
+func printNexmark(w io.Writer, res []bench.NexmarkResult, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(res)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "query\tupstream\tarrangement s\tno-shuffle s\tratio\tverified\tsnapshot rows/s\tupstream rows/s\tpeak heap MB\tpeers s\n")
+	for _, r := range res {
+		ns, ratio := "-", "-"
+		if r.NoShuffleSeconds != nil {
+			ns, ratio = fmt.Sprintf("%.2f", *r.NoShuffleSeconds), fmt.Sprintf("%.3f", *r.Ratio)
+		}
+		var ps []string
+		for name, s := range r.PeerSeconds {
+			ps = append(ps, fmt.Sprintf("%s %.2f", name, s))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%v\t%.0f\t%.0f\t%.1f\t%s\n", r.Query, r.Upstream, r.ArrangementSeconds, ns, ratio, r.Verified,
+			r.Arrangement.SnapshotRowsPerSec, r.Arrangement.UpstreamRowsPerSec, r.Arrangement.PeakHeapMB, strings.Join(ps, ", "))
+	}
+	return tw.Flush()
+}
