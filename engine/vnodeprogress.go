@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// VnodeProgress is the committed backfill progress of one upstream vnode of a view.
+type VnodeProgress struct {
+	// Scan numbers the view's scans left to right (0 for a view over one upstream),
+	// and Upstream names the table or view it reads.
+	Scan     int
+	Upstream string
+	Vnode    uint16
+	// Actor is the view's actor that owns the vnode now (0 when the view's actors
+	// are not running).
+	Actor executors.ActorID
+	// State is NotStarted, InProgress or Completed; Position is the upstream pk the
+	// vnode's snapshot read has passed (a memcomparable key, nil unless InProgress),
+	// and Rows the snapshot rows it has read.
+	State    vec.BackfillState
+	Position []byte
+	Rows     int64
+}
+
+// VnodeProgress lists the committed progress of every upstream vnode of view name's
+// backfill, by scan and vnode.
+func (e *Engine) VnodeProgress(name string) ([]VnodeProgress, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return nil, fmt.Errorf("progress of %s: no such materialized view", name)
+	}
+	j := e.g.jobs[name]
+	view, err := e.store.View()
+	if err != nil {
+		return nil, fmt.Errorf("progress of %s: %w", name, err)
+	}
+	defer view.Release()
+	var out []VnodeProgress
+	ids := o.StateIDs
+	scan := 0
+	for _, n := range j.low.nodes {
+		id := ids[0]
+		ids = ids[n.tableIDs():]
+		if n.kind != scanNode {
+			continue
+		}
+		up := n.scan.upstream
+		full := vnode.Full(up.t.VnodeCount)
+		pt, err := storage.NewProgressTable(e.nodes[0], id, fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.t, full)
+		if err != nil {
+			return nil, fmt.Errorf("progress of %s: %w", name, err)
+		}
+		pos, rows, err := pt.Load(view)
+		if err != nil {
+			return nil, fmt.Errorf("progress of %s: %w", name, err)
+		}
+		f := j.frags[n.idx]
+		for v := 0; v < up.t.VnodeCount; v++ {
+			p := VnodeProgress{Scan: scan, Upstream: up.Name, Vnode: uint16(v), State: pos.State[v], Position: pos.Pos[v], Rows: rows[v]}
+			if i := int(f.mapping[v]); i < len(f.actors) {
+				p.Actor = f.actors[i].id
+			}
+			out = append(out, p)
+		}
+		scan++
+	}
+	return out, nil
+}
