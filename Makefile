@@ -23,9 +23,10 @@ all: test
 
 include mk/peers.mk
 
-## demo: generate the Nexmark code and summarise the schemas Weir knows.
+## demo: the Nexmark views built by arrangement backfill while events flow, through
+## rescales, a throttle, a pause and a crash, each verified against its oracle.
 demo: generate
-	$(GO) run ./tools/weir demo
+	$(GO) run ./tools/weir demo $(DEMO_FLAGS)
 
 ## test: vet, unit tests, -race on the concurrent packages, short fuzzing.
 test: vet unit race fuzz-short

@@ -472,3 +472,51 @@ func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, 
 	}
 	return nil
 }
+
+// NexmarkCheck is one view checked against its query's oracle.
+type NexmarkCheck struct {
+	Query      string
+	Rows       int
+	Verified   bool
+	Mismatches int
+	Detail     string // the first differences, when not verified
+}
+
+// VerifyNexmarkViews takes a checkpoint, then checks each query's view (named as the
+// query) against queries.Eval over the tables person, auction and bid as committed.
+func VerifyNexmarkViews(ctx context.Context, e *engine.Engine, qs []string) ([]NexmarkCheck, error) {
+	tabs, err := readNexmarkTables(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer tabs.release()
+	var out []NexmarkCheck
+	for _, q := range qs {
+		spec, ok := queries.ByName(q)
+		if !ok {
+			return out, fmt.Errorf("bench: nexmark: no query %q", q)
+		}
+		recs, err := scanAll(ctx, e, q)
+		c := NexmarkCheck{Query: q}
+		if err == nil {
+			var got, want []queries.Row
+			if got, err = queries.Canon(recs[q], spec.Columns); err == nil {
+				if want, err = queries.Eval(q, tabs.t); err == nil {
+					d := queries.Diff(want, got, spec.RelTol)
+					c.Rows, c.Verified, c.Mismatches = len(got), d.OK(), d.Mismatches()
+					if !d.OK() {
+						c.Detail = d.String()
+					}
+				}
+			}
+		}
+		for _, r := range recs[q] {
+			r.Release()
+		}
+		if err != nil {
+			return out, fmt.Errorf("bench: nexmark: verify %s: %w", q, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

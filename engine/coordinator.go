@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seed04fbb902/weir/executors"
@@ -17,6 +18,15 @@ import (
 // the actor's error.
 
 // roundSpec describes one barrier round.
+// BarrierStats describe one barrier round, for Options.OnBarrier.
+type BarrierStats struct {
+	Epoch      executors.Epoch // the barrier's Curr
+	Checkpoint bool
+	// Latency is from injecting the barrier until every actor passed it on;
+	// CheckpointDuration the commit of its checkpoint (0 for other barriers).
+	Latency, CheckpointDuration time.Duration
+}
+
 type roundSpec struct {
 	mutation   executors.Mutation
 	checkpoint bool
@@ -31,7 +41,8 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		return nil, e.failed
 	}
 	g := e.g
-	b := &executors.Barrier{Prev: e.prev, Curr: executors.NextEpoch(e.prev, time.Now()), Mutation: spec.mutation}
+	started := time.Now()
+	b := &executors.Barrier{Prev: e.prev, Curr: executors.NextEpoch(e.prev, started), Mutation: spec.mutation}
 	if spec.checkpoint || executors.ForcesCheckpoint(spec.mutation) || e.sinceCkpt+1 >= e.opts.CheckpointEvery {
 		b.Kind = executors.Checkpoint
 	}
@@ -42,6 +53,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 
 	// Inject at every DML actor. Actors may pass the barrier on while we inject.
 	got := 0
+	reported := map[executors.ActorID]bool{}
 	// take counts an actor's report of b, or returns the error to fail the round with
 	// (after recovering).
 	take := func(r report) error {
@@ -52,6 +64,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			return e.recoverFrom(ctx, fmt.Errorf("barrier %d: actor %d reported epoch %d", b.Curr, r.actor, r.epoch))
 		}
 		got++
+		reported[r.actor] = true
 		return nil
 	}
 	e.gmu.RLock()
@@ -77,18 +90,31 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	}
 
 	// Collect from every actor.
+	slow := time.NewTicker(10 * time.Second)
+	defer slow.Stop()
 	for got < expected {
 		select {
 		case r := <-g.reports:
 			if err := take(r); err != nil {
 				return nil, err
 			}
+		case <-slow.C:
+			var missing []string
+			for id, a := range g.actors {
+				if !reported[id] {
+					missing = append(missing, fmt.Sprintf("%d (%s fragment %d)", id, a.frag.obj.Name, a.frag.id))
+				}
+			}
+			slices.Sort(missing)
+			e.log.Warn("barrier not collected yet", "epoch", b.Curr, "waited", time.Since(started).Round(time.Second), "missing", missing)
 		case <-ctx.Done():
 			return nil, e.abandon(ctx, fmt.Errorf("barrier %d: collect: %w", b.Curr, ctx.Err()))
 		}
 	}
 
 	// Commit.
+	collected := time.Now()
+	var ckpt time.Duration
 	if b.IsCheckpoint() {
 		if spec.stage != nil {
 			if err := spec.stage(); err != nil {
@@ -103,12 +129,16 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 				return nil, e.failed
 			}
 		}
+		ckpt = time.Since(collected)
 		e.sinceCkpt = 0
 	} else {
 		e.sinceCkpt++
 	}
 	e.prev = b.Curr
 	e.afterRound(b)
+	if e.opts.OnBarrier != nil {
+		e.opts.OnBarrier(BarrierStats{Epoch: b.Curr, Checkpoint: b.IsCheckpoint(), Latency: collected.Sub(started), CheckpointDuration: ckpt})
+	}
 	return b, nil
 }
 

@@ -62,6 +62,9 @@ type Options struct {
 	Mem memory.Allocator
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
+	// OnBarrier, when set, is called after every barrier round (by the coordinator,
+	// with the engine's lock held: it must not call the engine), e.g. for metrics.
+	OnBarrier func(BarrierStats)
 }
 
 func (o *Options) fill() error {
@@ -177,7 +180,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 
 // Close makes everything written so far durable with a last checkpoint (unless the
 // engine failed), stops every actor and closes the store.
-func (e *Engine) Close() error {
+func (e *Engine) Close() error { return e.close(true) }
+
+// Crash stops the engine as a crash of the process would, for tests and demos: no last
+// checkpoint, every actor stopped, the store closed; the uncommitted epochs (held in
+// memory) are lost, and reopening the directory recovers from the last checkpoint.
+func (e *Engine) Crash() error { return e.close(false) }
+
+func (e *Engine) close(checkpoint bool) error {
 	if e.closeOnce.Swap(true) {
 		return nil
 	}
@@ -188,7 +198,7 @@ func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	if e.failed == nil {
+	if e.failed == nil && checkpoint {
 		if _, err := e.round(context.Background(), roundSpec{checkpoint: true}); err != nil {
 			errs = append(errs, fmt.Errorf("engine: final checkpoint: %w", err))
 		}

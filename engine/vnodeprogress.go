@@ -19,9 +19,9 @@ type VnodeProgress struct {
 	// Actor is the view's actor that owns the vnode now (0 when the view's actors
 	// are not running).
 	Actor executors.ActorID
-	// State is NotStarted, InProgress or Completed; Position is the upstream pk the
-	// vnode's snapshot read has passed (a memcomparable key, nil unless InProgress),
-	// and Rows the snapshot rows it has read.
+	// State is NotStarted, InProgress or Completed; Position is the last upstream pk
+	// the vnode's snapshot read returned (a memcomparable key; nil when NotStarted or
+	// when the vnode had no row), and Rows the snapshot rows it has read.
 	State    vec.BackfillState
 	Position []byte
 	Rows     int64

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -57,6 +58,9 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *block.CompressionProfile { return prof }
+		// A checkpoint probes every key it writes (for the row counts), and most
+		// are new: bloom filters answer those Gets without reading blocks.
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	return po, nil
 }

@@ -1,95 +1,351 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
+	"time"
 
-	"github.com/seed04fbb902/weir/bench/nexmark/tables"
-	"github.com/seed04fbb902/weir/schema"
-	"github.com/seed04fbb902/weir/vec"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/bench"
+	"github.com/seed04fbb902/weir/bench/nexmark/gen"
+	"github.com/seed04fbb902/weir/engine"
 	"github.com/spf13/cobra"
 )
 
-// known are the tables whose generated code this binary links.
-func known() []*schema.Table {
-	return []*schema.Table{tables.PersonTable(), tables.AuctionTable(), tables.BidTable()}
+// demoOptions are the flags of weir demo.
+type demoOptions struct {
+	dir         string
+	events      uint64
+	rate        float64
+	parallelism int
+	seed        uint64
+	asJSON      bool
+	progress    string // auto, bars, lines, none
+	metricsAddr string
 }
 
-type tableSummary struct {
-	Table       string   `json:"table"`
-	Columns     []string `json:"columns"`
-	PrimaryKey  []string `json:"primary_key"`
-	DistKey     []string `json:"distribution_key"`
-	Vnodes      int      `json:"vnodes"`
-	Fingerprint string   `json:"fingerprint"`
-	Generated   bool     `json:"generated_kernels"`
+// demoMV is one view of the demo's summary.
+type demoMV struct {
+	Name            string  `json:"name"`
+	Rows            int     `json:"rows"`
+	BackfillSeconds float64 `json:"backfill_seconds"`
+	Verified        bool    `json:"verified"`
+	Mismatches      int     `json:"mismatches"`
 }
 
-func summarize(t *schema.Table) tableSummary {
-	s := tableSummary{Table: t.Name, Vnodes: t.VnodeCount, Fingerprint: t.Fingerprint()}
-	for _, c := range t.Columns {
-		n := c.Name + " " + c.Type.String()
-		if c.Nullable {
-			n += " null"
-		}
-		s.Columns = append(s.Columns, n)
-	}
-	for _, k := range t.PK {
-		n := t.Columns[k.Column].Name
-		if k.Desc {
-			n += " desc"
-		}
-		s.PrimaryKey = append(s.PrimaryKey, n)
-	}
-	for _, d := range t.DistKey {
-		s.DistKey = append(s.DistKey, t.Columns[d].Name)
-	}
-	k := vec.For(t)
-	s.Generated = k.Generated()
-	return s
+// demoResult is what weir demo --json prints.
+type demoResult struct {
+	MVs        []demoMV `json:"mvs"`
+	Rescales   int      `json:"rescales"`
+	Throttles  int      `json:"throttles"`
+	Pauses     int      `json:"pauses"`
+	Recoveries int      `json:"recoveries"`
+	// Events is the events loaded before the views, EventsDuring those written while
+	// they were built (some lost to the crash: only committed ones count).
+	Events       uint64  `json:"events"`
+	EventsDuring uint64  `json:"events_during"`
+	Seconds      float64 `json:"seconds"`
+	Dir          string  `json:"dir,omitempty"`
 }
 
 func newDemo() *cobra.Command {
-	var asJSON bool
+	var o demoOptions
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Summarise the schemas Weir knows (the engine's demo replaces this)",
+		Short: "Build the Nexmark views by arrangement backfill while events flow, through rescales, throttles, pauses and a crash",
+		Long: `demo opens an embedded engine in a fresh directory (kept with --dir, removed
+otherwise), creates the Nexmark tables person, auction and bid, loads --events
+generated events, then keeps the generator writing at --rate events/s while it creates
+the views of q0, q4, q7, q8 and q16 by arrangement backfill. During their backfill it
+rescales q4 up and q16 down, throttles q7 and lifts the limit, pauses and resumes
+every job, and crashes the engine once (no last checkpoint) and reopens it. When every
+backfill is done it stops the writer, takes a checkpoint, checks each view against its
+query's oracle (a batch evaluation over the committed tables), and prints a summary;
+--json prints one JSON object.
+
+Progress goes to stderr: a bar per job on a terminal, a line every few seconds
+otherwise (--progress). With --metrics-addr it serves Prometheus metrics at /metrics
+and net/http/pprof at /debug/pprof/ while it runs. With --dir, the directory stays for
+weir status and weir export.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var sums []tableSummary
-			for _, t := range known() {
-				sums = append(sums, summarize(t))
+			res, err := runDemo(cmd.Context(), o, cmd.ErrOrStderr())
+			if err != nil {
+				return err
 			}
-			return printSummaries(cmd.OutOrStdout(), sums, asJSON)
+			if err := printDemo(cmd.OutOrStdout(), res, o.asJSON); err != nil {
+				return err
+			}
+			for _, mv := range res.MVs {
+				if !mv.Verified {
+					return fmt.Errorf("demo: view %s differs from its oracle (%d mismatches)", mv.Name, mv.Mismatches)
+				}
+			}
+			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", "", "engine directory to create and keep (must not exist or be empty; default: a temporary directory, removed)")
+	f.Uint64Var(&o.events, "events", 200_000, "events to load before creating the views")
+	f.Float64Var(&o.rate, "rate", 5_000, "events/s the generator writes while the views are built")
+	f.IntVar(&o.parallelism, "parallelism", 2, "actors of each table and each view")
+	f.Uint64Var(&o.seed, "seed", 1, "the generator's run seed")
+	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
+	f.StringVar(&o.progress, "progress", "auto", "progress display on stderr: auto (bars on a terminal, lines otherwise), bars, lines or none")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address (e.g. 127.0.0.1:9090)")
 	return cmd
 }
 
-func printSummaries(w io.Writer, sums []tableSummary, asJSON bool) error {
+// demoWriter writes events at a rate into whichever engine is current.
+type demoWriter struct {
+	mu      sync.Mutex
+	e       *engine.Engine
+	g       *gen.Generator
+	mem     memory.Allocator
+	next    uint64
+	written atomic.Uint64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func (w *demoWriter) run(rate float64) {
+	defer close(w.done)
+	start, from := time.Now(), w.next
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+		due := from + uint64(time.Since(start).Seconds()*rate)
+		w.mu.Lock()
+		for kind, c := range w.g.Chunks(w.next, due, 1024, w.mem) {
+			// A write that a crash or close cuts short is lost, as a client's would be.
+			_ = w.e.Insert(context.Background(), kind.String(), c.Record())
+			c.Release()
+		}
+		if due > w.next {
+			w.written.Add(due - w.next)
+			w.next = due
+		}
+		w.mu.Unlock()
+	}
+}
+
+func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult, err error) {
+	if o.parallelism < 1 {
+		return res, fmt.Errorf("demo: parallelism %d, want at least 1", o.parallelism)
+	}
+	if o.rate < 0 {
+		return res, fmt.Errorf("demo: rate %v, want >= 0", o.rate)
+	}
+	t0 := time.Now()
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "weir-demo-"); err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+	} else {
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return res, fmt.Errorf("demo: directory %s is not empty (the demo creates a fresh engine; pick a new --dir)", dir)
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return res, fmt.Errorf("demo: directory %s: %w", dir, err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return res, fmt.Errorf("demo: %w", err)
+		}
+		res.Dir, _ = filepath.Abs(dir)
+	}
+	say := func(format string, args ...any) {
+		if o.progress != "none" {
+			fmt.Fprintf(logw, "demo: "+format+"\n", args...)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := engine.Options{Logger: logger}
+	var metrics *demoMetrics
+	if o.metricsAddr != "" {
+		if metrics, err = serveMetrics(o.metricsAddr); err != nil {
+			return res, fmt.Errorf("demo: metrics: %w", err)
+		}
+		defer metrics.close()
+		opts.OnBarrier = metrics.onBarrier
+		say("metrics at http://%s/metrics, pprof at http://%s/debug/pprof/", metrics.addr, metrics.addr)
+	}
+	e, err := engine.Open(ctx, dir, opts)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if cerr := e.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for _, t := range bench.NexmarkTables() {
+		if err := e.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.parallelism}); err != nil {
+			return res, err
+		}
+	}
+	mem := memory.NewGoAllocator()
+	g := gen.New(gen.Config{Seed: o.seed})
+	tl := time.Now()
+	for kind, c := range g.Chunks(0, o.events, 4096, mem) {
+		err := e.Insert(ctx, kind.String(), c.Record())
+		c.Release()
+		if err != nil {
+			return res, err
+		}
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		return res, err
+	}
+	res.Events = o.events
+	say("loaded %d events into person, auction and bid in %.1fs", o.events, time.Since(tl).Seconds())
+
+	w := &demoWriter{e: e, g: g, mem: mem, next: o.events, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run(o.rate)
+	stopWriter := sync.OnceFunc(func() { close(w.stop); <-w.done })
+	defer stopWriter()
+
+	created := map[string]time.Time{}
+	for _, q := range bench.NexmarkQueries {
+		plan, err := bench.NexmarkPlan(q)
+		if err != nil {
+			return res, err
+		}
+		if err := e.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true}); err != nil {
+			return res, err
+		}
+		created[q] = time.Now()
+	}
+	say("created the views %v by arrangement backfill; the generator writes %.0f events/s", bench.NexmarkQueries, o.rate)
+
+	disp := newProgressDisplay(o.progress, logw)
+	finished := map[string]time.Duration{}
+	watch := func() {
+		ps := e.Progress()
+		disp.update(ps)
+		if metrics != nil {
+			metrics.observe(e, ps)
+		}
+		for _, p := range ps {
+			if _, ok := finished[p.Name]; !ok && p.Done {
+				finished[p.Name] = time.Since(created[p.Name])
+			}
+		}
+	}
+	pause := func(d time.Duration) error {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			watch()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return nil
+	}
+	step := func(what string, f func() error) error {
+		if err := f(); err != nil {
+			return fmt.Errorf("demo: %s: %w", what, err)
+		}
+		disp.note(what)
+		return nil
+	}
+	limit := int64(2_000)
+	steps := []struct {
+		what  string
+		after time.Duration
+		do    func() error
+	}{
+		{"rescale q4 from 2 to 3 actors", 500 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q4", o.parallelism+1) }},
+		{"rescale q16 from 2 to 1 actor", 300 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q16", max(1, o.parallelism-1)) }},
+		{"throttle q7 to 2000 snapshot rows/s per actor", 300 * time.Millisecond, func() error { res.Throttles++; return e.SetRateLimit(ctx, "q7", &limit) }},
+		{"pause every job", time.Second, func() error { res.Pauses++; return e.Pause(ctx) }},
+		{"resume every job", time.Second, func() error { return e.Resume(ctx) }},
+		{"lift q7's limit", 500 * time.Millisecond, func() error { return e.SetRateLimit(ctx, "q7", nil) }},
+		{"crash the engine and reopen it", 500 * time.Millisecond, func() error {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if err := e.Crash(); err != nil {
+				return err
+			}
+			ne, err := engine.Open(ctx, dir, opts)
+			if err != nil {
+				return err
+			}
+			e, w.e = ne, ne
+			res.Recoveries++
+			return nil
+		}},
+	}
+	for _, s := range steps {
+		if err := pause(s.after); err != nil {
+			return res, err
+		}
+		if err := step(s.what, s.do); err != nil {
+			return res, err
+		}
+	}
+	for {
+		watch()
+		if len(finished) == len(bench.NexmarkQueries) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	disp.done()
+	stopWriter()
+	res.EventsDuring = w.written.Load()
+	say("every backfill is done; the generator stopped after %d more events; checking every view against its oracle", res.EventsDuring)
+	checks, err := bench.VerifyNexmarkViews(ctx, e, bench.NexmarkQueries)
+	if err != nil {
+		return res, err
+	}
+	for _, c := range checks {
+		res.MVs = append(res.MVs, demoMV{Name: c.Query, Rows: c.Rows, BackfillSeconds: finished[c.Query].Seconds(), Verified: c.Verified, Mismatches: c.Mismatches})
+		if !c.Verified {
+			say("%s differs from its oracle: %s", c.Query, c.Detail)
+		}
+	}
+	res.Recoveries += e.Recoveries() - 1 // recoveries from actor failures, beyond the reopen
+	res.Seconds = time.Since(t0).Seconds()
+	return res, nil
+}
+
+func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sums)
+		return json.NewEncoder(w).Encode(r)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tCOLUMNS\tPRIMARY KEY\tDISTRIBUTION KEY\tVNODES\tKERNELS\tFINGERPRINT")
-	for _, s := range sums {
-		kind := "generic"
-		if s.Generated {
-			kind = "generated"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", s.Table, len(s.Columns), strings.Join(s.PrimaryKey, ", "),
-			strings.Join(s.DistKey, ", "), s.Vnodes, kind, s.Fingerprint)
+	fmt.Fprintln(tw, "VIEW\tROWS\tBACKFILL S\tVERIFIED\tMISMATCHES")
+	for _, mv := range r.MVs {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%v\t%d\n", mv.Name, mv.Rows, mv.BackfillSeconds, mv.Verified, mv.Mismatches)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, s := range sums {
-		fmt.Fprintf(w, "\n%s:\n  %s\n", s.Table, strings.Join(s.Columns, "\n  "))
+	fmt.Fprintf(w, "\n%d events loaded, %d written during the backfills; %d rescales, %d throttles, %d pauses, %d recoveries; %.1fs in all\n",
+		r.Events, r.EventsDuring, r.Rescales, r.Throttles, r.Pauses, r.Recoveries, r.Seconds)
+	if r.Dir != "" {
+		fmt.Fprintf(w, "the engine directory is %s (see weir status --dir and weir export --dir)\n", r.Dir)
 	}
 	return nil
 }

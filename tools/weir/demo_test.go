@@ -3,30 +3,120 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
+// A small demo end to end: every view verified, every control exercised, and the
+// directory kept with --dir holds the views for weir status and export.
 func TestDemoJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
 	root := newRoot()
-	var out bytes.Buffer
+	var out, errw bytes.Buffer
 	root.SetOut(&out)
-	root.SetArgs([]string{"demo", "--json"})
+	root.SetErr(&errw)
+	root.SetArgs([]string{"demo", "--json", "--events", "20000", "--rate", "1000", "--progress", "lines", "--dir", dir, "--metrics-addr", "127.0.0.1:0"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, errw.String())
+	}
+	var r demoResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if len(r.MVs) != 5 {
+		t.Fatalf("%d views: %s", len(r.MVs), out.String())
+	}
+	for _, mv := range r.MVs {
+		if !mv.Verified || mv.Mismatches != 0 || mv.Rows == 0 {
+			t.Errorf("view %+v", mv)
+		}
+	}
+	if r.Rescales < 1 || r.Throttles < 1 || r.Pauses < 1 || r.Recoveries < 1 {
+		t.Errorf("controls %+v", r)
+	}
+	if !strings.Contains(errw.String(), "progress q4") || !strings.Contains(errw.String(), "crash the engine") {
+		t.Errorf("no progress lines or steps on stderr:\n%s", errw.String())
+	}
+	// The kept directory: its views export.
+	root = newRoot()
+	out.Reset()
+	root.SetOut(&out)
+	root.SetArgs([]string{"export", "--dir", dir, "--table", "q4", "--format", "csv"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	var sums []tableSummary
-	if err := json.Unmarshal(out.Bytes(), &sums); err != nil {
-		t.Fatalf("%v in %s", err, out.String())
+	if lines := strings.Count(out.String(), "\n"); lines != 1+r.MVs[1].Rows {
+		t.Errorf("export of q4: %d lines, want a header and %d rows:\n%s", lines, r.MVs[1].Rows, out.String())
 	}
-	if len(sums) != 3 {
-		t.Fatalf("%d tables", len(sums))
+}
+
+func TestDemoBadDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, s := range sums {
-		if !s.Generated {
-			t.Errorf("table %s: generated kernels not registered", s.Table)
+	root := newRoot()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"demo", "--dir", dir})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// The progress bars in a terminal: the demo runs in a tmux pane, whose screen shows a
+// bar per job at 100% at the end.
+func TestDemoBarsInTerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs the demo in tmux")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux")
+	}
+	bin := filepath.Join(t.TempDir(), "weir")
+	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	done := filepath.Join(t.TempDir(), "done")
+	tmux := func(args ...string) string {
+		b, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, b)
 		}
+		return string(b)
 	}
-	if sums[2].Table != "bid" || len(sums[2].Columns) != 7 {
-		t.Errorf("bid summary %+v", sums[2])
+	tmux("new-session", "-d", "-x", "220", "-y", "40", "sh", "-c", bin+" demo --events 20000 --rate 1000 >/dev/null; touch "+done+"; sleep 60")
+	defer exec.Command("tmux", "-S", sock, "kill-server").Run()
+	deadline := time.Now().Add(3 * time.Minute)
+	sawBar := false
+	for {
+		screen := tmux("capture-pane", "-p")
+		if strings.Contains(screen, "q16") && strings.Contains(screen, "%") && strings.Contains(screen, "rows/s") {
+			sawBar = true
+		}
+		if _, err := os.Stat(done); err == nil {
+			if !sawBar {
+				t.Fatalf("no progress bar seen; the screen:\n%s", screen)
+			}
+			for _, q := range []string{"q0", "q4", "q7", "q8", "q16"} {
+				if !strings.Contains(screen, q+" ") {
+					t.Errorf("no bar for %s", q)
+				}
+			}
+			if n := strings.Count(screen, "100 %"); n < 5 {
+				t.Fatalf("%d bars at 100%%; the screen:\n%s", n, screen)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not finish; the screen:\n%s", screen)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

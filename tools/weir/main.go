@@ -1,5 +1,6 @@
-// Command weir is Weir's command line. Until the engine lands, `weir demo` summarises
-// the schemas Weir knows: every table whose kernels are generated and registered.
+// Command weir is Weir's command line: the demo (the Nexmark views built by arrangement
+// backfill while events flow, with rescales, throttles, pauses and a crash), the
+// benchmarks, status and export of an engine directory, and the schemas it knows.
 package main
 
 import (
@@ -23,5 +24,8 @@ func newRoot() *cobra.Command {
 	}
 	root.AddCommand(newDemo())
 	root.AddCommand(newBench())
+	root.AddCommand(newSchemas())
+	root.AddCommand(newStatus())
+	root.AddCommand(newExport())
 	return root
 }
