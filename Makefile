@@ -11,6 +11,7 @@ FUZZ_TARGETS = \
 	./vec:FuzzDecodeKey \
 	./vnode:FuzzUnmarshalBitmap \
 	./storage:FuzzProgressRow \
+	./engine:FuzzUnmarshalPlan \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
