@@ -23,23 +23,40 @@ type run struct {
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
 type memtable struct {
-	m     map[string]int // key -> index in entries
+	m     map[string]int // key -> index in items
 	items []entry
 	bytes int
-	// cache is a sorted copy of items[:cached] for sorted(), kept while only new keys
-	// are added (an iterator may still hold an older cache: caches are never changed
-	// in place); stale is set when a write changes a key the cache holds.
+	// vnodes index items by the vnode of their key, with a sorted cache each (for
+	// sortedVnode); at[i] is item i's position in its vnode's list.
+	vnodes map[uint16]*vnodeItems
+	at     []int
+}
+
+// vnodeItems are the items of one vnode: their indexes in insertion order, and a sorted
+// copy of the first cached of them, kept while only new keys are added (an iterator
+// may still hold an older copy: copies are never changed in place); stale is set when a
+// write changes a key the copy holds.
+type vnodeItems struct {
+	idx    []int
 	cache  []entry
 	cached int
 	stale  bool
 }
 
-func newMemtable() *memtable { return &memtable{m: map[string]int{}} }
+func newMemtable() *memtable { return &memtable{m: map[string]int{}, vnodes: map[uint16]*vnodeItems{}} }
+
+// keyVnode is the vnode of a storage key (0 for a key too short to have one).
+func keyVnode(key []byte) uint16 {
+	if len(key) < KeyPrefixLen {
+		return 0
+	}
+	return uint16(key[4])<<8 | uint16(key[5])
+}
 
 func (mt *memtable) put(key, value []byte, del bool) {
 	if i, ok := mt.m[string(key)]; ok {
-		if i < mt.cached {
-			mt.stale = true
+		if vi := mt.vnodes[keyVnode(key)]; mt.at[i] < vi.cached {
+			vi.stale = true
 		}
 		e := &mt.items[i]
 		mt.bytes += len(value) - len(e.value)
@@ -48,9 +65,18 @@ func (mt *memtable) put(key, value []byte, del bool) {
 		return
 	}
 	k := append([]byte(nil), key...)
-	mt.m[string(k)] = len(mt.items)
+	i := len(mt.items)
+	mt.m[string(k)] = i
 	mt.items = append(mt.items, entry{key: k, value: append([]byte(nil), value...), del: del})
 	mt.bytes += len(k) + len(value)
+	v := keyVnode(k)
+	vi := mt.vnodes[v]
+	if vi == nil {
+		vi = &vnodeItems{}
+		mt.vnodes[v] = vi
+	}
+	mt.at = append(mt.at, len(vi.idx))
+	vi.idx = append(vi.idx, i)
 }
 
 func (mt *memtable) get(key []byte) (entry, bool) {
@@ -70,38 +96,56 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	mt.items = nil
 	mt.m = map[string]int{}
 	mt.bytes = 0
-	mt.cache, mt.cached, mt.stale = nil, 0, false
+	mt.vnodes, mt.at = map[uint16]*vnodeItems{}, nil
 	return &run{table: table, epoch: epoch, entries: items}
 }
 
-// sorted returns the memtable's entries sorted by key, without sealing it. The result
-// must not be modified. Readers that iterate between writes (a join probing per row)
-// pay for the new keys only: they are sorted and merged into the cached result.
+func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
+
+// sorted returns the memtable's entries sorted by key, without sealing it.
 func (mt *memtable) sorted() []entry {
-	less := func(a, b entry) int { return bytes.Compare(a.key, b.key) }
+	return slices.SortedFunc(slices.Values(mt.items), entryLess)
+}
+
+// sortedVnode returns the entries of vnode v sorted by key. The result must not be
+// modified. Readers that iterate between writes (a join probing per row) pay for what
+// changed since their last call: new keys are sorted and merged into the cached copy;
+// a changed key rebuilds the copy of its vnode only.
+func (mt *memtable) sortedVnode(v uint16) []entry {
+	vi := mt.vnodes[v]
+	if vi == nil {
+		return nil
+	}
+	fresh := func(idx []int) []entry {
+		out := make([]entry, len(idx))
+		for k, i := range idx {
+			out[k] = mt.items[i]
+		}
+		slices.SortFunc(out, entryLess)
+		return out
+	}
 	switch {
-	case mt.cache != nil && !mt.stale && mt.cached == len(mt.items):
-		return mt.cache
-	case mt.cache == nil || mt.stale:
-		mt.cache = slices.SortedFunc(slices.Values(mt.items), less)
+	case vi.cache != nil && !vi.stale && vi.cached == len(vi.idx):
+		return vi.cache
+	case vi.cache == nil || vi.stale:
+		vi.cache = fresh(vi.idx)
 	default:
-		add := slices.SortedFunc(slices.Values(mt.items[mt.cached:]), less)
-		merged := make([]entry, 0, len(mt.cache)+len(add))
+		add := fresh(vi.idx[vi.cached:])
+		merged := make([]entry, 0, len(vi.cache)+len(add))
 		i, j := 0, 0
-		for i < len(mt.cache) && j < len(add) {
-			if less(mt.cache[i], add[j]) < 0 {
-				merged = append(merged, mt.cache[i])
+		for i < len(vi.cache) && j < len(add) {
+			if entryLess(vi.cache[i], add[j]) < 0 {
+				merged = append(merged, vi.cache[i])
 				i++
 			} else {
 				merged = append(merged, add[j])
 				j++
 			}
 		}
-		merged = append(append(merged, mt.cache[i:]...), add[j:]...)
-		mt.cache = merged
+		vi.cache = append(append(merged, vi.cache[i:]...), add[j:]...)
 	}
-	mt.cached, mt.stale = len(mt.items), false
-	return mt.cache
+	vi.cached, vi.stale = len(vi.idx), false
+	return vi.cache
 }
 
 // seek returns the index of the first entry with key >= k.

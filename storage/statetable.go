@@ -95,8 +95,8 @@ func (s *StateTable) Iter(view *View, v uint16, b IterBounds) (*Iter, error) {
 		return nil, fmt.Errorf("storage: iterate: table %s: vnode %d is not owned by this actor", s.t.Name, v)
 	}
 	var extra []*run
-	if s.mt.len() > 0 {
-		extra = []*run{{table: s.id, entries: s.mt.sorted()}}
+	if es := s.mt.sortedVnode(v); len(es) > 0 {
+		extra = []*run{{table: s.id, entries: es}}
 	}
 	return view.newIter(s.id, v, b, extra)
 }
