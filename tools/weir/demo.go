@@ -49,6 +49,9 @@ type demoResult struct {
 	Throttles  int      `json:"throttles"`
 	Pauses     int      `json:"pauses"`
 	Recoveries int      `json:"recoveries"`
+	// ControlsMidway counts the controls (rescales, throttles, pause, resume, crash)
+	// made while at least one backfill was running.
+	ControlsMidway int `json:"controls_midway"`
 	// Events is the events loaded before the views, EventsDuring those written while
 	// they were built (some lost to the crash: only committed ones count).
 	Events       uint64  `json:"events"`
@@ -95,7 +98,7 @@ weir status and weir export.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "engine directory to create and keep (must not exist or be empty; default: a temporary directory, removed)")
-	f.Uint64Var(&o.events, "events", 200_000, "events to load before creating the views")
+	f.Uint64Var(&o.events, "events", 100_000, "events to load before creating the views")
 	f.Float64Var(&o.rate, "rate", 5_000, "events/s the generator writes while the views are built")
 	f.IntVar(&o.parallelism, "parallelism", 2, "actors of each table and each view")
 	f.Uint64Var(&o.seed, "seed", 1, "the generator's run seed")
@@ -219,18 +222,22 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	stopWriter := sync.OnceFunc(func() { close(w.stop); <-w.done })
 	defer stopWriter()
 
+	// The views start paced (a rate limit per actor that spreads the backfill over
+	// about 15 seconds), so that the controls below happen while they backfill; the
+	// pace is lifted after the crash.
+	pace := max(int64(1000), int64(o.events)/int64(15*o.parallelism))
 	created := map[string]time.Time{}
 	for _, q := range bench.NexmarkQueries {
 		plan, err := bench.NexmarkPlan(q)
 		if err != nil {
 			return res, err
 		}
-		if err := e.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true}); err != nil {
+		if err := e.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true, RateLimit: &pace}); err != nil {
 			return res, err
 		}
 		created[q] = time.Now()
 	}
-	say("created the views %v by arrangement backfill; the generator writes %.0f events/s", bench.NexmarkQueries, o.rate)
+	say("created the views %v by arrangement backfill, paced at %d snapshot rows/s per actor; the generator writes %.0f events/s", bench.NexmarkQueries, pace, o.rate)
 
 	disp := newProgressDisplay(o.progress, logw)
 	finished := map[string]time.Duration{}
@@ -259,13 +266,22 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		return nil
 	}
 	step := func(what string, f func() error) error {
+		running := 0
+		for _, p := range e.Progress() {
+			if !p.Done {
+				running++
+			}
+		}
 		if err := f(); err != nil {
 			return fmt.Errorf("demo: %s: %w", what, err)
 		}
-		disp.note(what)
+		if running > 0 {
+			res.ControlsMidway++
+		}
+		disp.note(fmt.Sprintf("%s (%d of %d backfills running)", what, running, len(bench.NexmarkQueries)))
 		return nil
 	}
-	limit := int64(2_000)
+	limit := max(int64(100), pace/4)
 	steps := []struct {
 		what  string
 		after time.Duration
@@ -273,7 +289,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	}{
 		{"rescale q4 from 2 to 3 actors", 500 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q4", o.parallelism+1) }},
 		{"rescale q16 from 2 to 1 actor", 300 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q16", max(1, o.parallelism-1)) }},
-		{"throttle q7 to 2000 snapshot rows/s per actor", 300 * time.Millisecond, func() error { res.Throttles++; return e.SetRateLimit(ctx, "q7", &limit) }},
+		{fmt.Sprintf("throttle q7 to %d snapshot rows/s per actor", limit), 300 * time.Millisecond, func() error { res.Throttles++; return e.SetRateLimit(ctx, "q7", &limit) }},
 		{"pause every job", time.Second, func() error { res.Pauses++; return e.Pause(ctx) }},
 		{"resume every job", time.Second, func() error { return e.Resume(ctx) }},
 		{"lift q7's limit", 500 * time.Millisecond, func() error { return e.SetRateLimit(ctx, "q7", nil) }},
@@ -289,6 +305,14 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			}
 			e, w.e = ne, ne
 			res.Recoveries++
+			return nil
+		}},
+		{"lift the pace of every view", 500 * time.Millisecond, func() error {
+			for _, q := range bench.NexmarkQueries {
+				if err := e.SetRateLimit(ctx, q, nil); err != nil {
+					return err
+				}
+			}
 			return nil
 		}},
 	}
@@ -342,8 +366,8 @@ func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d events loaded, %d written during the backfills; %d rescales, %d throttles, %d pauses, %d recoveries; %.1fs in all\n",
-		r.Events, r.EventsDuring, r.Rescales, r.Throttles, r.Pauses, r.Recoveries, r.Seconds)
+	fmt.Fprintf(w, "\n%d events loaded, %d written during the backfills; %d rescales, %d throttles, %d pauses, %d recoveries (%d controls while backfills ran); %.1fs in all\n",
+		r.Events, r.EventsDuring, r.Rescales, r.Throttles, r.Pauses, r.Recoveries, r.ControlsMidway, r.Seconds)
 	if r.Dir != "" {
 		fmt.Fprintf(w, "the engine directory is %s (see weir status --dir and weir export --dir)\n", r.Dir)
 	}
