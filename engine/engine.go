@@ -832,6 +832,25 @@ type JobProgress struct {
 	// SpilledChunks counts upstream chunks the backfill's epoch buffers spilled to
 	// disk (by the actors running now).
 	SpilledChunks int64
+	// Actors are the backfill actors running now, by scan and actor.
+	Actors []ActorProgress
+}
+
+// ActorProgress is one backfill actor of a job.
+type ActorProgress struct {
+	Actor executors.ActorID
+	Node  int
+	// Upstream is the table or view the actor's scan reads.
+	Upstream string
+	// Rows is the snapshot rows it consumed (restored after recovery); Completed of
+	// Owned upstream vnodes finished their snapshot.
+	Rows             int64
+	Completed, Owned int
+	Done             bool
+	// UpstreamMessages counts the upstream messages (chunks and barriers) it took
+	// while backfilling.
+	UpstreamMessages int64
+	ReplicatedBytes  int
 }
 
 type progressSample struct {
@@ -873,6 +892,8 @@ func (e *Engine) Progress() []JobProgress {
 					continue
 				}
 				st := a.backfill.Stats()
+				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, ReplicatedBytes: st.ReplicatedBytes})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

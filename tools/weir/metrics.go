@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,9 @@ type demoMetrics struct {
 	rowsPerSecond  *prometheus.GaugeVec
 	done           *prometheus.GaugeVec
 	replicated     *prometheus.GaugeVec
+	actorRows      *prometheus.GaugeVec
+	actorVnodes    *prometheus.GaugeVec
+	actorUpstream  *prometheus.GaugeVec
 	recoveries     prometheus.Gauge
 	committedEpoch prometheus.Gauge
 	barrierLatency prometheus.Histogram
@@ -41,11 +45,15 @@ func serveMetrics(addr string) (*demoMetrics, error) {
 	m.rowsPerSecond = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_rows_per_second", Help: "Snapshot rows read per second, between two samples."}, job)
 	m.done = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_done", Help: "1 once every actor of the job finished its backfill."}, job)
 	m.replicated = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_replicated_bytes", Help: "Memory the job's replicated epochs hold."}, job)
+	actor := []string{"job", "actor", "upstream"}
+	m.actorRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_snapshot_rows", Help: "Snapshot rows a backfill actor has read."}, actor)
+	m.actorVnodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_vnodes", Help: "A backfill actor's upstream vnodes by state (completed, remaining)."}, append(actor, "state"))
+	m.actorUpstream = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_upstream_messages", Help: "Upstream messages (chunks and barriers) a backfill actor took while backfilling."}, actor)
 	m.recoveries = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_recoveries", Help: "Recoveries of the running engine (its open included)."})
 	m.committedEpoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_committed_epoch", Help: "The epoch of the last checkpoint."})
 	m.barrierLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_barrier_latency_seconds", Help: "From injecting a barrier until every actor passed it on.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	m.checkpointDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_checkpoint_duration_seconds", Help: "The commit of a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
-	m.reg.MustRegister(m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
+	m.reg.MustRegister(m.actorRows, m.actorVnodes, m.actorUpstream, m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
 		m.barrierLatency, m.checkpointDur, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -90,6 +98,13 @@ func (m *demoMetrics) observe(e *engine.Engine, ps []engine.JobProgress) {
 			done = 1
 		}
 		m.done.WithLabelValues(p.Name).Set(done)
+		for _, a := range p.Actors {
+			id := strconv.FormatUint(uint64(a.Actor), 10)
+			m.actorRows.WithLabelValues(p.Name, id, a.Upstream).Set(float64(a.Rows))
+			m.actorVnodes.WithLabelValues(p.Name, id, a.Upstream, "completed").Set(float64(a.Completed))
+			m.actorVnodes.WithLabelValues(p.Name, id, a.Upstream, "remaining").Set(float64(a.Owned - a.Completed))
+			m.actorUpstream.WithLabelValues(p.Name, id, a.Upstream).Set(float64(a.UpstreamMessages))
+		}
 	}
 	m.recoveries.Set(float64(e.Recoveries()))
 	m.committedEpoch.Set(float64(e.CommittedEpoch()))
