@@ -69,7 +69,7 @@ func newDemo() *cobra.Command {
 otherwise), creates the Nexmark tables person, auction and bid, loads --events
 generated events, then keeps the generator writing at --rate events/s while it creates
 the views of q0, q4, q7, q8 and q16 by arrangement backfill. During their backfill it
-rescales q4 up and q16 down, throttles q7 and lifts the limit, pauses and resumes
+rescales q4 up and q8 down, throttles q7 and lifts the limit, pauses and resumes
 every job, and crashes the engine once (no last checkpoint) and reopens it. When every
 backfill is done it stops the writer, takes a checkpoint, checks each view against its
 query's oracle (a batch evaluation over the committed tables), and prints a summary;
@@ -99,7 +99,7 @@ weir status and weir export.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "engine directory to create and keep (must not exist or be empty; default: a temporary directory, removed)")
 	f.Uint64Var(&o.events, "events", 100_000, "events to load before creating the views")
-	f.Float64Var(&o.rate, "rate", 5_000, "events/s the generator writes while the views are built")
+	f.Float64Var(&o.rate, "rate", 2_000, "events/s the generator writes while the views are built")
 	f.IntVar(&o.parallelism, "parallelism", 2, "actors of each table and each view")
 	f.Uint64Var(&o.seed, "seed", 1, "the generator's run seed")
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
@@ -288,7 +288,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		do    func() error
 	}{
 		{"rescale q4 from 2 to 3 actors", 500 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q4", o.parallelism+1) }},
-		{"rescale q16 from 2 to 1 actor", 300 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q16", max(1, o.parallelism-1)) }},
+		{"rescale q8 from 2 to 1 actor", 300 * time.Millisecond, func() error { res.Rescales++; return e.RescheduleMV(ctx, "q8", max(1, o.parallelism-1)) }},
 		{fmt.Sprintf("throttle q7 to %d snapshot rows/s per actor", limit), 300 * time.Millisecond, func() error { res.Throttles++; return e.SetRateLimit(ctx, "q7", &limit) }},
 		{"pause every job", time.Second, func() error { res.Pauses++; return e.Pause(ctx) }},
 		{"resume every job", time.Second, func() error { return e.Resume(ctx) }},
