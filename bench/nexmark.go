@@ -416,13 +416,14 @@ func scanAll(ctx context.Context, e *engine.Engine, names ...string) (map[string
 	return out, nil
 }
 
-// verifyNexmarkView compares view q (after a checkpoint) with its oracle over tabs, which
-// must be the tables as committed now.
-func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables, b *NexmarkBuild) error {
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
-		return err
+// checkNexmarkView compares view q with its oracle over tabs, which must be the tables
+// as committed at the view's epoch (the caller takes the checkpoint).
+func checkNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables) (NexmarkCheck, error) {
+	c := NexmarkCheck{Query: q}
+	spec, ok := queries.ByName(q)
+	if !ok {
+		return c, fmt.Errorf("bench: nexmark: no query %q", q)
 	}
-	spec, _ := queries.ByName(q)
 	recs, err := scanAll(ctx, e, q)
 	defer func() {
 		for _, r := range recs[q] {
@@ -430,19 +431,32 @@ func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *ne
 		}
 	}()
 	if err != nil {
-		return err
+		return c, err
 	}
 	got, err := queries.Canon(recs[q], spec.Columns)
 	if err != nil {
-		return fmt.Errorf("bench: nexmark: %s: %w", q, err)
+		return c, fmt.Errorf("bench: nexmark: %s: %w", q, err)
 	}
 	want, err := queries.Eval(q, tabs.t)
 	if err != nil {
-		return fmt.Errorf("bench: nexmark: %s oracle: %w", q, err)
+		return c, fmt.Errorf("bench: nexmark: %s oracle: %w", q, err)
 	}
 	d := queries.Diff(want, got, spec.RelTol)
-	b.Rows, b.Verified, b.Mismatches = len(got), d.OK(), d.Mismatches()
-	return nil
+	c.Rows, c.Verified, c.Mismatches = len(got), d.OK(), d.Mismatches()
+	if !d.OK() {
+		c.Detail = d.String()
+	}
+	return c, nil
+}
+
+// verifyNexmarkView takes a checkpoint and records view q's check in b.
+func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables, b *NexmarkBuild) error {
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		return err
+	}
+	c, err := checkNexmarkView(ctx, e, q, tabs)
+	b.Rows, b.Verified, b.Mismatches = c.Rows, c.Verified, c.Mismatches
+	return err
 }
 
 // runPeers loads tabs into each peer (once) and times the query there, checking its
@@ -492,27 +506,7 @@ func VerifyNexmarkViews(ctx context.Context, e *engine.Engine, qs []string) ([]N
 	defer tabs.release()
 	var out []NexmarkCheck
 	for _, q := range qs {
-		spec, ok := queries.ByName(q)
-		if !ok {
-			return out, fmt.Errorf("bench: nexmark: no query %q", q)
-		}
-		recs, err := scanAll(ctx, e, q)
-		c := NexmarkCheck{Query: q}
-		if err == nil {
-			var got, want []queries.Row
-			if got, err = queries.Canon(recs[q], spec.Columns); err == nil {
-				if want, err = queries.Eval(q, tabs.t); err == nil {
-					d := queries.Diff(want, got, spec.RelTol)
-					c.Rows, c.Verified, c.Mismatches = len(got), d.OK(), d.Mismatches()
-					if !d.OK() {
-						c.Detail = d.String()
-					}
-				}
-			}
-		}
-		for _, r := range recs[q] {
-			r.Release()
-		}
+		c, err := checkNexmarkView(ctx, e, q, tabs)
 		if err != nil {
 			return out, fmt.Errorf("bench: nexmark: verify %s: %w", q, err)
 		}
