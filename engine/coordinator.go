@@ -123,10 +123,16 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			}
 		}
 		if uint64(b.Prev) > e.store.CommittedEpoch() {
+			if h := e.opts.Hooks.BeforeCommit; h != nil {
+				h(b.Prev)
+			}
 			if _, err := e.store.Checkpoint(uint64(b.Prev)); err != nil {
 				e.store.DiscardStaged()
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				return nil, e.failed
+			}
+			if h := e.opts.Hooks.AfterCommit; h != nil {
+				h(b.Prev)
 			}
 		}
 		ckpt = time.Since(collected)

@@ -65,6 +65,20 @@ type Options struct {
 	// OnBarrier, when set, is called after every barrier round (by the coordinator,
 	// with the engine's lock held: it must not call the engine), e.g. for metrics.
 	OnBarrier func(BarrierStats)
+	// Hooks are fault-injection points for tests and simulations (see Hooks).
+	Hooks Hooks
+}
+
+// Hooks are named points of a checkpoint at which a test or a simulation may act, for
+// example take a crash image of a crashable file system. Each runs on the
+// coordinator with the engine's lock held: it must not call the engine. Nil hooks are
+// skipped.
+type Hooks struct {
+	// BeforeCommit runs once every actor has passed checkpoint barrier epoch on (their
+	// state writes are sealed) and before the checkpoint is committed.
+	BeforeCommit func(epoch executors.Epoch)
+	// AfterCommit runs right after the checkpoint of epoch is committed.
+	AfterCommit func(epoch executors.Epoch)
 }
 
 func (o *Options) fill() error {
@@ -247,6 +261,24 @@ func (e *Engine) WaitCheckpoint(ctx context.Context) (executors.Epoch, error) {
 		return 0, err
 	}
 	return b.Prev, nil
+}
+
+// Barrier injects one barrier now and waits until every actor has passed it on and,
+// when it is a checkpoint (every Options.CheckpointEvery-th barrier), until it is
+// committed. It returns the barrier's epoch (the epoch of the writes made before the
+// call) and whether it was a checkpoint. With a negative Options.BarrierInterval this
+// is how a caller (a test, a simulation) drives the engine barrier by barrier.
+func (e *Engine) Barrier(ctx context.Context) (executors.Epoch, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return 0, false, err
+	}
+	b, err := e.round(ctx, roundSpec{})
+	if err != nil {
+		return 0, false, err
+	}
+	return b.Prev, b.IsCheckpoint(), nil
 }
 
 // TableOptions configure a new table.

@@ -27,5 +27,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newSchemas())
 	root.AddCommand(newStatus())
 	root.AddCommand(newExport())
+	root.AddCommand(newSim())
 	return root
 }
