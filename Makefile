@@ -3,7 +3,7 @@
 
 GO        ?= go
 # Packages whose tests exercise goroutines; they also run under -race in `make test`.
-RACE_PKGS ?= ./vec/... ./vnode/... ./storage/... ./executors/... ./engine/...
+RACE_PKGS ?= ./vec/... ./vnode/... ./storage/... ./executors/... ./engine/... ./tools/sim/...
 # package:FuzzTarget pairs; `make test` runs each briefly, `make fuzz` for FUZZTIME.
 FUZZ_TARGETS = \
 	./schema:FuzzParse \
@@ -18,7 +18,7 @@ FUZZTIME_SHORT ?= 4s
 BENCHTIME      ?= 1s
 BENCHCOUNT     ?= 1
 
-.PHONY: all demo test bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
+.PHONY: all demo test sim soak bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
 
 all: test
 
@@ -83,6 +83,18 @@ bench-nexmark:
 ## bench: the snapshot read path and kernel benchmarks (see bench/RESULTS.md).
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./bench/...
+
+## sim: the whole-engine simulation over SEEDS (default 1-300), figures as JSON.
+## Exits non-zero on a mismatch or a scenario counter at zero. (`make test` runs
+## seeds 1-20 through TestSim, and 3 more under -race.)
+SEEDS ?= 1-300
+sim:
+	$(GO) run ./tools/weir sim --seeds $(SEEDS) --json
+
+## soak: the simulation for SOAK_DURATION (default 60m), seeds from 1000 on.
+SOAK_DURATION ?= 60m
+soak:
+	$(GO) run ./tools/weir sim --seeds 1000-100000000 --duration $(SOAK_DURATION) --json
 
 ## lint: gofmt, go vet and staticcheck (pinned in go.mod).
 lint: vet

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // The barrier coordinator. One round at a time (under Engine.mu): build the barrier,
@@ -236,6 +237,11 @@ func (e *Engine) recover(ctx context.Context) error {
 				err = o.checkLowered(low)
 			}
 			if err == nil {
+				// A corrupt progress row stops the job before it starts (its
+				// backfill would find it only after passing its first barrier on).
+				err = e.checkProgress(o, low)
+			}
+			if err == nil {
 				for _, n := range low.scans() {
 					n.scan.common = backfillCommon{rateLimit: o.RateLimit, paused: o.Paused}
 				}
@@ -269,6 +275,16 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	e.gmu.RUnlock()
 	return nil
+}
+
+// checkProgress loads view o's committed backfill progress, to refuse a corrupt one.
+func (e *Engine) checkProgress(o *object, low *lowered) error {
+	view, err := e.store.View()
+	if err != nil {
+		return err
+	}
+	defer view.Release()
+	return e.loadProgress(view, o, low, func(int, *pnode, *vec.Positions, []int64) {})
 }
 
 // fail marks the engine failed: every later call returns err.

@@ -79,6 +79,11 @@ type Hooks struct {
 	BeforeCommit func(epoch executors.Epoch)
 	// AfterCommit runs right after the checkpoint of epoch is committed.
 	AfterCommit func(epoch executors.Epoch)
+	// Rebalance, when set, chooses the vnode mapping of each fragment of a view that
+	// RescheduleMV moves from `from` to `to` actors, instead of vnode.Rebalance's
+	// balanced minimal move. A simulation uses it for degenerate splits: an actor
+	// with no vnode, one with all of them. The result must be valid for `to` actors.
+	Rebalance func(m vnode.Mapping, from, to int) vnode.Mapping
 }
 
 func (o *Options) fill() error {
@@ -279,6 +284,23 @@ func (e *Engine) Barrier(ctx context.Context) (executors.Epoch, bool, error) {
 		return 0, false, err
 	}
 	return b.Prev, b.IsCheckpoint(), nil
+}
+
+// Flush writes the committed state held in the store's memory (pebble's memtable) to
+// sstables, and starts a new write-ahead log. Nothing changes for readers. A caller
+// that injects faults into the write-ahead log flushes first, so that the next
+// checkpoint's commit fits the fresh memtable and does not switch logs: pebble ends the
+// process when a log switch fails.
+func (e *Engine) Flush() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if err := e.store.DB().Flush(); err != nil {
+		return fmt.Errorf("engine: flush: %w", err)
+	}
+	return nil
 }
 
 // TableOptions configure a new table.
@@ -670,6 +692,12 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 		m, _, err := vnode.Rebalance(f.mapping, o.Parallelism, parallelism)
 		if err != nil {
 			return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+		}
+		if h := e.opts.Hooks.Rebalance; h != nil {
+			m = h(slices.Clone(f.mapping), o.Parallelism, parallelism)
+			if err := m.Validate(f.pn.vnodeCount, parallelism); err != nil {
+				return fmt.Errorf("reschedule materialized view %s: Hooks.Rebalance: %w", name, err)
+			}
 		}
 		mappings = append(mappings, m)
 	}

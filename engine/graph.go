@@ -547,10 +547,10 @@ func (a *actor) loop(g *graph) error {
 					m.Chunk.Retain()
 				}
 				if err := d.Dispatch(ctx, m, nil); err != nil {
+					// d took its reference (also on error); the one reference held
+					// for the dispatchers after it is released here.
 					if i < len(a.disp)-1 && m.Chunk != nil {
-						for range a.disp[i+1:] {
-							m.Chunk.Release()
-						}
+						m.Chunk.Release()
 					}
 					return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
 				}

@@ -46,24 +46,8 @@ func (e *Engine) VnodeProgress(name string) ([]VnodeProgress, error) {
 	}
 	defer view.Release()
 	var out []VnodeProgress
-	ids := o.StateIDs
-	scan := 0
-	for _, n := range j.low.nodes {
-		id := ids[0]
-		ids = ids[n.tableIDs():]
-		if n.kind != scanNode {
-			continue
-		}
+	err = e.loadProgress(view, o, j.low, func(scan int, n *pnode, pos *vec.Positions, rows []int64) {
 		up := n.scan.upstream
-		full := vnode.Full(up.t.VnodeCount)
-		pt, err := storage.NewProgressTable(e.nodes[0], id, fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.t, full)
-		if err != nil {
-			return nil, fmt.Errorf("progress of %s: %w", name, err)
-		}
-		pos, rows, err := pt.Load(view)
-		if err != nil {
-			return nil, fmt.Errorf("progress of %s: %w", name, err)
-		}
 		f := j.frags[n.idx]
 		for v := 0; v < up.t.VnodeCount; v++ {
 			p := VnodeProgress{Scan: scan, Upstream: up.Name, Vnode: uint16(v), State: pos.State[v], Position: pos.Pos[v], Rows: rows[v]}
@@ -72,7 +56,36 @@ func (e *Engine) VnodeProgress(name string) ([]VnodeProgress, error) {
 			}
 			out = append(out, p)
 		}
-		scan++
+	})
+	if err != nil {
+		return nil, fmt.Errorf("progress of %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// loadProgress reads the committed progress table of each scan of view o (lowered
+// as low) in view, and calls fn with each scan's positions and row counts, left to
+// right. A corrupt progress row is an error naming the table and vnode.
+func (e *Engine) loadProgress(view *storage.View, o *object, low *lowered, fn func(scan int, n *pnode, pos *vec.Positions, rows []int64)) error {
+	ids := o.StateIDs
+	scan := 0
+	for _, n := range low.nodes {
+		id := ids[0]
+		ids = ids[n.tableIDs():]
+		if n.kind != scanNode {
+			continue
+		}
+		up := n.scan.upstream
+		pt, err := storage.NewProgressTable(e.nodes[0], id, fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.t, vnode.Full(up.t.VnodeCount))
+		if err != nil {
+			return err
+		}
+		pos, rows, err := pt.Load(view)
+		if err != nil {
+			return err
+		}
+		fn(scan, n, pos, rows)
+		scan++
+	}
+	return nil
 }

@@ -236,7 +236,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			// reads would see this epoch. Refuse them until a reopen decides.
 			s.failed.Store(&err)
 		}
-		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+		return st, err
 	}
 	s.pendingCatalog = nil
 	s.pendingDrops = nil

@@ -44,6 +44,7 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // Options configure a simulation run.
@@ -256,7 +257,7 @@ func (r *runner) call(what string, f func(ctx context.Context) error) error {
 }
 
 func (r *runner) open(pauseOnBootstrap bool) error {
-	r.eo.FS = errorfs.Wrap(r.fs, &r.inj)
+	r.eo.FS = reuseFS{FS: errorfs.Wrap(r.fs, &r.inj), inj: &r.inj}
 	r.eo.PauseOnBootstrap = pauseOnBootstrap
 	e, err := engine.Open(r.ctx, "db", r.eo)
 	if err != nil {
@@ -288,7 +289,7 @@ func (r *runner) run() error {
 		MemTableSize:    64 << 20, // no flush, so no WAL rotation, while a fault is armed
 		Mem:             r.mem,
 		Logger:          r.opts.Logger,
-		Hooks:           engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit},
+		Hooks:           engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %+v", r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo)
 	r.keysByVnode()
@@ -307,10 +308,33 @@ func (r *runner) run() error {
 	if err := r.afterCall(); err != nil {
 		return err
 	}
-	// Initial data, so that backfills have a snapshot to read.
-	for i, n := 0, rng.IntN(6); i < n; i++ {
-		if err := r.writeStep("insert"); err != nil {
-			return err
+	// Initial data, so that backfills have a snapshot to read: none, a little, or
+	// most of the key domain.
+	switch rng.IntN(3) {
+	case 0:
+	case 1:
+		for i, n := 0, 1+rng.IntN(5); i < n; i++ {
+			if err := r.writeStep("insert"); err != nil {
+				return err
+			}
+		}
+	case 2:
+		var rows []aRow
+		for k := int64(0); k < r.domain; k++ {
+			if rng.IntN(4) > 0 {
+				rows = append(rows, r.randA(k))
+			}
+		}
+		for len(rows) > 0 {
+			n := min(len(rows), 500)
+			if err := r.writeA("insert", r.e.Insert, rows[:n]); err != nil {
+				return err
+			}
+			for _, x := range rows[:n] {
+				r.cur.a[x.k] = x
+			}
+			r.rep.RowsByOp["insert"] += int64(n)
+			rows = rows[n:]
 		}
 	}
 	if err := r.afterCall(); err != nil {
@@ -545,6 +569,37 @@ func (r *runner) rescaleStep() error {
 	v.par, v.rescaled = p, true
 	r.tracef("rescale %s to %d", v.sh.name, p)
 	return r.afterCall()
+}
+
+// rebalance chooses the vnode mapping of a rescale: half the time the engine's balanced
+// minimal move, else a degenerate split: every vnode on one actor (the others own
+// none), or each vnode on a random actor.
+func (r *runner) rebalance(m vnode.Mapping, from, to int) vnode.Mapping {
+	out, _, err := vnode.Rebalance(m, from, to)
+	if err != nil {
+		// The engine reports the same error before calling the hook.
+		return m
+	}
+	switch r.rng.IntN(4) {
+	case 0:
+		a := uint16(r.rng.IntN(to))
+		for i := range out {
+			out[i] = a
+		}
+		r.rep.Sometimes["actor_with_all_vnodes"]++
+	case 1:
+		for i := range out {
+			out[i] = uint16(r.rng.IntN(to))
+		}
+	}
+	owned := make([]bool, to)
+	for _, a := range out {
+		owned[a] = true
+	}
+	if slices.Contains(owned, false) {
+		r.rep.Sometimes["actor_without_vnodes"]++
+	}
+	return out
 }
 
 func (r *runner) pauseStep() error {
@@ -1098,27 +1153,56 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 	return nil
 }
 
-// ioErrorStep injects disk full into the WAL write, or EIO into the WAL sync, of the
-// next checkpoint's commit. The checkpoint must fail and not be committed; the engine
-// then refuses work; after the fault clears, a reopen holds the last committed
-// epoch (or, after a failed sync, possibly the failed one, never a mix).
+// ioErrorStep injects disk full into the WAL write, or EIO into the WAL sync, of a
+// checkpoint's commit. The checkpoint must fail and not be committed; the engine then
+// refuses work; after the fault clears, a reopen holds the last committed epoch (or,
+// after a failed sync, possibly the failed one, never a mix).
+//
+// Pebble ends the process when a commit that switches WAL files fails (storage's
+// TestFatalFaultsEndProcess), and it switches files when the commit does not fit the
+// memtable. So the faulted commit must be small: the step pauses the backfills (unless
+// they are), commits what they read, flushes (a fresh memtable), writes a few rows and
+// faults that checkpoint; after the reopen it resumes them again.
 func (r *runner) ioErrorStep() error {
 	kind := []string{"enospc", "eio"}[r.rng.IntN(2)]
+	wasPaused := r.paused
+	if !wasPaused {
+		if err := r.call("pause", r.e.Pause); err != nil {
+			return err
+		}
+		r.paused = true
+		if err := r.afterCall(); err != nil {
+			return err
+		}
+	}
+	if err := r.call("checkpoint", func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }); err != nil {
+		return err
+	}
+	r.rep.Barriers++
+	if err := r.afterCall(); err != nil {
+		return err
+	}
+	if err := r.e.Flush(); err != nil {
+		r.fail("engine error", "flush: %v", err)
+		return errStop
+	}
+	if err := r.writeStep("insert"); err != nil {
+		return err
+	}
 	r.inj.arm(kind)
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
 	_, err := r.e.WaitCheckpoint(ctx)
 	cancel()
 	hit := r.inj.disarm()
 	r.rep.Barriers++
-	if err == nil {
-		if hit {
-			r.fail("I6 durability", "checkpoint succeeded although its WAL %s failed", kind)
-			return errStop
-		}
-		// The commit wrote no WAL record (nothing to fault): an ordinary checkpoint.
-		return r.afterCall()
-	}
-	if !hit {
+	switch {
+	case err == nil && hit:
+		r.fail("I6 durability", "checkpoint succeeded although its WAL %s failed", kind)
+		return errStop
+	case err == nil:
+		r.fail("sim", "checkpoint wrote no WAL record to fault")
+		return errStop
+	case !hit:
 		r.fail("engine error", "checkpoint failed without an injected fault: %v", err)
 		return errStop
 	}
@@ -1140,7 +1224,28 @@ func (r *runner) ioErrorStep() error {
 		s := r.cur.clone()
 		newer = &s
 	}
-	return r.reopen(r.committed, nil, newer)
+	if err := r.reopen(r.committed, nil, newer); err != nil {
+		return err
+	}
+	if wasPaused {
+		return nil
+	}
+	if err := r.call("resume", r.e.Resume); err != nil {
+		return err
+	}
+	r.paused = false
+	for _, v := range r.views {
+		v.frozen = false
+	}
+	if err := r.afterCall(); err != nil {
+		return err
+	}
+	for _, v := range r.views {
+		if err := r.freezeIfPaused(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // injector fails WAL operations of one checkpoint's commit: armed by a step, active
@@ -1200,6 +1305,26 @@ func (j *injector) MaybeError(op errorfs.Op) error {
 		return syscall.EIO
 	}
 	return nil
+}
+
+// reuseFS is errorfs with its one gap closed: errorfs.FS.ReuseForWrite returns the
+// underlying file unwrapped, so writes to a recycled WAL would escape the injector.
+type reuseFS struct {
+	*errorfs.FS
+	inj errorfs.Injector
+}
+
+func (r reuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := r.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil {
+		return nil, err
+	}
+	return errorfs.WrapFile(f, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Path == "" {
+			op.Path = newname
+		}
+		return r.inj.MaybeError(op)
+	})), nil
 }
 
 // String implements errorfs.Injector.

@@ -9,7 +9,7 @@ import (
 
 var (
 	simFrom  = flag.Uint64("sim.from", 1, "first simulation seed")
-	simSeeds = flag.Int("sim.seeds", 12, "number of simulation seeds")
+	simSeeds = flag.Int("sim.seeds", 0, "number of simulation seeds (default 20; 3 under -race)")
 	simTrace = flag.Bool("sim.trace", false, "print every step")
 )
 
@@ -18,8 +18,11 @@ var (
 // -sim.seeds=1 -sim.trace (or weir sim --seeds SEED --trace).
 func TestSim(t *testing.T) {
 	n := *simSeeds
-	if testing.Short() {
-		n = min(n, 3)
+	if n == 0 {
+		n = 20
+		if raceEnabled || testing.Short() {
+			n = 3
+		}
 	}
 	rep := NewReport()
 	opts := Options{}
