@@ -147,6 +147,9 @@ func (r *runner) check(when string) error {
 				if p.Scan == i {
 					byVnode[p.Vnode] = p
 					done = done && p.State == vec.Completed
+					if p.State == vec.InProgress && p.Position != nil {
+						r.rep.Sometimes["inprogress_vnode_checked"]++
+					}
 				}
 			}
 			for _, u := range rows {

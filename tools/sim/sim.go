@@ -459,12 +459,14 @@ func (r *runner) createStep() error {
 	sh := cands[r.rng.IntN(len(cands))]
 	v := &view{sh: sh, par: 1 + r.rng.IntN(4)}
 	mo := engine.MVOptions{Parallelism: v.par, Background: true}
-	switch r.rng.IntN(6) {
-	case 0:
+	// Most backfills are rate limited, so that they span many barriers and the
+	// checks see InProgress vnodes; some start paused (0), some are unlimited.
+	switch x := r.rng.IntN(6); {
+	case x == 0:
 		l := int64(0)
 		v.limit = &l
-	case 1:
-		l := int64(1 + r.rng.IntN(300))
+	case x < 4:
+		l := int64(1 + r.rng.IntN(1000))
 		v.limit = &l
 	}
 	mo.RateLimit = v.limit
