@@ -14,10 +14,12 @@
 // share of unsynced data), pause on bootstrap, and I/O errors (disk full on a WAL
 // write, EIO on a WAL sync) injected through pebble's errorfs into one checkpoint.
 //
-// Barriers are injected only by the simulation (a negative BarrierInterval), so the
-// sequence of operations and faults of a seed is the same on every run. What a
-// backfill has read between two barriers depends on goroutine timing, and so do the
-// keys chosen near a backfill's position; the oracle holds whatever that timing is.
+// Barriers are injected only by the simulation (a negative BarrierInterval), and the
+// schedule (configuration, steps, faults and their parameters) comes from its own
+// generator, so a seed replays the same sequence of operations and faults on every
+// run. What a backfill has read between two barriers depends on goroutine timing, and
+// so do the keys chosen near a backfill's position (from the data generator); the
+// oracle holds whatever that timing is.
 package sim
 
 import (
@@ -172,6 +174,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	r := &runner{
 		ctx: ctx, seed: seed, opts: opts, rep: rep,
 		rng:  rand.New(rand.NewPCG(seed, seed^0x5eed5eed)),
+		drng: rand.New(rand.NewPCG(seed, seed^0xda7a)),
 		mem:  memory.NewCheckedAllocator(memory.NewGoAllocator()),
 		fs:   vfs.NewCrashableMem(),
 		refs: map[executors.Epoch]state{},
@@ -193,7 +196,11 @@ type runner struct {
 	seed uint64
 	opts Options
 	rep  *Report
+	// rng draws the schedule (configuration, steps, faults, their parameters) and
+	// drng the data (keys and values), so that the schedule of a seed never depends
+	// on timing, even where the data does (keys near a backfill's position).
 	rng  *rand.Rand
+	drng *rand.Rand
 	mem  *memory.CheckedAllocator
 
 	fs  *vfs.MemFS
@@ -291,7 +298,8 @@ func (r *runner) run() error {
 		Logger:          r.opts.Logger,
 		Hooks:           engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
-	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %+v", r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo)
+	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d",
+		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity)
 	r.keysByVnode()
 	if err := r.open(false); err != nil {
 		return err
@@ -321,7 +329,7 @@ func (r *runner) run() error {
 	case 2:
 		var rows []aRow
 		for k := int64(0); k < r.domain; k++ {
-			if rng.IntN(4) > 0 {
+			if r.drng.IntN(4) > 0 {
 				rows = append(rows, r.randA(k))
 			}
 		}
@@ -758,12 +766,12 @@ func (r *runner) finish() error {
 // ---- Writes ----
 
 func (r *runner) randKey() int64 {
-	switch x := r.rng.IntN(10); {
+	switch x := r.drng.IntN(10); {
 	case x < 4:
 		// A hot vnode.
-		ks := r.byVnode[r.hot[r.rng.IntN(len(r.hot))]]
+		ks := r.byVnode[r.hot[r.drng.IntN(len(r.hot))]]
 		if len(ks) > 0 {
-			return ks[r.rng.IntN(len(ks))]
+			return ks[r.drng.IntN(len(ks))]
 		}
 	case x < 6:
 		// Near a backfill's position.
@@ -771,14 +779,14 @@ func (r *runner) randKey() int64 {
 			return k
 		}
 	}
-	return r.rng.Int64N(r.domain)
+	return r.drng.Int64N(r.domain)
 }
 
 // nearPosition returns a key a few steps from the committed position of an InProgress
 // vnode of a backfill over a.
 func (r *runner) nearPosition() (int64, bool) {
-	delta := int64(r.rng.IntN(7)) - 3
-	pick := r.rng.IntN(1 << 20)
+	delta := int64(r.drng.IntN(7)) - 3
+	pick := r.drng.IntN(1 << 20)
 	var cands [][]byte
 	for _, v := range r.views {
 		for _, p := range v.last {
@@ -807,9 +815,9 @@ func decodeK(key []byte) (int64, error) {
 }
 
 func (r *runner) randA(k int64) aRow {
-	row := aRow{k: k, g: r.rng.Int64N(r.groups), v: r.rng.Int64N(1000)}
-	if r.rng.IntN(5) > 0 {
-		s := fmt.Sprintf("s%d", r.rng.IntN(100))
+	row := aRow{k: k, g: r.drng.Int64N(r.groups), v: r.drng.Int64N(1000)}
+	if r.drng.IntN(5) > 0 {
+		s := fmt.Sprintf("s%d", r.drng.IntN(100))
 		row.s = &s
 	}
 	return row
@@ -945,11 +953,11 @@ func (r *runner) writeStep(op string) error {
 	case "b":
 		var bs []bRow
 		seen := map[int64]bool{}
-		for i := 0; i < 1+r.rng.IntN(8); i++ {
-			id := r.rng.Int64N(r.groups + 3)
+		for i := 0; i < 1+r.drng.IntN(8); i++ {
+			id := r.drng.Int64N(r.groups + 3)
 			if !seen[id] {
 				seen[id] = true
-				bs = append(bs, bRow{id: id, w: r.rng.Int64N(100)})
+				bs = append(bs, bRow{id: id, w: r.drng.Int64N(100)})
 			}
 		}
 		del := r.rng.IntN(3) == 0
