@@ -908,9 +908,11 @@ type ActorProgress struct {
 	Completed, Owned int
 	Done             bool
 	// UpstreamMessages counts the upstream messages (chunks and barriers) it took
-	// while backfilling.
-	UpstreamMessages int64
-	ReplicatedBytes  int
+	// while backfilling, and UpstreamRowsForwarded the upstream rows it passed
+	// downstream (both since the actor started: they restart at a recovery or rescale).
+	UpstreamMessages      int64
+	UpstreamRowsForwarded int64
+	ReplicatedBytes       int
 }
 
 type progressSample struct {
@@ -953,7 +955,7 @@ func (e *Engine) Progress() []JobProgress {
 				}
 				st := a.backfill.Stats()
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
-					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, ReplicatedBytes: st.ReplicatedBytes})
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

@@ -81,6 +81,11 @@ type BackfillStats struct {
 	SnapshotBatches, UpstreamMessages int64
 	// SpilledChunks counts upstream chunks the epoch buffer wrote to disk.
 	SpilledChunks int64
+	// UpstreamRowsForwarded counts the upstream rows the actor passed downstream:
+	// at once (rows of Completed vnodes, and every row once the backfill is over) or
+	// at a barrier (buffered rows at or below their vnode's position). It starts at 0
+	// with the actor (after a recovery or a rescale).
+	UpstreamRowsForwarded int64
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -132,6 +137,7 @@ type ArrangementBackfill struct {
 	limiter       *rateLimiter
 
 	nBatches, nUpstream int64 // while backfilling
+	forwarded           int64 // upstream rows emitted
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -403,13 +409,21 @@ func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
 	m := p.m
 	switch {
 	case m.Chunk != nil:
-		b.emit(b.core.upstream(m.Chunk))
+		out := b.core.upstream(m.Chunk)
+		b.countForwarded(out)
+		b.emit(out)
 		return nil
 	case m.Barrier != nil:
 		return b.onBarrier(ctx, m.Barrier)
 	default:
 		b.out = append(b.out, m)
 		return nil
+	}
+}
+
+func (b *ArrangementBackfill) countForwarded(chunks []*vec.Chunk) {
+	for _, c := range chunks {
+		b.forwarded += int64(c.CountVisible())
 	}
 }
 
@@ -449,6 +463,7 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if err != nil {
 		return err
 	}
+	b.countForwarded(emit)
 	b.emit(emit)
 	for i, c := range replicate {
 		if err == nil && b.rep != nil {
@@ -515,7 +530,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded}
 	b.mu.Unlock()
 }
 

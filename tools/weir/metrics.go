@@ -29,6 +29,8 @@ type demoMetrics struct {
 	actorRows      *prometheus.GaugeVec
 	actorVnodes    *prometheus.GaugeVec
 	actorUpstream  *prometheus.GaugeVec
+	forwarded      *prometheus.GaugeVec
+	actorForwarded *prometheus.GaugeVec
 	recoveries     prometheus.Gauge
 	committedEpoch prometheus.Gauge
 	barrierLatency prometheus.Histogram
@@ -49,11 +51,13 @@ func serveMetrics(addr string) (*demoMetrics, error) {
 	m.actorRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_snapshot_rows", Help: "Snapshot rows a backfill actor has read."}, actor)
 	m.actorVnodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_vnodes", Help: "A backfill actor's upstream vnodes by state (completed, remaining)."}, append(actor, "state"))
 	m.actorUpstream = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_upstream_messages", Help: "Upstream messages (chunks and barriers) a backfill actor took while backfilling."}, actor)
+	m.forwarded = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_upstream_rows_forwarded", Help: "Upstream rows the job's backfill actors passed downstream since they started."}, job)
+	m.actorForwarded = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_actor_upstream_rows_forwarded", Help: "Upstream rows a backfill actor passed downstream since it started (at once, or marked at a barrier)."}, actor)
 	m.recoveries = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_recoveries", Help: "Recoveries of the running engine (its open included)."})
 	m.committedEpoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_committed_epoch", Help: "The epoch of the last checkpoint."})
 	m.barrierLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_barrier_latency_seconds", Help: "From injecting a barrier until every actor passed it on.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	m.checkpointDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_checkpoint_duration_seconds", Help: "The commit of a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
-	m.reg.MustRegister(m.actorRows, m.actorVnodes, m.actorUpstream, m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
+	m.reg.MustRegister(m.actorRows, m.actorVnodes, m.actorUpstream, m.forwarded, m.actorForwarded, m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
 		m.barrierLatency, m.checkpointDur, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -98,13 +102,17 @@ func (m *demoMetrics) observe(e *engine.Engine, ps []engine.JobProgress) {
 			done = 1
 		}
 		m.done.WithLabelValues(p.Name).Set(done)
+		var forwarded int64
 		for _, a := range p.Actors {
 			id := strconv.FormatUint(uint64(a.Actor), 10)
 			m.actorRows.WithLabelValues(p.Name, id, a.Upstream).Set(float64(a.Rows))
 			m.actorVnodes.WithLabelValues(p.Name, id, a.Upstream, "completed").Set(float64(a.Completed))
 			m.actorVnodes.WithLabelValues(p.Name, id, a.Upstream, "remaining").Set(float64(a.Owned - a.Completed))
 			m.actorUpstream.WithLabelValues(p.Name, id, a.Upstream).Set(float64(a.UpstreamMessages))
+			m.actorForwarded.WithLabelValues(p.Name, id, a.Upstream).Set(float64(a.UpstreamRowsForwarded))
+			forwarded += a.UpstreamRowsForwarded
 		}
+		m.forwarded.WithLabelValues(p.Name).Set(float64(forwarded))
 	}
 	m.recoveries.Set(float64(e.Recoveries()))
 	m.committedEpoch.Set(float64(e.CommittedEpoch()))

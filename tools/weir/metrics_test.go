@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,6 +48,23 @@ func TestMetrics(t *testing.T) {
 	if _, err := e.WaitCheckpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Rows written after the backfill are forwarded by its actors, one by one.
+	bids := 0
+	for kind, c := range gen.New(gen.Config{Seed: 1}).Chunks(5000, 6000, 1024, mem) {
+		if kind.String() == "bid" {
+			bids += c.NumRows()
+		}
+		if err := e.Insert(ctx, kind.String(), c.Record()); err != nil {
+			t.Fatal(err)
+		}
+		c.Release()
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bids == 0 {
+		t.Fatal("no bid among the events written after the backfill")
+	}
 	m.observe(e, e.Progress())
 	get := func(path string) string {
 		resp, err := http.Get("http://" + m.addr + path)
@@ -69,6 +87,8 @@ func TestMetrics(t *testing.T) {
 		`weir_backfill_actor_vnodes{actor=`,
 		`weir_barrier_latency_seconds_count`,
 		`weir_checkpoint_duration_seconds_count`,
+		fmt.Sprintf(`weir_backfill_upstream_rows_forwarded{job="q16"} %d`, bids),
+		`weir_backfill_actor_upstream_rows_forwarded{actor=`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %q", want)
