@@ -913,6 +913,9 @@ type ActorProgress struct {
 	UpstreamMessages      int64
 	UpstreamRowsForwarded int64
 	ReplicatedBytes       int
+	// ReadsKept counts the barriers its snapshot read went on across (epochs with no
+	// upstream change), since the actor started.
+	ReadsKept int64
 }
 
 type progressSample struct {
@@ -955,7 +958,7 @@ func (e *Engine) Progress() []JobProgress {
 				}
 				st := a.backfill.Stats()
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
-					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes})
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

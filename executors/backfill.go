@@ -86,6 +86,9 @@ type BackfillStats struct {
 	// at a barrier (buffered rows at or below their vnode's position). It starts at 0
 	// with the actor (after a recovery or a rescale).
 	UpstreamRowsForwarded int64
+	// ReadsKept counts the barriers the snapshot read went on across (an epoch with no
+	// upstream change) instead of being stopped and reopened.
+	ReadsKept int64
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -138,6 +141,7 @@ type ArrangementBackfill struct {
 
 	nBatches, nUpstream int64 // while backfilling
 	forwarded           int64 // upstream rows emitted
+	nKept               int64 // barriers the snapshot read went on across
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -436,9 +440,17 @@ func (b *ArrangementBackfill) emit(chunks []*vec.Chunk) {
 // onBarrier runs step 4 of DESIGN.md §6.
 func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error {
 	name := b.cfg.Upstream.Name
-	// Flush: stop the read; what was received is emitted, the rest dropped.
-	if err := b.closeSnapshot(); err != nil {
-		return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+	// Flush: stop the read; what was received is emitted, the rest dropped. The read
+	// goes on into the next epoch instead when this epoch brought no upstream change
+	// (so the read's view still holds every row of the owned vnodes above their
+	// positions, as a new read would), it gave rows (so no "at least one row" read
+	// moves a position behind its back), and the barrier carries no mutation (a
+	// pause, throttle or rescale changes what to read).
+	keep := b.snap != nil && !b.snapDone && b.core.buf.len() == 0 && b.core.epochRows > 0 && br.Mutation == nil
+	if !keep {
+		if err := b.closeSnapshot(); err != nil {
+			return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
+		}
 	}
 	// At least one row per barrier when the snapshot gave nothing, never while paused.
 	if b.core.Phase() == backfilling && b.core.epochRows == 0 && !b.pausedNow() && (b.limiter == nil || b.limiter.tryTake()) {
@@ -492,6 +504,10 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if Stops(br.Mutation, b.cfg.Actor) {
 		return nil
 	}
+	if keep {
+		b.nKept++
+		return nil
+	}
 	return b.openSnapshot(ctx)
 }
 
@@ -530,7 +546,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept}
 	b.mu.Unlock()
 }
 

@@ -127,6 +127,13 @@ func (r *runner) check(when string) error {
 		}
 		r.compare("I6 durability", fmt.Sprintf("%s: table %s at epoch %d", when, tc.name, epoch), got, tc.want, tc.cols)
 	}
+	for _, p := range r.e.Progress() {
+		for _, a := range p.Actors {
+			if a.ReadsKept > 0 {
+				r.rep.Sometimes["snapshot_read_kept"]++
+			}
+		}
+	}
 	for _, v := range r.views {
 		prog, err := r.e.VnodeProgress(v.sh.name)
 		if err != nil {
