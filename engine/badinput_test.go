@@ -46,6 +46,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/internal/faultfs"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -318,26 +319,6 @@ func TestBadInputCorruptProgress(t *testing.T) {
 	}
 }
 
-// biFaultFS wraps fs with inj, including the WAL files pebble recycles through
-// ReuseForWrite, which errorfs does not wrap (see storage/errorfs_test.go).
-type biFaultFS struct {
-	*errorfs.FS
-	inj errorfs.Injector
-}
-
-func (f biFaultFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	file, err := f.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil {
-		return nil, err
-	}
-	return errorfs.WrapFile(file, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Path == "" {
-			op.Path = newname
-		}
-		return f.inj.MaybeError(op)
-	})), nil
-}
-
 // biWALFault fails the WAL operations match accepts with err while armed.
 type biWALFault struct {
 	armed atomic.Bool
@@ -391,7 +372,7 @@ func TestBadInputCheckpointIOFault(t *testing.T) {
 			ctx := context.Background()
 			fs := vfs.NewCrashableMem()
 			fault := &biWALFault{match: c.match, err: c.err}
-			ffs := biFaultFS{FS: errorfs.Wrap(fs, fault), inj: fault}
+			ffs := faultfs.Wrap(fs, fault)
 			e, err := biOpen(ffs, mem)
 			if err != nil {
 				t.Fatal(err)

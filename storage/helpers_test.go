@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/seed04fbb902/weir/bench/nexmark/tables"
+	"github.com/seed04fbb902/weir/internal/faultfs"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -401,28 +402,6 @@ func kvDecodeK(tb testing.TB, t *schema.Table, pk []byte) int64 {
 	return a.Value(0)
 }
 
-// faultFS wraps fs with errorfs, calling inj before every operation. Unlike a bare
-// errorfs.Wrap it also wraps the files that ReuseForWrite returns (pebble recycles WAL
-// files that way, and errorfs v2.1 hands them out unwrapped), naming them by their
-// new name.
-func faultFS(fs vfs.FS, inj errorfs.Injector) vfs.FS {
-	return reuseFS{FS: errorfs.Wrap(fs, inj), inj: inj}
-}
-
-type reuseFS struct {
-	*errorfs.FS
-	inj errorfs.Injector
-}
-
-func (r reuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := r.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil {
-		return nil, err
-	}
-	return errorfs.WrapFile(f, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Path == "" {
-			op.Path = newname
-		}
-		return r.inj.MaybeError(op)
-	})), nil
-}
+// faultFS wraps fs with errorfs, calling inj before every operation, the WAL files
+// pebble recycles included (see faultfs.Wrap).
+func faultFS(fs vfs.FS, inj errorfs.Injector) vfs.FS { return faultfs.Wrap(fs, inj) }

@@ -44,6 +44,7 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/internal/faultfs"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
@@ -264,7 +265,7 @@ func (r *runner) call(what string, f func(ctx context.Context) error) error {
 }
 
 func (r *runner) open(pauseOnBootstrap bool) error {
-	r.eo.FS = reuseFS{FS: errorfs.Wrap(r.fs, &r.inj), inj: &r.inj}
+	r.eo.FS = faultfs.Wrap(r.fs, &r.inj)
 	r.eo.PauseOnBootstrap = pauseOnBootstrap
 	e, err := engine.Open(r.ctx, "db", r.eo)
 	if err != nil {
@@ -614,24 +615,9 @@ func (r *runner) rebalance(m vnode.Mapping, from, to int) vnode.Mapping {
 
 func (r *runner) pauseStep() error {
 	if r.paused {
-		if err := r.call("resume", r.e.Resume); err != nil {
-			return err
-		}
 		r.rep.Faults["resume"]++
-		r.paused = false
 		r.tracef("resume")
-		for _, v := range r.views {
-			v.frozen = false
-		}
-		if err := r.afterCall(); err != nil {
-			return err
-		}
-		for _, v := range r.views {
-			if err := r.freezeIfPaused(v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.resume()
 	}
 	if err := r.call("pause", r.e.Pause); err != nil {
 		return err
@@ -1240,6 +1226,11 @@ func (r *runner) ioErrorStep() error {
 	if wasPaused {
 		return nil
 	}
+	return r.resume()
+}
+
+// resume resumes the engine; the views throttled to 0 stay frozen (I5).
+func (r *runner) resume() error {
 	if err := r.call("resume", r.e.Resume); err != nil {
 		return err
 	}
@@ -1315,26 +1306,6 @@ func (j *injector) MaybeError(op errorfs.Op) error {
 		return syscall.EIO
 	}
 	return nil
-}
-
-// reuseFS is errorfs with its one gap closed: errorfs.FS.ReuseForWrite returns the
-// underlying file unwrapped, so writes to a recycled WAL would escape the injector.
-type reuseFS struct {
-	*errorfs.FS
-	inj errorfs.Injector
-}
-
-func (r reuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := r.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil {
-		return nil, err
-	}
-	return errorfs.WrapFile(f, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if op.Path == "" {
-			op.Path = newname
-		}
-		return r.inj.MaybeError(op)
-	})), nil
 }
 
 // String implements errorfs.Injector.
