@@ -568,8 +568,8 @@ func TestBadInputRecordShape(t *testing.T) {
 		cols []biCol
 		want []string
 	}{
-		{"missing column", []biCol{k, v}, []string{"table t", "record has 2 columns, the table 3"}},
-		{"extra column", []biCol{k, v, s, {"x", i64, []any{int64(1), int64(1), int64(1)}}}, []string{"table t", "record has 4 columns, the table 3"}},
+		{"missing column", []biCol{k, v}, []string{"table t", "column s: missing", "record has 2 columns, the table 3"}},
+		{"extra column", []biCol{k, v, s, {"x", i64, []any{int64(1), int64(1), int64(1)}}}, []string{"table t", `column "x": not in the table`, "record has 4 columns, the table 3"}},
 		{"renamed column", []biCol{k, {"w", i64, v.vals}, s}, []string{"table t", "column v", `"w"`}},
 		{"columns out of order", []biCol{k, s, v}, []string{"table t", "column v", `"s"`}},
 		{"value of the wrong type", []biCol{k, {"v", f64, []any{1.5, 2.5, 3.5}}, s}, []string{"table t", "column v", "float64"}},

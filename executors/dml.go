@@ -120,8 +120,10 @@ func DMLChunk(t *schema.Table, kind DMLKind, rec arrow.RecordBatch, mem memory.A
 // checkDMLRecord checks that rec has t's columns: count, names, Arrow types, and no
 // NULL in a NOT NULL column.
 func checkDMLRecord(t *schema.Table, rec arrow.RecordBatch) error {
-	if int(rec.NumCols()) != len(t.Columns) {
-		return fmt.Errorf("table %s: record has %d columns, the table %d", t.Name, rec.NumCols(), len(t.Columns))
+	if n := int(rec.NumCols()); n < len(t.Columns) {
+		return fmt.Errorf("table %s: column %s: missing (the record has %d columns, the table %d)", t.Name, t.Columns[n].Name, n, len(t.Columns))
+	} else if n > len(t.Columns) {
+		return fmt.Errorf("table %s: column %q: not in the table (the record has %d columns, the table %d)", t.Name, rec.ColumnName(len(t.Columns)), n, len(t.Columns))
 	}
 	for i, col := range t.Columns {
 		if name := rec.ColumnName(i); name != col.Name {

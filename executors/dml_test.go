@@ -153,7 +153,7 @@ func TestDMLChunkBadRecords(t *testing.T) {
 		want string
 	}{
 		{"column count", dmlReplace(good, 6, "", nil), executors.DMLInsert,
-			"table bid: record has 6 columns, the table 7"},
+			"table bid: column extra: missing (the record has 6 columns, the table 7)"},
 		{"name", dmlReplace(good, 2, "prize", good.Column(2)), executors.DMLInsert,
 			`table bid: column price: record has column "prize" in its place (position 2)`},
 		{"type", dmlReplace(good, 2, "price", strs), executors.DMLUpdate,

@@ -72,8 +72,8 @@ func TestBadInputCheckChunk(t *testing.T) {
 	}{
 		{"matching", good, ""},
 		{"NULLs in a nullable column", func() []arrow.Array { return with(3, arr(typ(schema.Varchar), 0.5)) }, ""},
-		{"a column missing", func() []arrow.Array { return with(3, nil) }, "table orders: chunk has 3 columns, the table 4"},
-		{"a column too many", func() []arrow.Array { return with(4, arr(typ(schema.Int64), 0)) }, "table orders: chunk has 5 columns, the table 4"},
+		{"a column missing", func() []arrow.Array { return with(3, nil) }, "table orders: column note: missing (the chunk has 3 columns, the table 4)"},
+		{"a column too many", func() []arrow.Array { return with(4, arr(typ(schema.Int64), 0)) }, `table orders: column "x": not in the table (the chunk has 5 columns, the table 4)`},
 		{"pk of a narrower type", func() []arrow.Array { return with(0, arr(typ(schema.Int32), 0)) }, "table orders: column id: chunk has type int32, want int64"},
 		{"decimal of another precision", func() []arrow.Array {
 			return with(1, arr(schema.Type{Kind: schema.Decimal, Precision: 12, Scale: 2}, 0))

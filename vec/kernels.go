@@ -144,8 +144,10 @@ func For(t *schema.Table) Kernels {
 // table and the column.
 func CheckChunk(t *schema.Table, c *Chunk) error {
 	rec := c.Record()
-	if int(rec.NumCols()) != len(t.Columns) {
-		return fmt.Errorf("table %s: chunk has %d columns, the table %d", t.Name, rec.NumCols(), len(t.Columns))
+	if n := int(rec.NumCols()); n < len(t.Columns) {
+		return fmt.Errorf("table %s: column %s: missing (the chunk has %d columns, the table %d)", t.Name, t.Columns[n].Name, n, len(t.Columns))
+	} else if n > len(t.Columns) {
+		return fmt.Errorf("table %s: column %q: not in the table (the chunk has %d columns, the table %d)", t.Name, rec.ColumnName(len(t.Columns)), n, len(t.Columns))
 	}
 	for i, col := range t.Columns {
 		arr := rec.Column(i)
