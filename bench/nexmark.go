@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +39,9 @@ type NexmarkBenchOptions struct {
 	// reported next to Weir's, and their rows must equal the views'.
 	Peers []peers.Peer
 	Log   io.Writer // a line per build (nil: none)
+	// Reps builds each view this many times per kind and mode (default 1), the two
+	// kinds' order alternating by rep; the result reports the median build.
+	Reps int
 }
 
 // NexmarkBuild is one query's view built by one backfill kind in one upstream mode.
@@ -73,6 +78,10 @@ type NexmarkResult struct {
 	PeerVerified map[string]bool    `json:"peer_verified,omitempty"`
 	Arrangement  NexmarkBuild       `json:"arrangement"`
 	NoShuffle    *NexmarkBuild      `json:"noshuffle,omitempty"`
+	// ArrangementRepSeconds and NoShuffleRepSeconds list every rep's seconds (the
+	// builds above are the medians).
+	ArrangementRepSeconds []float64 `json:"arrangement_rep_seconds,omitempty"`
+	NoShuffleRepSeconds   []float64 `json:"noshuffle_rep_seconds,omitempty"`
 }
 
 // RunNexmarkBench loads Events generated events into the tables person, auction and
@@ -181,7 +190,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	defer idleTabs.release()
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeIdle}
-		for _, kind := range benchKinds {
+		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
 			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism)
 			if err == nil {
 				err = verifyNexmarkView(ctx, idle, q, idleTabs, &b)
@@ -189,12 +198,14 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 			if err == nil {
 				err = idle.DropMV(ctx, q)
 			}
-			if err != nil {
-				closeIdle()
-				return out, err
+			if err == nil {
+				logf("idle %s %s: %.2fs, %d snapshot rows, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, b.Rows, b.Verified)
 			}
-			logf("idle %s %s: %.2fs, %d snapshot rows, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, b.Rows, b.Verified)
-			r.set(kind, b)
+			return b, err
+		})
+		if err != nil {
+			closeIdle()
+			return out, err
 		}
 		if len(o.Peers) > 0 {
 			if err := runPeers(ctx, o.Peers, loaded, q, idleTabs, &r, logf); err != nil {
@@ -211,10 +222,10 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// Events, Events+1, ... at BusyRate (the same events for every build).
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeBusy}
-		for _, kind := range benchKinds {
+		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
 			e, closeE, err := clone()
 			if err != nil {
-				return out, err
+				return NexmarkBuild{}, err
 			}
 			w := startEventWriter(e, g, mem, o.Events, o.BusyRate)
 			b, err := nexmarkBuild(ctx, e, q, kind, o.Parallelism)
@@ -231,15 +242,57 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 			if cerr := closeE(); err == nil {
 				err = cerr
 			}
-			if err != nil {
-				return out, err
+			if err == nil {
+				logf("busy %s %s: %.2fs, %d snapshot rows, %d rows written meanwhile, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, w.rows.Load(), b.Rows, b.Verified)
 			}
-			logf("busy %s %s: %.2fs, %d snapshot rows, %d rows written meanwhile, %d rows, verified %v", q, kindName(kind), b.Seconds, b.SnapshotRows, w.rows.Load(), b.Rows, b.Verified)
-			r.set(kind, b)
+			return b, err
+		})
+		if err != nil {
+			return out, err
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// repeat builds the view reps times per kind (at least once), the kinds' order
+// alternating by rep, and records each kind's median build (verified only when every
+// build was) and every rep's seconds.
+func (r *NexmarkResult) repeat(reps int, build func(engine.BackfillKind) (NexmarkBuild, error)) error {
+	builds := map[engine.BackfillKind][]NexmarkBuild{}
+	for rep := 0; rep < max(1, reps); rep++ {
+		kinds := slices.Clone(benchKinds)
+		if rep%2 == 1 {
+			slices.Reverse(kinds)
+		}
+		for _, kind := range kinds {
+			b, err := build(kind)
+			if err != nil {
+				return err
+			}
+			builds[kind] = append(builds[kind], b)
+		}
+	}
+	for _, kind := range benchKinds {
+		bs := builds[kind]
+		secs := make([]float64, len(bs))
+		verified := true
+		for i, b := range bs {
+			secs[i] = b.Seconds
+			verified = verified && b.Verified
+		}
+		sorted := slices.Clone(bs)
+		slices.SortFunc(sorted, func(a, b NexmarkBuild) int { return cmp.Compare(a.Seconds, b.Seconds) })
+		med := sorted[(len(sorted)-1)/2]
+		med.Verified = verified
+		r.set(kind, med)
+		if kind == engine.ArrangementBackfill {
+			r.ArrangementRepSeconds = secs
+		} else {
+			r.NoShuffleRepSeconds = secs
+		}
+	}
+	return nil
 }
 
 // set records build b of kind and derives the summary fields.
