@@ -12,6 +12,7 @@ FUZZ_TARGETS = \
 	./vnode:FuzzUnmarshalBitmap \
 	./storage:FuzzProgressRow \
 	./engine:FuzzUnmarshalPlan \
+	./engine:FuzzDecodeObject \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
