@@ -87,7 +87,10 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 		return e
 	}
 	e := open()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 1}); err != nil {
+	// Three table actors on two nodes: the views' actors (2, 4, then 1) each read
+	// vnodes owned on both nodes, so they replicate the change stream (a backfill on
+	// another node than its upstream), except where a quarter falls on one node.
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 3}); err != nil {
 		t.Fatal(err)
 	}
 	preload(t, e, mem, rng, 3000)
@@ -101,6 +104,7 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	var last int64
+	remote := 0 // observations of an actor replicating upstream actors on other nodes
 	observe := func(when string) engine.JobProgress {
 		p := progressOf(t, e, "mv1")
 		if p.RowsConsumed < last {
@@ -111,6 +115,11 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 		}
 		last = p.RowsConsumed
 		spilled = max(spilled, p.SpilledChunks)
+		for _, a := range p.Actors {
+			if !a.Done && !a.LocalReads {
+				remote++
+			}
+		}
 		return p
 	}
 	midway := 0
@@ -189,6 +198,9 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	t.Logf("%d rows in t, %d write batches, %d of 3 checks mid-backfill, %d rows read by mv1's backfill", n, writes, midway, p.RowsConsumed)
 	if midway == 0 {
 		t.Fatalf("the backfill was never caught midway: the test tested nothing of it")
+	}
+	if remote == 0 {
+		t.Fatalf("no backfill actor was seen replicating upstream actors on another node")
 	}
 	if budget > 0 {
 		t.Logf("up to %d upstream chunks spilled to disk", spilled)

@@ -702,7 +702,12 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 		mappings = append(mappings, m)
 	}
 	base := int(g.nextActor)
-	sets, err := g.jobActors(j, mappings, parallelism, func(_ *fragment, i int) int { return (base + i) % len(e.nodes) })
+	sets, err := g.jobActors(j, mappings, parallelism, func(f *fragment, i int, vnodes *vnode.Bitmap) int {
+		if n, ok := upstreamNode(f, vnodes); ok {
+			return n
+		}
+		return (base + i) % len(e.nodes)
+	})
 	if err != nil {
 		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
 	}
@@ -916,6 +921,10 @@ type ActorProgress struct {
 	// ReadsKept counts the barriers its snapshot read went on across (epochs with no
 	// upstream change), since the actor started.
 	ReadsKept int64
+	// LocalReads: it reads its node's store (every upstream owner of its vnodes runs
+	// on its node, or a no-shuffle backfill); otherwise it replicates the change
+	// stream of upstream actors on other nodes.
+	LocalReads bool
 }
 
 type progressSample struct {
@@ -958,7 +967,7 @@ func (e *Engine) Progress() []JobProgress {
 				}
 				st := a.backfill.Stats()
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
-					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept})
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, LocalReads: st.Local})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

@@ -236,7 +236,7 @@ func (a *actor) materialize(e *Engine, in executors.Executor) error {
 // parent fragment's new actors); they are not started, and the scan actors are not yet
 // fed by their upstreams: the caller connects the upstreams' dispatchers, directly or
 // through an Add or Update barrier.
-func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int) int) ([][]*actor, error) {
+func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int, vnodes *vnode.Bitmap) int) ([][]*actor, error) {
 	e := g.e
 	sets := make([][]*actor, len(j.frags))
 	for fi, f := range j.frags {
@@ -246,7 +246,7 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 			k = vec.For(j.obj.t)
 		}
 		for i := 0; i < p; i++ {
-			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i, bitmaps[i]), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
 			sets[fi] = append(sets[fi], a)
 			g.actors[a.id] = a
 		}
@@ -427,9 +427,12 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		}
 		j.frags = append(j.frags, f)
 	}
-	nodeOf := func(f *fragment, i int) int {
+	nodeOf := func(f *fragment, i int, vnodes *vnode.Bitmap) int {
 		if _, ok := f.pn.scan.kind.(noShuffleVariant); ok && f.pn.kind == scanNode {
 			return f.up.actors[i].node
+		}
+		if n, ok := upstreamNode(f, vnodes); ok {
+			return n
 		}
 		return (i + int(f.id)) % len(g.e.nodes)
 	}
@@ -491,6 +494,30 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 }
 
 // ownersOn reports whether every actor of up that owns one of vnodes runs on node.
+// upstreamNode places a scan fragment's actor that owns vnodes on the node where the
+// upstream actors owning most of them run (ties: the lower node), so that its
+// backfill reads that node's store instead of replicating the change stream whenever
+// the mappings allow (see ownersOn). It reports false for other fragments and for an
+// actor with no vnode.
+func upstreamNode(f *fragment, vnodes *vnode.Bitmap) (int, bool) {
+	if f.pn.kind != scanNode || f.up == nil || vnodes.Len() == 0 {
+		return 0, false
+	}
+	count := map[int]int{}
+	for _, u := range f.up.actors {
+		if both, err := u.vnodes.And(vnodes); err == nil {
+			count[u.node] += both.Len()
+		}
+	}
+	best, most := 0, -1
+	for node, n := range count {
+		if n > most || (n == most && node < best) {
+			best, most = node, n
+		}
+	}
+	return best, most > 0
+}
+
 func ownersOn(up *fragment, vnodes *vnode.Bitmap, node int) bool {
 	for _, u := range up.actors {
 		if u.node != node && u.vnodes.Intersects(vnodes) {

@@ -89,6 +89,10 @@ type BackfillStats struct {
 	// ReadsKept counts the barriers the snapshot read went on across (an epoch with no
 	// upstream change) instead of being stopped and reopened.
 	ReadsKept int64
+	// Local: the actor reads its node's store (a no-shuffle backfill, or an
+	// arrangement backfill whose upstream owners all run on its node) rather than
+	// replicating the change stream.
+	Local bool
 }
 
 // ArrangementBackfill is the arrangement backfill executor (DESIGN.md §6). Its input is
@@ -546,7 +550,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, Local: b.cfg.readsNode()}
 	b.mu.Unlock()
 }
 

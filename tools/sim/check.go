@@ -132,6 +132,14 @@ func (r *runner) check(when string) error {
 			if a.ReadsKept > 0 {
 				r.rep.Sometimes["snapshot_read_kept"]++
 			}
+			if a.Done {
+				continue
+			}
+			if a.LocalReads {
+				r.rep.Sometimes["backfill_reading_locally"]++
+			} else {
+				r.rep.Sometimes["backfill_replicating"]++
+			}
 		}
 	}
 	for _, v := range r.views {
