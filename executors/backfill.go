@@ -126,8 +126,14 @@ type ArrangementBackfill struct {
 
 	started  bool
 	initFrom Epoch // Prev of the first barrier, until initialised
-	inited   bool
-	out      []Message
+	// readAt is the epoch whose upstream state this epoch's snapshot reads: the Prev
+	// of the last barrier handled. A backfill that reads its node's store reads it as
+	// of readAt, not as the upstream actors have sealed it since (they run ahead: the
+	// changes of the epoch ending at the next barrier are sealed before that barrier
+	// reaches this actor, and must come through the change stream, not the snapshot).
+	readAt Epoch
+	inited bool
+	out    []Message
 
 	pump       chan pumped
 	pumpCancel context.CancelFunc
@@ -247,6 +253,7 @@ func (b *ArrangementBackfill) init(ctx context.Context) error {
 	}
 	core.setBuffer(b.cfg.BufferBudget, b.cfg.SpillDir)
 	b.core = core
+	b.readAt = b.initFrom
 	b.inited = true
 	b.publish()
 	var pctx context.Context
@@ -313,7 +320,7 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 // no-shuffle backfill the upstream through the node's view.
 func (b *ArrangementBackfill) source() (*storage.View, storage.VnodeSource, error) {
 	if b.cfg.readsNode() {
-		view, err := b.cfg.Node.View()
+		view, err := b.cfg.Node.ViewAt(uint64(b.readAt))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -479,6 +486,7 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if err != nil {
 		return err
 	}
+	b.readAt = br.Prev // the epoch's changes are marked: the next read sees them
 	b.countForwarded(emit)
 	b.emit(emit)
 	for i, c := range replicate {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -346,12 +347,26 @@ type View struct {
 }
 
 // View returns the committed state with no uncommitted data.
-func (s *Store) View() (*View, error) { return s.view(nil) }
+func (s *Store) View() (*View, error) { return s.view(nil, math.MaxUint64) }
 
 // View returns the committed state overlaid with this node's sealed epochs.
-func (n *Node) View() (*View, error) { return n.store.view(n) }
+func (n *Node) View() (*View, error) { return n.store.view(n, math.MaxUint64) }
 
-func (s *Store) view(n *Node) (*View, error) {
+// ViewAt returns the committed state overlaid with this node's sealed epochs up to and
+// including epoch: the state as of epoch even when writers on the node have sealed
+// later epochs since (a reader that follows those writers' change streams, such as a
+// backfill reading its node's store, must not see changes it has not received yet).
+// It is an error when a checkpoint above epoch is committed: that state is gone.
+func (n *Node) ViewAt(epoch uint64) (*View, error) {
+	v, err := n.store.view(n, epoch)
+	if err == nil && v.Epoch > epoch {
+		v.Release()
+		return nil, fmt.Errorf("storage: view at epoch %d: epoch %d is committed", epoch, v.Epoch)
+	}
+	return v, err
+}
+
+func (s *Store) view(n *Node, upTo uint64) (*View, error) {
 	s.viewMu.RLock()
 	defer s.viewMu.RUnlock()
 	if err := s.usable(); err != nil {
@@ -368,7 +383,7 @@ func (s *Store) view(n *Node) (*View, error) {
 		v.runs = map[uint32][]*run{}
 		for t, rs := range n.runs {
 			for _, r := range rs {
-				if r.epoch > epoch {
+				if r.epoch > epoch && r.epoch <= upTo {
 					v.runs[t] = append(v.runs[t], r)
 				}
 			}
