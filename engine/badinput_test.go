@@ -104,13 +104,6 @@ func biDiff(before, after map[string]string, skip func(key string) bool) string 
 	return b.String()
 }
 
-// biIsMeta reports whether a store key belongs to the metadata table (the committed
-// epoch, the catalog).
-func biIsMeta(k string) bool {
-	id, _, _, err := storage.SplitKey([]byte(k))
-	return err == nil && id == storage.MetaTable
-}
-
 // biTableRows is every row of table (a table or view) of e, formatted and sorted.
 func biTableRows(t *testing.T, e *engine.Engine, name string) []string {
 	t.Helper()
