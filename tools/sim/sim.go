@@ -425,15 +425,30 @@ func (r *runner) afterCall() error {
 	return r.check("checkpoint")
 }
 
+// barrier injects one barrier, then records and checks what it committed.
+func (r *runner) barrier() error {
+	if err := r.call("barrier", func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }); err != nil {
+		return err
+	}
+	r.rep.Barriers++
+	r.pending = 0
+	return r.afterCall()
+}
+
+// checkpoint injects a checkpoint barrier, then records and checks what it committed.
+func (r *runner) checkpoint() error {
+	if err := r.call("checkpoint", func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }); err != nil {
+		return err
+	}
+	r.rep.Barriers++
+	r.pending = 0
+	return r.afterCall()
+}
+
 func (r *runner) barrierStep() error {
 	n := 1 + r.rng.IntN(3)
 	for i := 0; i < n; i++ {
-		if err := r.call("barrier", func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }); err != nil {
-			return err
-		}
-		r.rep.Barriers++
-		r.pending = 0
-		if err := r.afterCall(); err != nil {
+		if err := r.barrier(); err != nil {
 			return err
 		}
 	}
@@ -533,11 +548,7 @@ func (r *runner) freezeIfPaused(v *view) error {
 		v.frozen = false
 		return nil
 	}
-	if err := r.call("checkpoint", func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }); err != nil {
-		return err
-	}
-	r.rep.Barriers++
-	if err := r.afterCall(); err != nil {
+	if err := r.checkpoint(); err != nil {
 		return err
 	}
 	prog, err := r.e.VnodeProgress(v.sh.name)
@@ -702,19 +713,11 @@ func (r *runner) finish() error {
 			return errStop
 		}
 		time.Sleep(time.Millisecond)
-		if err := r.call("barrier", func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }); err != nil {
-			return err
-		}
-		r.rep.Barriers++
-		if err := r.afterCall(); err != nil {
+		if err := r.barrier(); err != nil {
 			return err
 		}
 	}
-	if err := r.call("checkpoint", func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }); err != nil {
-		return err
-	}
-	r.rep.Barriers++
-	if err := r.afterCall(); err != nil {
+	if err := r.checkpoint(); err != nil {
 		return err
 	}
 	for _, v := range r.views {
@@ -1171,11 +1174,7 @@ func (r *runner) ioErrorStep() error {
 			return err
 		}
 	}
-	if err := r.call("checkpoint", func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }); err != nil {
-		return err
-	}
-	r.rep.Barriers++
-	if err := r.afterCall(); err != nil {
+	if err := r.checkpoint(); err != nil {
 		return err
 	}
 	if err := r.e.Flush(); err != nil {
