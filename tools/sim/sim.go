@@ -630,21 +630,9 @@ func (r *runner) pauseStep() error {
 		r.tracef("resume")
 		return r.resume()
 	}
-	if err := r.call("pause", r.e.Pause); err != nil {
-		return err
-	}
 	r.rep.Faults["pause"]++
-	r.paused = true
 	r.tracef("pause")
-	if err := r.afterCall(); err != nil {
-		return err
-	}
-	for _, v := range r.views {
-		if err := r.freezeIfPaused(v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.pause()
 }
 
 func (r *runner) throttleStep() error {
@@ -1143,13 +1131,7 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 	if err := r.check("after reopening"); err != nil {
 		return err
 	}
-	for _, v := range r.views {
-		v.frozen = false
-		if err := r.freezeIfPaused(v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.refreeze()
 }
 
 // ioErrorStep injects disk full into the WAL write, or EIO into the WAL sync, of a
@@ -1166,11 +1148,7 @@ func (r *runner) ioErrorStep() error {
 	kind := []string{"enospc", "eio"}[r.rng.IntN(2)]
 	wasPaused := r.paused
 	if !wasPaused {
-		if err := r.call("pause", r.e.Pause); err != nil {
-			return err
-		}
-		r.paused = true
-		if err := r.afterCall(); err != nil {
+		if err := r.pause(); err != nil {
 			return err
 		}
 	}
@@ -1228,18 +1206,40 @@ func (r *runner) ioErrorStep() error {
 	return r.resume()
 }
 
+// pause pauses the engine and freezes every view (I5).
+func (r *runner) pause() error {
+	if err := r.call("pause", r.e.Pause); err != nil {
+		return err
+	}
+	r.paused = true
+	if err := r.afterCall(); err != nil {
+		return err
+	}
+	return r.refreeze()
+}
+
 // resume resumes the engine; the views throttled to 0 stay frozen (I5).
 func (r *runner) resume() error {
 	if err := r.call("resume", r.e.Resume); err != nil {
 		return err
 	}
 	r.paused = false
-	for _, v := range r.views {
-		v.frozen = false
-	}
+	r.unfreeze()
 	if err := r.afterCall(); err != nil {
 		return err
 	}
+	return r.refreeze()
+}
+
+func (r *runner) unfreeze() {
+	for _, v := range r.views {
+		v.frozen = false
+	}
+}
+
+// refreeze records anew which views are paused, and their committed rows (I5).
+func (r *runner) refreeze() error {
+	r.unfreeze()
 	for _, v := range r.views {
 		if err := r.freezeIfPaused(v); err != nil {
 			return err
