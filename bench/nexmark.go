@@ -335,27 +335,40 @@ func startEventWriter(e *engine.Engine, g *gen.Generator, mem memory.Allocator, 
 	w := &eventWriter{stop: make(chan struct{}), done: make(chan struct{}), next: from}
 	go func() {
 		defer close(w.done)
-		start := time.Now()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
+		_ = PaceEvents(w.stop, from, rate, 10*time.Millisecond, func(lo, hi uint64) error {
+			if err := writeEvents(context.Background(), e, g, mem, lo, hi); err != nil {
+				return err
 			}
-			due := from + uint64(time.Since(start).Seconds()*rate)
-			if due <= w.next {
-				continue
-			}
-			if err := writeEvents(context.Background(), e, g, mem, w.next, due); err != nil {
-				return
-			}
-			w.rows.Add(int64(due - w.next))
-			w.next = due
-		}
+			w.rows.Add(int64(hi - lo))
+			w.next = hi
+			return nil
+		})
 	}()
 	return w
+}
+
+// PaceEvents paces a generator's events by the wall clock: every step it calls
+// write(lo, hi) with the events [lo, hi) due by then at rate events/s from event
+// from, until stop is closed (it returns nil) or write fails (it returns the error).
+func PaceEvents(stop <-chan struct{}, from uint64, rate float64, step time.Duration, write func(lo, hi uint64) error) error {
+	start, next := time.Now(), from
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-tick.C:
+		}
+		due := from + uint64(time.Since(start).Seconds()*rate)
+		if due <= next {
+			continue
+		}
+		if err := write(next, due); err != nil {
+			return err
+		}
+		next = due
+	}
 }
 
 // halt stops the writer and returns the next event number.

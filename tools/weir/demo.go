@@ -122,28 +122,18 @@ type demoWriter struct {
 
 func (w *demoWriter) run(rate float64) {
 	defer close(w.done)
-	start, from := time.Now(), w.next
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
-		}
-		due := from + uint64(time.Since(start).Seconds()*rate)
+	_ = bench.PaceEvents(w.stop, w.next, rate, 20*time.Millisecond, func(lo, hi uint64) error {
 		w.mu.Lock()
-		for kind, c := range w.g.Chunks(w.next, due, 1024, w.mem) {
+		defer w.mu.Unlock()
+		for kind, c := range w.g.Chunks(lo, hi, 1024, w.mem) {
 			// A write that a crash or close cuts short is lost, as a client's would be.
 			_ = w.e.Insert(context.Background(), kind.String(), c.Record())
 			c.Release()
 		}
-		if due > w.next {
-			w.written.Add(due - w.next)
-			w.next = due
-		}
-		w.mu.Unlock()
-	}
+		w.written.Add(hi - lo)
+		w.next = hi
+		return nil
+	})
 }
 
 func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult, err error) {
