@@ -47,6 +47,41 @@ func fairChunk(t *testing.T, mem memory.Allocator, tab *schema.Table, from, n in
 	return c
 }
 
+// committedUpstream opens an in-memory store with one node and commits rows rows of
+// tab (k = v = 0..rows-1) under table id 1 at epoch 1, through a state table on the
+// node, which it returns too. The caller closes the store.
+func committedUpstream(t *testing.T, mem memory.Allocator, tab *schema.Table, rows int) (*storage.Store, *storage.Node, *storage.StateTable) {
+	t.Helper()
+	store, err := storage.Open("db", storage.Options{FS: vfs.NewMem(), CacheSize: 4 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := store.AddNode()
+	st, err := storage.NewStateTable(node, 1, tab, vnode.Full(tab.VnodeCount))
+	if err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	for k := 0; k < rows; k += 1000 {
+		c := fairChunk(t, mem, tab, k, min(1000, rows-k))
+		err := st.Write(c)
+		c.Release()
+		if err != nil {
+			store.Close()
+			t.Fatal(err)
+		}
+	}
+	if err := st.Seal(1); err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	if _, err := store.Checkpoint(1); err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	return store, node, st
+}
+
 // busyUpstream is an input that always has a chunk ready: a new key range per chunk,
 // and a barrier after every perEpoch chunks, forever.
 type busyUpstream struct {
@@ -94,32 +129,10 @@ func TestBackfillFairness(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	tab := fairTable()
-	store, err := storage.Open("db", storage.Options{FS: vfs.NewMem(), CacheSize: 4 << 20, MemTableSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	node := store.AddNode()
-	full := vnode.Full(tab.VnodeCount)
-	st, err := storage.NewStateTable(node, 1, tab, full)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rows = 20000
-	for k := 0; k < rows; k += 1000 {
-		c := fairChunk(t, mem, tab, k, 1000)
-		err := st.Write(c)
-		c.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Seal(1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Checkpoint(1); err != nil {
-		t.Fatal(err)
-	}
+	store, node, _ := committedUpstream(t, mem, tab, rows)
+	defer store.Close()
+	full := vnode.Full(tab.VnodeCount)
 	prog, err := storage.NewProgressTable(node, 2, "fair_progress", tab, full)
 	if err != nil {
 		t.Fatal(err)

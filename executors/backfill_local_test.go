@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
@@ -48,29 +47,9 @@ func TestLocalReadIgnoresChangesSealedAhead(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
 			tab := fairTable()
-			store, err := storage.Open("db", storage.Options{FS: vfs.NewMem(), CacheSize: 4 << 20, MemTableSize: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, node, st := committedUpstream(t, mem, tab, 100)
 			defer store.Close()
-			node := store.AddNode()
 			full := vnode.Full(tab.VnodeCount)
-			st, err := storage.NewStateTable(node, 1, tab, full)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := fairChunk(t, mem, tab, 0, 100)
-			err = st.Write(c)
-			c.Release()
-			if err == nil {
-				err = st.Seal(1)
-			}
-			if err == nil {
-				_, err = store.Checkpoint(1)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
 			prog, err := storage.NewProgressTable(node, 2, "local_progress", tab, full)
 			if err != nil {
 				t.Fatal(err)
