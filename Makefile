@@ -87,7 +87,7 @@ bench:
 
 ## sim: the whole-engine simulation over SEEDS (default 1-300), figures as JSON.
 ## Exits non-zero on a mismatch or a scenario counter at zero. (`make test` runs
-## seeds 1-20 through TestSim, and 3 more under -race.)
+## seeds 1-20 through TestSim, and seeds 1-3 again under -race.)
 SEEDS ?= 1-300
 sim:
 	$(GO) run ./tools/weir sim --seeds $(SEEDS) --json
