@@ -2,10 +2,10 @@ package storage
 
 import (
 	"bytes"
+	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -133,72 +133,74 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	sortRunsByEpoch(runs)
 	st.Runs = len(runs)
 
-	// The final write per key: later epochs override earlier ones. Vnodes are owned by
-	// one actor at a time, so runs of one epoch never share a key.
-	final := map[string]entry{}
+	// The final write per key, in key order: a merge of the sorted runs in which a
+	// later epoch's write overrides an earlier one's. Vnodes are owned by one actor at
+	// a time, so runs of one epoch never share a key.
+	var size int
+	var live []*run
 	for _, r := range runs {
-		if s.pendingDrops[r.table] {
-			continue
-		}
-		for _, e := range r.entries {
-			final[string(e.key)] = e
+		if !s.pendingDrops[r.table] {
+			live = append(live, r)
+			size += r.bytes
 		}
 	}
-
-	b := s.db.NewBatch()
+	b := s.db.NewBatchWithSize(size + size/4)
 	defer b.Close()
-	deltas := map[string]int64{} // row count key -> change
+	type vnodeKey struct {
+		table uint32
+		vnode uint16
+	}
+	deltas := map[vnodeKey]int64{} // row count changes
 	// Whether each key exists now (for the row counts): one iterator seeking the keys
 	// in ascending order, so that each seek starts from where the last one ended
 	// (pebble's seek-using-next), rather than a Get per key.
-	keys := make([]string, 0, len(final))
-	for k := range final {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	probe, err := s.db.NewIter(nil)
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	defer probe.Close()
-	for _, k := range keys {
-		e := final[k]
+	err = mergeRuns(live, func(e entry) error {
 		key := e.key
 		existed := probe.SeekGE(key) && bytes.Equal(probe.Key(), key)
 		if err := probe.Error(); err != nil {
-			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+			return err
 		}
 		table, vnode, _, err := SplitKey(key)
 		if err != nil {
-			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+			return err
 		}
 		if e.del {
 			if err := b.Delete(key, nil); err != nil {
-				return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+				return err
 			}
 			if existed {
-				deltas[string(rowCountKey(table, vnode))]--
+				deltas[vnodeKey{table, vnode}]--
 			}
 		} else {
 			if err := b.Set(key, e.value, nil); err != nil {
-				return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+				return err
 			}
 			if !existed {
-				deltas[string(rowCountKey(table, vnode))]++
+				deltas[vnodeKey{table, vnode}]++
 			}
 		}
 		st.Keys++
-		st.Bytes += len(k) + len(e.value)
+		st.Bytes += len(key) + len(e.value)
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
-	for k, d := range deltas {
+	for vk, d := range deltas {
 		if d == 0 {
 			continue
 		}
-		cur, err := s.int64At([]byte(k))
+		k := rowCountKey(vk.table, vk.vnode)
+		cur, err := s.int64At(k)
 		if err != nil {
 			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
-		if err := b.Set([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(cur+d)), nil); err != nil {
+		if err := b.Set(k, binary.BigEndian.AppendUint64(nil, uint64(cur+d)), nil); err != nil {
 			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
 	}
@@ -269,6 +271,62 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 func commitSync(b *pebble.Batch) (err error) {
 	defer recoverFatal(&err)
 	return b.Commit(pebble.Sync)
+}
+
+// mergeRuns calls f with the final write of every key of runs (sorted by epoch, each
+// sorted by key), in ascending key order: of the writes of one key, that of the latest
+// run. It is a heap merge of one cursor per run.
+func mergeRuns(runs []*run, f func(entry) error) error {
+	h := make(runHeap, 0, len(runs))
+	for i, r := range runs {
+		if len(r.entries) > 0 {
+			h = append(h, mergeCursor{es: r.entries, rank: i})
+		}
+	}
+	heap.Init(&h)
+	var last []byte
+	first := true
+	for len(h) > 0 {
+		c := &h[0]
+		e := c.es[0]
+		if first || !bytes.Equal(e.key, last) {
+			if err := f(e); err != nil {
+				return err
+			}
+			last, first = e.key, false
+		}
+		if c.es = c.es[1:]; len(c.es) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return nil
+}
+
+// runHeap orders run cursors by their next key, and equal keys latest run first.
+type runHeap []mergeCursor
+
+// mergeCursor is a run's entries not yet merged; rank orders runs by epoch.
+type mergeCursor struct {
+	es   []entry
+	rank int
+}
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].es[0].key, h[j].es[0].key); c != 0 {
+		return c < 0
+	}
+	return h[i].rank > h[j].rank
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(mergeCursor)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
 }
 
 func sortRunsByEpoch(rs []*run) {

@@ -19,6 +19,7 @@ type run struct {
 	table   uint32
 	epoch   uint64
 	entries []entry
+	bytes   int // the memtable's size when sealed: key and value bytes
 }
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
@@ -91,13 +92,13 @@ func (mt *memtable) len() int { return len(mt.items) }
 
 // seal sorts the memtable into a run and leaves the memtable empty.
 func (mt *memtable) seal(table uint32, epoch uint64) *run {
-	items := mt.items
-	sort.Slice(items, func(i, j int) bool { return bytes.Compare(items[i].key, items[j].key) < 0 })
+	items, size := mt.items, mt.bytes
+	slices.SortFunc(items, entryLess)
 	mt.items = nil
 	mt.m = map[string]int{}
 	mt.bytes = 0
 	mt.vnodes, mt.at = map[uint16]*vnodeItems{}, nil
-	return &run{table: table, epoch: epoch, entries: items}
+	return &run{table: table, epoch: epoch, entries: items, bytes: size}
 }
 
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }

@@ -1,0 +1,87 @@
+package storage
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// mergeRuns yields each key once, in ascending order, with the write of its latest run;
+// checked against a map model over random runs (a seeded test: the seed is logged).
+func TestMergeRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		runs [][]entry // oldest first, each sorted
+		want []string  // "key=value" or "key-" for a delete
+	}{
+		{name: "none"},
+		{name: "one run", runs: [][]entry{{put("a", "1"), put("b", "2")}}, want: []string{"a=1", "b=2"}},
+		{name: "later overrides", runs: [][]entry{{put("a", "1"), put("b", "1")}, {put("b", "2"), put("c", "2")}}, want: []string{"a=1", "b=2", "c=2"}},
+		{name: "later delete", runs: [][]entry{{put("a", "1")}, {del("a")}, {}}, want: []string{"a-"}},
+		{name: "delete then put", runs: [][]entry{{del("a")}, {put("a", "3")}}, want: []string{"a=3"}},
+		{name: "three epochs of one key", runs: [][]entry{{put("k", "1")}, {put("k", "2")}, {put("k", "3")}}, want: []string{"k=3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := merged(t, tc.runs); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for range 200 {
+		model := map[string]string{}
+		var runs [][]entry
+		for range rng.IntN(6) {
+			m := map[string]entry{}
+			for range rng.IntN(20) {
+				k := fmt.Sprintf("%02d", rng.IntN(30))
+				if rng.IntN(4) == 0 {
+					m[k] = del(k)
+				} else {
+					m[k] = put(k, fmt.Sprint(rng.IntN(100)))
+				}
+			}
+			var es []entry
+			for _, e := range m {
+				es = append(es, e)
+				model[string(e.key)] = show(e)
+			}
+			slices.SortFunc(es, entryLess)
+			runs = append(runs, es)
+		}
+		var want []string
+		for _, k := range slices.Sorted(maps.Keys(model)) {
+			want = append(want, model[k])
+		}
+		if got := merged(t, runs); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: got %v, want %v", seed, got, want)
+		}
+	}
+}
+
+func put(k, v string) entry { return entry{key: []byte(k), value: []byte(v)} }
+func del(k string) entry    { return entry{key: []byte(k), del: true} }
+
+func show(e entry) string {
+	if e.del {
+		return string(e.key) + "-"
+	}
+	return string(e.key) + "=" + string(e.value)
+}
+
+func merged(t *testing.T, runs [][]entry) []string {
+	t.Helper()
+	var rs []*run
+	for i, es := range runs {
+		rs = append(rs, &run{epoch: uint64(i + 1), entries: es})
+	}
+	var got []string
+	if err := mergeRuns(rs, func(e entry) error { got = append(got, show(e)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
