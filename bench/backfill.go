@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -44,6 +45,10 @@ type BackfillBenchOptions struct {
 	// BarrierInterval is the engine's barrier interval, and that of the barriers fed to
 	// the executor of the efficiency passes (default: the engine's, 100ms).
 	BarrierInterval time.Duration
+	// Workers is the engine's Options.BackfillWorkers: the snapshot read goroutines of
+	// each arrangement backfill actor (0: the engine's default, 2; a no-shuffle
+	// backfill always reads with one).
+	Workers int
 	// EfficiencyReps is the interleaved repetitions of the efficiency passes (default
 	// and minimum 5).
 	EfficiencyReps int
@@ -75,7 +80,7 @@ type BackfillResult struct {
 
 	BusyFraction      float64 `json:"busy_fraction"`
 	BarrierIntervalMS float64 `json:"barrier_interval_ms"`
-	BackfillWorkers   int     `json:"backfill_workers"` // per actor (engine default)
+	BackfillWorkers   int     `json:"backfill_workers"` // per arrangement actor
 	Nodes             int     `json:"nodes"`            // engine default
 	GOMAXPROCS        int     `json:"gomaxprocs"`
 	NumCPU            int     `json:"num_cpu"`
@@ -204,11 +209,14 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	if o.BarrierInterval < 0 {
 		return res, fmt.Errorf("bench: backfill: barrier interval %v", o.BarrierInterval)
 	}
+	if o.Workers < 0 {
+		return res, fmt.Errorf("bench: backfill: %d workers, want >= 0", o.Workers)
+	}
 	o.EfficiencyReps = max(o.EfficiencyReps, 5)
 	t0 := time.Now()
 	res = BackfillResult{
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction,
-		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: 2, Nodes: 2,
+		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), Nodes: 2,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
 	}
 	b, err := newBackfillBench(ctx, o)
@@ -409,7 +417,7 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 			err = rerr
 		}
 	}()
-	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, Logger: b.log})
+	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers, Logger: b.log})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
 	}

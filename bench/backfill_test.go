@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +82,7 @@ func TestEngineBidTableID(t *testing.T) {
 // is positive (no timing is asserted).
 func TestBackfillBench(t *testing.T) {
 	res, err := RunBackfillBench(context.Background(), BackfillBenchOptions{
-		Rows: 20_000, Parallelism: 2, Dir: t.TempDir(), BarrierInterval: 20 * time.Millisecond, Verify: true,
+		Rows: 20_000, Parallelism: 2, Dir: t.TempDir(), BarrierInterval: 20 * time.Millisecond, Verify: true, Workers: 1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +111,9 @@ func TestBackfillBench(t *testing.T) {
 	if !(got.Efficiency > 0) {
 		t.Errorf("efficiency %v", got.Efficiency)
 	}
+	if res.BackfillWorkers != 1 {
+		t.Errorf("backfill_workers %d, want the 1 asked for", res.BackfillWorkers)
+	}
 	for _, m := range got.Modes {
 		if !(m.Arrangement > 0 && m.NoShuffle > 0 && m.Ratio > 0) {
 			t.Errorf("mode %+v", m)
@@ -120,6 +125,28 @@ func TestBackfillBench(t *testing.T) {
 		}
 	}
 	t.Logf("%s", data)
+}
+
+// Bad options are refused before anything is loaded, with an error naming the option.
+func TestBackfillBenchBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    BackfillBenchOptions
+		want string
+	}{
+		{BackfillBenchOptions{Rows: 10, Workers: -1}, "workers"},
+		{BackfillBenchOptions{Rows: 10, BusyFraction: -1}, "busy fraction"},
+		{BackfillBenchOptions{Rows: 10, BarrierInterval: -time.Second}, "barrier interval"},
+		{BackfillBenchOptions{Rows: 10, Reps: -1}, "reps"},
+	} {
+		tc.o.Dir = t.TempDir()
+		_, err := RunBackfillBench(context.Background(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(tc.o.Dir); len(entries) != 0 {
+			t.Errorf("%+v: left %d entries in its directory", tc.o, len(entries))
+		}
+	}
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -135,6 +135,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.StringVar(&o.Dir, "dir", "", "directory for the temporary engine (default: the system temp directory)")
 	f.Float64Var(&o.BusyFraction, "busy-fraction", 0.1, "busy writer's rate as a fraction of the idle snapshot rate of the same kind")
 	f.DurationVar(&o.BarrierInterval, "barrier-interval", 100*time.Millisecond, "the engine's barrier interval (and the efficiency passes')")
+	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
 	f.BoolVar(&o.Warmup, "warmup", false, "run an untimed build of each kind first")
 	f.BoolVar(&o.Verify, "verify", false, "count each view's rows after its build (slow)")
