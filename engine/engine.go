@@ -36,8 +36,7 @@ type Options struct {
 	// ChunkSize is the most rows per batch of a scan (default 1024).
 	ChunkSize int
 	// BackfillWorkers is the number of goroutines each backfill actor reads its
-	// snapshot with while its upstream is busy (default 2); after an epoch without
-	// upstream changes it reads with one.
+	// snapshot with (default 2).
 	BackfillWorkers int
 	// BackfillBufferBudget is the memory each backfill actor's epoch buffer of
 	// upstream changes may hold before it spills to SpillDir (default 64 MiB; "": the

@@ -34,10 +34,10 @@ type BackfillConfig struct {
 	Node     *storage.Node
 	Progress *storage.ProgressTable
 	// BatchSize is the most rows of a snapshot batch (0: storage's default); Workers
-	// the snapshot read's goroutines (0: 1) when they help: a read opened after an
-	// epoch in which the upstream was quiet and the actor did not wait for the
-	// snapshot (and the first read) uses one, which leaves the CPU to the view's
-	// writes. With upstream changes, more keep a batch ready for the fairness rule.
+	// the snapshot read's goroutines (0: 1) while the upstream is busy: a read opened
+	// after an epoch without upstream changes (and the first) uses one, which keeps
+	// up with the actor when nothing competes for it, and leaves the CPU to the
+	// view's writes. A second worker keeps a batch ready for the fairness rule.
 	BatchSize int
 	Workers   int
 	// RateLimit is the snapshot rows per second of this actor: nil unlimited, 0 paused.
@@ -149,16 +149,13 @@ type ArrangementBackfill struct {
 	snapView *storage.View
 	snapDone bool // the snapshot channel closed this epoch
 
-	lastUpstream bool
-	busyEpoch    bool // an upstream chunk came in this epoch
-	readWorkers  int  // of the read last opened
-	// epochBatches counts this epoch's snapshot batches, snapWaits the times the
-	// actor was ready for one and none was (unthrottled reads only).
-	epochBatches, snapWaits int
-	paused                  bool // Pause
-	bootstrapWait           bool // Add with PauseOnBootstrap
-	limit                   *int64
-	limiter                 *rateLimiter
+	lastUpstream  bool
+	busyEpoch     bool // an upstream chunk came in this epoch
+	readWorkers   int  // of the read last opened
+	paused        bool // Pause
+	bootstrapWait bool // Add with PauseOnBootstrap
+	limit         *int64
+	limiter       *rateLimiter
 
 	nBatches, nUpstream int64 // while backfilling
 	forwarded           int64 // upstream rows emitted
@@ -307,8 +304,10 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
 	}
 	req := storage.SnapshotRequest{Vnodes: starts, Projection: b.cfg.S2, BatchSize: b.cfg.BatchSize, Workers: b.cfg.Workers, Mem: b.mem}
-	req.Workers = b.readWorkersNext()
-	b.readWorkers = req.Workers
+	if b.cfg.NoShuffle || !b.busyEpoch {
+		req.Workers = 1
+	}
+	b.readWorkers = max(req.Workers, 1)
 	// The limiter lives across epochs (a new one per epoch would grant a token at
 	// every barrier); a Throttle replaces it.
 	if b.limit != nil {
@@ -371,13 +370,7 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 	// the buffer until the barrier anyway). A rate-limited read is never waited for,
 	// so that barriers keep flowing.
 	if batches != nil && b.lastUpstream {
-		select {
-		case sb, ok := <-batches:
-			return b.onBatch(sb, ok)
-		default:
-		}
 		if b.limiter == nil {
-			b.snapWaits++
 			select {
 			case sb, ok := <-batches:
 				return b.onBatch(sb, ok)
@@ -385,21 +378,16 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
+		select {
+		case sb, ok := <-batches:
+			return b.onBatch(sb, ok)
+		default:
+		}
 	}
 	select {
 	case p := <-b.pump:
 		return b.onUpstream(ctx, p)
 	default:
-	}
-	if batches != nil {
-		select {
-		case sb, ok := <-batches:
-			return b.onBatch(sb, ok)
-		default:
-			if b.limiter == nil {
-				b.snapWaits++ // the actor is ready and the snapshot is not
-			}
-		}
 	}
 	select {
 	case p := <-b.pump:
@@ -409,25 +397,6 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// starved reports whether the actor waited for the snapshot for more than a quarter
-// of this epoch's batches: the read, not the actor, is then a bottleneck, and more
-// workers help. (An actor writing a view finds a batch ready nearly every time.)
-func (b *ArrangementBackfill) starved() bool {
-	return b.epochBatches >= 4 && 4*b.snapWaits > b.epochBatches
-}
-
-// readWorkersNext is the worker count of the next read: cfg.Workers when the epoch
-// that ends had upstream changes (a batch must be ready whenever the fairness rule
-// asks for one) or the actor waited for the snapshot, else one. One worker keeps up
-// with an actor that is slower than the read (writing the view, typically) and
-// leaves the CPU to it.
-func (b *ArrangementBackfill) readWorkersNext() int {
-	if b.cfg.NoShuffle || (!b.busyEpoch && !b.starved()) {
-		return 1
-	}
-	return max(b.cfg.Workers, 1)
 }
 
 func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
@@ -440,7 +409,6 @@ func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
 		return nil
 	}
 	b.nBatches++
-	b.epochBatches++
 	out, err := b.core.snapshot(sb)
 	if err != nil {
 		return err
@@ -499,8 +467,7 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	// positions, as a new read would), it gave rows (so no "at least one row" read
 	// moves a position behind its back), and the barrier carries no mutation (a
 	// pause, throttle or rescale changes what to read).
-	keep := b.snap != nil && !b.snapDone && b.core.buf.len() == 0 && b.core.epochRows > 0 && br.Mutation == nil &&
-		b.readWorkersNext() <= b.readWorkers // a starved read is reopened with more workers
+	keep := b.snap != nil && !b.snapDone && b.core.buf.len() == 0 && b.core.epochRows > 0 && br.Mutation == nil
 	if !keep {
 		if err := b.closeSnapshot(); err != nil {
 			return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
@@ -561,17 +528,12 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	}
 	if keep {
 		b.nKept++
-		b.endEpoch()
+		b.busyEpoch = false
 		return nil
 	}
-	err = b.openSnapshot(ctx) // with the ended epoch's measures
-	b.endEpoch()
+	err = b.openSnapshot(ctx) // with the ended epoch's busyness
+	b.busyEpoch = false
 	return err
-}
-
-// endEpoch resets the measures readWorkersNext reads.
-func (b *ArrangementBackfill) endEpoch() {
-	b.busyEpoch, b.epochBatches, b.snapWaits = false, 0, 0
 }
 
 // applyMutation records pause, resume and throttle.
