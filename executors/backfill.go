@@ -34,10 +34,7 @@ type BackfillConfig struct {
 	Node     *storage.Node
 	Progress *storage.ProgressTable
 	// BatchSize is the most rows of a snapshot batch (0: storage's default); Workers
-	// the snapshot read's goroutines (0: 1) while the upstream is busy: a read opened
-	// after an epoch without upstream changes (and the first) uses one, which keeps
-	// up with the actor when nothing competes for it, and leaves the CPU to the
-	// view's writes. A second worker keeps a batch ready for the fairness rule.
+	// the snapshot read's goroutines (0: 1).
 	BatchSize int
 	Workers   int
 	// RateLimit is the snapshot rows per second of this actor: nil unlimited, 0 paused.
@@ -92,9 +89,6 @@ type BackfillStats struct {
 	// ReadsKept counts the barriers the snapshot read went on across (an epoch with no
 	// upstream change) instead of being stopped and reopened.
 	ReadsKept int64
-	// ReadWorkers is the goroutines of the snapshot read last opened (see
-	// BackfillConfig.Workers).
-	ReadWorkers int
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than
 	// replicating the change stream.
@@ -150,8 +144,6 @@ type ArrangementBackfill struct {
 	snapDone bool // the snapshot channel closed this epoch
 
 	lastUpstream  bool
-	busyEpoch     bool // an upstream chunk came in this epoch
-	readWorkers   int  // of the read last opened
 	paused        bool // Pause
 	bootstrapWait bool // Add with PauseOnBootstrap
 	limit         *int64
@@ -304,10 +296,9 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 		return fmt.Errorf("backfill of %s: %w", b.cfg.Upstream.Name, err)
 	}
 	req := storage.SnapshotRequest{Vnodes: starts, Projection: b.cfg.S2, BatchSize: b.cfg.BatchSize, Workers: b.cfg.Workers, Mem: b.mem}
-	if b.cfg.NoShuffle || !b.busyEpoch {
+	if b.cfg.NoShuffle {
 		req.Workers = 1
 	}
-	b.readWorkers = max(req.Workers, 1)
 	// The limiter lives across epochs (a new one per epoch would grant a token at
 	// every barrier); a Throttle replaces it.
 	if b.limit != nil {
@@ -433,7 +424,6 @@ func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
 	m := p.m
 	switch {
 	case m.Chunk != nil:
-		b.busyEpoch = true
 		out := b.core.upstream(m.Chunk)
 		b.countForwarded(out)
 		b.emit(out)
@@ -528,12 +518,9 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	}
 	if keep {
 		b.nKept++
-		b.busyEpoch = false
 		return nil
 	}
-	err = b.openSnapshot(ctx) // with the ended epoch's busyness
-	b.busyEpoch = false
-	return err
+	return b.openSnapshot(ctx)
 }
 
 // applyMutation records pause, resume and throttle.
@@ -571,7 +558,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadWorkers: b.readWorkers, Local: b.cfg.readsNode()}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, Local: b.cfg.readsNode()}
 	b.mu.Unlock()
 }
 

@@ -3,7 +3,6 @@ package executors_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -172,69 +171,5 @@ func TestBackfillFairness(t *testing.T) {
 	// every other message.
 	if share < 0.45 {
 		t.Fatalf("snapshot share %.2f under a busy upstream, want >= 0.45", share)
-	}
-	if st2.ReadWorkers != 2 {
-		t.Fatalf("the last read under a busy upstream had %d workers, want the 2 configured", st2.ReadWorkers)
-	}
-}
-
-// quietUpstream is an input of barriers only, one per millisecond.
-type quietUpstream struct {
-	tab   *schema.Table
-	epoch executors.Epoch
-}
-
-func (u *quietUpstream) Next(ctx context.Context) (executors.Message, error) {
-	select {
-	case <-time.After(time.Millisecond):
-	case <-ctx.Done():
-		return executors.Message{}, ctx.Err()
-	}
-	u.epoch++
-	return executors.BarrierMessage(&executors.Barrier{Prev: u.epoch - 1, Curr: u.epoch}), nil
-}
-
-func (u *quietUpstream) Schema() *arrow.Schema { return u.tab.ArrowSchema() }
-func (u *quietUpstream) Close() error          { return nil }
-
-// With a quiet upstream the snapshot is read with one worker (Workers applies while
-// the upstream is busy: see TestBackfillFairness), and the backfill completes.
-func TestBackfillQuietUpstreamReadsWithOneWorker(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	tab := fairTable()
-	const rows = 5000
-	store, node, _ := committedUpstream(t, mem, tab, rows)
-	defer store.Close()
-	full := vnode.Full(tab.VnodeCount)
-	prog, err := storage.NewProgressTable(node, 2, "quiet_progress", tab, full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bf, err := executors.NewArrangementBackfill(&quietUpstream{tab: tab, epoch: 1}, executors.BackfillConfig{
-		Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
-		Node: node, Progress: prog, BatchSize: 64, Workers: 2, Mem: mem,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for !bf.Stats().Done {
-		m, err := bf.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Release()
-		if w := bf.Stats().ReadWorkers; w > 1 {
-			t.Fatalf("a read with %d workers under a quiet upstream, want 1", w)
-		}
-	}
-	st := bf.Stats()
-	if err := bf.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if st.Rows != rows || st.ReadWorkers != 1 {
-		t.Fatalf("read %d rows (want %d) with %d workers (want 1)", st.Rows, rows, st.ReadWorkers)
 	}
 }
