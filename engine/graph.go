@@ -493,7 +493,6 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 	return bf, nil
 }
 
-// ownersOn reports whether every actor of up that owns one of vnodes runs on node.
 // upstreamNode places a scan fragment's actor that owns vnodes on the node where the
 // upstream actors owning most of them run (ties: the lower node), so that its
 // backfill reads that node's store instead of replicating the change stream whenever
@@ -518,6 +517,7 @@ func upstreamNode(f *fragment, vnodes *vnode.Bitmap) (int, bool) {
 	return best, most > 0
 }
 
+// ownersOn reports whether every actor of up that owns one of vnodes runs on node.
 func ownersOn(up *fragment, vnodes *vnode.Bitmap, node int) bool {
 	for _, u := range up.actors {
 		if u.node != node && u.vnodes.Intersects(vnodes) {
