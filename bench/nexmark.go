@@ -105,6 +105,9 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	if o.Parallelism == 0 {
 		o.Parallelism = 2
 	}
+	if o.Reps < 0 {
+		return nil, fmt.Errorf("bench: nexmark: %d reps, want >= 0 (0: 1)", o.Reps)
+	}
 	if o.BusyRate == 0 {
 		o.BusyRate = 10_000
 	}

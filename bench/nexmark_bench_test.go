@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -35,6 +37,27 @@ func TestRunNexmarkBench(t *testing.T) {
 		}
 		if got, want := *r.Ratio, r.ArrangementSeconds/(*r.NoShuffleSeconds); got != want {
 			t.Errorf("%s %s: ratio %v, want %v", r.Query, r.Upstream, got, want)
+		}
+	}
+}
+
+// Bad options are refused before anything is loaded, with an error naming the option.
+func TestRunNexmarkBenchBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    NexmarkBenchOptions
+		want string
+	}{
+		{NexmarkBenchOptions{}, "no events"},
+		{NexmarkBenchOptions{Events: 10, Reps: -1}, "reps"},
+		{NexmarkBenchOptions{Events: 10, Queries: []string{"q99"}}, "q99"},
+	} {
+		tc.o.Dir = t.TempDir()
+		_, err := RunNexmarkBench(context.Background(), tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(tc.o.Dir); len(entries) != 0 {
+			t.Errorf("%+v: left %d entries in its directory", tc.o, len(entries))
 		}
 	}
 }
