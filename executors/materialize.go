@@ -64,6 +64,10 @@ type Materialize struct {
 	// overlay maps the pk of every row written earlier in the chunk to the row whose
 	// value it now holds, or -1 when deleted. Its keys alias m.keys (see keyString).
 	overlay map[string]int32
+	// sel is the visible rows, and base what their pks held before the chunk (read
+	// for the whole chunk at once).
+	sel     []int32
+	base    storage.Lookup
 	bs      []array.Builder // one per column: the decoded output
 	cols    []arrow.Array
 }
@@ -196,6 +200,15 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 	m.k.EncodeKeys(c, &m.keys)
 	m.k.EncodeValues(c, &m.vals)
 	m.k.Vnodes(c, m.vn)
+	m.sel = m.sel[:0]
+	for i := 0; i < n; i++ {
+		if c.Visible(i) {
+			m.sel = append(m.sel, int32(i))
+		}
+	}
+	if err := m.st.GetMany(m.view, m.vn, &m.keys, m.sel, &m.base); err != nil {
+		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+	}
 
 	ops := c.Ops()
 	for i := 0; i < n; i++ {
@@ -241,7 +254,7 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 }
 
 // current is the value that row i's pk holds before row i: an earlier row of the
-// chunk's, else the state table's.
+// chunk's, else the state table's as read before the chunk.
 func (m *Materialize) current(i int) ([]byte, bool, error) {
 	key := m.keys.At(i)
 	if r, ok := m.overlay[keyString(key)]; ok {
@@ -250,7 +263,8 @@ func (m *Materialize) current(i int) ([]byte, bool, error) {
 		}
 		return m.vals.At(int(r)), true, nil
 	}
-	return m.st.Get(m.view, m.vn[i], key)
+	old, ok := m.base.Value(i)
+	return old, ok, nil
 }
 
 func (m *Materialize) emit(op vec.Op, val []byte) {

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 	"github.com/seed04fbb902/weir/vnode"
 )
@@ -122,7 +124,7 @@ func TestStateTableRandomized(t *testing.T) {
 		})
 	}
 	t.Logf("%v", stats)
-	for _, k := range []string{"rows compared", "bounded iterations", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
+	for _, k := range []string{"rows compared", "bounded iterations", "batched gets of live keys", "batched gets of missing keys", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
 		if stats[k] == 0 && !t.Failed() {
 			t.Errorf("no %s across the seeds", k)
 		}
@@ -265,6 +267,9 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 					}
 				}
 			}
+			checkGetMany(t, rng, st, view, layers, ts, stats, func() string {
+				return fmt.Sprintf("%s: %s: table %d get many", phase, who, ts.id)
+			})
 			// A vnode the reader does not own is an error naming it.
 			if st.Vnodes().Len() < ts.t.VnodeCount {
 				for u := 0; u < ts.t.VnodeCount; u++ {
@@ -417,4 +422,61 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 	}
 	full(s)
 	checkCounts()
+}
+
+// checkGetMany reads a random batch of pks (live, deleted and absent ones, in random
+// vnodes and order, some twice, some rows not selected) with one GetMany and checks
+// every row against Get, the point read the randomized test checks against the model.
+func checkGetMany(t *testing.T, rng *rand.Rand, st *storage.StateTable, view *storage.View, layers []rows, ts *tableSpec, stats map[string]int, what func() string) {
+	t.Helper()
+	var vns []uint16
+	var pks vec.Bytes
+	pks.Reset()
+	for n := 1 + rng.IntN(40); len(vns) < n; {
+		if len(vns) > 0 && rng.IntN(5) == 0 {
+			i := rng.IntN(len(vns))
+			vns = append(vns, vns[i])
+			pks.Append(pks.At(i))
+			continue
+		}
+		v, ok := pickVnode(rng, layers, st.Vnodes())
+		if !ok {
+			return
+		}
+		vns = append(vns, v)
+		pks.Append(probeKey(rng, ts, visible(layers, v), v))
+	}
+	var sel []int32
+	for i := range vns {
+		if rng.IntN(5) > 0 {
+			sel = append(sel, int32(i))
+		}
+	}
+	rng.Shuffle(len(sel), func(i, j int) { sel[i], sel[j] = sel[j], sel[i] })
+	var got storage.Lookup
+	if err := st.GetMany(view, vns, &pks, sel, &got); err != nil {
+		t.Fatalf("%s: %v", what(), err)
+	}
+	asked := map[int32]bool{}
+	for _, i := range sel {
+		asked[i] = true
+	}
+	for i := range vns {
+		val, ok := got.Value(i)
+		wantVal, wantOK, err := st.Get(view, vns[i], pks.At(i))
+		if err != nil {
+			t.Fatalf("%s: row %d: get: %v", what(), i, err)
+		}
+		if !asked[int32(i)] {
+			wantVal, wantOK = nil, false
+		}
+		if ok != wantOK || !bytes.Equal(val, wantVal) {
+			t.Fatalf("%s: row %d (vnode %d pk %x, asked %v): GetMany %v %x, Get %v %x", what(), i, vns[i], pks.At(i), asked[int32(i)], ok, val, wantOK, wantVal)
+		}
+		if wantOK {
+			stats["batched gets of live keys"]++
+		} else if asked[int32(i)] {
+			stats["batched gets of missing keys"]++
+		}
+	}
 }

@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// Lookup holds the results of StateTable.GetMany: for each row of a batch, the value
+// its pk holds, or none. Its zero value is ready to use; reused from batch to batch it
+// allocates nothing in steady state.
+type Lookup struct {
+	at   []int32   // per row of the batch: index into vals, or -1 (missing or not asked)
+	vals vec.Bytes // the values found
+	keys vec.Bytes // the storage keys asked, in the order of sel
+	// wait is the positions in sel (and keys) still to be read from pebble, sorted
+	// by key; hi the exclusive upper bound of their range.
+	wait []int32
+	hi   []byte
+	opts pebble.IterOptions
+}
+
+// Value is the value found for row i of the last GetMany, valid until the next one.
+func (l *Lookup) Value(i int) ([]byte, bool) {
+	if i >= len(l.at) || l.at[i] < 0 {
+		return nil, false
+	}
+	return l.vals.At(int(l.at[i])), true
+}
+
+// GetMany reads, through the view, the value of the rows sel of a batch whose
+// memcomparable pks are pks and whose vnodes are vns (both indexed by row), and
+// leaves them in out (Value(row)); rows not in sel read as missing. It sees what Get
+// sees, row by row: the actor's own unsealed writes, else the view's sealed runs, else
+// the committed data. The committed data is read with one pebble iterator, seeking
+// the keys in ascending order, instead of one point read per row: a batch whose key
+// range holds nothing committed (a view being built) costs one seek.
+func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int32, out *Lookup) error {
+	n := pks.Len()
+	if cap(out.at) < n {
+		out.at = make([]int32, n)
+	}
+	out.at = out.at[:n]
+	for i := range out.at {
+		out.at[i] = -1
+	}
+	out.vals.Reset()
+	out.keys.Reset()
+	out.wait = out.wait[:0]
+	if view == nil || view.snap == nil {
+		return fmt.Errorf("storage: get: table %s: the view is released", s.t.Name)
+	}
+	for _, i := range sel {
+		if !s.vnodes.Contains(vns[i]) {
+			return fmt.Errorf("storage: get: table %s: vnode %d is not owned by this actor", s.t.Name, vns[i])
+		}
+		out.keys.Data = AppendKey(out.keys.Data, s.id, vns[i], pks.At(int(i)))
+		out.keys.Commit()
+	}
+	runs := view.runs[s.id]
+	sorted := true
+	for k, i := range sel {
+		key := out.keys.At(k)
+		e, ok := s.mt.get(key)
+		for r := len(runs) - 1; !ok && r >= 0; r-- {
+			e, ok = runs[r].get(key)
+		}
+		if !ok {
+			if w := len(out.wait); w > 0 && bytes.Compare(out.keys.At(int(out.wait[w-1])), key) > 0 {
+				sorted = false
+			}
+			out.wait = append(out.wait, int32(k))
+			continue
+		}
+		if !e.del {
+			out.at[i] = int32(out.vals.Len())
+			out.vals.Append(e.value)
+		}
+	}
+	if len(out.wait) == 0 {
+		return nil
+	}
+	if !sorted {
+		slices.SortFunc(out.wait, func(a, b int32) int { return bytes.Compare(out.keys.At(int(a)), out.keys.At(int(b))) })
+	}
+	if err := s.readCommitted(view, sel, out); err != nil {
+		return fmt.Errorf("storage: get: table %s: %w", s.t.Name, err)
+	}
+	return nil
+}
+
+// readCommitted reads the keys of out.wait (sorted) from the view's pebble snapshot.
+//
+// One iterator over the keys' range stands on the first committed key at or after
+// the last key it sought (the frontier): a key before the frontier is missing and a
+// key on it is found, both without a read. A key past the frontier needs a read: a
+// seek, which moves the frontier, or a point read, which can use the sstables' bloom
+// filters and is cheaper when committed keys lie between every two keys asked (random
+// pks of a populated table). A seek that settles no later key for free makes the next
+// 1, 2, 4, ... (at most maxPointReads) reads point reads before the next seek.
+func (s *StateTable) readCommitted(view *View, sel []int32, out *Lookup) error {
+	const maxPointReads = 64
+	lo := out.keys.At(int(out.wait[0]))
+	out.hi = append(append(out.hi[:0], out.keys.At(int(out.wait[len(out.wait)-1]))...), 0)
+	out.opts = pebble.IterOptions{LowerBound: lo, UpperBound: out.hi}
+	it, err := view.snap.NewIter(&out.opts)
+	if err != nil {
+		return err
+	}
+	defer func() { out.opts = pebble.IterOptions{} }()
+	valid := it.First()
+	sought, free := true, 0 // the last read was a seek; keys settled for free since
+	points, backoff := 0, 1 // point reads before the next seek; the next penalty
+	for _, k := range out.wait {
+		if !valid {
+			break // nothing committed at or after the frontier's key: the rest are missing
+		}
+		key := out.keys.At(int(k))
+		c := bytes.Compare(it.Key(), key)
+		if c >= 0 {
+			free++
+			if c > 0 {
+				continue
+			}
+			val, err := it.ValueAndErr()
+			if err != nil {
+				return errors.Join(err, it.Close())
+			}
+			out.at[sel[k]] = int32(out.vals.Len())
+			out.vals.Append(val)
+			continue
+		}
+		if sought && free == 0 {
+			points, backoff = backoff, min(2*backoff, maxPointReads)
+		} else if sought {
+			backoff = 1
+		}
+		sought, free = false, 0
+		if points > 0 {
+			points--
+			val, closer, err := view.snap.Get(key)
+			if errors.Is(err, pebble.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return errors.Join(err, it.Close())
+			}
+			out.at[sel[k]] = int32(out.vals.Len())
+			out.vals.Append(val)
+			closer.Close()
+			continue
+		}
+		valid, sought = it.SeekGE(key), true
+		if !valid {
+			break
+		}
+		if bytes.Equal(it.Key(), key) {
+			val, err := it.ValueAndErr()
+			if err != nil {
+				return errors.Join(err, it.Close())
+			}
+			out.at[sel[k]] = int32(out.vals.Len())
+			out.vals.Append(val)
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
