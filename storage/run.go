@@ -90,10 +90,33 @@ func (mt *memtable) get(key []byte) (entry, bool) {
 
 func (mt *memtable) len() int { return len(mt.items) }
 
-// seal sorts the memtable into a run and leaves the memtable empty.
+// seal sorts the memtable into a run and leaves the memtable empty. Keys sort by
+// vnode first, so the run is each vnode's items in vnode order, each vnode sorted on
+// its own: a vnode whose keys were written in ascending order (a snapshot read, a
+// sequential load) costs one pass to check, not a sort, however the writes of
+// different vnodes interleave.
 func (mt *memtable) seal(table uint32, epoch uint64) *run {
-	items, size := mt.items, mt.bytes
-	slices.SortFunc(items, entryLess)
+	size := mt.bytes
+	vns := make([]uint16, 0, len(mt.vnodes))
+	for v := range mt.vnodes {
+		vns = append(vns, v)
+	}
+	slices.Sort(vns)
+	items := make([]entry, 0, len(mt.items))
+	for _, v := range vns {
+		vi := mt.vnodes[v]
+		if vi.cache != nil && !vi.stale && vi.cached == len(vi.idx) {
+			items = append(items, vi.cache...)
+			continue
+		}
+		from := len(items)
+		for _, i := range vi.idx {
+			items = append(items, mt.items[i])
+		}
+		if part := items[from:]; !slices.IsSortedFunc(part, entryLess) {
+			slices.SortFunc(part, entryLess)
+		}
+	}
 	mt.items = nil
 	mt.m = map[string]int{}
 	mt.bytes = 0
