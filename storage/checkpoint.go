@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -159,6 +160,11 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	defer probe.Close()
+	// The batch is written in key order, which makes pebble's sort of a large batch
+	// (one it turns into a memtable of its own) a single pass: the metadata keys
+	// (table 0) first, then the merged runs. The merge is kept to be written after the
+	// row counts it changes.
+	merged := s.merged[:0]
 	err = mergeRuns(live, func(e entry) error {
 		key := e.key
 		existed := probe.SeekGE(key) && bytes.Equal(probe.Key(), key)
@@ -169,28 +175,25 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		if err != nil {
 			return err
 		}
-		if e.del {
-			if err := b.Delete(key, nil); err != nil {
-				return err
-			}
-			if existed {
-				deltas[vnodeKey{table, vnode}]--
-			}
-		} else {
-			if err := b.Set(key, e.value, nil); err != nil {
-				return err
-			}
-			if !existed {
-				deltas[vnodeKey{table, vnode}]++
-			}
+		switch {
+		case e.del && existed:
+			deltas[vnodeKey{table, vnode}]--
+		case !e.del && !existed:
+			deltas[vnodeKey{table, vnode}]++
 		}
+		merged = append(merged, e)
 		st.Keys++
 		st.Bytes += len(key) + len(e.value)
 		return nil
 	})
+	defer func() { // keep the memory for the next checkpoint, not the runs
+		clear(merged)
+		s.merged = merged[:0]
+	}()
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
+	var meta []entry
 	for vk, d := range deltas {
 		if d == 0 {
 			continue
@@ -200,22 +203,25 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		if err != nil {
 			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 		}
-		if err := b.Set(k, binary.BigEndian.AppendUint64(nil, uint64(cur+d)), nil); err != nil {
-			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
-		}
+		meta = append(meta, entry{key: k, value: binary.BigEndian.AppendUint64(nil, uint64(cur+d))})
 	}
 	for name, v := range s.pendingCatalog {
-		k := metaKey(metaCatalog, []byte(name))
-		var err error
-		if v == nil {
-			err = b.Delete(k, nil)
-		} else {
-			err = b.Set(k, v, nil)
-		}
-		if err != nil {
-			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
-		}
+		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})
 		st.Catalog++
+	}
+	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
+	slices.SortFunc(meta, entryLess)
+	for _, es := range [][]entry{meta, merged} {
+		for _, e := range es {
+			if e.del {
+				err = b.Delete(e.key, nil)
+			} else {
+				err = b.Set(e.key, e.value, nil)
+			}
+			if err != nil {
+				return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+			}
+		}
 	}
 	for table := range s.pendingDrops {
 		lo := binary.BigEndian.AppendUint32(nil, table)
@@ -226,9 +232,6 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		if err := b.DeleteRange(rc, prefixEnd(rc), nil); err != nil {
 			return st, fmt.Errorf("storage: checkpoint %d: drop table %d: %w", epoch, table, err)
 		}
-	}
-	if err := b.Set(metaKey(metaEpoch), binary.BigEndian.AppendUint64(nil, epoch), nil); err != nil {
-		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	if err := commitSync(b); err != nil {
 		err = fmt.Errorf("storage: checkpoint %d: commit: %w", epoch, err)

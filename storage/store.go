@@ -140,6 +140,7 @@ type Store struct {
 	// ckptMu serialises checkpoints and guards pendingCatalog.
 	ckptMu         sync.Mutex
 	pendingCatalog map[string][]byte
+	merged         []entry // a checkpoint's merged writes, reused (under ckptMu)
 	pendingDrops   map[uint32]bool
 	closed         atomic.Bool
 	// commitCh is closed and replaced whenever committed advances (under viewMu), so
