@@ -66,10 +66,10 @@ type Materialize struct {
 	overlay map[string]int32
 	// sel is the visible rows, and base what their pks held before the chunk (read
 	// for the whole chunk at once).
-	sel     []int32
-	base    storage.Lookup
-	bs      []array.Builder // one per column: the decoded output
-	cols    []arrow.Array
+	sel  []int32
+	base storage.Lookup
+	bs   []array.Builder // one per column: the decoded output
+	cols []arrow.Array
 }
 
 // checkInput reports whether an input's schema has table t's column count and Arrow
