@@ -296,6 +296,10 @@ type HashAgg struct {
 	rowG   []*hgGroup
 	sign   []int64
 	counts []int64
+	// sel is the visible rows whose group is not cached, and stored what the group
+	// table holds for them.
+	sel    []int32
+	stored storage.Lookup
 }
 
 type hgEntry struct {
@@ -524,6 +528,19 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	h.vn, h.rowG, h.sign, h.counts = h.vn[:n], h.rowG[:n], h.sign[:n], h.counts[:n]
 	h.keyK.Vnodes(kc, h.vn)
 	kc.Release()
+	// The stored state of the groups not in the cache, read for the whole chunk at
+	// once (nothing is written to the state tables before the barrier).
+	h.sel = h.sel[:0]
+	for i := 0; i < n; i++ {
+		if _, ok := h.groups[keyString(h.keys.At(i))]; !ok && c.Visible(i) {
+			h.sel = append(h.sel, int32(i))
+		}
+	}
+	if len(h.sel) > 0 {
+		if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
+			return err
+		}
+	}
 
 	ops := c.Ops()
 	for i := 0; i < n; i++ {
@@ -535,7 +552,7 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		if !ops[i].IsInsert() {
 			s = -1
 		}
-		g, err := h.group(h.keys.At(i), h.vn[i])
+		g, err := h.group(i)
 		if err != nil {
 			return err
 		}
@@ -696,8 +713,10 @@ func (st *hgAgg) extreme(kind AggKind) (string, bool) {
 	return st.ext, st.extOK
 }
 
-// group returns the group of key, from the cache or the state tables.
-func (h *HashAgg) group(key []byte, vn uint16) (*hgGroup, error) {
+// group returns the group of row i's key, from the cache or the state tables (read
+// by apply before its loop).
+func (h *HashAgg) group(i int) (*hgGroup, error) {
+	key, vn := h.keys.At(i), h.vn[i]
 	if g, ok := h.groups[keyString(key)]; ok {
 		return g, nil
 	}
@@ -707,11 +726,7 @@ func (h *HashAgg) group(key []byte, vn uint16) (*hgGroup, error) {
 			g.aggs[a].ms = map[string]*hgEntry{}
 		}
 	}
-	val, ok, err := h.st.Get(h.view, vn, key)
-	if err != nil {
-		return nil, err
-	}
-	if ok {
+	if val, ok := h.stored.Value(i); ok {
 		if err := h.stLay.CheckValue(val); err != nil {
 			return nil, fmt.Errorf("table %s vnode %d: %w", h.st2.Name, vn, err)
 		}
