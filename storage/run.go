@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"unsafe"
 )
 
 // entry is one write: a value, or a tombstone when del is set.
@@ -24,9 +25,13 @@ type run struct {
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
 type memtable struct {
-	m     map[string]int // key -> index in items
+	m     map[string]int // key -> index in items; the keys alias the arena
 	items []entry
 	bytes int
+	// arena holds the keys and values written: blocks that are appended to, never
+	// changed or reused, so that the entries (and the runs sealed from them) can
+	// alias them.
+	arena []byte
 	// vnodes index items by the vnode of their key, with a sorted cache each (for
 	// sortedVnode); at[i] is item i's position in its vnode's list.
 	vnodes map[uint16]*vnodeItems
@@ -61,14 +66,14 @@ func (mt *memtable) put(key, value []byte, del bool) {
 		}
 		e := &mt.items[i]
 		mt.bytes += len(value) - len(e.value)
-		e.value = append(e.value[:0:0], value...)
+		e.value = mt.copy(value)
 		e.del = del
 		return
 	}
-	k := append([]byte(nil), key...)
+	k := mt.copy(key)
 	i := len(mt.items)
-	mt.m[string(k)] = i
-	mt.items = append(mt.items, entry{key: k, value: append([]byte(nil), value...), del: del})
+	mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del})
 	mt.bytes += len(k) + len(value)
 	v := keyVnode(k)
 	vi := mt.vnodes[v]
@@ -78,6 +83,23 @@ func (mt *memtable) put(key, value []byte, del bool) {
 	}
 	mt.at = append(mt.at, len(vi.idx))
 	vi.idx = append(vi.idx, i)
+}
+
+// arenaBlock is the size of a memtable's arena blocks (a larger key or value gets a
+// block of its own size).
+const arenaBlock = 64 << 10
+
+// copy copies b into the arena (nil when empty). The copy is never written again.
+func (mt *memtable) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if cap(mt.arena)-len(mt.arena) < len(b) {
+		mt.arena = make([]byte, 0, max(arenaBlock, len(b)))
+	}
+	n := len(mt.arena)
+	mt.arena = append(mt.arena, b...)
+	return mt.arena[n : n+len(b) : n+len(b)]
 }
 
 func (mt *memtable) get(key []byte) (entry, bool) {
@@ -117,7 +139,7 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 			slices.SortFunc(part, entryLess)
 		}
 	}
-	mt.items = nil
+	mt.items, mt.arena = nil, nil
 	mt.m = map[string]int{}
 	mt.bytes = 0
 	mt.vnodes, mt.at = map[uint16]*vnodeItems{}, nil
