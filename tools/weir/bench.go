@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,14 +17,47 @@ import (
 )
 
 func newBench() *cobra.Command {
+	var cpuprofile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run Weir's benchmarks",
 	}
-	cmd.AddCommand(newBenchSnapshot())
-	cmd.AddCommand(newBenchBackfill())
-	cmd.AddCommand(newBenchNexmark())
+	cmd.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	for _, sub := range []*cobra.Command{newBenchSnapshot(), newBenchBackfill(), newBenchNexmark()} {
+		run := sub.RunE
+		sub.RunE = func(c *cobra.Command, args []string) error {
+			if cpuprofile == "" {
+				return run(c, args)
+			}
+			stop, err := startCPUProfile(cpuprofile)
+			if err != nil {
+				return err
+			}
+			err = run(c, args)
+			return errors.Join(err, stop())
+		}
+		cmd.AddCommand(sub)
+	}
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 func newBenchSnapshot() *cobra.Command {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -117,5 +119,32 @@ func TestBenchBackfillBadRows(t *testing.T) {
 	root.SetArgs([]string{"bench", "backfill", "--rows", "0", "--quiet"})
 	if err := root.Execute(); err == nil {
 		t.Fatal("no error for --rows 0")
+	}
+}
+
+// TestBenchCPUProfile checks that --cpuprofile writes a profile (gzipped protobuf) of
+// the run, and that a file it cannot create is an error naming it.
+func TestBenchCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	root := newRoot()
+	root.SetOut(&bytes.Buffer{})
+	root.SetArgs([]string{"bench", "snapshot", "--rows", "500", "--workers", "1", "--reps", "5", "--dir", t.TempDir(), "--cpuprofile", path})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("the profile is not gzipped: %d bytes starting %x", len(data), data[:min(len(data), 4)])
+	}
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.pprof")
+	root = newRoot()
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"bench", "snapshot", "--rows", "500", "--dir", t.TempDir(), "--cpuprofile", bad})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("--cpuprofile %s: %v", bad, err)
 	}
 }
