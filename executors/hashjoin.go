@@ -146,6 +146,7 @@ type HashJoin struct {
 	matched vec.Bytes
 	idx     []int64
 	ops     []vec.Op
+	probe   storage.Iter // the other side's rows of one key, reused across a chunk's rows
 }
 
 type hjMsg struct {
@@ -442,26 +443,28 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		if e, ok := hjPrefixEnd(end); ok {
 			b.Before = e
 		}
-		it, err := h.st[o].Iter(h.view, h.vn[i], b)
-		if err != nil {
+		if err := h.st[o].ReuseIter(h.view, h.vn[i], b, &h.probe); err != nil {
+			h.probe.Close()
 			return err
 		}
 		op := vec.Insert
 		if !ops[i].IsInsert() {
 			op = vec.Delete
 		}
-		for it.Next() {
-			h.matched.Append(it.Value())
+		for h.probe.Next() {
+			h.matched.Append(h.probe.Value())
 			h.idx = append(h.idx, int64(i))
 			h.ops = append(h.ops, op)
 		}
-		if err := it.Error(); err != nil {
-			it.Close()
+		if err := h.probe.Error(); err != nil {
+			h.probe.Close()
 			return err
 		}
-		if err := it.Close(); err != nil {
-			return err
-		}
+	}
+	// One pebble iterator served the chunk's probes; the view may change before the
+	// next chunk.
+	if err := h.probe.Close(); err != nil {
+		return err
 	}
 	max := h.cfg.MaxChunkRows
 	if max <= 0 {

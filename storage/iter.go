@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -16,10 +17,13 @@ type Iter struct {
 	pit   *pebble.Iterator
 	pok   bool
 	runs  []runCursor // oldest first; a later cursor wins ties
-	hi    []byte
 	key   []byte
 	value []byte
 	err   error
+	// For ReuseIter: the view and table the pebble iterator reads, and the bounds.
+	view   *View
+	table  uint32
+	lo, hi []byte
 }
 
 type runCursor struct {
@@ -77,7 +81,7 @@ func (v *View) rangeIter(table uint32, lo, hi []byte, extra []*run) (*Iter, erro
 	if err != nil {
 		return nil, err
 	}
-	it := &Iter{pit: pit, hi: hi}
+	it := &Iter{pit: pit}
 	it.pok = pit.First()
 	for _, rs := range [][]*run{v.runs[table], extra} {
 		for _, r := range rs {
@@ -185,4 +189,84 @@ func (it *Iter) Close() error {
 		return it.err
 	}
 	return err
+}
+
+// ReuseIter points it at vnode v within b, as Iter does, keeping its pebble iterator
+// open: it is a zero Iter or one that ReuseIter opened on this table through view
+// before. A reader that iterates many small ranges of one view (a join probing the
+// other side once per row) opens one pebble iterator instead of one per range. An
+// iterator opened through another view is closed and replaced. Close it when done.
+func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) error {
+	if !s.vnodes.Contains(v) {
+		return fmt.Errorf("storage: iterate: table %s: vnode %d is not owned by this actor", s.t.Name, v)
+	}
+	if view == nil || view.snap == nil {
+		return fmt.Errorf("storage: iterate: table %s vnode %d: the view is released", s.t.Name, v)
+	}
+	lo, hi, err := appendBounds(it.lo[:0], it.hi[:0], s.id, v, b)
+	if err != nil {
+		return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
+	}
+	it.lo, it.hi = lo, hi
+	if it.pit != nil && (it.view != view || it.table != s.id) {
+		if err := it.pit.Close(); err != nil {
+			it.pit = nil
+			return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
+		}
+		it.pit = nil
+	}
+	if it.pit == nil {
+		// Pebble may keep the options' bounds: give it copies of its own.
+		pit, err := view.snap.NewIter(&pebble.IterOptions{LowerBound: slices.Clone(lo), UpperBound: slices.Clone(hi)})
+		if err != nil {
+			return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
+		}
+		it.pit, it.view, it.table = pit, view, s.id
+	} else {
+		it.pit.SetBounds(lo, hi) // pebble copies them
+	}
+	it.pok = it.pit.First()
+	it.key, it.value, it.err = nil, nil, nil
+	clear(it.runs)
+	it.runs = it.runs[:0]
+	add := func(es []entry) {
+		i, j := seekEntries(es, lo), len(es)
+		if hi != nil {
+			j = seekEntries(es, hi)
+		}
+		if i < j {
+			it.runs = append(it.runs, runCursor{es: es[i:j]})
+		}
+	}
+	for _, r := range view.runs[s.id] {
+		add(r.entries)
+	}
+	add(s.mt.sortedVnode(v)) // the actor's unsealed writes, newest
+	return nil
+}
+
+// appendBounds appends to lo and hi the storage-key bounds [lo, hi) of vnode v of a
+// table within b (hi nil: none).
+func appendBounds(lo, hi []byte, table uint32, v uint16, b IterBounds) ([]byte, []byte, error) {
+	switch {
+	case b.After != nil && b.From != nil:
+		return nil, nil, fmt.Errorf("both After and From bounds")
+	case b.After != nil:
+		lo = append(AppendKey(lo, table, v, b.After), 0) // the successor of After
+	case b.From != nil:
+		lo = AppendKey(lo, table, v, b.From)
+	default:
+		lo = AppendKey(lo, table, v, nil)
+	}
+	if b.Before != nil {
+		return lo, AppendKey(hi, table, v, b.Before), nil
+	}
+	hi = AppendKey(hi, table, v, nil)
+	for i := len(hi) - 1; i >= 0; i-- { // the end of the vnode's prefix
+		hi[i]++
+		if hi[i] != 0 {
+			return lo, hi[:i+1], nil
+		}
+	}
+	return lo, nil, nil
 }

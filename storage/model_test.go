@@ -327,6 +327,15 @@ func checkValues(t testing.TB, rng *rand.Rand, mem memory.Allocator, ts *tableSp
 // checkIter compares an iteration with the expected rows (already cut to its bounds).
 func checkIter(t testing.TB, rng *rand.Rand, mem memory.Allocator, ts *tableSpec, it *storage.Iter, want []liveKV, what func() string) {
 	t.Helper()
+	checkIterRows(t, rng, mem, ts, it, want, what)
+	if err := it.Close(); err != nil {
+		t.Fatalf("%s: %v", what(), err)
+	}
+}
+
+// checkIterRows checks the rows of it against want, leaving it open.
+func checkIterRows(t testing.TB, rng *rand.Rand, mem memory.Allocator, ts *tableSpec, it *storage.Iter, want []liveKV, what func() string) {
+	t.Helper()
 	var vals vec.Bytes
 	vals.Reset()
 	var rowsWant []*rowRef
@@ -349,7 +358,7 @@ func checkIter(t testing.TB, rng *rand.Rand, mem memory.Allocator, ts *tableSpec
 		rowsWant = append(rowsWant, want[n].row)
 		n++
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
 		t.Fatalf("%s: %v", what(), err)
 	}
 	if n != len(want) {

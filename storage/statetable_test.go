@@ -124,7 +124,7 @@ func TestStateTableRandomized(t *testing.T) {
 		})
 	}
 	t.Logf("%v", stats)
-	for _, k := range []string{"rows compared", "bounded iterations", "batched gets of live keys", "batched gets of missing keys", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
+	for _, k := range []string{"rows compared", "bounded iterations", "batched gets of live keys", "batched gets of missing keys", "reused iterations", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
 		if stats[k] == 0 && !t.Failed() {
 			t.Errorf("no %s across the seeds", k)
 		}
@@ -239,6 +239,32 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 				checkIter(t, rng, mem, ts, it, want, func() string {
 					return fmt.Sprintf("%s: %s: table %d vnode %d iter %s", phase, who, ts.id, v, describeBounds(b))
 				})
+				// ReuseIter over a few more ranges, one pebble iterator for all.
+				var reused storage.Iter
+				for r := 0; r < 3; r++ {
+					v, ok := pickVnode(rng, layers, st.Vnodes())
+					if !ok {
+						break
+					}
+					live := visible(layers, v)
+					b := randomBounds(rng, ts, live, v)
+					var want []liveKV
+					for _, kv := range live {
+						if inBounds(kv.pk, b) {
+							want = append(want, kv)
+						}
+					}
+					if err := st.ReuseIter(view, v, b, &reused); err != nil {
+						t.Fatal(err)
+					}
+					stats["reused iterations"]++
+					checkIterRows(t, rng, mem, ts, &reused, want, func() string {
+						return fmt.Sprintf("%s: %s: table %d vnode %d reused iter %d %s", phase, who, ts.id, v, r, describeBounds(b))
+					})
+				}
+				if err := reused.Close(); err != nil {
+					t.Fatal(err)
+				}
 			} else {
 				for g := 0; g < 4; g++ {
 					pk := probeKey(rng, ts, live, v)
