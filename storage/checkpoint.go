@@ -165,12 +165,19 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// (table 0) first, then the merged runs. The merge is kept to be written after the
 	// row counts it changes.
 	merged := s.merged[:0]
+	// The probe stands on the first committed key at or after the last key sought:
+	// a key before it does not exist, and needs no seek (new keys of a view being
+	// built fall in ranges with nothing committed).
+	probed, pok := false, false
 	err = mergeRuns(live, func(e entry) error {
 		key := e.key
-		existed := probe.SeekGE(key) && bytes.Equal(probe.Key(), key)
-		if err := probe.Error(); err != nil {
-			return err
+		if !probed || (pok && bytes.Compare(probe.Key(), key) < 0) {
+			probed, pok = true, probe.SeekGE(key)
+			if err := probe.Error(); err != nil {
+				return err
+			}
 		}
+		existed := pok && bytes.Equal(probe.Key(), key)
 		table, vnode, _, err := SplitKey(key)
 		if err != nil {
 			return err
