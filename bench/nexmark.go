@@ -42,6 +42,10 @@ type NexmarkBenchOptions struct {
 	// Reps builds each view this many times per kind and mode (default 1), the two
 	// kinds' order alternating by rep; the result reports the median build.
 	Reps int
+	// Workers is the engine's Options.BackfillWorkers: the snapshot read goroutines
+	// of each arrangement backfill actor (0: the engine's default, 2; a no-shuffle
+	// backfill always reads with one).
+	Workers int
 }
 
 // NexmarkBuild is one query's view built by one backfill kind in one upstream mode.
@@ -108,6 +112,9 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	if o.Reps < 0 {
 		return nil, fmt.Errorf("bench: nexmark: %d reps, want >= 0 (0: 1)", o.Reps)
 	}
+	if o.Workers < 0 {
+		return nil, fmt.Errorf("bench: nexmark: %d workers, want >= 0", o.Workers)
+	}
 	if o.BusyRate == 0 {
 		o.BusyRate = 10_000
 	}
@@ -130,7 +137,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	}
 	defer os.RemoveAll(dir)
 	mem := memory.NewGoAllocator()
-	opts := engine.Options{Mem: mem, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := engine.Options{Mem: mem, BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
 	e, err := engine.Open(ctx, goldenDir, opts)

@@ -49,6 +49,7 @@ func TestRunNexmarkBenchBadOptions(t *testing.T) {
 	}{
 		{NexmarkBenchOptions{}, "no events"},
 		{NexmarkBenchOptions{Events: 10, Reps: -1}, "reps"},
+		{NexmarkBenchOptions{Events: 10, Workers: -1}, "workers"},
 		{NexmarkBenchOptions{Events: 10, Queries: []string{"q99"}}, "q99"},
 	} {
 		tc.o.Dir = t.TempDir()
