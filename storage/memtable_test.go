@@ -55,3 +55,41 @@ func TestMemtableSortedCache(t *testing.T) {
 		}
 	}
 }
+
+// TestMemtableArena checks the arena's block sizes: a memtable that writes a few small
+// rows holds a small block, blocks double up to the maximum as writes go on (and the
+// size is kept across a seal), and a key overwritten many times does not pile its old
+// values up in the arena.
+func TestMemtableArena(t *testing.T) {
+	mt := newMemtable()
+	mt.put([]byte("key-0"), []byte("value"), false)
+	if got := cap(mt.arena); got != minArenaBlock {
+		t.Fatalf("first block of %d bytes, want %d", got, minArenaBlock)
+	}
+	for i := range 100 {
+		mt.put(fmt.Appendf(nil, "key-%d", i), bytes.Repeat([]byte{'v'}, 1000), false)
+	}
+	if got := cap(mt.arena); got != maxArenaBlock {
+		t.Fatalf("after 100 KB of writes the block has %d bytes, want %d", got, maxArenaBlock)
+	}
+	mt.seal(1, 1)
+	mt.put([]byte("key-0"), []byte("value"), false)
+	if got := cap(mt.arena); got != maxArenaBlock {
+		t.Fatalf("after a seal the first block has %d bytes, want %d (the size is kept)", got, maxArenaBlock)
+	}
+	used := len(mt.arena)
+	for i := range 10_000 {
+		mt.put([]byte("key-0"), fmt.Appendf(nil, "value-%d", i), false)
+	}
+	if len(mt.arena) != used {
+		t.Fatalf("10,000 overwrites of one key grew the arena from %d to %d bytes", used, len(mt.arena))
+	}
+	if e, ok := mt.get([]byte("key-0")); !ok || string(e.value) != "value-9999" {
+		t.Fatalf("key-0 = %q, %v", e.value, ok)
+	}
+	// Another key's bytes in the arena are untouched by the overwrites.
+	mt.put([]byte("key-1"), []byte("one"), false)
+	if e, _ := mt.get([]byte("key-1")); string(e.value) != "one" || string(e.key) != "key-1" {
+		t.Fatalf("key-1 = %q (key %q)", e.value, e.key)
+	}
+}

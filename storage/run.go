@@ -30,8 +30,11 @@ type memtable struct {
 	bytes int
 	// arena holds the keys and values written: blocks that are appended to, never
 	// changed or reused, so that the entries (and the runs sealed from them) can
-	// alias them.
+	// alias them. block is the size of the next block: it doubles from
+	// minArenaBlock up to maxArenaBlock and is kept across seals, so a table that
+	// writes a few rows an epoch (a progress table) holds small blocks.
 	arena []byte
+	block int
 	// vnodes index items by the vnode of their key, with a sorted cache each (for
 	// sortedVnode); at[i] is item i's position in its vnode's list.
 	vnodes map[uint16]*vnodeItems
@@ -66,7 +69,9 @@ func (mt *memtable) put(key, value []byte, del bool) {
 		}
 		e := &mt.items[i]
 		mt.bytes += len(value) - len(e.value)
-		e.value = mt.copy(value)
+		// An overwrite gets its own allocation: in the arena, a key rewritten many
+		// times an epoch would hold every version until the seal.
+		e.value = append([]byte(nil), value...)
 		e.del = del
 		return
 	}
@@ -85,9 +90,12 @@ func (mt *memtable) put(key, value []byte, del bool) {
 	vi.idx = append(vi.idx, i)
 }
 
-// arenaBlock is the size of a memtable's arena blocks (a larger key or value gets a
-// block of its own size).
-const arenaBlock = 64 << 10
+// The sizes of a memtable's arena blocks (a larger key or value gets a block of its
+// own size).
+const (
+	minArenaBlock = 512
+	maxArenaBlock = 64 << 10
+)
 
 // copy copies b into the arena (nil when empty). The copy is never written again.
 func (mt *memtable) copy(b []byte) []byte {
@@ -95,7 +103,8 @@ func (mt *memtable) copy(b []byte) []byte {
 		return nil
 	}
 	if cap(mt.arena)-len(mt.arena) < len(b) {
-		mt.arena = make([]byte, 0, max(arenaBlock, len(b)))
+		mt.block = min(max(2*mt.block, minArenaBlock), maxArenaBlock)
+		mt.arena = make([]byte, 0, max(mt.block, len(b)))
 	}
 	n := len(mt.arena)
 	mt.arena = append(mt.arena, b...)
