@@ -11,6 +11,10 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
+// maxKeptMerge is the most entries of a checkpoint's merge buffer kept for the next
+// checkpoint (3.5 MiB); a larger one, from a checkpoint of a large epoch, is dropped.
+const maxKeptMerge = 1 << 16
+
 // CheckpointStats describes one committed checkpoint.
 type CheckpointStats struct {
 	Epoch   uint64
@@ -193,9 +197,13 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		st.Bytes += len(key) + len(e.value)
 		return nil
 	})
-	defer func() { // keep the memory for the next checkpoint, not the runs
+	defer func() { // keep the memory for the next checkpoint (not a huge one), not the runs
 		clear(merged)
-		s.merged = merged[:0]
+		if cap(merged) <= maxKeptMerge {
+			s.merged = merged[:0]
+		} else {
+			s.merged = nil
+		}
 	}()
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
