@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // Iter iterates the rows of one vnode of a table in pk order through a view: pebble's
 // committed rows overlaid with sealed runs, the newest write of each key winning and
-// deleted keys hidden. Key and Value are valid until the next call to Next (they may
-// alias pebble's or a run's memory: copy what you keep). Not safe for concurrent use.
+// deleted keys hidden. Key and Value are valid until the next call to Next, ReuseIter
+// or Close (they may alias pebble's or a run's memory: copy what you keep). Not safe
+// for concurrent use.
 type Iter struct {
 	pit   *pebble.Iterator
 	pok   bool
@@ -178,8 +178,11 @@ func (it *Iter) Value() []byte { return it.value }
 // Error is the error that ended the iteration, if any.
 func (it *Iter) Error() error { return it.err }
 
-// Close releases the iterator.
+// Close releases the iterator, and what it holds of its view.
 func (it *Iter) Close() error {
+	clear(it.runs)
+	it.runs = it.runs[:0]
+	it.view, it.key, it.value = nil, nil, nil
 	if it.pit == nil {
 		return it.err
 	}
@@ -192,10 +195,11 @@ func (it *Iter) Close() error {
 }
 
 // ReuseIter points it at vnode v within b, as Iter does, keeping its pebble iterator
-// open: it is a zero Iter or one that ReuseIter opened on this table through view
-// before. A reader that iterates many small ranges of one view (a join probing the
-// other side once per row) opens one pebble iterator instead of one per range. An
-// iterator opened through another view is closed and replaced. Close it when done.
+// open when it is one ReuseIter opened on this table through view before (any other
+// iterator, or a zero Iter, gets a new pebble iterator). A reader that iterates many
+// small ranges of one view (a join probing the other side once per row) opens one
+// pebble iterator instead of one per range. Key and Value are valid until the next
+// Next, ReuseIter or Close. Close it when done.
 func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) error {
 	if !s.vnodes.Contains(v) {
 		return fmt.Errorf("storage: iterate: table %s: vnode %d is not owned by this actor", s.t.Name, v)
@@ -216,8 +220,7 @@ func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) err
 		it.pit = nil
 	}
 	if it.pit == nil {
-		// Pebble may keep the options' bounds: give it copies of its own.
-		pit, err := view.snap.NewIter(&pebble.IterOptions{LowerBound: slices.Clone(lo), UpperBound: slices.Clone(hi)})
+		pit, err := view.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi}) // pebble copies the bounds
 		if err != nil {
 			return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
 		}

@@ -35,9 +35,9 @@ func (l *Lookup) Value(i int) ([]byte, bool) {
 
 // GetMany reads, through the view, the value of the rows sel of a batch whose
 // memcomparable pks are pks and whose vnodes are vns (both indexed by row), and
-// leaves them in out (Value(row)); rows not in sel read as missing. It sees what Get
-// sees, row by row: the actor's own unsealed writes, else the view's sealed runs, else
-// the committed data. The committed data is read with one pebble iterator, seeking
+// leaves them in out (Value(row)); rows not in sel read as missing. Each row reads
+// what Get would read before the batch is applied: the actor's own unsealed writes,
+// else the view's sealed runs, else the committed data. The committed data is read with one pebble iterator, seeking
 // the keys in ascending order, instead of one point read per row: a batch whose key
 // range holds nothing committed (a view being built) costs one seek.
 func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int32, out *Lookup) error {
