@@ -536,10 +536,8 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 			h.sel = append(h.sel, int32(i))
 		}
 	}
-	if len(h.sel) > 0 {
-		if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
-			return err
-		}
+	if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
+		return err
 	}
 
 	ops := c.Ops()
