@@ -215,28 +215,24 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 		if !c.Visible(i) {
 			continue
 		}
-		var err error
 		switch ops[i] {
 		case vec.Insert, vec.UpdateInsert:
-			err = m.upsert(i)
+			m.upsert(i)
 		case vec.Delete:
-			err = m.remove(i)
+			m.remove(i)
 		case vec.UpdateDelete:
 			j := i + 1
 			for j < n && !c.Visible(j) {
 				j++
 			}
 			if j == n || ops[j] != vec.UpdateInsert {
-				err = m.remove(i) // an UpdateDelete without its UpdateInsert
+				m.remove(i) // an UpdateDelete without its UpdateInsert
 				break
 			}
-			err = m.update(i, j)
+			m.update(i, j)
 			i = j
 		default:
-			err = fmt.Errorf("row %d has unknown op %d", i, ops[i])
-		}
-		if err != nil {
-			return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
+			return nil, fmt.Errorf("materialize %s: epoch %d: row %d has unknown op %d", m.t.Name, m.epoch, i, ops[i])
 		}
 	}
 	if len(m.ops) == 0 {
@@ -255,16 +251,15 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 
 // current is the value that row i's pk holds before row i: an earlier row of the
 // chunk's, else the state table's as read before the chunk.
-func (m *Materialize) current(i int) ([]byte, bool, error) {
+func (m *Materialize) current(i int) ([]byte, bool) {
 	key := m.keys.At(i)
 	if r, ok := m.overlay[keyString(key)]; ok {
 		if r < 0 {
-			return nil, false, nil
+			return nil, false
 		}
-		return m.vals.At(int(r)), true, nil
+		return m.vals.At(int(r)), true
 	}
-	old, ok := m.base.Value(i)
-	return old, ok, nil
+	return m.base.Value(i)
 }
 
 func (m *Materialize) emit(op vec.Op, val []byte) {
@@ -273,13 +268,9 @@ func (m *Materialize) emit(op vec.Op, val []byte) {
 }
 
 // upsert writes row i over whatever its pk holds.
-func (m *Materialize) upsert(i int) error {
-	old, ok, err := m.current(i)
-	if err != nil {
-		return err
-	}
+func (m *Materialize) upsert(i int) {
+	old, ok := m.current(i)
 	m.put(i, old, ok)
-	return nil
 }
 
 // put writes row i over old (ok: old exists).
@@ -298,29 +289,28 @@ func (m *Materialize) put(i int, old []byte, ok bool) {
 }
 
 // remove deletes row i's pk, when it exists.
-func (m *Materialize) remove(i int) error {
-	old, ok, err := m.current(i)
-	if err != nil || !ok {
-		return err
+func (m *Materialize) remove(i int) {
+	old, ok := m.current(i)
+	if !ok {
+		return
 	}
 	m.emit(vec.Delete, old)
 	m.overlay[keyString(m.keys.At(i))] = -1
-	return nil
 }
 
 // update applies the update pair of rows i (UpdateDelete) and j (UpdateInsert).
-func (m *Materialize) update(i, j int) error {
-	old, ok, err := m.current(i)
-	if err != nil || !ok {
-		return err // a missing old row: the pair does nothing
+func (m *Materialize) update(i, j int) {
+	old, ok := m.current(i)
+	if !ok {
+		return // a missing old row: the pair does nothing
 	}
 	if bytes.Equal(m.keys.At(i), m.keys.At(j)) {
 		m.put(j, old, true)
-		return nil
+		return
 	}
 	m.emit(vec.Delete, old)
 	m.overlay[keyString(m.keys.At(i))] = -1
-	return m.upsert(j)
+	m.upsert(j)
 }
 
 // build decodes the emitted values into a chunk with the emitted ops.
