@@ -50,19 +50,9 @@ type IterBounds struct {
 // NewIter opens an iterator over table's vnode through the view, with the view's runs
 // of that table and then extra (newer) runs on top.
 func (v *View) newIter(table uint32, vnode uint16, b IterBounds, extra []*run) (*Iter, error) {
-	prefix := VnodePrefix(table, vnode)
-	lo := prefix
-	switch {
-	case b.After != nil && b.From != nil:
-		return nil, fmt.Errorf("storage: iterate table %d vnode %d: both After and From bounds", table, vnode)
-	case b.After != nil:
-		lo = append(AppendKey(nil, table, vnode, b.After), 0) // the successor of After
-	case b.From != nil:
-		lo = AppendKey(nil, table, vnode, b.From)
-	}
-	hi := prefixEnd(prefix)
-	if b.Before != nil {
-		hi = AppendKey(nil, table, vnode, b.Before)
+	lo, hi, err := appendBounds(nil, nil, table, vnode, b)
+	if err != nil {
+		return nil, fmt.Errorf("storage: iterate table %d vnode %d: %w", table, vnode, err)
 	}
 	it, err := v.rangeIter(table, lo, hi, extra)
 	if err != nil {
@@ -85,16 +75,22 @@ func (v *View) rangeIter(table uint32, lo, hi []byte, extra []*run) (*Iter, erro
 	it.pok = pit.First()
 	for _, rs := range [][]*run{v.runs[table], extra} {
 		for _, r := range rs {
-			i, j := seekEntries(r.entries, lo), len(r.entries)
-			if hi != nil {
-				j = seekEntries(r.entries, hi)
-			}
-			if i < j {
-				it.runs = append(it.runs, runCursor{es: r.entries[i:j]})
-			}
+			it.overlay(r.entries, lo, hi)
 		}
 	}
 	return it, nil
+}
+
+// overlay adds the entries of a sorted run within [lo, hi) (hi nil: no upper bound) on
+// top of the iterator's sources.
+func (it *Iter) overlay(es []entry, lo, hi []byte) {
+	i, j := seekEntries(es, lo), len(es)
+	if hi != nil {
+		j = seekEntries(es, hi)
+	}
+	if i < j {
+		it.runs = append(it.runs, runCursor{es: es[i:j]})
+	}
 }
 
 // Next moves to the next live row; false at the end or on error (see Error).
@@ -232,19 +228,10 @@ func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) err
 	it.key, it.value, it.err = nil, nil, nil
 	clear(it.runs)
 	it.runs = it.runs[:0]
-	add := func(es []entry) {
-		i, j := seekEntries(es, lo), len(es)
-		if hi != nil {
-			j = seekEntries(es, hi)
-		}
-		if i < j {
-			it.runs = append(it.runs, runCursor{es: es[i:j]})
-		}
-	}
 	for _, r := range view.runs[s.id] {
-		add(r.entries)
+		it.overlay(r.entries, lo, hi)
 	}
-	add(s.mt.sortedVnode(v)) // the actor's unsealed writes, newest
+	it.overlay(s.mt.sortedVnode(v), lo, hi) // the actor's unsealed writes, newest
 	return nil
 }
 
@@ -264,12 +251,5 @@ func appendBounds(lo, hi []byte, table uint32, v uint16, b IterBounds) ([]byte, 
 	if b.Before != nil {
 		return lo, AppendKey(hi, table, v, b.Before), nil
 	}
-	hi = AppendKey(hi, table, v, nil)
-	for i := len(hi) - 1; i >= 0; i-- { // the end of the vnode's prefix
-		hi[i]++
-		if hi[i] != 0 {
-			return lo, hi[:i+1], nil
-		}
-	}
-	return lo, nil, nil
+	return lo, toPrefixEnd(AppendKey(hi, table, v, nil)), nil // the end of the vnode
 }

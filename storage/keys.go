@@ -33,11 +33,16 @@ func SplitKey(key []byte) (table uint32, vnode uint16, pk []byte, err error) {
 
 // prefixEnd is the smallest key above every key with the prefix (nil when none).
 func prefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		end[i]++
-		if end[i] != 0 {
-			return end[:i+1]
+	return toPrefixEnd(append([]byte(nil), prefix...))
+}
+
+// toPrefixEnd turns p, in place, into the smallest key above every key starting with
+// p, or nil when there is none (p is all 0xff).
+func toPrefixEnd(p []byte) []byte {
+	for i := len(p) - 1; i >= 0; i-- {
+		p[i]++
+		if p[i] != 0 {
+			return p[:i+1]
 		}
 	}
 	return nil
