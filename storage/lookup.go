@@ -25,6 +25,12 @@ type Lookup struct {
 	opts pebble.IterOptions
 }
 
+// found records val (copied) as the value of row i.
+func (l *Lookup) found(i int32, val []byte) {
+	l.at[i] = int32(l.vals.Len())
+	l.vals.Append(val)
+}
+
 // Value is the value found for row i of the last GetMany, valid until the next one.
 func (l *Lookup) Value(i int) ([]byte, bool) {
 	if i >= len(l.at) || l.at[i] < 0 {
@@ -67,8 +73,8 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 	for k, i := range sel {
 		key := out.keys.At(k)
 		e, ok := s.mt.get(key)
-		for r := len(runs) - 1; !ok && r >= 0; r-- {
-			e, ok = runs[r].get(key)
+		if !ok {
+			e, ok = newestWrite(runs, key)
 		}
 		if !ok {
 			if w := len(out.wait); w > 0 && bytes.Compare(out.keys.At(int(out.wait[w-1])), key) > 0 {
@@ -78,8 +84,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 			continue
 		}
 		if !e.del {
-			out.at[i] = int32(out.vals.Len())
-			out.vals.Append(e.value)
+			out.found(i, e.value)
 		}
 	}
 	if len(out.wait) == 0 {
@@ -131,8 +136,7 @@ func (s *StateTable) readCommitted(view *View, sel []int32, out *Lookup) error {
 			if err != nil {
 				return errors.Join(err, it.Close())
 			}
-			out.at[sel[k]] = int32(out.vals.Len())
-			out.vals.Append(val)
+			out.found(sel[k], val)
 			continue
 		}
 		if sought && free == 0 {
@@ -150,8 +154,7 @@ func (s *StateTable) readCommitted(view *View, sel []int32, out *Lookup) error {
 			if err != nil {
 				return errors.Join(err, it.Close())
 			}
-			out.at[sel[k]] = int32(out.vals.Len())
-			out.vals.Append(val)
+			out.found(sel[k], val)
 			closer.Close()
 			continue
 		}
@@ -164,8 +167,7 @@ func (s *StateTable) readCommitted(view *View, sel []int32, out *Lookup) error {
 			if err != nil {
 				return errors.Join(err, it.Close())
 			}
-			out.at[sel[k]] = int32(out.vals.Len())
-			out.vals.Append(val)
+			out.found(sel[k], val)
 		}
 	}
 	return errors.Join(it.Error(), it.Close())

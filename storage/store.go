@@ -407,14 +407,11 @@ func (v *View) get(table uint32, key []byte) ([]byte, bool, error) {
 	if v == nil || v.snap == nil {
 		return nil, false, errors.New("the view is released")
 	}
-	rs := v.runs[table]
-	for i := len(rs) - 1; i >= 0; i-- {
-		if e, ok := rs[i].get(key); ok {
-			if e.del {
-				return nil, false, nil
-			}
-			return append([]byte(nil), e.value...), true, nil
+	if e, ok := newestWrite(v.runs[table], key); ok {
+		if e.del {
+			return nil, false, nil
 		}
+		return append([]byte(nil), e.value...), true, nil
 	}
 	val, closer, err := v.snap.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -426,6 +423,16 @@ func (v *View) get(table uint32, key []byte) ([]byte, bool, error) {
 	out := append([]byte(nil), val...)
 	closer.Close()
 	return out, true, nil
+}
+
+// newestWrite finds key's write in runs (oldest first), searching the newest first.
+func newestWrite(rs []*run, key []byte) (entry, bool) {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if e, ok := rs[i].get(key); ok {
+			return e, true
+		}
+	}
+	return entry{}, false
 }
 
 // RowCount is the committed number of rows of a table's vnode.
