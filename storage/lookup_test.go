@@ -23,28 +23,10 @@ import (
 // snapshot batch of one vnode arrives) or not.
 func BenchmarkLookup(b *testing.B) {
 	const rows, batch = 200_000, 1024
-	s, err := storage.Open(b.TempDir(), storage.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	node := s.AddNode()
-	st, err := storage.NewStateTable(node, bidTableID, bidT, vnode.Full(bidT.VnodeCount))
-	if err != nil {
-		b.Fatal(err)
-	}
+	node, st := committedBids(b, rows, 4)
 	empty, err := storage.NewStateTable(node, bidTableID+1, bidT, vnode.Full(bidT.VnodeCount))
 	if err != nil {
 		b.Fatal(err)
-	}
-	mem := memory.NewGoAllocator()
-	for i := range 4 {
-		lo := int64(i) * rows / 4
-		writeBids(b, mem, st, inserts(idRange(lo, lo+rows/4), bidVal{Price: int64(i), Channel: "web"}))
-		if err := st.Seal(ep(i + 1)); err != nil {
-			b.Fatal(err)
-		}
-		mustCheckpoint(b, s, ep(i+1))
 	}
 	view, err := node.View()
 	if err != nil {
@@ -110,21 +92,7 @@ func TestGetManyAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector (sync.Pool drops items at random)")
 	}
-	s, err := storage.Open(t.TempDir(), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	node := s.AddNode()
-	st, err := storage.NewStateTable(node, bidTableID, bidT, vnode.Full(bidT.VnodeCount))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeBids(t, memory.NewGoAllocator(), st, inserts(idRange(0, 2000), bidVal{Price: 1, Channel: "web"}))
-	if err := st.Seal(ep(1)); err != nil {
-		t.Fatal(err)
-	}
-	mustCheckpoint(t, s, ep(1))
+	node, st := committedBids(t, 2000, 1)
 	view, err := node.View()
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +127,31 @@ func TestGetManyAllocs(t *testing.T) {
 	if allocs >= 1 {
 		t.Fatalf("GetMany of %d pks: %.1f allocations per batch, want none", len(vns), allocs)
 	}
+}
+
+// committedBids opens a store on a real directory (closed at the end of the test) with
+// bids 0..rows-1 committed in the given number of checkpoints, and returns its node
+// and the bid state table over every vnode.
+func committedBids(tb testing.TB, rows, checkpoints int) (*storage.Node, *storage.StateTable) {
+	tb.Helper()
+	s, err := storage.Open(tb.TempDir(), storage.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	node := s.AddNode()
+	st, err := storage.NewStateTable(node, bidTableID, bidT, vnode.Full(bidT.VnodeCount))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mem := memory.NewGoAllocator()
+	for i := range checkpoints {
+		lo, hi := int64(i*rows/checkpoints), int64((i+1)*rows/checkpoints)
+		writeBids(tb, mem, st, inserts(idRange(lo, hi), bidVal{Price: int64(i), Channel: "web"}))
+		if err := st.Seal(ep(i + 1)); err != nil {
+			tb.Fatal(err)
+		}
+		mustCheckpoint(tb, s, ep(i+1))
+	}
+	return node, st
 }
