@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -140,12 +141,19 @@ func TestBackfillBenchBadOptions(t *testing.T) {
 	} {
 		tc.o.Dir = t.TempDir()
 		_, err := RunBackfillBench(context.Background(), tc.o)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
-		}
-		if entries, _ := os.ReadDir(tc.o.Dir); len(entries) != 0 {
-			t.Errorf("%+v: left %d entries in its directory", tc.o, len(entries))
-		}
+		checkRefused(t, fmt.Sprintf("%+v", tc.o), err, tc.want, tc.o.Dir)
+	}
+}
+
+// checkRefused checks that a benchmark run with bad options (what) failed with an
+// error naming want, and left nothing in its directory dir.
+func checkRefused(t *testing.T, what string, err error, want, dir string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%s: %v, want an error naming %q", what, err, want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("%s: left %d entries in its directory", what, len(entries))
 	}
 }
 
