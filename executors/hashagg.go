@@ -528,11 +528,17 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	h.vn, h.rowG, h.sign, h.counts = h.vn[:n], h.rowG[:n], h.sign[:n], h.counts[:n]
 	h.keyK.Vnodes(kc, h.vn)
 	kc.Release()
-	// The stored state of the groups not in the cache, read for the whole chunk at
-	// once (nothing is written to the state tables before the barrier).
+	// The visible rows' cached groups; the stored state of the others, read for the
+	// whole chunk at once (nothing is written to the state tables before the barrier).
 	h.sel = h.sel[:0]
 	for i := 0; i < n; i++ {
-		if _, ok := h.groups[keyString(h.keys.At(i))]; !ok && c.Visible(i) {
+		h.rowG[i], h.sign[i] = nil, 0
+		if !c.Visible(i) {
+			continue
+		}
+		if g, ok := h.groups[keyString(h.keys.At(i))]; ok {
+			h.rowG[i] = g
+		} else {
 			h.sel = append(h.sel, int32(i))
 		}
 	}
@@ -542,7 +548,6 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 
 	ops := c.Ops()
 	for i := 0; i < n; i++ {
-		h.rowG[i], h.sign[i] = nil, 0
 		if !c.Visible(i) {
 			continue
 		}
@@ -550,9 +555,12 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		if !ops[i].IsInsert() {
 			s = -1
 		}
-		g, err := h.group(i)
-		if err != nil {
-			return err
+		g := h.rowG[i]
+		if g == nil { // not cached before the chunk (an earlier row may have made it)
+			var err error
+			if g, err = h.group(i); err != nil {
+				return err
+			}
 		}
 		h.touch(g)
 		g.rows += s
