@@ -90,6 +90,11 @@ func (mt *memtable) put(key, value []byte, del bool) {
 	vi.idx = append(vi.idx, i)
 }
 
+// maxMemtableHint caps the entries a sealed memtable's map and slices are sized for
+// in the next epoch (about 7 MiB of map; an epoch of a view being backfilled writes
+// tens of thousands of rows).
+const maxMemtableHint = 1 << 18
+
 // The sizes of a memtable's arena blocks (a larger key or value gets a block of its
 // own size).
 const (
@@ -148,10 +153,15 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 			slices.SortFunc(part, entryLess)
 		}
 	}
-	mt.items, mt.arena = nil, nil
-	mt.m = map[string]int{}
+	// The next epoch of a table usually writes as many keys as this one: a map and
+	// slices sized for them are not rehashed or copied at every doubling while they
+	// fill (capped, so that one large epoch does not make every later one allocate
+	// large ones).
+	hint := min(len(items)+len(items)/8, maxMemtableHint)
+	mt.m = make(map[string]int, hint)
+	mt.items, mt.at, mt.arena = make([]entry, 0, hint), make([]int, 0, hint), nil
 	mt.bytes = 0
-	mt.vnodes, mt.at = map[uint16]*vnodeItems{}, nil
+	mt.vnodes = map[uint16]*vnodeItems{}
 	return &run{table: table, epoch: epoch, entries: items, bytes: size}
 }
 
