@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -275,4 +276,102 @@ func TestReplicatedTableErrors(t *testing.T) {
 		t.Errorf("row in unowned vnode %d: %v", v, err)
 	}
 	count("stray row")
+}
+
+// TestStateTableWriteEncoded: rows written as the kernels encoded them (the
+// materialize's path) leave the table as Write of the same chunk does, in order (a
+// later row of a pk wins), only the rows named by index; a length mismatch, an index
+// out of range or a row in a vnode the actor does not own is an error naming the
+// table, and writes nothing.
+func TestStateTableWriteEncoded(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := openStore(t, vfs.NewMem())
+	n := s.AddNode()
+	own := vnode.FromRange(bidT.VnodeCount, 0, bidT.VnodeCount/2)
+	w, err := storage.NewStateTable(n, bidTableID, bidT, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newBidPlacer()
+	in, out := splitIDs(p, own, 6)
+	want := bidState{}
+	first := inserts(in, bidVal{Price: 1, Channel: "a"})
+	writeBids(t, mem, w, first)
+	want.apply(first)
+
+	// A chunk of an overwrite, a delete, the same pk twice (the later wins), an update
+	// pair and a delete; the UpdateDelete (row 4) is not named, so it is not written.
+	ops := []bidOp{
+		{Op: vec.Insert, ID: in[0], V: bidVal{Price: 2, Channel: "b"}},
+		{Op: vec.Delete, ID: in[1]},
+		{Op: vec.Insert, ID: in[2], V: bidVal{Price: 3}},
+		{Op: vec.Insert, ID: in[2], V: bidVal{Price: 4}},
+		{Op: vec.UpdateDelete, ID: in[3], V: bidVal{Price: 1, Channel: "a"}},
+		{Op: vec.UpdateInsert, ID: in[3], V: bidVal{Price: 5}},
+		{Op: vec.Delete, ID: in[4]},
+	}
+	c := bidChunk(mem, ops)
+	defer c.Release()
+	k := vec.For(bidT)
+	var keys, vals vec.Bytes
+	k.EncodeKeys(c, &keys)
+	k.EncodeValues(c, &vals)
+	vn := make([]uint16, c.NumRows())
+	k.Vnodes(c, vn)
+	at := []int32{0, 1, 2, 3, 5, 6}
+	var rowOps []vec.Op
+	var named []bidOp
+	for _, i := range at {
+		rowOps = append(rowOps, c.Ops()[i])
+		named = append(named, ops[i])
+	}
+	unsealed := w.UnsealedBytes()
+	outVn := slices.Clone(vn)
+	outVn[0] = func() uint16 { v, _ := p.place(out[0]); return v }()
+	for _, bad := range []struct {
+		name  string
+		ops   []vec.Op
+		at    []int32
+		vn    []uint16
+		words []string
+	}{
+		{"fewer indexes than ops", rowOps, at[:5], vn, []string{"bid", "6 ops, 5 pk indexes"}},
+		{"index out of range", rowOps, []int32{0, 1, 2, 3, 4, 9}, vn, []string{"bid", "pk index 9"}},
+		{"negative index", rowOps, []int32{0, 1, 2, 3, 4, -1}, vn, []string{"bid", "pk index -1"}},
+		{"unowned vnode", rowOps, at, outVn, []string{"bid", fmt.Sprintf("vnode %d", outVn[0])}},
+	} {
+		var v vec.Bytes
+		for r := range bad.ops {
+			v.Append(vals.At(min(r, vals.Len()-1)))
+		}
+		err := w.WriteEncoded(bad.ops, bad.at, bad.vn, &keys, &v)
+		if err == nil {
+			t.Fatalf("%s: written", bad.name)
+		}
+		for _, word := range bad.words {
+			if !strings.Contains(err.Error(), word) {
+				t.Errorf("%s: error %q does not name %q", bad.name, err, word)
+			}
+		}
+		if w.UnsealedBytes() != unsealed {
+			t.Fatalf("%s: unsealed bytes %d, want %d", bad.name, w.UnsealedBytes(), unsealed)
+		}
+	}
+
+	var v vec.Bytes
+	for _, i := range at {
+		v.Append(vals.At(int(i)))
+	}
+	if err := w.WriteEncoded(rowOps, at, vn, &keys, &v); err != nil {
+		t.Fatal(err)
+	}
+	want.apply(named)
+	got, _ := readBidsAt(t, s, n, w, p)
+	expectState(t, "encoded writes", want, got)
+	w.Seal(ep(1))
+	mustCheckpoint(t, s, ep(1))
+	got, _ = readBidsAt(t, s, nil, w, p)
+	expectState(t, "committed", want, got)
+	checkRowCounts(t, s, bidTableID, p.counts(want), bidT.VnodeCount)
 }

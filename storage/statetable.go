@@ -50,6 +50,18 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 	return s.write(c, "write")
 }
 
+// WriteEncoded applies rows already encoded by the table's kernels (vec.For of its
+// table: memcomparable pks and row values), in order, without encoding them again: row
+// r has op ops[r] (Insert and UpdateInsert put, Delete and UpdateDelete delete), the pk
+// keys.At(at[r]) in vnode vn[at[r]], and, when it puts, the value vals.At(r) (vals has
+// one entry per row; a deleting row's is ignored). The values are not checked: they
+// must come from the table's kernels. Mismatched lengths, an index out of range, or a
+// row in a vnode the actor does not own is an error naming the table, and then nothing
+// is written.
+func (s *StateTable) WriteEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes) error {
+	return s.writeEncoded(ops, at, vn, keys, vals, "write")
+}
+
 // Seal publishes the writes since the last Seal on the node as epoch, where every
 // reader on the node sees them and the next checkpoint at or above epoch commits them.
 // A seal at or below a committed or committing epoch is refused and keeps the writes.

@@ -52,12 +52,40 @@ func (w *chunkWriter) write(c *vec.Chunk, what string) error {
 		if !c.Visible(i) {
 			continue
 		}
-		w.keybuf = AppendKey(w.keybuf[:0], w.id, vn[i], w.keys.At(i))
-		if ops[i].IsInsert() {
-			w.mt.put(w.keybuf, w.vals.At(i), false)
-		} else {
-			w.mt.put(w.keybuf, nil, true)
+		w.put(ops[i], vn[i], w.keys.At(i), w.vals.At(i))
+	}
+	return nil
+}
+
+// put writes one encoded row: its value when op inserts, a delete otherwise.
+func (w *chunkWriter) put(op vec.Op, vn uint16, pk, value []byte) {
+	w.keybuf = AppendKey(w.keybuf[:0], w.id, vn, pk)
+	if op.IsInsert() {
+		w.mt.put(w.keybuf, value, false)
+	} else {
+		w.mt.put(w.keybuf, nil, true)
+	}
+}
+
+// writeEncoded applies rows that the table's kernels encoded, in order: row r has op
+// ops[r], the pk keys.At(at[r]) in vnode vn[at[r]], and when it inserts the value
+// vals.At(r). A row in a vnode the actor does not own is an error naming the table and
+// vnode, and then nothing is written.
+func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes, what string) error {
+	if len(at) != len(ops) || vals.Len() != len(ops) {
+		return fmt.Errorf("storage: %s: table %s: %d ops, %d pk indexes and %d values", what, w.t.Name, len(ops), len(at), vals.Len())
+	}
+	for _, i := range at {
+		if i < 0 || int(i) >= keys.Len() || int(i) >= len(vn) {
+			return fmt.Errorf("storage: %s: table %s: pk index %d out of range (%d pks, %d vnodes)", what, w.t.Name, i, keys.Len(), len(vn))
 		}
+		if !w.vnodes.Contains(vn[i]) {
+			return fmt.Errorf("storage: %s: table %s: row %d is in vnode %d, which this actor does not own", what, w.t.Name, i, vn[i])
+		}
+	}
+	for r, op := range ops {
+		i := at[r]
+		w.put(op, vn[i], keys.At(int(i)), vals.At(r))
 	}
 	return nil
 }
