@@ -61,9 +61,12 @@ type Materialize struct {
 	vn         []uint16  // the input rows' vnodes
 	out        vec.Bytes // the emitted rows' values, in order
 	ops        []vec.Op  // the emitted rows' ops
+	at         []int32   // the input row whose pk each emitted row has
 	// overlay maps the pk of every row written earlier in the chunk to the row whose
 	// value it now holds, or -1 when deleted. Its keys alias m.keys (see keyString).
+	// It is not used when no pk repeats among the visible rows (unique).
 	overlay map[string]int32
+	unique  bool
 	// sel is the visible rows, and base what their pks held before the chunk (read
 	// for the whole chunk at once).
 	sel  []int32
@@ -192,7 +195,7 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 	m.keys.Reset()
 	m.vals.Reset()
 	m.out.Reset()
-	m.ops = m.ops[:0]
+	m.ops, m.at = m.ops[:0], m.at[:0]
 	if cap(m.vn) < n {
 		m.vn = make([]uint16, n)
 	}
@@ -206,6 +209,7 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 			m.sel = append(m.sel, int32(i))
 		}
 	}
+	m.unique = m.ascending()
 	if err := m.st.GetMany(m.view, m.vn, &m.keys, m.sel, &m.base); err != nil {
 		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
 	}
@@ -238,20 +242,75 @@ func (m *Materialize) apply(c *vec.Chunk) (*vec.Chunk, error) {
 	if len(m.ops) == 0 {
 		return nil, nil
 	}
-	out, err := m.build()
-	if err != nil {
+	// The rows are written as they were encoded for the lookups, not encoded again.
+	if err := m.st.WriteEncoded(m.ops, m.at, m.vn, &m.keys, &m.out); err != nil {
 		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
 	}
-	if err := m.st.Write(out); err != nil {
-		out.Release()
+	if m.insertsOnly() {
+		return m.passThrough(c), nil
+	}
+	out, err := m.build()
+	if err != nil {
 		return nil, fmt.Errorf("materialize %s: epoch %d: %w", m.t.Name, m.epoch, err)
 	}
 	return out, nil
 }
 
+// ascending reports whether the visible rows' pks are strictly ascending, so that no
+// pk repeats in the chunk (a snapshot batch, a sorted load) and no row needs to see an
+// earlier row's write.
+func (m *Materialize) ascending() bool {
+	for k := 1; k < len(m.sel); k++ {
+		if bytes.Compare(m.keys.At(int(m.sel[k-1])), m.keys.At(int(m.sel[k]))) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// insertsOnly reports whether the changelog is an Insert of every visible row, in
+// order, with its own value. An Insert is only ever emitted with the value of the row
+// it writes, and a row emits at most one, so it suffices that every emitted op is an
+// Insert and there are as many as visible rows.
+func (m *Materialize) insertsOnly() bool {
+	if len(m.ops) != len(m.sel) {
+		return false
+	}
+	for _, op := range m.ops {
+		if op != vec.Insert {
+			return false
+		}
+	}
+	return true
+}
+
+// passThrough returns c itself as the changelog when every visible row of c is
+// inserted as it is (insertsOnly): c's columns under the table's schema, with its
+// visibility, and all ops Insert (a lone UpdateInsert among c's rows becomes one).
+func (m *Materialize) passThrough(c *vec.Chunk) *vec.Chunk {
+	rec := c.Record()
+	if !rec.Schema().Equal(m.schema) { // the input's names may differ
+		rec = array.NewRecordBatch(m.schema, rec.Columns(), rec.NumRows())
+		defer rec.Release()
+	}
+	ops := c.OpsBuffer()
+	in := c.Ops()
+	for _, i := range m.sel {
+		if in[i] != vec.Insert {
+			ops = vec.NewOps(m.mem, c.NumRows(), vec.Insert)
+			defer ops.Release()
+			break
+		}
+	}
+	return vec.NewChunk(rec, ops, c.VisibilityBuffer())
+}
+
 // current is the value that row i's pk holds before row i: an earlier row of the
 // chunk's, else the state table's as read before the chunk.
 func (m *Materialize) current(i int) ([]byte, bool) {
+	if m.unique {
+		return m.base.Value(i)
+	}
 	key := m.keys.At(i)
 	if r, ok := m.overlay[keyString(key)]; ok {
 		if r < 0 {
@@ -262,9 +321,19 @@ func (m *Materialize) current(i int) ([]byte, bool) {
 	return m.base.Value(i)
 }
 
-func (m *Materialize) emit(op vec.Op, val []byte) {
+// emit appends a row of the changelog: op, with the pk of input row i and value val.
+func (m *Materialize) emit(op vec.Op, i int, val []byte) {
 	m.out.Append(val)
 	m.ops = append(m.ops, op)
+	m.at = append(m.at, int32(i))
+}
+
+// wrote records that row i's pk now holds row r's value (-1: deleted), for the rows
+// after it in the chunk.
+func (m *Materialize) wrote(i int, r int32) {
+	if !m.unique {
+		m.overlay[keyString(m.keys.At(i))] = r
+	}
 }
 
 // upsert writes row i over whatever its pk holds.
@@ -278,14 +347,14 @@ func (m *Materialize) put(i int, old []byte, ok bool) {
 	val := m.vals.At(i)
 	switch {
 	case !ok:
-		m.emit(vec.Insert, val)
+		m.emit(vec.Insert, i, val)
 	case bytes.Equal(old, val):
 		return // nothing changes
 	default:
-		m.emit(vec.UpdateDelete, old)
-		m.emit(vec.UpdateInsert, val)
+		m.emit(vec.UpdateDelete, i, old)
+		m.emit(vec.UpdateInsert, i, val)
 	}
-	m.overlay[keyString(m.keys.At(i))] = int32(i)
+	m.wrote(i, int32(i))
 }
 
 // remove deletes row i's pk, when it exists.
@@ -294,8 +363,8 @@ func (m *Materialize) remove(i int) {
 	if !ok {
 		return
 	}
-	m.emit(vec.Delete, old)
-	m.overlay[keyString(m.keys.At(i))] = -1
+	m.emit(vec.Delete, i, old)
+	m.wrote(i, -1)
 }
 
 // update applies the update pair of rows i (UpdateDelete) and j (UpdateInsert).
@@ -308,8 +377,8 @@ func (m *Materialize) update(i, j int) {
 		m.put(j, old, true)
 		return
 	}
-	m.emit(vec.Delete, old)
-	m.overlay[keyString(m.keys.At(i))] = -1
+	m.emit(vec.Delete, i, old)
+	m.wrote(i, -1)
 	m.upsert(j)
 }
 

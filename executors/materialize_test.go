@@ -1,11 +1,13 @@
 package executors_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -74,6 +76,9 @@ type mvChange struct {
 type mvCounters struct {
 	inserts, deletes, overwrites, updates, pkChanges int
 	missingDeletes, missingUpdates, noops, inChunk   int
+	// ascending counts chunks of at least two visible rows with strictly ascending
+	// pks, and passedThrough the chunks emitted as their input's own columns.
+	ascending, passedThrough int
 }
 
 func (c *mvCounters) add(o mvCounters) {
@@ -86,6 +91,8 @@ func (c *mvCounters) add(o mvCounters) {
 	c.missingUpdates += o.missingUpdates
 	c.noops += o.noops
 	c.inChunk += o.inChunk
+	c.ascending += o.ascending
+	c.passedThrough += o.passedThrough
 }
 
 // mvModel applies the visible rows of c to s one at a time, following the rules of
@@ -315,6 +322,9 @@ type mvGen struct {
 	rng           *rand.Rand
 	pks, vals     arrow.RecordBatch
 	npks, nvalues int
+	// order is the pool's distinct pks (as indexes into pks) in ascending key order,
+	// for chunks that look like snapshot batches.
+	order []int64
 }
 
 func newMVGen(rng *rand.Rand, mem memory.Allocator, t *schema.Table) *mvGen {
@@ -322,6 +332,16 @@ func newMVGen(rng *rand.Rand, mem memory.Allocator, t *schema.Table) *mvGen {
 	c := vectest.RandomChunk(rng, mem, t, g.npks, 0.2)
 	g.pks = c.Record()
 	g.pks.Retain()
+	var keys vec.Bytes
+	vec.NewGeneric(t).EncodeKeys(c, &keys)
+	seen := map[string]bool{}
+	for i := range g.npks {
+		if k := string(keys.At(i)); !seen[k] {
+			seen[k] = true
+			g.order = append(g.order, int64(i))
+		}
+	}
+	slices.SortFunc(g.order, func(a, b int64) int { return bytes.Compare(keys.At(int(a)), keys.At(int(b))) })
 	c.Release()
 	c = vectest.RandomChunk(rng, mem, t, g.nvalues, 0.2)
 	g.vals = c.Record()
@@ -339,15 +359,16 @@ func (g *mvGen) release() {
 // the time), pks and values from the pools, random visibility.
 func (g *mvGen) chunk(t testing.TB, mem memory.Allocator, n int) *vec.Chunk {
 	rng := g.rng
+	if rng.IntN(4) == 0 {
+		return g.ascendingChunk(t, mem)
+	}
 	ops := vectest.RandomOps(rng, n)
 	nv := g.nvalues
 	if rng.IntN(2) == 0 {
 		nv = 1 + rng.IntN(2)
 	}
 	pkIdx := array.NewInt64Builder(mem)
-	valIdx := array.NewInt64Builder(mem)
 	defer pkIdx.Release()
-	defer valIdx.Release()
 	prev := int64(0)
 	for i, op := range ops {
 		p := rng.Int64N(int64(g.npks))
@@ -356,6 +377,40 @@ func (g *mvGen) chunk(t testing.TB, mem memory.Allocator, n int) *vec.Chunk {
 		}
 		prev = p
 		pkIdx.Append(p)
+	}
+	return g.build(t, mem, pkIdx, nv, ops, vectest.RandomVisibility(rng, ops))
+}
+
+// ascendingChunk returns a chunk like a snapshot batch: distinct pks in ascending key
+// order, all Inserts and all visible half of the time, else random ops and visibility.
+func (g *mvGen) ascendingChunk(t testing.TB, mem memory.Allocator) *vec.Chunk {
+	rng := g.rng
+	pkIdx := array.NewInt64Builder(mem)
+	defer pkIdx.Release()
+	for _, p := range g.order {
+		if rng.IntN(3) > 0 {
+			pkIdx.Append(p)
+		}
+	}
+	if pkIdx.Len() == 0 {
+		pkIdx.Append(g.order[0])
+	}
+	n := pkIdx.Len()
+	if rng.IntN(2) == 0 {
+		ops := make([]vec.Op, n) // all Insert
+		return g.build(t, mem, pkIdx, g.nvalues, ops, nil)
+	}
+	ops := vectest.RandomOps(rng, n)
+	return g.build(t, mem, pkIdx, g.nvalues, ops, vectest.RandomVisibility(rng, ops))
+}
+
+// build returns a chunk of the pool's pks at the indexes in pkIdx, values drawn from
+// the first nv rows of the value pool, ops and visibility (nil: all visible).
+func (g *mvGen) build(t testing.TB, mem memory.Allocator, pkIdx *array.Int64Builder, nv int, ops []vec.Op, visible []bool) *vec.Chunk {
+	rng := g.rng
+	valIdx := array.NewInt64Builder(mem)
+	defer valIdx.Release()
+	for range ops {
 		valIdx.Append(rng.Int64N(int64(nv)))
 	}
 	pi, vi := pkIdx.NewArray(), valIdx.NewArray()
@@ -374,12 +429,42 @@ func (g *mvGen) chunk(t testing.TB, mem memory.Allocator, n int) *vec.Chunk {
 		}
 		cols[c] = a
 	}
-	rec := array.NewRecordBatch(g.t.ArrowSchema(), cols, int64(n))
+	rec := array.NewRecordBatch(g.t.ArrowSchema(), cols, int64(len(ops)))
 	for _, a := range cols {
 		a.Release()
 	}
 	defer rec.Release()
-	return vectest.ChunkOf(mem, rec, ops, vectest.RandomVisibility(rng, ops))
+	return vectest.ChunkOf(mem, rec, ops, visible)
+}
+
+// mvAscending reports whether c has at least two visible rows and their pks ascend
+// strictly.
+func mvAscending(k vec.Kernels, c *vec.Chunk) bool {
+	var keys vec.Bytes
+	k.EncodeKeys(c, &keys)
+	var prev []byte
+	n := 0
+	for i := range c.NumRows() {
+		if !c.Visible(i) {
+			continue
+		}
+		if n > 0 && bytes.Compare(prev, keys.At(i)) >= 0 {
+			return false
+		}
+		prev = keys.At(i)
+		n++
+	}
+	return n >= 2
+}
+
+// mvAllInserts reports whether every change is an Insert.
+func mvAllInserts(changes []mvChange) bool {
+	for _, ch := range changes {
+		if ch.op != vec.Insert {
+			return false
+		}
+	}
+	return true
 }
 
 // mvKVTable is a table built at run time (served by the generic kernels): a two-column
@@ -455,6 +540,7 @@ func TestMaterializeRandom(t *testing.T) {
 		"update": total.updates, "pk-changing update": total.pkChanges,
 		"delete of a missing pk": total.missingDeletes, "update of a missing pk": total.missingUpdates,
 		"write that changes nothing": total.noops, "pk seen earlier in the chunk": total.inChunk,
+		"chunk of ascending pks": total.ascending, "chunk emitted as its input's columns": total.passedThrough,
 	} {
 		if n == 0 {
 			t.Errorf("no %s happened", name)
@@ -557,9 +643,21 @@ func runMaterializeRandom(t *testing.T, tab *schema.Table, seed uint64) mvCounte
 			if len(pending) > 1 {
 				t.Fatalf("input %d: %d chunks emitted, want at most one", m.Watermark.Value, len(pending))
 			}
+			if mvAscending(gk, in) {
+				cnt.ascending++
+			}
 			var got []mvChange
 			if len(pending) == 1 {
 				got = mvChanges(gk, pending[0])
+				// A chunk whose every visible row is a new pk's Insert is emitted as
+				// its own columns, not decoded again.
+				shared := pending[0].Record().Column(0).Data() == in.Record().Column(0).Data()
+				if shared {
+					cnt.passedThrough++
+				}
+				if inserts := mvAllInserts(want); inserts != shared && len(want) == in.CountVisible() {
+					t.Fatalf("input %d: every visible row inserted: %v, but emitted as the input's columns: %v", m.Watermark.Value, inserts, shared)
+				}
 				pending[0].Release()
 				pending = pending[:0]
 			}

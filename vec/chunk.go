@@ -136,6 +136,10 @@ func (c *Chunk) Visibility() []byte {
 	return c.vis.Bytes()
 }
 
+// VisibilityBuffer is the chunk's visibility bitmap buffer (nil when every row is
+// visible), to share with a derived chunk.
+func (c *Chunk) VisibilityBuffer() *memory.Buffer { return c.vis }
+
 // Visible reports whether row i is visible.
 func (c *Chunk) Visible(i int) bool {
 	return c.vis == nil || bitutil.BitIsSet(c.vis.Bytes(), i)
