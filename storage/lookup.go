@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -23,6 +24,9 @@ type Lookup struct {
 	wait []int32
 	hi   []byte
 	opts pebble.IterOptions
+	// cur is, per sealed run of the view (oldest first), the index of its first entry
+	// at or after the last key sought there.
+	cur []int
 }
 
 // found records val (copied) as the value of row i.
@@ -69,12 +73,30 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 		out.keys.Commit()
 	}
 	runs := view.runs[s.id]
+	out.cur = append(out.cur[:0], make([]int, len(runs))...)
 	sorted := true
+	var vi *vnodeItems // the memtable's items of vnode vi
+	viOf := -1
 	for k, i := range sel {
 		key := out.keys.At(k)
-		e, ok := s.mt.get(key)
-		if !ok {
-			e, ok = newestWrite(runs, key)
+		if k > 0 && bytes.Compare(out.keys.At(k-1), key) > 0 {
+			clear(out.cur) // keys out of order: the cursors start again
+		}
+		if v := int(vns[i]); v != viOf {
+			vi, viOf = s.mt.vnodes[vns[i]], v
+		}
+		var e entry
+		ok := false
+		if vi != nil && bytes.Compare(key, vi.max) <= 0 { // else no unsealed write has it
+			e, ok = s.mt.get(key)
+		}
+		for r := len(runs) - 1; r >= 0 && !ok; r-- {
+			es := runs[r].entries
+			j := seekFrom(es, out.cur[r], key)
+			out.cur[r] = j
+			if j < len(es) && bytes.Equal(es[j].key, key) {
+				e, ok = es[j], true
+			}
 		}
 		if !ok {
 			if w := len(out.wait); w > 0 && bytes.Compare(out.keys.At(int(out.wait[w-1])), key) > 0 {
@@ -97,6 +119,24 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 		return fmt.Errorf("storage: get: table %s: %w", s.t.Name, err)
 	}
 	return nil
+}
+
+// seekFrom returns the index of the first of the sorted entries es at or after key,
+// given that every entry before from sorts before key: it gallops from from, so that
+// ascending keys cost a comparison each where they fall between two entries, and a
+// binary search of the gap they skip otherwise.
+func seekFrom(es []entry, from int, key []byte) int {
+	if from >= len(es) || bytes.Compare(es[from].key, key) >= 0 {
+		return from
+	}
+	lo, step := from, 1 // es[lo] < key
+	hi := lo + step
+	for hi < len(es) && bytes.Compare(es[hi].key, key) < 0 {
+		lo, step = hi, 2*step
+		hi = lo + step
+	}
+	hi = min(hi, len(es)) // the answer is in (lo, hi]
+	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return bytes.Compare(es[lo+1+i].key, key) >= 0 })
 }
 
 // readCommitted reads the keys of out.wait (sorted) from the view's pebble snapshot.

@@ -50,6 +50,7 @@ type vnodeItems struct {
 	cache  []entry
 	cached int
 	stale  bool
+	max    []byte // the largest key written (an arena copy)
 }
 
 func newMemtable() *memtable { return &memtable{m: map[string]int{}, vnodes: map[uint16]*vnodeItems{}} }
@@ -88,6 +89,9 @@ func (mt *memtable) put(key, value []byte, del bool) {
 	}
 	mt.at = append(mt.at, len(vi.idx))
 	vi.idx = append(vi.idx, i)
+	if vi.max == nil || bytes.Compare(k, vi.max) > 0 {
+		vi.max = k
+	}
 }
 
 // maxMemtableHint caps the entries a sealed memtable's map and slices are sized for
