@@ -173,15 +173,22 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// a key before it does not exist, and needs no seek (new keys of a view being
 	// built fall in ranges with nothing committed).
 	probed, pok := false, false
-	err = mergeRuns(live, func(e entry) error {
+	err = mergeRuns(live, func(e entry, b before) error {
 		key := e.key
-		if !probed || (pok && bytes.Compare(probe.Key(), key) < 0) {
-			probed, pok = true, probe.SeekGE(key)
-			if err := probe.Error(); err != nil {
-				return err
+		var existed bool
+		switch b {
+		case beforeExisted: // the writer knew, from what it read before the write
+			existed = true
+		case beforeAbsent:
+		default:
+			if !probed || (pok && bytes.Compare(probe.Key(), key) < 0) {
+				probed, pok = true, probe.SeekGE(key)
+				if err := probe.Error(); err != nil {
+					return err
+				}
 			}
+			existed = pok && bytes.Equal(probe.Key(), key)
 		}
-		existed := pok && bytes.Equal(probe.Key(), key)
 		table, vnode, _, err := SplitKey(key)
 		if err != nil {
 			return err
@@ -293,8 +300,9 @@ func commitSync(b *pebble.Batch) (err error) {
 
 // mergeRuns calls f with the final write of every key of runs (sorted by epoch, each
 // sorted by key), in ascending key order: of the writes of one key, that of the latest
-// run. It is a heap merge of one cursor per run.
-func mergeRuns(runs []*run, f func(entry) error) error {
+// run, with what the earliest run's write knew of the key before (its existence in
+// the committed data). It is a heap merge of one cursor per run.
+func mergeRuns(runs []*run, f func(entry, before) error) error {
 	h := make(runHeap, 0, len(runs))
 	for i, r := range runs {
 		if len(r.entries) > 0 {
@@ -302,22 +310,30 @@ func mergeRuns(runs []*run, f func(entry) error) error {
 		}
 	}
 	heap.Init(&h)
-	var last []byte
-	first := true
+	var cur entry // the latest write of the key being merged
+	var b before  // what its earliest write knew
+	have := false
 	for len(h) > 0 {
 		c := &h[0]
 		e := c.es[0]
-		if first || !bytes.Equal(e.key, last) {
-			if err := f(e); err != nil {
-				return err
+		if have && bytes.Equal(e.key, cur.key) {
+			b = e.before // an earlier run's write: equal keys pop latest first
+		} else {
+			if have {
+				if err := f(cur, b); err != nil {
+					return err
+				}
 			}
-			last, first = e.key, false
+			cur, b, have = e, e.before, true
 		}
 		if c.es = c.es[1:]; len(c.es) == 0 {
 			heap.Pop(&h)
 		} else {
 			heap.Fix(&h, 0)
 		}
+	}
+	if have {
+		return f(cur, b)
 	}
 	return nil
 }

@@ -296,19 +296,25 @@ func TestStateTableWriteEncoded(t *testing.T) {
 	p := newBidPlacer()
 	in, out := splitIDs(p, own, 6)
 	want := bidState{}
-	first := inserts(in, bidVal{Price: 1, Channel: "a"})
+	first := inserts(in[:5], bidVal{Price: 1, Channel: "a"})
 	writeBids(t, mem, w, first)
 	want.apply(first)
+	w.Seal(ep(1))
+	mustCheckpoint(t, s, ep(1))
 
-	// A chunk of an overwrite, a delete, the same pk twice (the later wins), an update
-	// pair and a delete; the UpdateDelete (row 4) is not named, so it is not written.
+	// A chunk of exact ops over the committed rows: an update pair, a delete, a new
+	// pk inserted, deleted and inserted again (the last wins), another update pair and
+	// a delete. The UpdateDelete of row 5 is not named, so it is not written: the
+	// UpdateInsert of row 6 still replaces an existing row.
 	ops := []bidOp{
-		{Op: vec.Insert, ID: in[0], V: bidVal{Price: 2, Channel: "b"}},
+		{Op: vec.UpdateDelete, ID: in[0], V: bidVal{Price: 1, Channel: "a"}},
+		{Op: vec.UpdateInsert, ID: in[0], V: bidVal{Price: 2, Channel: "b"}},
 		{Op: vec.Delete, ID: in[1]},
-		{Op: vec.Insert, ID: in[2], V: bidVal{Price: 3}},
-		{Op: vec.Insert, ID: in[2], V: bidVal{Price: 4}},
+		{Op: vec.Insert, ID: in[5], V: bidVal{Price: 3}},
+		{Op: vec.Delete, ID: in[5]},
 		{Op: vec.UpdateDelete, ID: in[3], V: bidVal{Price: 1, Channel: "a"}},
 		{Op: vec.UpdateInsert, ID: in[3], V: bidVal{Price: 5}},
+		{Op: vec.Insert, ID: in[5], V: bidVal{Price: 4}},
 		{Op: vec.Delete, ID: in[4]},
 	}
 	c := bidChunk(mem, ops)
@@ -319,7 +325,7 @@ func TestStateTableWriteEncoded(t *testing.T) {
 	k.EncodeValues(c, &vals)
 	vn := make([]uint16, c.NumRows())
 	k.Vnodes(c, vn)
-	at := []int32{0, 1, 2, 3, 5, 6}
+	at := []int32{0, 1, 2, 3, 4, 6, 7, 8}
 	var rowOps []vec.Op
 	var named []bidOp
 	for _, i := range at {
@@ -336,9 +342,9 @@ func TestStateTableWriteEncoded(t *testing.T) {
 		vn    []uint16
 		words []string
 	}{
-		{"fewer indexes than ops", rowOps, at[:5], vn, []string{"bid", "6 ops, 5 pk indexes"}},
-		{"index out of range", rowOps, []int32{0, 1, 2, 3, 4, 9}, vn, []string{"bid", "pk index 9"}},
-		{"negative index", rowOps, []int32{0, 1, 2, 3, 4, -1}, vn, []string{"bid", "pk index -1"}},
+		{"fewer indexes than ops", rowOps, at[:5], vn, []string{"bid", "8 ops, 5 pk indexes"}},
+		{"index out of range", rowOps, []int32{0, 1, 2, 3, 4, 6, 7, 9}, vn, []string{"bid", "pk index 9"}},
+		{"negative index", rowOps, []int32{0, 1, 2, 3, 4, 6, 7, -1}, vn, []string{"bid", "pk index -1"}},
 		{"unowned vnode", rowOps, at, outVn, []string{"bid", fmt.Sprintf("vnode %d", outVn[0])}},
 	} {
 		var v vec.Bytes
@@ -369,8 +375,8 @@ func TestStateTableWriteEncoded(t *testing.T) {
 	want.apply(named)
 	got, _ := readBidsAt(t, s, n, w, p)
 	expectState(t, "encoded writes", want, got)
-	w.Seal(ep(1))
-	mustCheckpoint(t, s, ep(1))
+	w.Seal(ep(2))
+	mustCheckpoint(t, s, ep(2))
 	got, _ = readBidsAt(t, s, nil, w, p)
 	expectState(t, "committed", want, got)
 	checkRowCounts(t, s, bidTableID, p.counts(want), bidT.VnodeCount)

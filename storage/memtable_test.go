@@ -122,3 +122,31 @@ func TestSeekFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestMemtableBefore: what a key's first write of the epoch knew of its existence is
+// kept through overwrites, into the sealed run, and back through an unseal.
+func TestMemtableBefore(t *testing.T) {
+	mt := newMemtable()
+	mt.putKnown([]byte("a"), []byte("1"), false, beforeAbsent)
+	mt.putKnown([]byte("a"), nil, true, beforeExisted)
+	mt.putKnown([]byte("a"), []byte("2"), false, beforeExisted)
+	mt.put([]byte("b"), []byte("1"), false)
+	mt.putKnown([]byte("b"), []byte("2"), false, beforeAbsent)
+	mt.putKnown([]byte("c"), nil, true, beforeExisted)
+	want := map[string]before{"a": beforeAbsent, "b": beforeUnknown, "c": beforeExisted}
+	check := func(what string, es []entry) {
+		t.Helper()
+		if len(es) != len(want) {
+			t.Fatalf("%s: %d entries, want %d", what, len(es), len(want))
+		}
+		for _, e := range es {
+			if e.before != want[string(e.key)] {
+				t.Errorf("%s: key %s: before %d, want %d", what, e.key, e.before, want[string(e.key)])
+			}
+		}
+	}
+	r := mt.seal(1, 1)
+	check("sealed", r.entries)
+	mt.unseal(r)
+	check("unsealed", mt.sorted())
+}

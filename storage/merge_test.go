@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// mergeRuns yields each key once, in ascending order, with the write of its latest run;
-// checked against a map model over random runs (a seeded test: the seed is logged).
+// mergeRuns yields each key once, in ascending order, with the write of its latest run
+// and what its earliest run's write knew of the key before; checked against a map
+// model over random runs (a seeded test: the seed is logged).
 func TestMergeRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -24,7 +25,7 @@ func TestMergeRuns(t *testing.T) {
 		{name: "three epochs of one key", runs: [][]entry{{put("k", "1")}, {put("k", "2")}, {put("k", "3")}}, want: []string{"k=3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := merged(t, tc.runs); !slices.Equal(got, tc.want) {
+			if got := merged(t, tc.runs, false); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -34,30 +35,38 @@ func TestMergeRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for range 200 {
 		model := map[string]string{}
+		first := map[string]before{} // what the key's earliest write knew
 		var runs [][]entry
 		for range rng.IntN(6) {
 			m := map[string]entry{}
 			for range rng.IntN(20) {
 				k := fmt.Sprintf("%02d", rng.IntN(30))
+				var e entry
 				if rng.IntN(4) == 0 {
-					m[k] = del(k)
+					e = del(k)
 				} else {
-					m[k] = put(k, fmt.Sprint(rng.IntN(100)))
+					e = put(k, fmt.Sprint(rng.IntN(100)))
 				}
+				e.before = before(rng.IntN(3))
+				m[k] = e
 			}
 			var es []entry
 			for _, e := range m {
 				es = append(es, e)
-				model[string(e.key)] = show(e)
+				k := string(e.key)
+				if _, ok := first[k]; !ok {
+					first[k] = e.before
+				}
+				model[k] = show(e)
 			}
 			slices.SortFunc(es, entryLess)
 			runs = append(runs, es)
 		}
 		var want []string
 		for _, k := range slices.Sorted(maps.Keys(model)) {
-			want = append(want, model[k])
+			want = append(want, fmt.Sprintf("%s before %d", model[k], first[k]))
 		}
-		if got := merged(t, runs); !slices.Equal(got, want) {
+		if got := merged(t, runs, true); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: got %v, want %v", seed, got, want)
 		}
 	}
@@ -73,14 +82,22 @@ func show(e entry) string {
 	return string(e.key) + "=" + string(e.value)
 }
 
-func merged(t *testing.T, runs [][]entry) []string {
+func merged(t *testing.T, runs [][]entry, withBefore bool) []string {
 	t.Helper()
 	var rs []*run
 	for i, es := range runs {
 		rs = append(rs, &run{epoch: uint64(i + 1), entries: es})
 	}
 	var got []string
-	if err := mergeRuns(rs, func(e entry) error { got = append(got, show(e)); return nil }); err != nil {
+	err := mergeRuns(rs, func(e entry, b before) error {
+		if withBefore {
+			got = append(got, fmt.Sprintf("%s before %d", show(e), b))
+		} else {
+			got = append(got, show(e))
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return got

@@ -12,7 +12,19 @@ type entry struct {
 	key   []byte // full storage key
 	value []byte
 	del   bool
+	// before is whether the key existed before the epoch's first write of it, when
+	// its writer knew (for the checkpoint's row counts).
+	before before
 }
+
+// before is what a writer knew of a key's existence before it wrote it.
+type before uint8
+
+const (
+	beforeUnknown before = iota // the checkpoint probes the committed data
+	beforeAbsent
+	beforeExisted
+)
 
 // run is a sealed epoch of one writer: its final write per key, sorted by key. A run
 // is immutable once sealed, so readers share it without locks.
@@ -64,6 +76,12 @@ func keyVnode(key []byte) uint16 {
 }
 
 func (mt *memtable) put(key, value []byte, del bool) {
+	mt.putKnown(key, value, del, beforeUnknown)
+}
+
+// putKnown writes key with what its writer knew of its existence before; an
+// overwrite keeps what the epoch's first write of the key knew.
+func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	if i, ok := mt.m[string(key)]; ok {
 		if vi := mt.vnodes[keyVnode(key)]; mt.at[i] < vi.cached {
 			vi.stale = true
@@ -79,7 +97,7 @@ func (mt *memtable) put(key, value []byte, del bool) {
 	k := mt.copy(key)
 	i := len(mt.items)
 	mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
-	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del})
+	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del, before: b})
 	mt.bytes += len(k) + len(value)
 	v := keyVnode(k)
 	vi := mt.vnodes[v]
@@ -234,6 +252,6 @@ func (r *run) get(key []byte) (entry, bool) {
 // unseal puts a run that could not be published back into an empty memtable.
 func (mt *memtable) unseal(r *run) {
 	for _, e := range r.entries {
-		mt.put(e.key, e.value, e.del)
+		mt.putKnown(e.key, e.value, e.del, e.before)
 	}
 }

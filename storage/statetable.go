@@ -58,6 +58,13 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 // must come from the table's kernels. Mismatched lengths, an index out of range, or a
 // row in a vnode the actor does not own is an error naming the table, and then nothing
 // is written.
+//
+// The ops must be an exact changelog of the table as the actor reads it (through
+// Get, GetMany or its own bookkeeping): an Insert writes a pk that does not exist; a
+// Delete, UpdateDelete or UpdateInsert one that does. The checkpoint then updates the
+// row counts from the ops instead of probing the committed data for every key (a
+// materialize's output, a hash agg's groups known stored or not). Write makes no
+// such assumption.
 func (s *StateTable) WriteEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes) error {
 	return s.writeEncoded(ops, at, vn, keys, vals, "write")
 }

@@ -52,24 +52,26 @@ func (w *chunkWriter) write(c *vec.Chunk, what string) error {
 		if !c.Visible(i) {
 			continue
 		}
-		w.put(ops[i], vn[i], w.keys.At(i), w.vals.At(i))
+		w.put(ops[i], vn[i], w.keys.At(i), w.vals.At(i), beforeUnknown)
 	}
 	return nil
 }
 
-// put writes one encoded row: its value when op inserts, a delete otherwise.
-func (w *chunkWriter) put(op vec.Op, vn uint16, pk, value []byte) {
+// put writes one encoded row: its value when op inserts, a delete otherwise; b is
+// whether the key existed before, when known.
+func (w *chunkWriter) put(op vec.Op, vn uint16, pk, value []byte, b before) {
 	w.keybuf = AppendKey(w.keybuf[:0], w.id, vn, pk)
 	if op.IsInsert() {
-		w.mt.put(w.keybuf, value, false)
+		w.mt.putKnown(w.keybuf, value, false, b)
 	} else {
-		w.mt.put(w.keybuf, nil, true)
+		w.mt.putKnown(w.keybuf, nil, true, b)
 	}
 }
 
 // writeEncoded applies rows that the table's kernels encoded, in order: row r has op
 // ops[r], the pk keys.At(at[r]) in vnode vn[at[r]], and when it inserts the value
-// vals.At(r). A row in a vnode the actor does not own is an error naming the table and
+// vals.At(r). The ops are exact (see StateTable.WriteEncoded): the checkpoint counts
+// rows by them instead of probing. A row in a vnode the actor does not own is an error naming the table and
 // vnode, and then nothing is written.
 func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes, what string) error {
 	if len(at) != len(ops) || vals.Len() != len(ops) {
@@ -85,7 +87,11 @@ func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, 
 	}
 	for r, op := range ops {
 		i := at[r]
-		w.put(op, vn[i], keys.At(int(i)), vals.At(r))
+		b := beforeExisted // the ops are exact: only an Insert writes a new key
+		if op == vec.Insert {
+			b = beforeAbsent
+		}
+		w.put(op, vn[i], keys.At(int(i)), vals.At(r), b)
 	}
 	return nil
 }
