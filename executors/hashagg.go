@@ -273,8 +273,10 @@ type HashAgg struct {
 	schema *arrow.Schema
 	st2    *schema.Table   // the group table
 	stLay  *vec.Layout     // its value layout
+	stK    vec.Kernels     // its kernels
 	msT    []*schema.Table // the multiset tables (nil entries for other aggregates)
 	msLay  []*vec.Layout
+	msK    []vec.Kernels
 	keyT   *schema.Table // the group keys alone: their encoding and vnodes
 	keyK   vec.Kernels
 	valT   []*schema.Table // per multiset aggregate: its value alone, nullable
@@ -300,6 +302,11 @@ type HashAgg struct {
 	// table holds for them.
 	sel    []int32
 	stored storage.Lookup
+	// The barrier's writes: per row, its op (exact: Insert for a key the table does
+	// not hold, UpdateInsert or Delete for one it does), vnode and index.
+	wops []vec.Op
+	wvn  []uint16
+	wat  []int32
 }
 
 type hgEntry struct {
@@ -358,8 +365,8 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 	}
 	h := &HashAgg{
 		input: input, cfg: cfg, st: cfg.State, ms: cfg.MultiSets, stateEpochs: stateEpochs{node: cfg.Node}, mem: cfg.Mem,
-		st2: cfg.State.Table(), stLay: vec.NewLayout(cfg.State.Table()),
-		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)),
+		st2: cfg.State.Table(), stLay: vec.NewLayout(cfg.State.Table()), stK: vec.For(cfg.State.Table()),
+		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)), msK: make([]vec.Kernels, len(cfg.Aggs)),
 		valT: make([]*schema.Table, len(cfg.Aggs)), valK: make([]vec.Kernels, len(cfg.Aggs)),
 		inTyp: make([]schema.Type, len(cfg.Aggs)), stCol: make([]int, len(cfg.Aggs)),
 		groups: map[string]*hgGroup{},
@@ -404,7 +411,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		if mt.Table().Fingerprint() != wm.Fingerprint() {
 			return nil, fmt.Errorf("hash agg %s: multiset table %s of aggregate %d does not have HashAggMultisetTable's shape", want.Name, mt.Table().Name, i)
 		}
-		h.msT[i], h.msLay[i] = mt.Table(), vec.NewLayout(mt.Table())
+		h.msT[i], h.msLay[i], h.msK[i] = mt.Table(), vec.NewLayout(mt.Table()), vec.For(mt.Table())
 		vt := &schema.Table{Name: fmt.Sprintf("%s_v%d", want.Name, i), Columns: []schema.Column{{Name: "v", Type: h.inTyp[i], Nullable: true}},
 			PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 1}
 		if err := vt.Validate(); err != nil {
@@ -948,18 +955,21 @@ func (h *HashAgg) persist() error {
 	ng := len(h.cfg.GroupBy)
 	cb := vec.NewChunkBuilder(h.mem, h.st2)
 	defer cb.Release()
-	h.keys.Reset()
+	h.resetWrites()
 	for _, g := range h.dirty {
 		switch {
+		case g.rows > 0 && g.stored:
+			h.addWrite(vec.UpdateInsert, g.vn)
 		case g.rows > 0:
-			cb.AppendOp(vec.Insert)
+			h.addWrite(vec.Insert, g.vn)
 			g.stored = true
 		case g.stored:
-			cb.AppendOp(vec.Delete)
+			h.addWrite(vec.Delete, g.vn)
 			g.stored = false
 		default:
 			continue
 		}
+		cb.AppendOp(vec.Insert) // the chunk only carries the values to encode
 		h.keys.Append([]byte(g.key))
 		cb.Column(ng).(*array.Int64Builder).Append(g.rows)
 		for a, call := range h.cfg.Aggs {
@@ -977,7 +987,7 @@ func (h *HashAgg) persist() error {
 			}
 		}
 	}
-	if err := h.writeKeyed(cb, ng, h.st); err != nil {
+	if err := h.writeKeyed(cb, ng, h.st, h.stK); err != nil {
 		return err
 	}
 	for a, call := range h.cfg.Aggs {
@@ -985,7 +995,7 @@ func (h *HashAgg) persist() error {
 			continue
 		}
 		mb := vec.NewChunkBuilder(h.mem, h.msT[a])
-		h.keys.Reset()
+		h.resetWrites()
 		var buf []byte
 		for _, g := range h.dirty {
 			st := &g.aggs[a]
@@ -993,16 +1003,19 @@ func (h *HashAgg) persist() error {
 				e := st.ms[k]
 				e.dirty = false
 				switch {
+				case e.cnt > 0 && e.stored:
+					h.addWrite(vec.UpdateInsert, g.vn)
 				case e.cnt > 0:
-					mb.AppendOp(vec.Insert)
+					h.addWrite(vec.Insert, g.vn)
 					e.stored = true
 				case e.stored:
-					mb.AppendOp(vec.Delete)
+					h.addWrite(vec.Delete, g.vn)
 					e.stored = false
 				default:
 					delete(st.ms, k)
 					continue
 				}
+				mb.AppendOp(vec.Insert)
 				if e.cnt <= 0 {
 					delete(st.ms, k)
 				}
@@ -1012,7 +1025,7 @@ func (h *HashAgg) persist() error {
 			}
 			st.msDir = st.msDir[:0]
 		}
-		err := h.writeKeyed(mb, ng+1, h.ms[a])
+		err := h.writeKeyed(mb, ng+1, h.ms[a], h.msK[a])
 		mb.Release()
 		if err != nil {
 			return err
@@ -1021,9 +1034,23 @@ func (h *HashAgg) persist() error {
 	return nil
 }
 
-// writeKeyed decodes h.keys into the first npk columns of cb (whose other columns and
-// ops are appended), builds the chunk and writes it into st.
-func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTable) error {
+func (h *HashAgg) resetWrites() {
+	h.keys.Reset()
+	h.wops, h.wvn, h.wat = h.wops[:0], h.wvn[:0], h.wat[:0]
+}
+
+// addWrite records the op and vnode of the next row written (its key goes to h.keys).
+func (h *HashAgg) addWrite(op vec.Op, vn uint16) {
+	h.wat = append(h.wat, int32(len(h.wops)))
+	h.wops = append(h.wops, op)
+	h.wvn = append(h.wvn, vn)
+}
+
+// writeKeyed decodes h.keys into the first npk columns of cb (whose other columns are
+// appended), encodes the rows' values with k, st's kernels, and writes them into st
+// under h.keys with the recorded ops and vnodes: the keys are not encoded again, nor
+// the vnodes hashed, and the exact ops spare the checkpoint its probes.
+func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTable, k vec.Kernels) error {
 	if cb.Len() == 0 {
 		return nil
 	}
@@ -1031,7 +1058,7 @@ func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTab
 	for i := range bs {
 		bs[i] = cb.Column(i)
 	}
-	if err := vec.For(st.Table()).DecodeKeys(&h.keys, bs); err != nil {
+	if err := k.DecodeKeys(&h.keys, bs); err != nil {
 		return err
 	}
 	c, err := cb.Build()
@@ -1039,7 +1066,9 @@ func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTab
 		return err
 	}
 	defer c.Release()
-	return st.Write(c)
+	h.vals.Reset()
+	k.EncodeValues(c, &h.vals)
+	return st.WriteEncoded(h.wops, h.wat, h.wvn, &h.keys, &h.vals)
 }
 
 // buildOutput builds one output chunk of rows.
