@@ -310,6 +310,7 @@ type HashAgg struct {
 }
 
 type hgEntry struct {
+	key    string // its key in the multiset map (kept, so that lists of keys share it)
 	cnt    int64
 	stored bool // the multiset table holds the entry
 	dirty  bool
@@ -677,12 +678,12 @@ func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals 
 func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
 	e, ok := st.ms[keyString(k)]
 	if !ok {
-		e = &hgEntry{}
-		st.ms[string(k)] = e
+		e = &hgEntry{key: string(k)}
+		st.ms[e.key] = e
 	}
 	if !e.dirty {
 		e.dirty = true
-		st.msDir = append(st.msDir, string(k))
+		st.msDir = append(st.msDir, e.key)
 	}
 	before := e.cnt
 	e.cnt += s
@@ -695,10 +696,10 @@ func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
 		}
 	case AggMin, AggMax:
 		st.n += s
-		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, string(k), st.ext)) {
-			st.ext, st.extOK = string(k), true
+		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
+			st.ext, st.extOK = e.key, true
 		}
-		if s < 0 && e.cnt == 0 && st.extOK && st.ext == string(k) {
+		if s < 0 && e.cnt == 0 && st.extOK && st.ext == e.key {
 			st.stale = true
 		}
 	}
@@ -794,7 +795,7 @@ func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
 		}
 		c := int64(binary.LittleEndian.Uint64(val[lay.Slot[cntCol]:]))
 		k := string(pk[len(g.key):])
-		st.ms[k] = &hgEntry{cnt: c, stored: true}
+		st.ms[k] = &hgEntry{key: k, cnt: c, stored: true}
 		switch kind {
 		case AggCountDistinct:
 			st.n++
