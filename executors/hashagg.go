@@ -321,7 +321,7 @@ type hgAgg struct {
 	si    int64
 	sf    float64
 	ms    map[string]*hgEntry
-	msDir []string // dirty entries, in first-touch order
+	msDir []*hgEntry // dirty entries, in first-touch order
 	ext   string   // the current min/max (encoded value key), when extOK
 	extOK bool
 	stale bool // ext was deleted: rescan
@@ -683,7 +683,7 @@ func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
 	}
 	if !e.dirty {
 		e.dirty = true
-		st.msDir = append(st.msDir, e.key)
+		st.msDir = append(st.msDir, e)
 	}
 	before := e.cnt
 	e.cnt += s
@@ -997,11 +997,10 @@ func (h *HashAgg) persist() error {
 		}
 		mb := vec.NewChunkBuilder(h.mem, h.msT[a])
 		h.resetWrites()
-		var buf []byte
 		for _, g := range h.dirty {
 			st := &g.aggs[a]
-			for _, k := range st.msDir {
-				e := st.ms[k]
+			for _, e := range st.msDir {
+				k := e.key
 				e.dirty = false
 				switch {
 				case e.cnt > 0 && e.stored:
@@ -1020,8 +1019,8 @@ func (h *HashAgg) persist() error {
 				if e.cnt <= 0 {
 					delete(st.ms, k)
 				}
-				buf = append(append(buf[:0], g.key...), k...)
-				h.keys.Append(buf)
+				h.keys.Data = append(append(h.keys.Data, g.key...), k...)
+				h.keys.Commit()
 				mb.Column(ng + 1).(*array.Int64Builder).Append(max(e.cnt, 0))
 			}
 			st.msDir = st.msDir[:0]
