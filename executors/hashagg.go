@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -255,8 +256,10 @@ func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg 
 // sums of count/sum/avg; every min, max and count(DISTINCT) has a multiset table
 // (HashAggMultisetTable) holding per (group, value) the number of rows with that value,
 // so that deleting the current min/max finds the next one and the distinct count stays
-// exact. Groups are cached in memory (with their multisets) once read; the cache is not
-// evicted. At each barrier the changed groups and multiset entries are written to the
+// exact. In memory, a group keeps one multiset per input column, with a count per
+// aggregate over that column (count(DISTINCT bidder) under three FILTERs looks each
+// row's bidder up once, not three times). Groups are cached in memory (with their
+// multisets) once read; the cache is not evicted. At each barrier the changed groups and multiset entries are written to the
 // state tables, which are sealed as epoch Prev; after a restart the groups are read back
 // from the committed state on first touch. Float sums are kept as float64 and are exact
 // only as long as the float additions and subtractions are.
@@ -281,8 +284,14 @@ type HashAgg struct {
 	keyK   vec.Kernels
 	valT   []*schema.Table // per multiset aggregate: its value alone, nullable
 	valK   []vec.Kernels
-	inTyp  []schema.Type // per aggregate, its input type
-	stCol  []int         // per aggregate, its first state column in the group table
+	// slots group the multiset aggregates by input column: a group keeps one multiset
+	// per slot, with a count per aggregate (slot and index of each aggregate in
+	// slotOf and slotIdx, -1 for the others).
+	slots   []hgSlot
+	slotOf  []int
+	slotIdx []int
+	inTyp   []schema.Type // per aggregate, its input type
+	stCol   []int         // per aggregate, its first state column in the group table
 
 	stateEpochs
 	closed bool
@@ -298,6 +307,9 @@ type HashAgg struct {
 	rowG   []*hgGroup
 	sign   []int64
 	counts []int64
+	// Per slot, the chunk's values encoded once, and the entry each row found.
+	svals []vec.Bytes
+	rowE  [][]*hgEntry
 	// sel is the visible rows whose group is not cached, and stored what the group
 	// table holds for them.
 	sel    []int32
@@ -309,20 +321,45 @@ type HashAgg struct {
 	wat  []int32
 }
 
+// hgSlot is the min, max and count(DISTINCT) aggregates over one input column (at
+// most 64): a group keeps one multiset of the column's values for all of them, so a
+// row looks its value up once, however many of them (with their FILTERs) count it.
+// Each aggregate keeps its own multiset table.
+type hgSlot struct {
+	col  int
+	aggs []int       // aggregate indexes
+	valK vec.Kernels // encodes the column's values (the first aggregate's)
+}
+
+// hgSet is a group's multiset of one slot's column.
+type hgSet struct {
+	ms  map[string]*hgEntry
+	dir []*hgEntry // entries with a dirty count, in first-touch order
+}
+
+// hgEntry is one value of a multiset: its count for each aggregate of the slot.
 type hgEntry struct {
-	key    string // its key in the multiset map (kept, so that lists of keys share it)
-	cnt    int64
-	stored bool // the multiset table holds the entry
-	dirty  bool
+	key    string  // its key in the multiset map (kept, so that lists of keys share it)
+	cnt    []int64 // per aggregate of the slot
+	stored uint64  // bit j: aggregate j's multiset table holds the entry
+	dirty  uint64  // bit j: aggregate j's count changed since the last barrier
+}
+
+// entry returns the entry of value key k, made with n counts when missing.
+func (set *hgSet) entry(k []byte, n int) *hgEntry {
+	if e, ok := set.ms[keyString(k)]; ok {
+		return e
+	}
+	e := &hgEntry{key: string(k), cnt: make([]int64, n)}
+	set.ms[e.key] = e
+	return e
 }
 
 type hgAgg struct {
 	n     int64 // count; non-NULL count (sum, avg, min, max); distinct count
 	si    int64
 	sf    float64
-	ms    map[string]*hgEntry
-	msDir []*hgEntry // dirty entries, in first-touch order
-	ext   string   // the current min/max (encoded value key), when extOK
+	ext   string // the current min/max (encoded value key), when extOK
 	extOK bool
 	stale bool // ext was deleted: rescan
 }
@@ -343,6 +380,7 @@ type hgGroup struct {
 	dirty   bool
 	oldRows int64
 	old     []hgOut
+	sets    []hgSet // per slot
 }
 
 // NewHashAgg returns a hash aggregation of input as cfg says.
@@ -370,6 +408,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)), msK: make([]vec.Kernels, len(cfg.Aggs)),
 		valT: make([]*schema.Table, len(cfg.Aggs)), valK: make([]vec.Kernels, len(cfg.Aggs)),
 		inTyp: make([]schema.Type, len(cfg.Aggs)), stCol: make([]int, len(cfg.Aggs)),
+		slotOf: make([]int, len(cfg.Aggs)), slotIdx: make([]int, len(cfg.Aggs)),
 		groups: map[string]*hgGroup{},
 	}
 	cols, pk, dist := hashAggKeyColumns(in, cfg)
@@ -395,6 +434,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		case AggSum, AggAvg:
 			next += 2
 		}
+		h.slotOf[i], h.slotIdx[i] = -1, -1
 		if !a.Kind.multiset() {
 			if cfg.MultiSets[i] != nil {
 				return nil, fmt.Errorf("hash agg %s: aggregate %d (%s) has a multiset table", want.Name, i, a.Kind)
@@ -419,7 +459,16 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 			return nil, fmt.Errorf("hash agg %s: %w", want.Name, err)
 		}
 		h.valT[i], h.valK[i] = vt, vec.For(vt)
+		sl := slices.IndexFunc(h.slots, func(s hgSlot) bool { return s.col == a.Col && len(s.aggs) < 64 })
+		if sl < 0 {
+			sl = len(h.slots)
+			h.slots = append(h.slots, hgSlot{col: a.Col, valK: h.valK[i]})
+		}
+		h.slotOf[i], h.slotIdx[i] = sl, len(h.slots[sl].aggs)
+		h.slots[sl].aggs = append(h.slots[sl].aggs, i)
 	}
+	h.svals = make([]vec.Bytes, len(h.slots))
+	h.rowE = make([][]*hgEntry, len(h.slots))
 	h.schema = arrow.NewSchema(fields, nil)
 	return h, nil
 }
@@ -574,6 +623,23 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		g.rows += s
 		h.rowG[i], h.sign[i] = g, s
 	}
+	// Each slot's column is encoded once for all its aggregates.
+	for sl, slot := range h.slots {
+		col := rec.Column(slot.col)
+		vrec := array.NewRecordBatch(h.valT[slot.aggs[0]].ArrowSchema(), []arrow.Array{col}, int64(n))
+		ops := vec.NewOps(h.mem, n, vec.Insert)
+		vc := vec.NewChunk(vrec, ops, nil)
+		vrec.Release()
+		ops.Release()
+		h.svals[sl].Reset()
+		slot.valK.EncodeKeys(vc, &h.svals[sl])
+		vc.Release()
+		if cap(h.rowE[sl]) < n {
+			h.rowE[sl] = make([]*hgEntry, n)
+		}
+		h.rowE[sl] = h.rowE[sl][:n]
+		clear(h.rowE[sl])
+	}
 	for a := range h.cfg.Aggs {
 		if err := h.applyAgg(a, rec); err != nil {
 			return err
@@ -637,18 +703,20 @@ func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
 			return fmt.Errorf("aggregate %d: cannot sum %s", a, col.DataType())
 		}
 	case AggMin, AggMax, AggCountDistinct:
-		vrec := array.NewRecordBatch(h.valT[a].ArrowSchema(), []arrow.Array{col}, int64(n))
-		ops := vec.NewOps(h.mem, n, vec.Insert)
-		vc := vec.NewChunk(vrec, ops, nil)
-		vrec.Release()
-		ops.Release()
-		h.vals.Reset()
-		h.valK[a].EncodeKeys(vc, &h.vals)
-		vc.Release()
+		sl, j := h.slotOf[a], h.slotIdx[a]
+		vals, ents, width := &h.svals[sl], h.rowE[sl], len(h.slots[sl].aggs)
 		for i, s := range cnt {
-			if s != 0 {
-				h.rowG[i].aggs[a].add(call.Kind, h.vals.At(i), s)
+			if s == 0 {
+				continue
 			}
+			g := h.rowG[i]
+			set := &g.sets[sl]
+			e := ents[i]
+			if e == nil {
+				e = set.entry(vals.At(i), width)
+				ents[i] = e
+			}
+			g.aggs[a].add(call.Kind, set, e, j, s)
 		}
 	}
 	return nil
@@ -675,23 +743,21 @@ func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals 
 }
 
 // add adds s (+1 or -1) rows of the value with key k to the multiset.
-func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
-	e, ok := st.ms[keyString(k)]
-	if !ok {
-		e = &hgEntry{key: string(k)}
-		st.ms[e.key] = e
+// add adds s to the count of e, an entry of set, for the aggregate (index j of its
+// slot) whose state st is.
+func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
+	if e.dirty == 0 {
+		set.dir = append(set.dir, e)
 	}
-	if !e.dirty {
-		e.dirty = true
-		st.msDir = append(st.msDir, e)
-	}
-	before := e.cnt
-	e.cnt += s
+	e.dirty |= 1 << j
+	before := e.cnt[j]
+	e.cnt[j] += s
+	after := e.cnt[j]
 	switch kind {
 	case AggCountDistinct:
-		if before <= 0 && e.cnt > 0 {
+		if before <= 0 && after > 0 {
 			st.n++
-		} else if before > 0 && e.cnt <= 0 {
+		} else if before > 0 && after <= 0 {
 			st.n--
 		}
 	case AggMin, AggMax:
@@ -699,7 +765,7 @@ func (st *hgAgg) add(kind AggKind, k []byte, s int64) {
 		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
 			st.ext, st.extOK = e.key, true
 		}
-		if s < 0 && e.cnt == 0 && st.extOK && st.ext == e.key {
+		if s < 0 && after == 0 && st.extOK && st.ext == e.key {
 			st.stale = true
 		}
 	}
@@ -714,12 +780,13 @@ func hgBetter(kind AggKind, a, b string) bool {
 	return a > b
 }
 
-// extreme returns the current min/max, rescanning the multiset when it was deleted.
-func (st *hgAgg) extreme(kind AggKind) (string, bool) {
+// extreme returns the current min/max, rescanning the multiset (set, the aggregate's
+// counts at index j) when it was deleted.
+func (st *hgAgg) extreme(kind AggKind, set *hgSet, j int) (string, bool) {
 	if st.stale {
 		st.stale, st.extOK, st.ext = false, false, ""
-		for k, e := range st.ms {
-			if e.cnt > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
+		for k, e := range set.ms {
+			if e.cnt[j] > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
 				st.ext, st.extOK = k, true
 			}
 		}
@@ -734,11 +801,9 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 	if g, ok := h.groups[keyString(key)]; ok {
 		return g, nil
 	}
-	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs))}
-	for a, call := range h.cfg.Aggs {
-		if call.Kind.multiset() {
-			g.aggs[a].ms = map[string]*hgEntry{}
-		}
+	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs)), sets: make([]hgSet, len(h.slots))}
+	for sl := range g.sets {
+		g.sets[sl].ms = map[string]*hgEntry{}
 	}
 	if val, ok := h.stored.Value(i); ok {
 		if err := h.stLay.CheckValue(val); err != nil {
@@ -783,6 +848,7 @@ func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
 		return err
 	}
 	st := &g.aggs[a]
+	set, j, width := &g.sets[h.slotOf[a]], h.slotIdx[a], len(h.slots[h.slotOf[a]].aggs)
 	cntCol := len(t.Columns) - 1
 	for it.Next() {
 		pk, val := it.PK(), it.Value()
@@ -794,8 +860,10 @@ func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
 			return fmt.Errorf("table %s vnode %d: %w", t.Name, g.vn, err)
 		}
 		c := int64(binary.LittleEndian.Uint64(val[lay.Slot[cntCol]:]))
-		k := string(pk[len(g.key):])
-		st.ms[k] = &hgEntry{key: k, cnt: c, stored: true}
+		e := set.entry(pk[len(g.key):], width)
+		e.cnt[j] = c
+		e.stored |= 1 << j
+		k := e.key
 		switch kind {
 		case AggCountDistinct:
 			st.n++
@@ -861,7 +929,7 @@ func (h *HashAgg) outputs(g *hgGroup, out []hgOut) []hgOut {
 				o.f = math.Float64bits(float64(st.si) / float64(st.n))
 			}
 		case AggMin, AggMax:
-			if k, ok := st.extreme(call.Kind); ok {
+			if k, ok := st.extreme(call.Kind, &g.sets[h.slotOf[a]], h.slotIdx[a]); ok {
 				o.s = k
 			} else {
 				o.null = true
@@ -991,47 +1059,64 @@ func (h *HashAgg) persist() error {
 	if err := h.writeKeyed(cb, ng, h.st, h.stK); err != nil {
 		return err
 	}
-	for a, call := range h.cfg.Aggs {
-		if !call.Kind.multiset() {
-			continue
-		}
-		mb := vec.NewChunkBuilder(h.mem, h.msT[a])
-		h.resetWrites()
-		for _, g := range h.dirty {
-			st := &g.aggs[a]
-			for _, e := range st.msDir {
-				k := e.key
-				e.dirty = false
-				switch {
-				case e.cnt > 0 && e.stored:
-					h.addWrite(vec.UpdateInsert, g.vn)
-				case e.cnt > 0:
-					h.addWrite(vec.Insert, g.vn)
-					e.stored = true
-				case e.stored:
-					h.addWrite(vec.Delete, g.vn)
-					e.stored = false
-				default:
-					delete(st.ms, k)
-					continue
-				}
-				mb.AppendOp(vec.Insert)
-				if e.cnt <= 0 {
-					delete(st.ms, k)
-				}
-				h.keys.Data = append(append(h.keys.Data, g.key...), k...)
-				h.keys.Commit()
-				mb.Column(ng + 1).(*array.Int64Builder).Append(max(e.cnt, 0))
+	for sl, slot := range h.slots {
+		for j, a := range slot.aggs {
+			if err := h.persistMultiset(sl, j, a); err != nil {
+				return err
 			}
-			st.msDir = st.msDir[:0]
 		}
-		err := h.writeKeyed(mb, ng+1, h.ms[a], h.msK[a])
-		mb.Release()
-		if err != nil {
-			return err
+		// An entry that no aggregate counts or stores any more is dropped.
+		for _, g := range h.dirty {
+			set := &g.sets[sl]
+			for _, e := range set.dir {
+				e.dirty = 0
+				if e.stored == 0 && !slices.ContainsFunc(e.cnt, func(c int64) bool { return c > 0 }) {
+					delete(set.ms, e.key)
+				}
+			}
+			clear(set.dir)
+			set.dir = set.dir[:0]
 		}
 	}
 	return nil
+}
+
+// persistMultiset writes the dirty entries of aggregate a (index j of slot sl) into
+// its multiset table. A count at or below 0 deletes the entry's row, and is 0 from
+// then on (a negative count is the input deleting values it never inserted).
+func (h *HashAgg) persistMultiset(sl, j, a int) error {
+	ng := len(h.cfg.GroupBy)
+	mb := vec.NewChunkBuilder(h.mem, h.msT[a])
+	defer mb.Release()
+	h.resetWrites()
+	bit := uint64(1) << j
+	for _, g := range h.dirty {
+		for _, e := range g.sets[sl].dir {
+			if e.dirty&bit == 0 {
+				continue
+			}
+			c, stored := e.cnt[j], e.stored&bit != 0
+			switch {
+			case c > 0 && stored:
+				h.addWrite(vec.UpdateInsert, g.vn)
+			case c > 0:
+				h.addWrite(vec.Insert, g.vn)
+				e.stored |= bit
+			case stored:
+				h.addWrite(vec.Delete, g.vn)
+				e.stored &^= bit
+				e.cnt[j] = 0
+			default:
+				e.cnt[j] = 0
+				continue
+			}
+			mb.AppendOp(vec.Insert) // the chunk only carries the values to encode
+			h.keys.Data = append(append(h.keys.Data, g.key...), e.key...)
+			h.keys.Commit()
+			mb.Column(ng + 1).(*array.Int64Builder).Append(max(c, 0))
+		}
+	}
+	return h.writeKeyed(mb, ng+1, h.ms[a], h.msK[a])
 }
 
 func (h *HashAgg) resetWrites() {
