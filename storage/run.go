@@ -82,25 +82,29 @@ func (mt *memtable) put(key, value []byte, del bool) {
 // putKnown writes key with what its writer knew of its existence before; an
 // overwrite keeps what the epoch's first write of the key knew.
 func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
-	if i, ok := mt.m[string(key)]; ok {
-		if vi := mt.vnodes[keyVnode(key)]; mt.at[i] < vi.cached {
-			vi.stale = true
+	v := keyVnode(key)
+	vi := mt.vnodes[v]
+	// A key above its vnode's largest is new (ascending writes, such as a view's
+	// backfill, skip the map lookup).
+	if vi != nil && bytes.Compare(key, vi.max) <= 0 {
+		if i, ok := mt.m[string(key)]; ok {
+			if mt.at[i] < vi.cached {
+				vi.stale = true
+			}
+			e := &mt.items[i]
+			mt.bytes += len(value) - len(e.value)
+			// An overwrite gets its own allocation: in the arena, a key rewritten
+			// many times an epoch would hold every version until the seal.
+			e.value = append([]byte(nil), value...)
+			e.del = del
+			return
 		}
-		e := &mt.items[i]
-		mt.bytes += len(value) - len(e.value)
-		// An overwrite gets its own allocation: in the arena, a key rewritten many
-		// times an epoch would hold every version until the seal.
-		e.value = append([]byte(nil), value...)
-		e.del = del
-		return
 	}
 	k := mt.copy(key)
 	i := len(mt.items)
 	mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
 	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del, before: b})
 	mt.bytes += len(k) + len(value)
-	v := keyVnode(k)
-	vi := mt.vnodes[v]
 	if vi == nil {
 		vi = &vnodeItems{}
 		mt.vnodes[v] = vi
