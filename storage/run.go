@@ -37,7 +37,9 @@ type run struct {
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
 type memtable struct {
-	m     map[string]int // key -> index in items; the keys alias the arena
+	// m maps key -> index in items for the vnodes whose keys were not all written in
+	// ascending order (vnodeItems.mapped); the keys alias the arena.
+	m     map[string]int
 	items []entry
 	bytes int
 	// arena holds the keys and values written: blocks that are appended to, never
@@ -63,6 +65,9 @@ type vnodeItems struct {
 	cached int
 	stale  bool
 	max    []byte // the largest key written (an arena copy)
+	// mapped: the vnode's keys are in the memtable's map. Until a key comes that is
+	// not above max, the vnode's items are in key order and idx is searched instead.
+	mapped bool
 }
 
 func newMemtable() *memtable { return &memtable{m: map[string]int{}, vnodes: map[uint16]*vnodeItems{}} }
@@ -87,6 +92,9 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	// A key above its vnode's largest is new (ascending writes, such as a view's
 	// backfill, skip the map lookup).
 	if vi != nil && bytes.Compare(key, vi.max) <= 0 {
+		if !vi.mapped {
+			mt.mapVnode(vi)
+		}
 		if i, ok := mt.m[string(key)]; ok {
 			if mt.at[i] < vi.cached {
 				vi.stale = true
@@ -102,7 +110,9 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	}
 	k := mt.copy(key)
 	i := len(mt.items)
-	mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+	if vi != nil && vi.mapped {
+		mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+	}
 	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del, before: b})
 	mt.bytes += len(k) + len(value)
 	if vi == nil {
@@ -142,7 +152,27 @@ func (mt *memtable) copy(b []byte) []byte {
 	return mt.arena[n : n+len(b) : n+len(b)]
 }
 
+// mapVnode puts the keys of vi, written in ascending order so far, into the map.
+func (mt *memtable) mapVnode(vi *vnodeItems) {
+	for _, i := range vi.idx {
+		k := mt.items[i].key
+		mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+	}
+	vi.mapped = true
+}
+
 func (mt *memtable) get(key []byte) (entry, bool) {
+	vi := mt.vnodes[keyVnode(key)]
+	if vi == nil || bytes.Compare(key, vi.max) > 0 {
+		return entry{}, false
+	}
+	if !vi.mapped { // idx is in key order
+		j := sort.Search(len(vi.idx), func(j int) bool { return bytes.Compare(mt.items[vi.idx[j]].key, key) >= 0 })
+		if j < len(vi.idx) && bytes.Equal(mt.items[vi.idx[j]].key, key) {
+			return mt.items[vi.idx[j]], true
+		}
+		return entry{}, false
+	}
 	i, ok := mt.m[string(key)]
 	if !ok {
 		return entry{}, false
@@ -179,12 +209,12 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 			slices.SortFunc(part, entryLess)
 		}
 	}
-	// The next epoch of a table usually writes as many keys as this one: a map and
-	// slices sized for them are not rehashed or copied at every doubling while they
-	// fill (capped, so that one large epoch does not make every later one allocate
-	// large ones).
+	// The next epoch of a table usually writes as many keys as this one, in the same
+	// way: slices sized for them, and a map sized for the keys that needed it, are not
+	// rehashed or copied at every doubling while they fill (capped, so that one large
+	// epoch does not make every later one allocate large ones).
 	hint := min(len(items)+len(items)/8, maxMemtableHint)
-	mt.m = make(map[string]int, hint)
+	mt.m = make(map[string]int, min(len(mt.m)+len(mt.m)/8, maxMemtableHint))
 	mt.items, mt.at, mt.arena = make([]entry, 0, hint), make([]int, 0, hint), nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}
