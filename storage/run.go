@@ -49,6 +49,9 @@ type memtable struct {
 	// writes a few rows an epoch (a progress table) holds small blocks.
 	arena []byte
 	block int
+	// hint and mhint size the slices and the map of the next epoch, allocated at its
+	// first write (see seal).
+	hint, mhint int
 	// vnodes index items by the vnode of their key, with a sorted cache each (for
 	// sortedVnode); at[i] is item i's position in its vnode's list.
 	vnodes map[uint16]*vnodeItems
@@ -70,7 +73,7 @@ type vnodeItems struct {
 	mapped bool
 }
 
-func newMemtable() *memtable { return &memtable{m: map[string]int{}, vnodes: map[uint16]*vnodeItems{}} }
+func newMemtable() *memtable { return &memtable{vnodes: map[uint16]*vnodeItems{}} }
 
 // keyVnode is the vnode of a storage key (0 for a key too short to have one).
 func keyVnode(key []byte) uint16 {
@@ -109,9 +112,12 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		}
 	}
 	k := mt.copy(key)
+	if mt.items == nil && mt.hint > 0 {
+		mt.items, mt.at = make([]entry, 0, mt.hint), make([]int, 0, mt.hint)
+	}
 	i := len(mt.items)
 	if vi != nil && vi.mapped {
-		mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+		mt.mapPut(k, i)
 	}
 	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del, before: b})
 	mt.bytes += len(k) + len(value)
@@ -127,9 +133,10 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 }
 
 // maxMemtableHint caps the entries a sealed memtable's map and slices are sized for
-// in the next epoch (about 7 MiB of map; an epoch of a view being backfilled writes
-// tens of thousands of rows).
-const maxMemtableHint = 1 << 18
+// in the next epoch (at most about 3.5 MiB of map and 4 MiB of slices; an epoch of a
+// view being backfilled writes tens of thousands of rows, in ascending order, so its
+// map stays small).
+const maxMemtableHint = 1 << 16
 
 // The sizes of a memtable's arena blocks (a larger key or value gets a block of its
 // own size).
@@ -155,10 +162,17 @@ func (mt *memtable) copy(b []byte) []byte {
 // mapVnode puts the keys of vi, written in ascending order so far, into the map.
 func (mt *memtable) mapVnode(vi *vnodeItems) {
 	for _, i := range vi.idx {
-		k := mt.items[i].key
-		mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
+		mt.mapPut(mt.items[i].key, i)
 	}
 	vi.mapped = true
+}
+
+// mapPut maps k, an arena key, to item i, making the map at the epoch's first use.
+func (mt *memtable) mapPut(k []byte, i int) {
+	if mt.m == nil {
+		mt.m = make(map[string]int, mt.mhint)
+	}
+	mt.m[unsafe.String(unsafe.SliceData(k), len(k))] = i
 }
 
 func (mt *memtable) get(key []byte) (entry, bool) {
@@ -211,11 +225,12 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	}
 	// The next epoch of a table usually writes as many keys as this one, in the same
 	// way: slices sized for them, and a map sized for the keys that needed it, are not
-	// rehashed or copied at every doubling while they fill (capped, so that one large
-	// epoch does not make every later one allocate large ones).
-	hint := min(len(items)+len(items)/8, maxMemtableHint)
-	mt.m = make(map[string]int, min(len(mt.m)+len(mt.m)/8, maxMemtableHint))
-	mt.items, mt.at, mt.arena = make([]entry, 0, hint), make([]int, 0, hint), nil
+	// rehashed or copied at every doubling while they fill. They are made at the
+	// epoch's first write (a table that stops writing holds none), and capped, so
+	// that one large epoch does not make every later one allocate large ones.
+	mt.hint = min(len(items)+len(items)/8, maxMemtableHint)
+	mt.mhint = min(len(mt.m)+len(mt.m)/8, maxMemtableHint)
+	mt.m, mt.items, mt.at, mt.arena = nil, nil, nil, nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}
 	return &run{table: table, epoch: epoch, entries: items, bytes: size}
