@@ -742,8 +742,7 @@ func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals 
 	}
 }
 
-// add adds s (+1 or -1) rows of the value with key k to the multiset.
-// add adds s to the count of e, an entry of set, for the aggregate (index j of its
+// add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate (index j of its
 // slot) whose state st is.
 func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
 	if e.dirty == 0 {
@@ -965,6 +964,18 @@ func (h *HashAgg) barrier(b *Barrier) error {
 		g.dirty = false
 		if g.rows < 0 {
 			return fmt.Errorf("group in vnode %d has %d rows: the input deleted rows it never inserted", g.vn, g.rows)
+		}
+		if g.rows == 0 {
+			// The group goes: a value still counted in one of its multisets was
+			// deleted fewer times than inserted, so some other row's delete had
+			// no insert (its multiset row would outlive the group, unseen).
+			for sl, set := range g.sets {
+				for _, e := range set.ms {
+					if j := slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 }); j >= 0 {
+						return fmt.Errorf("group in vnode %d has no rows left, but aggregate %d still counts a value: the input deleted rows it never inserted", g.vn, h.slots[sl].aggs[j])
+					}
+				}
+			}
 		}
 		for a := range g.aggs {
 			st := &g.aggs[a]
