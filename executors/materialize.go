@@ -64,7 +64,8 @@ type Materialize struct {
 	at         []int32   // the input row whose pk each emitted row has
 	// overlay maps the pk of every row written earlier in the chunk to the row whose
 	// value it now holds, or -1 when deleted. Its keys alias m.keys (see keyString).
-	// It is not used when no pk repeats among the visible rows (unique).
+	// It is not used when the visible rows' pks strictly ascend (unique), so that
+	// none repeats.
 	overlay map[string]int32
 	unique  bool
 	// sel is the visible rows, and base what their pks held before the chunk (read

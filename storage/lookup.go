@@ -24,8 +24,9 @@ type Lookup struct {
 	wait []int32
 	hi   []byte
 	opts pebble.IterOptions
-	// cur is, per sealed run of the view (oldest first), the index of its first entry
-	// at or after the last key sought there.
+	// cur is, per sealed run of the view (oldest first), an index at or before that
+	// of the run's first entry at or after the current key (0 after keys out of
+	// order): where the run's galloping seek starts.
 	cur []int
 }
 

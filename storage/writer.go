@@ -71,7 +71,9 @@ func (w *chunkWriter) put(op vec.Op, vn uint16, pk, value []byte, b before) {
 // writeEncoded applies rows that the table's kernels encoded, in order: row r has op
 // ops[r], the pk keys.At(at[r]) in vnode vn[at[r]], and when it inserts the value
 // vals.At(r). The ops are exact (see StateTable.WriteEncoded): the checkpoint counts
-// rows by them instead of probing. A row in a vnode the actor does not own is an error naming the table and
+// rows by them instead of probing. Lengths that do not match, a pk index out of range
+// or a row in a vnode the actor does not own is an error naming the table (and the
+// vnode), and then nothing is written. A row in a vnode the actor does not own is an error naming the table and
 // vnode, and then nothing is written.
 func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes, what string) error {
 	if len(at) != len(ops) || vals.Len() != len(ops) {
@@ -82,7 +84,7 @@ func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, 
 			return fmt.Errorf("storage: %s: table %s: pk index %d out of range (%d pks, %d vnodes)", what, w.t.Name, i, keys.Len(), len(vn))
 		}
 		if !w.vnodes.Contains(vn[i]) {
-			return fmt.Errorf("storage: %s: table %s: row %d is in vnode %d, which this actor does not own", what, w.t.Name, i, vn[i])
+			return fmt.Errorf("storage: %s: table %s: the row of pk %d is in vnode %d, which this actor does not own", what, w.t.Name, i, vn[i])
 		}
 	}
 	for r, op := range ops {
