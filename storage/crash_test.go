@@ -52,9 +52,10 @@ func (c *crasher) set(phase string, every bool, allowed ...uint64) {
 // and in between.
 var unsyncedPercents = []int{0, 0, 10, 50, 90, 100}
 
-func (c *crasher) cloneLocked(what string) {
+// cloneLocked takes a crash point and returns its index, unless the limit is reached.
+func (c *crasher) cloneLocked(what string) (int, bool) {
 	if len(c.points) >= c.limit {
-		return
+		return 0, false
 	}
 	pct := unsyncedPercents[c.rng.IntN(len(unsyncedPercents))]
 	cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct}
@@ -66,12 +67,13 @@ func (c *crasher) cloneLocked(what string) {
 		what:    fmt.Sprintf("%s (%d%% of unsynced data kept)", what, pct),
 		allowed: append([]uint64(nil), c.allowed...),
 	})
+	return len(c.points) - 1, true
 }
 
-func (c *crasher) clone(what string) {
+func (c *crasher) clone(what string) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cloneLocked(c.phase + ": " + what)
+	return c.cloneLocked(c.phase + ": " + what)
 }
 
 func (c *crasher) hook(op errorfs.Op) error {
@@ -337,8 +339,9 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 			}
 			w.committedAt(e)
 			cr.set(fmt.Sprintf("epoch %d committed", i), false, e)
-			cr.clone("checkpoint returned")
-			afterCommit = append(afterCommit, len(cr.points)-1)
+			if i, ok := cr.clone("checkpoint returned"); ok { // not past the clone limit
+				afterCommit = append(afterCommit, i)
+			}
 		}
 		if rng.IntN(5) == 0 {
 			cr.set(fmt.Sprintf("epoch %d flush", i), false, w.committed)
