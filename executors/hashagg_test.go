@@ -529,7 +529,7 @@ func TestHashAggRandom(t *testing.T) {
 			cnt.add(runHashAggRandom(t, vectest.Seed(t), round%2 == 1))
 		})
 	}
-	if t.Failed() {
+	if t.Failed() || vectest.SeedGiven() { // one seed replayed: no coverage to check
 		return
 	}
 	t.Logf("emitted: %+v", cnt)

@@ -392,7 +392,7 @@ func TestHashJoinRandom(t *testing.T) {
 			}
 		})
 	}
-	if t.Failed() {
+	if t.Failed() || vectest.SeedGiven() { // one seed replayed: no coverage to check
 		return
 	}
 	t.Logf("emitted inserts, deletes, chunks: %v", total)

@@ -531,7 +531,7 @@ func TestMaterializeRandom(t *testing.T) {
 			})
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || vectest.SeedGiven() { // one seed replayed: no coverage to check
 		return
 	}
 	t.Logf("cases: %+v", total)

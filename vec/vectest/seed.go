@@ -35,6 +35,14 @@ func Seed(t testing.TB) uint64 {
 	return seed
 }
 
+// SeedGiven reports whether the -seed flag was given: every randomized test (and
+// subtest) then replays that one seed, so checks that a case happened somewhere
+// across many seeds do not apply.
+func SeedGiven() bool {
+	_, ok := flagSeed()
+	return ok
+}
+
 func flagSeed() (uint64, bool) {
 	if !flag.Parsed() {
 		return 0, false
