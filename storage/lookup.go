@@ -48,9 +48,10 @@ func (l *Lookup) Value(i int) ([]byte, bool) {
 // memcomparable pks are pks and whose vnodes are vns (both indexed by row), and
 // leaves them in out (Value(row)); rows not in sel read as missing. Each row reads
 // what Get would read before the batch is applied: the actor's own unsealed writes,
-// else the view's sealed runs, else the committed data. The committed data is read with one pebble iterator, seeking
-// the keys in ascending order, instead of one point read per row: a batch whose key
-// range holds nothing committed (a view being built) costs one seek.
+// else the view's sealed runs, else the committed data. The committed data is read
+// with one pebble iterator, seeking the keys in ascending order, instead of one point
+// read per row: a batch whose key range holds nothing committed (a view being built)
+// costs one seek.
 func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int32, out *Lookup) error {
 	n := pks.Len()
 	if cap(out.at) < n {
@@ -76,7 +77,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 	runs := view.runs[s.id]
 	out.cur = append(out.cur[:0], make([]int, len(runs))...)
 	sorted := true
-	var vi *vnodeItems // the memtable's items of vnode vi
+	var vi *vnodeItems // the memtable's items of vnode viOf
 	viOf := -1
 	for k, i := range sel {
 		key := out.keys.At(k)
@@ -86,11 +87,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 		if v := int(vns[i]); v != viOf {
 			vi, viOf = s.mt.vnodes[vns[i]], v
 		}
-		var e entry
-		ok := false
-		if vi != nil && bytes.Compare(key, vi.max) <= 0 { // else no unsealed write has it
-			e, ok = s.mt.get(key)
-		}
+		e, ok := s.mt.getIn(vi, key)
 		for r := len(runs) - 1; r >= 0 && !ok; r-- {
 			es := runs[r].entries
 			j := seekFrom(es, out.cur[r], key)

@@ -176,7 +176,11 @@ func (mt *memtable) mapPut(k []byte, i int) {
 }
 
 func (mt *memtable) get(key []byte) (entry, bool) {
-	vi := mt.vnodes[keyVnode(key)]
+	return mt.getIn(mt.vnodes[keyVnode(key)], key)
+}
+
+// getIn is get with the items of key's vnode already looked up (nil: none).
+func (mt *memtable) getIn(vi *vnodeItems, key []byte) (entry, bool) {
 	if vi == nil || bytes.Compare(key, vi.max) > 0 {
 		return entry{}, false
 	}

@@ -53,8 +53,8 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 // WriteEncoded applies rows already encoded by the table's kernels (vec.For of its
 // table: memcomparable pks and row values), in order, without encoding them again: row
 // r has op ops[r] (Insert and UpdateInsert put, Delete and UpdateDelete delete), the pk
-// keys.At(at[r]) in vnode vn[at[r]], and, when it puts, the value vals.At(r) (vals has
-// one entry per row; a deleting row's is ignored). The values are not checked: they
+// keys.At(at[r]) in vnode vn[at[r]] (at nil: keys.At(r) in vn[r]), and, when it puts,
+// the value vals.At(r) (vals has one entry per row; a deleting row's is ignored). The values are not checked: they
 // must come from the table's kernels. Mismatched lengths, an index out of range, or a
 // row in a vnode the actor does not own is an error naming the table, and then nothing
 // is written.

@@ -70,16 +70,23 @@ func (w *chunkWriter) put(op vec.Op, vn uint16, pk, value []byte, b before) {
 
 // writeEncoded applies rows that the table's kernels encoded, in order: row r has op
 // ops[r], the pk keys.At(at[r]) in vnode vn[at[r]], and when it inserts the value
-// vals.At(r). The ops are exact (see StateTable.WriteEncoded): the checkpoint counts
-// rows by them instead of probing. Lengths that do not match, a pk index out of range
-// or a row in a vnode the actor does not own is an error naming the table (and the
-// vnode), and then nothing is written. A row in a vnode the actor does not own is an error naming the table and
-// vnode, and then nothing is written.
+// vals.At(r); at nil means row r's own pk and vnode (at[r] = r). The ops are exact
+// (see StateTable.WriteEncoded): the checkpoint counts rows by them instead of
+// probing. Lengths that do not match, a pk index out of range or a row in a vnode the
+// actor does not own is an error naming the table (and the vnode), and then nothing
+// is written.
 func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes, what string) error {
-	if len(at) != len(ops) || vals.Len() != len(ops) {
+	if (at != nil && len(at) != len(ops)) || vals.Len() != len(ops) {
 		return fmt.Errorf("storage: %s: table %s: %d ops, %d pk indexes and %d values", what, w.t.Name, len(ops), len(at), vals.Len())
 	}
-	for _, i := range at {
+	pk := func(r int) int32 {
+		if at == nil {
+			return int32(r)
+		}
+		return at[r]
+	}
+	for r := range ops {
+		i := pk(r)
 		if i < 0 || int(i) >= keys.Len() || int(i) >= len(vn) {
 			return fmt.Errorf("storage: %s: table %s: pk index %d out of range (%d pks, %d vnodes)", what, w.t.Name, i, keys.Len(), len(vn))
 		}
@@ -88,7 +95,7 @@ func (w *chunkWriter) writeEncoded(ops []vec.Op, at []int32, vn []uint16, keys, 
 		}
 	}
 	for r, op := range ops {
-		i := at[r]
+		i := pk(r)
 		b := beforeExisted // the ops are exact: only an Insert writes a new key
 		if op == vec.Insert {
 			b = beforeAbsent
