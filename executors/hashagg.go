@@ -259,9 +259,10 @@ func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg 
 // exact. In memory, a group keeps one multiset per input column, with a count per
 // aggregate over that column (count(DISTINCT bidder) under three FILTERs looks each
 // row's bidder up once, not three times). Groups are cached in memory (with their
-// multisets) once read; the cache is not evicted. At each barrier the changed groups and multiset entries are written to the
-// state tables, which are sealed as epoch Prev; after a restart the groups are read back
-// from the committed state on first touch. Float sums are kept as float64 and are exact
+// multisets) once read; the cache is not evicted. At each barrier the changed groups
+// and multiset entries are written to the state tables, which are sealed as epoch
+// Prev; after a restart the groups are read back from the committed state on first
+// touch. Float sums are kept as float64 and are exact
 // only as long as the float additions and subtractions are.
 //
 // Barriers: like Materialize, the first barrier is passed on at once, and nothing after it
@@ -314,11 +315,10 @@ type HashAgg struct {
 	// table holds for them.
 	sel    []int32
 	stored storage.Lookup
-	// The barrier's writes: per row, its op (exact: Insert for a key the table does
-	// not hold, UpdateInsert or Delete for one it does), vnode and index.
+	// The barrier's writes: per row (its key in keys), its op (exact: Insert for a key
+	// the table does not hold, UpdateInsert or Delete for one it does) and vnode.
 	wops []vec.Op
 	wvn  []uint16
-	wat  []int32
 }
 
 // hgSlot is the min, max and count(DISTINCT) aggregates over one input column (at
@@ -343,6 +343,11 @@ type hgEntry struct {
 	cnt    []int64 // per aggregate of the slot
 	stored uint64  // bit j: aggregate j's multiset table holds the entry
 	dirty  uint64  // bit j: aggregate j's count changed since the last barrier
+}
+
+// counted is the index of the first aggregate that counts e (count > 0), or -1.
+func (e *hgEntry) counted() int {
+	return slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 })
 }
 
 // entry returns the entry of value key k, made with n counts when missing.
@@ -742,8 +747,8 @@ func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals 
 	}
 }
 
-// add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate (index j of its
-// slot) whose state st is.
+// add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate
+// (index j of its slot) whose state st is.
 func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
 	if e.dirty == 0 {
 		set.dir = append(set.dir, e)
@@ -971,7 +976,7 @@ func (h *HashAgg) barrier(b *Barrier) error {
 			// no insert (its multiset row would outlive the group, unseen).
 			for sl, set := range g.sets {
 				for _, e := range set.ms {
-					if j := slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 }); j >= 0 {
+					if j := e.counted(); j >= 0 {
 						return fmt.Errorf("group in vnode %d has no rows left, but aggregate %d still counts a value: the input deleted rows it never inserted", g.vn, h.slots[sl].aggs[j])
 					}
 				}
@@ -1081,7 +1086,7 @@ func (h *HashAgg) persist() error {
 			set := &g.sets[sl]
 			for _, e := range set.dir {
 				e.dirty = 0
-				if e.stored == 0 && !slices.ContainsFunc(e.cnt, func(c int64) bool { return c > 0 }) {
+				if e.stored == 0 && e.counted() < 0 {
 					delete(set.ms, e.key)
 				}
 			}
@@ -1132,12 +1137,11 @@ func (h *HashAgg) persistMultiset(sl, j, a int) error {
 
 func (h *HashAgg) resetWrites() {
 	h.keys.Reset()
-	h.wops, h.wvn, h.wat = h.wops[:0], h.wvn[:0], h.wat[:0]
+	h.wops, h.wvn = h.wops[:0], h.wvn[:0]
 }
 
 // addWrite records the op and vnode of the next row written (its key goes to h.keys).
 func (h *HashAgg) addWrite(op vec.Op, vn uint16) {
-	h.wat = append(h.wat, int32(len(h.wops)))
 	h.wops = append(h.wops, op)
 	h.wvn = append(h.wvn, vn)
 }
@@ -1164,7 +1168,7 @@ func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTab
 	defer c.Release()
 	h.vals.Reset()
 	k.EncodeValues(c, &h.vals)
-	return st.WriteEncoded(h.wops, h.wat, h.wvn, &h.keys, &h.vals)
+	return st.WriteEncoded(h.wops, nil, h.wvn, &h.keys, &h.vals)
 }
 
 // buildOutput builds one output chunk of rows.
