@@ -615,6 +615,34 @@ func runHashAggRandom(t *testing.T, seed uint64, crash bool) (cnt hgCounters) {
 	return cnt
 }
 
+// hgOpRow is an input row of the hash agg tests with its op.
+type hgOpRow struct {
+	op vec.Op
+	r  hgRow
+}
+
+// hgEpoch is the input of one epoch: a chunk of rows (none when empty), then the
+// checkpoint barrier that ends epoch.
+func hgEpoch(t *testing.T, mem memory.Allocator, rows []hgOpRow, epoch int) []executors.Message {
+	t.Helper()
+	var msgs []executors.Message
+	if len(rows) > 0 {
+		b := vec.NewChunkBuilder(mem, hgInTable())
+		for _, x := range rows {
+			if err := b.AppendRow(x.op, x.r[:]...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := b.Build()
+		b.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, executors.ChunkMessage(c))
+	}
+	return append(msgs, mvBarrier(epoch, epoch+1, executors.Checkpoint))
+}
+
 // TestHashAggRules checks hand-written cases, barrier by barrier: deleting the current
 // max finds the next one, a change that leaves the output as it was emits nothing, a
 // group whose last row goes is deleted, an update pair moving a row between groups
@@ -629,32 +657,12 @@ func TestHashAggRules(t *testing.T) {
 	}}
 	a := newHGActor(t, store.AddNode(), mem, cfg)
 	defer a.agg.Close()
-	tab := hgInTable()
-	type row struct {
-		op vec.Op
-		r  hgRow
-	}
+	type row = hgOpRow
 	r := func(k1 any, x any, flag any) hgRow { return hgRow{k1, "a", x, nil, nil, flag} }
 	epoch := 0
 	step := func(rows []row, want string) {
 		t.Helper()
-		var msgs []executors.Message
-		if len(rows) > 0 {
-			b := vec.NewChunkBuilder(mem, tab)
-			for _, x := range rows {
-				if err := b.AppendRow(x.op, x.r[:]...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c, err := b.Build()
-			b.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			msgs = append(msgs, executors.ChunkMessage(c))
-		}
-		msgs = append(msgs, mvBarrier(epoch, epoch+1, executors.Checkpoint))
-		a.src.q = append(a.src.q, msgs...)
+		a.src.q = append(a.src.q, hgEpoch(t, mem, rows, epoch)...)
 		var got []string
 		for {
 			m, err := a.agg.Next(context.Background())
@@ -862,26 +870,14 @@ func TestHashAggGroupEmptiedWithValues(t *testing.T) {
 		{Kind: executors.AggCountStar}, {Kind: executors.AggCountDistinct, Col: hgX}}}
 	a := newHGActor(t, store.AddNode(), mem, cfg)
 	defer a.agg.Close()
-	tab, epoch := hgInTable(), 0
+	epoch := 0
 	step := func(op vec.Op, rows ...hgRow) error {
 		t.Helper()
-		var msgs []executors.Message
-		if len(rows) > 0 {
-			b := vec.NewChunkBuilder(mem, tab)
-			for _, r := range rows {
-				if err := b.AppendRow(op, r[:]...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c, err := b.Build()
-			b.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			msgs = append(msgs, executors.ChunkMessage(c))
+		var in []hgOpRow
+		for _, r := range rows {
+			in = append(in, hgOpRow{op, r})
 		}
-		msgs = append(msgs, mvBarrier(epoch, epoch+1, executors.Checkpoint))
-		a.src.q = append(a.src.q, msgs...)
+		a.src.q = append(a.src.q, hgEpoch(t, mem, in, epoch)...)
 		for {
 			m, err := a.agg.Next(context.Background())
 			if err != nil {

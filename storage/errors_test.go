@@ -96,12 +96,10 @@ func splitIDs(p *bidPlacer, own *vnode.Bitmap, n int) (in, out []int64) {
 	return in, out
 }
 
-// TestStateTableWriteErrors: a chunk of the wrong shape, or with a row in a vnode the
-// actor does not own, is an error naming the table and the column or vnode, and
-// nothing of it is written, not even its valid rows.
-func TestStateTableWriteErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+// halfOwnedBids opens a store on a memory file system with one node, and on it a
+// state table of bid that owns the lower half of the vnodes.
+func halfOwnedBids(t *testing.T) (*storage.Store, *storage.Node, *storage.StateTable, *vnode.Bitmap) {
+	t.Helper()
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
 	own := vnode.FromRange(bidT.VnodeCount, 0, bidT.VnodeCount/2)
@@ -109,6 +107,16 @@ func TestStateTableWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, n, w, own
+}
+
+// TestStateTableWriteErrors: a chunk of the wrong shape, or with a row in a vnode the
+// actor does not own, is an error naming the table and the column or vnode, and
+// nothing of it is written, not even its valid rows.
+func TestStateTableWriteErrors(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, n, w, own := halfOwnedBids(t)
 	p := newBidPlacer()
 	in, out := splitIDs(p, own, 5)
 	ops := inserts(in[:3], bidVal{Price: 1, Channel: "ok"})
@@ -142,7 +150,7 @@ func TestStateTableWriteErrors(t *testing.T) {
 	// Owned rows first, then one outside: the whole chunk is refused.
 	mixed := append(inserts(in[3:], bidVal{Price: 2}), bidOp{Op: vec.Insert, ID: out[0], V: bidVal{Price: 2}})
 	c := bidChunk(mem, mixed)
-	err = w.Write(c)
+	err := w.Write(c)
 	c.Release()
 	v, _ := p.place(out[0])
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("vnode %d", v)) || !strings.Contains(err.Error(), "bid") {
@@ -286,13 +294,7 @@ func TestReplicatedTableErrors(t *testing.T) {
 func TestStateTableWriteEncoded(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	s := openStore(t, vfs.NewMem())
-	n := s.AddNode()
-	own := vnode.FromRange(bidT.VnodeCount, 0, bidT.VnodeCount/2)
-	w, err := storage.NewStateTable(n, bidTableID, bidT, own)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, n, w, own := halfOwnedBids(t)
 	p := newBidPlacer()
 	in, out := splitIDs(p, own, 6)
 	want := bidState{}
