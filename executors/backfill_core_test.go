@@ -179,7 +179,7 @@ type bfWorld struct {
 	idOf    map[string]int    // memcomparable pk -> pk id
 	uOf     map[string]int    // S2 value -> a universe row that has it
 	scratch vec.Bytes
-	b1, b2  []array.Builder // reused builders of every column and of S2
+	b1, b2  []vec.Builder // reused builders of every column and of S2
 	sch1    *arrow.Schema
 	sch2    *arrow.Schema
 }
@@ -189,7 +189,7 @@ func newBFWorld(mem memory.Allocator, tab *schema.Table, k vec.Kernels, s2 []int
 	w := &bfWorld{t: tab, k: k, s2: s2, all: vec.Projection(vectest.AllColumns(tab)), dec: newBFDecoder(tab, s2),
 		uni: uni, byVnode: make([][]int, tab.VnodeCount), idOf: map[string]int{}, uOf: map[string]int{}}
 	uni.Retain()
-	w.b1, w.b2 = vectest.BuildersFor(mem, tab, w.all), vectest.BuildersFor(mem, tab, s2)
+	w.b1, w.b2 = vectest.ValueBuildersFor(mem, tab, w.all), vectest.ValueBuildersFor(mem, tab, s2)
 	w.sch1, w.sch2 = tab.ArrowSchema(), tab.ProjectedArrowSchema(s2)
 	ch := vectest.ChunkOf(mem, uni, make([]vec.Op, n), nil)
 	defer ch.Release()

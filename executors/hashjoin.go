@@ -527,9 +527,9 @@ func (h *HashJoin) build(s int, rec arrow.RecordBatch, lo, hi int) (*vec.Chunk, 
 		cols[off[s]+i] = a
 	}
 	// The other side: decode the matched values.
-	bs := make([]array.Builder, len(h.proj[o]))
+	bs := make([]vec.Builder, len(h.proj[o]))
 	for i := range bs {
-		bs[i] = array.NewBuilder(h.mem, h.schema.Field(off[o]+i).Type)
+		bs[i] = vec.NewBuilder(h.mem, h.schema.Field(off[o]+i).Type)
 		bs[i].Reserve(n)
 	}
 	vals := vec.Bytes{Data: h.matched.Data, Offsets: h.matched.Offsets[lo : hi+1]}

@@ -72,7 +72,7 @@ type Materialize struct {
 	// for the whole chunk at once).
 	sel  []int32
 	base storage.Lookup
-	bs   []array.Builder // one per column: the decoded output
+	bs   []vec.Builder // one per column: the decoded output
 	cols []arrow.Array
 }
 
@@ -111,12 +111,12 @@ func NewMaterialize(input Executor, st *storage.StateTable, node *storage.Node, 
 		schema:      t.ArrowSchema(),
 		proj:        make(vec.Projection, len(t.Columns)),
 		overlay:     map[string]int32{},
-		bs:          make([]array.Builder, len(t.Columns)),
+		bs:          make([]vec.Builder, len(t.Columns)),
 		cols:        make([]arrow.Array, len(t.Columns)),
 	}
 	for i, col := range t.Columns {
 		m.proj[i] = i
-		m.bs[i] = array.NewBuilder(mem, col.Type.ArrowType())
+		m.bs[i] = vec.NewBuilder(mem, col.Type.ArrowType())
 	}
 	return m, nil
 }

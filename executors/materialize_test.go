@@ -243,7 +243,7 @@ func mvShow(t *schema.Table) func(string) string {
 		var vals vec.Bytes
 		vals.Reset()
 		vals.Append([]byte(v))
-		bs := vectest.BuildersFor(memory.NewGoAllocator(), t, cols)
+		bs := vectest.ValueBuildersFor(memory.NewGoAllocator(), t, cols)
 		if err := k.DecodeValues(&vals, cols, bs); err != nil {
 			vectest.ReleaseBuilders(bs)
 			return fmt.Sprintf("<%x: %v>", v, err)

@@ -109,7 +109,9 @@ func (g *tableGen) kernels(f *jen.File) {
 // decodeValues emits the projected decode: check every value's frame once with
 // straight-line code, then for each projected column run one typed loop over the batch
 // (dispatch once per column). Fixed-width columns are decoded into a stack buffer and
-// appended in bulk, so validity bits are set a word at a time.
+// appended in bulk, so validity bits are set a word at a time. Var-width columns go
+// into a *vec.VarBuilder reserved for the batch's bytes, which the frame check sums
+// per column when the projection has one.
 func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
 	l := g.layout
 	const step = 256
@@ -117,14 +119,27 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 	at := func(off int) jen.Code {
 		return jen.Id("data").Index(jen.Id("o").Op("+").Lit(off), jen.Empty())
 	}
+	// varIdx numbers the var-width columns by slot; totalK sums the bytes of the K-th
+	// over the batch, in the loop that checks the values' frames (which reads the
+	// same words), so that each column reserves its bytes without a pass of its own.
+	varIdx := map[int]int{}
+	for k, s := range l.VarSlots {
+		varIdx[s] = k
+	}
 	cases := []jen.Code{}
 	for i, c := range g.t.Columns {
 		kd := g.kind(i)
 		by, bit := nullBit(i)
 		isNull := jen.Id("data").Index(jen.Id("o").Op("+").Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
+		// Var-width columns decode into a *vec.VarBuilder (see vec.NewBuilder), whose
+		// UnsafeAppend inlines into the loop.
+		bt, btName := jen.Op("*").Qual(pkgArray, kd.builder), "*array."+kd.builder
+		if kd.varLen {
+			bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
+		}
 		body := []jen.Code{
-			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(jen.Op("*").Qual(pkgArray, kd.builder)),
-			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want *array."+kd.builder, jen.Id("out").Index(jen.Id("j"))))),
+			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
+			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
 			jen.Id("b").Dot("Reserve").Call(jen.Id("n")),
 		}
 		if !kd.varLen {
@@ -149,21 +164,13 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 				start = jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(p)))
 			}
 			end := jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(l.Slot[i])))
-			bb := jen.Id("b")
-			if kd.isString {
-				bb = jen.Id("b").Dot("BinaryBuilder")
-			}
 			inner := []jen.Code{rowOff}
 			if c.Nullable {
 				inner = append(inner, jen.If(isNull).Block(jen.Id("b").Dot("AppendNull").Call(), jen.Continue()))
 			}
-			inner = append(inner, jen.Add(bb).Dot("UnsafeAppend").Call(jen.Id("data").Index(jen.Id("o").Op("+").Add(start), jen.Id("o").Op("+").Add(end))))
+			inner = append(inner, jen.Id("b").Dot("UnsafeAppend").Call(jen.Id("data").Index(jen.Id("o").Op("+").Add(start), jen.Id("o").Op("+").Add(end))))
 			body = append(body,
-				jen.Id("total").Op(":=").Lit(0),
-				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(
-					rowOff, jen.Id("total").Op("+=").Add(end).Op("-").Parens(start),
-				),
-				jen.Id("b").Dot("ReserveData").Call(jen.Id("total")),
+				jen.Id("b").Dot("ReserveData").Call(jen.Id(fmt.Sprintf("total%d", varIdx[l.Slot[i]]))),
 				jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(inner...),
 			)
 		}
@@ -172,30 +179,66 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 	cases = append(cases, jen.Default().Block(
 		jen.Return(errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
 	))
+	check := []jen.Code{
+		jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1))),
+		jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
+			jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
+			jen.If(jen.Err().Op("==").Nil()).Block(
+				jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
+			),
+			jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err())),
+		),
+	}
+	var totalsDecl []jen.Code
+	if len(l.VarSlots) > 0 {
+		names := []jen.Code{}
+		sum := []jen.Code{}
+		varCols := []jen.Code{}
+		for i := range g.t.Columns {
+			if g.kind(i).varLen {
+				varCols = append(varCols, jen.Lit(i))
+			}
+		}
+		for k, s := range l.VarSlots {
+			t := fmt.Sprintf("total%d", k)
+			names = append(names, jen.Id(t))
+			end := jen.Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(s), jen.Empty())))
+			if k == 0 {
+				sum = append(sum, jen.Id(t).Op("+=").Add(end))
+			} else {
+				prev := jen.Int().Call(le("Uint32").Call(jen.Id("v").Index(jen.Lit(l.VarSlots[k-1]), jen.Empty())))
+				sum = append(sum, jen.Id(t).Op("+=").Add(end).Op("-").Add(prev))
+			}
+		}
+		// The sums are taken only when the projection has a var-width column.
+		check = append(check, jen.If(jen.Id("sums")).Block(sum...))
+		totalsDecl = []jen.Code{
+			jen.Var().List(names...).Int(),
+			jen.Id("sums").Op(":=").False(),
+			jen.For(jen.List(jen.Id("_"), jen.Id("col")).Op(":=").Range().Id("proj")).Block(
+				jen.Switch(jen.Id("col")).Block(jen.Case(varCols...).Block(jen.Id("sums").Op("=").True())),
+			),
+		}
+	}
 	g.valueCheck(f)
 	f.Comment("DecodeValues implements vec.Kernels: one typed loop per projected column; the")
 	f.Comment("columns outside the projection are never read.")
-	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(
+	stmts := []jen.Code{
 		jen.If(jen.Len(jen.Id("out")).Op("<").Len(jen.Id("proj"))).Block(
 			jen.Return(errf("DecodeValues needs %d builders, got %d", jen.Len(jen.Id("proj")), jen.Len(jen.Id("out")))),
 		),
 		jen.Id("n").Op(":=").Id("vals").Dot("Len").Call(),
 		jen.List(jen.Id("data"), jen.Id("offs")).Op(":=").List(jen.Id("vals").Dot("Data"), jen.Id("vals").Dot("Offsets")),
-		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(
-			jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1))),
-			jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
-				jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
-				jen.If(jen.Err().Op("==").Nil()).Block(
-					jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
-				),
-				jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err())),
-			),
-		),
+	}
+	stmts = append(stmts, totalsDecl...)
+	stmts = append(stmts,
+		jen.For(jen.Id("i").Op(":=").Lit(0), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(check...),
 		jen.For(jen.List(jen.Id("j"), jen.Id("col")).Op(":=").Range().Id("proj")).Block(
 			jen.Switch(jen.Id("col")).Block(cases...),
 		),
 		jen.Return(jen.Nil()),
 	)
+	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Error().Block(stmts...)
 }
 
 // valueCheck emits gValueOK: the conditions of vec.Layout.CheckValue as straight-line

@@ -35,7 +35,6 @@ type kindInfo struct {
 	minMax   [2]string                                  // for ordered kinds: math constants of the smallest and largest value
 	varLen   bool
 	byteKey  bool // key decode goes through DecodeKeyBytes
-	isString bool // varchar: Go string, Arrow String
 }
 
 func le(fn string) *jen.Statement { return jen.Qual(pkgBinary, "LittleEndian").Dot(fn) }
@@ -87,7 +86,7 @@ var kinds = map[schema.Kind]*kindInfo{
 		goType: jen.String, array: "String", builder: "StringBuilder", keyFunc: "String",
 		toKey: ident, fromKey: func(x jen.Code) jen.Code { return jen.String().Call(x) },
 		compare: func(a, b jen.Code) jen.Code { return jen.Qual("strings", "Compare").Call(a, b) },
-		varLen:  true, byteKey: true, isString: true,
+		varLen:  true, byteKey: true,
 	},
 	schema.Bytea: {
 		goType: func() *jen.Statement { return jen.Index().Byte() }, array: "Binary", builder: "BinaryBuilder", keyFunc: "Bytes",

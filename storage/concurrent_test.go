@@ -131,7 +131,7 @@ func concKey(id int64) []byte {
 func decodeBidPrice(val []byte) (int64, error) {
 	b := array.NewInt64Builder(memory.NewGoAllocator())
 	defer b.Release()
-	if err := vec.NewGeneric(bidT).DecodeValues(bytesOf(val), vec.Projection{tables.BidColPrice}, []array.Builder{b}); err != nil {
+	if err := vec.NewGeneric(bidT).DecodeValues(bytesOf(val), vec.Projection{tables.BidColPrice}, []vec.Builder{b}); err != nil {
 		return 0, err
 	}
 	a := b.NewInt64Array()

@@ -263,7 +263,7 @@ func readBidVnode(st *storage.StateTable, view *storage.View, v uint16, place ma
 		return err
 	}
 	mem := memory.NewGoAllocator()
-	bs := []array.Builder{array.NewInt64Builder(mem), array.NewStringBuilder(mem)}
+	bs := []vec.Builder{array.NewInt64Builder(mem), vec.NewVarBuilder(mem, arrow.BinaryTypes.String)}
 	defer bs[0].Release()
 	defer bs[1].Release()
 	if err := vec.NewGeneric(bidT).DecodeValues(&vals, vec.Projection{tables.BidColPrice, tables.BidColChannel}, bs); err != nil {

@@ -297,7 +297,7 @@ func checkValues(t testing.TB, rng *rand.Rand, mem memory.Allocator, ts *tableSp
 	if rng.IntN(2) == 0 {
 		k = vec.NewGeneric(ts.t)
 	}
-	bs := vectest.BuildersFor(mem, ts.t, proj)
+	bs := vectest.ValueBuildersFor(mem, ts.t, proj)
 	defer vectest.ReleaseBuilders(bs)
 	if err := k.DecodeValues(vals, proj, bs); err != nil {
 		t.Fatalf("%s: decode: %v", what(), err)

@@ -331,7 +331,7 @@ func progCheckInspectable(t *testing.T, s *Store, p *ProgressTable, up *schema.T
 		t.Fatalf("%d rows stored, want %d", len(order), len(want))
 	}
 	all := vectest.AllColumns(pt)
-	bs := vectest.BuildersFor(mem, pt, all)
+	bs := vectest.ValueBuildersFor(mem, pt, all)
 	if err := vec.NewGeneric(pt).DecodeValues(&vals, all, bs); err != nil {
 		vectest.ReleaseBuilders(bs)
 		t.Fatal(err)

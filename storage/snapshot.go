@@ -445,7 +445,7 @@ type snapWorker struct {
 	proj   vec.Projection
 	t      *schema.Table
 	schema *arrow.Schema
-	bs     []array.Builder
+	bs     []vec.Builder
 	cols   []arrow.Array
 	vals   vec.Bytes
 	last   []byte
@@ -455,9 +455,9 @@ type snapWorker struct {
 const pkSlabSize = 4096
 
 func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arrow.Schema, mem memory.Allocator) *snapWorker {
-	w := &snapWorker{k: k, proj: proj, t: t, schema: sch, bs: make([]array.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
+	w := &snapWorker{k: k, proj: proj, t: t, schema: sch, bs: make([]vec.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
 	for i, c := range proj {
-		w.bs[i] = array.NewBuilder(mem, t.Columns[c].Type.ArrowType())
+		w.bs[i] = vec.NewBuilder(mem, t.Columns[c].Type.ArrowType())
 	}
 	w.vals.Reset()
 	return w

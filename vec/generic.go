@@ -236,7 +236,18 @@ func (g *Generic) EncodeValues(c *Chunk, out *Bytes) {
 }
 
 // DecodeValues implements Kernels.
-func (g *Generic) DecodeValues(vals *Bytes, proj Projection, out []array.Builder) error {
+func (g *Generic) DecodeValues(vals *Bytes, proj Projection, out []Builder) error {
+	if len(out) < len(proj) {
+		return fmt.Errorf("table %s: DecodeValues needs %d builders, got %d", g.t.Name, len(proj), len(out))
+	}
+	for j, col := range proj {
+		if col < 0 || col >= len(g.t.Columns) {
+			return fmt.Errorf("table %s: projection names column %d, the table has %d", g.t.Name, col, len(g.t.Columns))
+		}
+		if c := g.t.Columns[col]; !builderFits(out[j], c.Type.ArrowType()) {
+			return fmt.Errorf("table %s: column %s: builder is %T, want NewBuilder's for %s", g.t.Name, c.Name, out[j], c.Type.ArrowType())
+		}
+	}
 	l := g.layout
 	for i, n := 0, vals.Len(); i < n; i++ {
 		v := vals.At(i)
@@ -270,11 +281,21 @@ func (g *Generic) DecodeValues(vals *Bytes, proj Projection, out []array.Builder
 			case schema.Decimal:
 				b.(*array.Decimal128Builder).Append(decimal128.New(int64(binary.LittleEndian.Uint64(s[8:])), binary.LittleEndian.Uint64(s)))
 			case schema.Varchar, schema.Bytea:
-				binaryBuilderOf(b).(*array.BinaryBuilder).Append(ValueVar(v, l.VarStart, l.PrevVar[col], l.Slot[col]))
+				b.(*VarBuilder).Append(ValueVar(v, l.VarStart, l.PrevVar[col], l.Slot[col]))
 			}
 		}
 	}
 	return nil
+}
+
+// builderFits reports whether b is NewBuilder's builder for type want: a *VarBuilder
+// for utf8 and binary, else an Arrow builder of that type.
+func builderFits(b Builder, want arrow.DataType) bool {
+	if _, isVar := b.(*VarBuilder); isVar != (want.ID() == arrow.STRING || want.ID() == arrow.BINARY) {
+		return false
+	}
+	t, ok := b.(interface{ Type() arrow.DataType })
+	return ok && arrow.TypeEqual(t.Type(), want)
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see

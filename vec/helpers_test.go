@@ -100,7 +100,7 @@ func decodeKeys(mem memory.Allocator, g *vec.Generic, keys *vec.Bytes) (arrow.Re
 
 // decodeValues decodes vals with tab's generic kernels into a record of the projection.
 func decodeValues(mem memory.Allocator, g *vec.Generic, vals *vec.Bytes, proj vec.Projection) (arrow.RecordBatch, error) {
-	bs := vectest.BuildersFor(mem, g.Table(), proj)
+	bs := vectest.ValueBuildersFor(mem, g.Table(), proj)
 	if err := g.DecodeValues(vals, proj, bs); err != nil {
 		vectest.ReleaseBuilders(bs)
 		return nil, err

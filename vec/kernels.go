@@ -62,8 +62,9 @@ type Marker interface {
 
 // Kernels are the typed operations on one table's rows. A generated package registers
 // one implementation per table; Generic serves tables known only at run time. Every
-// method is safe for concurrent use. Builders passed in are the concrete Arrow builders
-// of the columns' Arrow types (e.g. *array.Int64Builder for int64).
+// method is safe for concurrent use. DecodeKeys takes the concrete Arrow builders of
+// the columns' Arrow types (e.g. *array.Int64Builder for int64); DecodeValues takes
+// NewBuilder's builders (the same, except a *VarBuilder for utf8 and binary).
 type Kernels interface {
 	// Table is the table the kernels serve.
 	Table() *schema.Table
@@ -77,9 +78,10 @@ type Kernels interface {
 	// EncodeValues appends the row value of every row of c (visible or not) to out.
 	EncodeValues(c *Chunk, out *Bytes)
 	// DecodeValues decodes the projected columns of each value in vals, one builder per
-	// projected column. Columns outside the projection are not read. A value that does
-	// not decode is an error naming the table; builders may then hold partial rows.
-	DecodeValues(vals *Bytes, proj Projection, out []array.Builder) error
+	// projected column (see NewBuilder). Columns outside the projection are not read. A
+	// value that does not decode is an error naming the table; builders may then hold
+	// partial rows.
+	DecodeValues(vals *Bytes, proj Projection, out []Builder) error
 	// Vnodes writes the vnode of every row of c into out (len >= rows).
 	Vnodes(c *Chunk, out []uint16)
 	// NewMarker decodes the positions once, for marking many chunks. A position that

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	_ "github.com/seed04fbb902/weir/bench/nexmark/tables" // registers the Nexmark kernels
@@ -102,7 +104,7 @@ func checkEquivalent(rng *rand.Rand, tbl *schema.Table, gk, rk vec.Kernels, n in
 	// Projected decode: a random projection (possibly empty, possibly all columns,
 	// in random order) decodes to the same arrays as the generic path and as the chunk.
 	proj := randomProjection(rng, len(tbl.Columns))
-	if err := decodeBoth(mem, tbl, proj, c, false, func(g, r []array.Builder) error {
+	if err := decodeBoth(mem, tbl, proj, c, false, vectest.ValueBuildersFor, func(g, r []vec.Builder) error {
 		if err := gk.DecodeValues(&gvals, proj, g); err != nil {
 			return err
 		}
@@ -110,7 +112,7 @@ func checkEquivalent(rng *rand.Rand, tbl *schema.Table, gk, rk vec.Kernels, n in
 	}); err != nil {
 		return fmt.Errorf("projection %v: %w", proj, err)
 	}
-	if err := decodeBoth(mem, tbl, tbl.PKColumns(), c, true, func(g, r []array.Builder) error {
+	if err := decodeBoth(mem, tbl, tbl.PKColumns(), c, true, vectest.BuildersFor, func(g, r []array.Builder) error {
 		if err := gk.DecodeKeys(&gkeys, g); err != nil {
 			return err
 		}
@@ -221,9 +223,10 @@ func equalOps(a, b []vec.Op) bool {
 // decodeBoth decodes into generated and generic builders of cols, and demands that
 // both give the same record and that it equals the chunk's columns cols (for keys,
 // equal in key order: -0 and NaN payloads are canonicalised by the key codec).
-func decodeBoth(mem memory.Allocator, tbl *schema.Table, cols []int, c *vec.Chunk, keys bool, decode func(g, r []array.Builder) error) error {
-	gb := vectest.BuildersFor(mem, tbl, cols)
-	rb := vectest.BuildersFor(mem, tbl, cols)
+func decodeBoth[B vec.Builder](mem memory.Allocator, tbl *schema.Table, cols []int, c *vec.Chunk, keys bool,
+	newBuilders func(memory.Allocator, *schema.Table, []int) []B, decode func(g, r []B) error) error {
+	gb := newBuilders(mem, tbl, cols)
+	rb := newBuilders(mem, tbl, cols)
 	if err := decode(gb, rb); err != nil {
 		vectest.ReleaseBuilders(gb)
 		vectest.ReleaseBuilders(rb)
@@ -269,4 +272,60 @@ func sameBytes(what string, a, b *vec.Bytes) error {
 func randomProjection(rng *rand.Rand, ncols int) vec.Projection {
 	p := rng.Perm(ncols)
 	return vec.Projection(p[:rng.IntN(ncols+1)])
+}
+
+// TestDecodeValuesBadBuilders gives both kernels of every table builders that do not
+// fit DecodeValues' contract: too few, an Arrow StringBuilder where a VarBuilder is
+// due, a VarBuilder for a fixed-width column, and a projection past the last column.
+// Each must be an error naming the table (and the column, where there is one), not a
+// panic, from the generated and the generic kernels alike.
+func TestDecodeValuesBadBuilders(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	for _, tbl := range tables(t) {
+		gk, rk := kernelsOf(t, tbl)
+		c := vectest.RandomChunk(vectest.NewRand(1), mem, tbl, 4, 0.2)
+		var vals vec.Bytes
+		vals.Reset()
+		gk.EncodeValues(c, &vals)
+		c.Release()
+		all := vectest.AllColumns(tbl)
+		type bad struct {
+			name   string
+			proj   vec.Projection
+			bs     func() []vec.Builder
+			column string // the column the error must name, if any
+		}
+		cases := []bad{
+			{"too few builders", vec.Projection(all), func() []vec.Builder {
+				return vectest.ValueBuildersFor(mem, tbl, all[:len(all)-1])
+			}, ""},
+			{"column past the last", vec.Projection{len(all)}, func() []vec.Builder {
+				return vectest.ValueBuildersFor(mem, tbl, all[:1])
+			}, ""},
+		}
+		for i, col := range tbl.Columns {
+			dt := col.Type.ArrowType()
+			wrong := func() []vec.Builder {
+				if id := dt.ID(); id == arrow.STRING || id == arrow.BINARY {
+					return []vec.Builder{array.NewBuilder(mem, dt)} // Arrow's own, not a VarBuilder
+				}
+				return []vec.Builder{vec.NewVarBuilder(mem, arrow.BinaryTypes.String)}
+			}
+			cases = append(cases, bad{"wrong builder for column " + col.Name, vec.Projection{i}, wrong, col.Name})
+		}
+		for _, tc := range cases {
+			for _, k := range []vec.Kernels{gk, rk} {
+				bs := tc.bs()
+				err := k.DecodeValues(&vals, tc.proj, bs)
+				vectest.ReleaseBuilders(bs)
+				if err == nil {
+					t.Fatalf("table %s, %s, generated=%v: no error", tbl.Name, tc.name, k.Generated())
+				}
+				msg := err.Error()
+				if !strings.Contains(msg, "table "+tbl.Name) || (tc.column != "" && !strings.Contains(msg, tc.column)) {
+					t.Errorf("table %s, %s, generated=%v: error %q does not name the table and column", tbl.Name, tc.name, k.Generated(), msg)
+				}
+			}
+		}
+	}
 }

@@ -377,12 +377,20 @@ func p1ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p1: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 0, 2:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !p1ValueOK(v) {
@@ -392,24 +400,23 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 			}
 			return fmt.Errorf("table p1: value %d: %w", i, err)
 		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[2:]))
+			total1 += int(binary.LittleEndian.Uint32(v[14:])) - int(binary.LittleEndian.Uint32(v[2:]))
+		}
 	}
 	for j, col := range proj {
 		switch col {
 		case 0:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table p1: column type: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table p1: column type: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 26 + int(binary.LittleEndian.Uint32(data[o+2:])) - (26)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+26 : o+26+int(binary.LittleEndian.Uint32(data[o+2:]))])
+				b.UnsafeAppend(data[o+26 : o+26+int(binary.LittleEndian.Uint32(data[o+2:]))])
 			}
 		case 1:
 			b, ok := out[j].(*array.Int64Builder)
@@ -429,17 +436,12 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 2:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table p1: column range: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table p1: column range: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 26 + int(binary.LittleEndian.Uint32(data[o+14:])) - (26 + int(binary.LittleEndian.Uint32(data[o+2:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&4 != 0 {

@@ -425,12 +425,20 @@ func p2ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p2: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 2:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !p2ValueOK(v) {
@@ -439,6 +447,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table p2: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[14:]))
 		}
 	}
 	for j, col := range proj {
@@ -474,24 +485,19 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 2:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table p2: column len: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table p2: column len: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 35 + int(binary.LittleEndian.Uint32(data[o+14:])) - (35)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+35 : o+35+int(binary.LittleEndian.Uint32(data[o+14:]))])
+				b.UnsafeAppend(data[o+35 : o+35+int(binary.LittleEndian.Uint32(data[o+14:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.BooleanBuilder)

@@ -481,12 +481,20 @@ func p3ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p3: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 3:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !p3ValueOK(v) {
@@ -495,6 +503,9 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table p3: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[12:]))
 		}
 	}
 	for j, col := range proj {
@@ -549,17 +560,12 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table p3: column payload: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table p3: column payload: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 16 + int(binary.LittleEndian.Uint32(data[o+12:])) - (16)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+16 : o+16+int(binary.LittleEndian.Uint32(data[o+12:]))])

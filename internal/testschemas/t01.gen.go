@@ -721,12 +721,20 @@ func t01ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t01: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t01ValueOK(v) {
@@ -735,6 +743,10 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table t01: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[64:]))
+			total1 += int(binary.LittleEndian.Uint32(v[68:])) - int(binary.LittleEndian.Uint32(v[64:]))
 		}
 	}
 	for j, col := range proj {
@@ -915,37 +927,27 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t01: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t01: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 92 + int(binary.LittleEndian.Uint32(data[o+64:])) - (92)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+92 : o+92+int(binary.LittleEndian.Uint32(data[o+64:]))])
+				b.UnsafeAppend(data[o+92 : o+92+int(binary.LittleEndian.Uint32(data[o+64:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t01: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t01: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 92 + int(binary.LittleEndian.Uint32(data[o+68:])) - (92 + int(binary.LittleEndian.Uint32(data[o+64:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+92+int(binary.LittleEndian.Uint32(data[o+64:])) : o+92+int(binary.LittleEndian.Uint32(data[o+68:]))])

@@ -713,12 +713,20 @@ func t03ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t03: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t03ValueOK(v) {
@@ -727,6 +735,10 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table t03: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[82:]))
+			total1 += int(binary.LittleEndian.Uint32(v[86:])) - int(binary.LittleEndian.Uint32(v[82:]))
 		}
 	}
 	for j, col := range proj {
@@ -907,37 +919,27 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t03: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t03: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 110 + int(binary.LittleEndian.Uint32(data[o+82:])) - (110)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+110 : o+110+int(binary.LittleEndian.Uint32(data[o+82:]))])
+				b.UnsafeAppend(data[o+110 : o+110+int(binary.LittleEndian.Uint32(data[o+82:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t03: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t03: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 110 + int(binary.LittleEndian.Uint32(data[o+86:])) - (110 + int(binary.LittleEndian.Uint32(data[o+82:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+110+int(binary.LittleEndian.Uint32(data[o+82:])) : o+110+int(binary.LittleEndian.Uint32(data[o+86:]))])

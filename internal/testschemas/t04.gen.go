@@ -733,12 +733,20 @@ func t04ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t04Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t04Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t04: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 3, 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t04ValueOK(v) {
@@ -747,6 +755,11 @@ func (t04Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table t04: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[31:]))
+			total1 += int(binary.LittleEndian.Uint32(v[78:])) - int(binary.LittleEndian.Uint32(v[31:]))
+			total2 += int(binary.LittleEndian.Uint32(v[82:])) - int(binary.LittleEndian.Uint32(v[78:]))
 		}
 	}
 	for j, col := range proj {
@@ -801,20 +814,15 @@ func (t04Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 3:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t04: column k3_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t04: column k3_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 106 + int(binary.LittleEndian.Uint32(data[o+31:])) - (106)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+106 : o+106+int(binary.LittleEndian.Uint32(data[o+31:]))])
+				b.UnsafeAppend(data[o+106 : o+106+int(binary.LittleEndian.Uint32(data[o+31:]))])
 			}
 		case 4:
 			b, ok := out[j].(*array.BooleanBuilder)
@@ -930,33 +938,23 @@ func (t04Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t04: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t04: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 106 + int(binary.LittleEndian.Uint32(data[o+78:])) - (106 + int(binary.LittleEndian.Uint32(data[o+31:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+31:])) : o+106+int(binary.LittleEndian.Uint32(data[o+78:]))])
+				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+31:])) : o+106+int(binary.LittleEndian.Uint32(data[o+78:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t04: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t04: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 106 + int(binary.LittleEndian.Uint32(data[o+82:])) - (106 + int(binary.LittleEndian.Uint32(data[o+78:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&16 != 0 {

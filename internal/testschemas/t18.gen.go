@@ -731,12 +731,20 @@ func t18ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t18: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2, total3 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 1, 2, 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t18ValueOK(v) {
@@ -745,6 +753,12 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table t18: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[19:]))
+			total1 += int(binary.LittleEndian.Uint32(v[23:])) - int(binary.LittleEndian.Uint32(v[19:]))
+			total2 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[23:]))
+			total3 += int(binary.LittleEndian.Uint32(v[78:])) - int(binary.LittleEndian.Uint32(v[74:]))
 		}
 	}
 	for j, col := range proj {
@@ -765,37 +779,27 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t18: column k1_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t18: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 102 + int(binary.LittleEndian.Uint32(data[o+19:])) - (102)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&2 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+102 : o+102+int(binary.LittleEndian.Uint32(data[o+19:]))])
+				b.UnsafeAppend(data[o+102 : o+102+int(binary.LittleEndian.Uint32(data[o+19:]))])
 			}
 		case 2:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t18: column k2_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t18: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 102 + int(binary.LittleEndian.Uint32(data[o+23:])) - (102 + int(binary.LittleEndian.Uint32(data[o+19:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+19:])) : o+102+int(binary.LittleEndian.Uint32(data[o+23:]))])
@@ -931,33 +935,23 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t18: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t18: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 102 + int(binary.LittleEndian.Uint32(data[o+74:])) - (102 + int(binary.LittleEndian.Uint32(data[o+23:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+23:])) : o+102+int(binary.LittleEndian.Uint32(data[o+74:]))])
+				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+23:])) : o+102+int(binary.LittleEndian.Uint32(data[o+74:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t18: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t18: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 102 + int(binary.LittleEndian.Uint32(data[o+78:])) - (102 + int(binary.LittleEndian.Uint32(data[o+74:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total3)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&16 != 0 {

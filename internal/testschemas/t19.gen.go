@@ -739,12 +739,20 @@ func t19ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t19: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2, total3 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 0, 1, 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t19ValueOK(v) {
@@ -754,37 +762,33 @@ func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			}
 			return fmt.Errorf("table t19: value %d: %w", i, err)
 		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[3:]))
+			total1 += int(binary.LittleEndian.Uint32(v[7:])) - int(binary.LittleEndian.Uint32(v[3:]))
+			total2 += int(binary.LittleEndian.Uint32(v[66:])) - int(binary.LittleEndian.Uint32(v[7:]))
+			total3 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[66:]))
+		}
 	}
 	for j, col := range proj {
 		switch col {
 		case 0:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t19: column k0_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t19: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 94 + int(binary.LittleEndian.Uint32(data[o+3:])) - (94)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+94 : o+94+int(binary.LittleEndian.Uint32(data[o+3:]))])
+				b.UnsafeAppend(data[o+94 : o+94+int(binary.LittleEndian.Uint32(data[o+3:]))])
 			}
 		case 1:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t19: column k1_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t19: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 94 + int(binary.LittleEndian.Uint32(data[o+7:])) - (94 + int(binary.LittleEndian.Uint32(data[o+3:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&2 != 0 {
@@ -937,37 +941,27 @@ func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t19: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t19: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 94 + int(binary.LittleEndian.Uint32(data[o+66:])) - (94 + int(binary.LittleEndian.Uint32(data[o+7:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+7:])) : o+94+int(binary.LittleEndian.Uint32(data[o+66:]))])
+				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+7:])) : o+94+int(binary.LittleEndian.Uint32(data[o+66:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t19: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t19: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 94 + int(binary.LittleEndian.Uint32(data[o+70:])) - (94 + int(binary.LittleEndian.Uint32(data[o+66:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total3)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+66:])) : o+94+int(binary.LittleEndian.Uint32(data[o+70:]))])

@@ -731,12 +731,20 @@ func t20ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t20: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 0, 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t20ValueOK(v) {
@@ -746,21 +754,21 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 			}
 			return fmt.Errorf("table t20: value %d: %w", i, err)
 		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[3:]))
+			total1 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[3:]))
+			total2 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[70:]))
+		}
 	}
 	for j, col := range proj {
 		switch col {
 		case 0:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t20: column k0_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t20: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 98 + int(binary.LittleEndian.Uint32(data[o+3:])) - (98)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+3:]))])
@@ -928,33 +936,23 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t20: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t20: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 98 + int(binary.LittleEndian.Uint32(data[o+70:])) - (98 + int(binary.LittleEndian.Uint32(data[o+3:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+3:])) : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
+				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+3:])) : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t20: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t20: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 98 + int(binary.LittleEndian.Uint32(data[o+74:])) - (98 + int(binary.LittleEndian.Uint32(data[o+70:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&16 != 0 {

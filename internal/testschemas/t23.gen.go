@@ -723,12 +723,20 @@ func t23ValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (t23Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (t23Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t23: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 11, 12:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t23ValueOK(v) {
@@ -737,6 +745,10 @@ func (t23Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table t23: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[61:]))
+			total1 += int(binary.LittleEndian.Uint32(v[65:])) - int(binary.LittleEndian.Uint32(v[61:]))
 		}
 	}
 	for j, col := range proj {
@@ -917,37 +929,27 @@ func (t23Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 11:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t23: column v_str: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table t23: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 89 + int(binary.LittleEndian.Uint32(data[o+61:])) - (89)
-			}
-			b.ReserveData(total)
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+2]&8 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.BinaryBuilder.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
+				b.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
 			}
 		case 12:
-			b, ok := out[j].(*array.BinaryBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t23: column v_bin: builder is %T, want *array.BinaryBuilder", out[j])
+				return fmt.Errorf("table t23: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				total += 89 + int(binary.LittleEndian.Uint32(data[o+65:])) - (89 + int(binary.LittleEndian.Uint32(data[o+61:])))
-			}
-			b.ReserveData(total)
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // AllColumns returns 0, 1, ..., len(t.Columns)-1.
@@ -30,8 +31,18 @@ func BuildersFor(mem memory.Allocator, t *schema.Table, cols []int) []array.Buil
 	return out
 }
 
+// ValueBuildersFor is BuildersFor for Kernels.DecodeValues: vec.NewBuilder's builder
+// per column in cols (a *vec.VarBuilder for varchar and bytea).
+func ValueBuildersFor(mem memory.Allocator, t *schema.Table, cols []int) []vec.Builder {
+	out := make([]vec.Builder, len(cols))
+	for i, c := range cols {
+		out[i] = vec.NewBuilder(mem, t.Columns[c].Type.ArrowType())
+	}
+	return out
+}
+
 // ReleaseBuilders releases every builder.
-func ReleaseBuilders(bs []array.Builder) {
+func ReleaseBuilders[B vec.Builder](bs []B) {
 	for _, b := range bs {
 		b.Release()
 	}
@@ -46,10 +57,11 @@ func ProjectedSchema(t *schema.Table, cols []int) *arrow.Schema {
 	return t.ProjectedArrowSchema(cols)
 }
 
-// FinishRecord turns builders (from BuildersFor(mem, t, cols)) into a record of nrows
-// rows with the schema of t's columns cols, and releases the builders. It panics when a
-// builder does not hold nrows values. The caller releases the record.
-func FinishRecord(t *schema.Table, cols []int, bs []array.Builder, nrows int) arrow.RecordBatch {
+// FinishRecord turns builders (from BuildersFor or ValueBuildersFor(mem, t, cols)) into
+// a record of nrows rows with the schema of t's columns cols, and releases the
+// builders. It panics when a builder does not hold nrows values. The caller releases
+// the record.
+func FinishRecord[B vec.Builder](t *schema.Table, cols []int, bs []B, nrows int) arrow.RecordBatch {
 	if len(bs) != len(cols) {
 		panic(fmt.Sprintf("vectest: FinishRecord with %d builders for %d columns", len(bs), len(cols)))
 	}

@@ -432,12 +432,20 @@ func auctionValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table auction: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 1, 2, 9:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !auctionValueOK(v) {
@@ -446,6 +454,11 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table auction: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[11:]))
+			total1 += int(binary.LittleEndian.Uint32(v[15:])) - int(binary.LittleEndian.Uint32(v[11:]))
+			total2 += int(binary.LittleEndian.Uint32(v[67:])) - int(binary.LittleEndian.Uint32(v[15:]))
 		}
 	}
 	for j, col := range proj {
@@ -466,36 +479,26 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table auction: column item_name: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table auction: column item_name: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 71 + int(binary.LittleEndian.Uint32(data[o+11:])) - (71)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+71 : o+71+int(binary.LittleEndian.Uint32(data[o+11:]))])
+				b.UnsafeAppend(data[o+71 : o+71+int(binary.LittleEndian.Uint32(data[o+11:]))])
 			}
 		case 2:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table auction: column description: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table auction: column description: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 71 + int(binary.LittleEndian.Uint32(data[o+15:])) - (71 + int(binary.LittleEndian.Uint32(data[o+11:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+11:])) : o+71+int(binary.LittleEndian.Uint32(data[o+15:]))])
+				b.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+11:])) : o+71+int(binary.LittleEndian.Uint32(data[o+15:]))])
 			}
 		case 3:
 			b, ok := out[j].(*array.Int64Builder)
@@ -588,20 +591,15 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []a
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 9:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table auction: column extra: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table auction: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 71 + int(binary.LittleEndian.Uint32(data[o+67:])) - (71 + int(binary.LittleEndian.Uint32(data[o+15:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+15:])) : o+71+int(binary.LittleEndian.Uint32(data[o+67:]))])
+				b.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+15:])) : o+71+int(binary.LittleEndian.Uint32(data[o+67:]))])
 			}
 		default:
 			return fmt.Errorf("table auction: projection names column %d, the table has %d", col, 10)

@@ -457,12 +457,20 @@ func bidValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table bid: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 3, 4, 6:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !bidValueOK(v) {
@@ -471,6 +479,11 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table bid: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[26:]))
+			total1 += int(binary.LittleEndian.Uint32(v[30:])) - int(binary.LittleEndian.Uint32(v[26:]))
+			total2 += int(binary.LittleEndian.Uint32(v[42:])) - int(binary.LittleEndian.Uint32(v[30:]))
 		}
 	}
 	for j, col := range proj {
@@ -521,36 +534,26 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 3:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table bid: column channel: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table bid: column channel: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 46 + int(binary.LittleEndian.Uint32(data[o+26:])) - (46)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+46 : o+46+int(binary.LittleEndian.Uint32(data[o+26:]))])
+				b.UnsafeAppend(data[o+46 : o+46+int(binary.LittleEndian.Uint32(data[o+26:]))])
 			}
 		case 4:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table bid: column url: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table bid: column url: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 46 + int(binary.LittleEndian.Uint32(data[o+30:])) - (46 + int(binary.LittleEndian.Uint32(data[o+26:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+26:])) : o+46+int(binary.LittleEndian.Uint32(data[o+30:]))])
+				b.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+26:])) : o+46+int(binary.LittleEndian.Uint32(data[o+30:]))])
 			}
 		case 5:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -568,20 +571,15 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 6:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table bid: column extra: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table bid: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 46 + int(binary.LittleEndian.Uint32(data[o+42:])) - (46 + int(binary.LittleEndian.Uint32(data[o+30:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+30:])) : o+46+int(binary.LittleEndian.Uint32(data[o+42:]))])
+				b.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+30:])) : o+46+int(binary.LittleEndian.Uint32(data[o+42:]))])
 			}
 		default:
 			return fmt.Errorf("table bid: projection names column %d, the table has %d", col, 7)

@@ -437,12 +437,20 @@ func personValueOK(v []byte) bool {
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
 // columns outside the projection are never read.
-func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []array.Builder) error {
+func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Builder) error {
 	if len(out) < len(proj) {
 		return fmt.Errorf("table person: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
+	var total0, total1, total2, total3, total4, total5 int
+	sums := false
+	for _, col := range proj {
+		switch col {
+		case 1, 2, 3, 4, 5, 7:
+			sums = true
+		}
+	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !personValueOK(v) {
@@ -451,6 +459,14 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 				err = errors.New("malformed value")
 			}
 			return fmt.Errorf("table person: value %d: %w", i, err)
+		}
+		if sums {
+			total0 += int(binary.LittleEndian.Uint32(v[10:]))
+			total1 += int(binary.LittleEndian.Uint32(v[14:])) - int(binary.LittleEndian.Uint32(v[10:]))
+			total2 += int(binary.LittleEndian.Uint32(v[18:])) - int(binary.LittleEndian.Uint32(v[14:]))
+			total3 += int(binary.LittleEndian.Uint32(v[22:])) - int(binary.LittleEndian.Uint32(v[18:]))
+			total4 += int(binary.LittleEndian.Uint32(v[26:])) - int(binary.LittleEndian.Uint32(v[22:]))
+			total5 += int(binary.LittleEndian.Uint32(v[38:])) - int(binary.LittleEndian.Uint32(v[26:]))
 		}
 	}
 	for j, col := range proj {
@@ -471,84 +487,59 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 1:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column name: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column name: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+10:])) - (42)
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42 : o+42+int(binary.LittleEndian.Uint32(data[o+10:]))])
+				b.UnsafeAppend(data[o+42 : o+42+int(binary.LittleEndian.Uint32(data[o+10:]))])
 			}
 		case 2:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column email_address: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column email_address: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+14:])) - (42 + int(binary.LittleEndian.Uint32(data[o+10:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+10:])) : o+42+int(binary.LittleEndian.Uint32(data[o+14:]))])
+				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+10:])) : o+42+int(binary.LittleEndian.Uint32(data[o+14:]))])
 			}
 		case 3:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column credit_card: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column credit_card: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+18:])) - (42 + int(binary.LittleEndian.Uint32(data[o+14:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+14:])) : o+42+int(binary.LittleEndian.Uint32(data[o+18:]))])
+				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+14:])) : o+42+int(binary.LittleEndian.Uint32(data[o+18:]))])
 			}
 		case 4:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column city: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column city: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total3)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+22:])) - (42 + int(binary.LittleEndian.Uint32(data[o+18:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+18:])) : o+42+int(binary.LittleEndian.Uint32(data[o+22:]))])
+				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+18:])) : o+42+int(binary.LittleEndian.Uint32(data[o+22:]))])
 			}
 		case 5:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column state: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column state: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total4)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+26:])) - (42 + int(binary.LittleEndian.Uint32(data[o+22:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+22:])) : o+42+int(binary.LittleEndian.Uint32(data[o+26:]))])
+				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+22:])) : o+42+int(binary.LittleEndian.Uint32(data[o+26:]))])
 			}
 		case 6:
 			b, ok := out[j].(*array.TimestampBuilder)
@@ -566,20 +557,15 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ar
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		case 7:
-			b, ok := out[j].(*array.StringBuilder)
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table person: column extra: builder is %T, want *array.StringBuilder", out[j])
+				return fmt.Errorf("table person: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
 			b.Reserve(n)
-			total := 0
+			b.ReserveData(total5)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				total += 42 + int(binary.LittleEndian.Uint32(data[o+38:])) - (42 + int(binary.LittleEndian.Uint32(data[o+26:])))
-			}
-			b.ReserveData(total)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.BinaryBuilder.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+26:])) : o+42+int(binary.LittleEndian.Uint32(data[o+38:]))])
+				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+26:])) : o+42+int(binary.LittleEndian.Uint32(data[o+38:]))])
 			}
 		default:
 			return fmt.Errorf("table person: projection names column %d, the table has %d", col, 8)
