@@ -174,6 +174,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
 	f.BoolVar(&o.Warmup, "warmup", false, "run an untimed build of each kind first")
+	f.BoolVar(&o.EfficiencyOnly, "efficiency-only", false, "measure the efficiency passes only, no builds")
 	f.BoolVar(&o.Verify, "verify", false, "count each view's rows after its build (slow)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
