@@ -49,7 +49,7 @@ type VarBuilder struct {
 	dt    arrow.DataType
 	offb  *memory.Buffer // int32 offsets: offs aliases its whole capacity
 	datab *memory.Buffer // value bytes: data aliases its whole capacity
-	valb  *memory.Buffer // validity bitmap, nil until the first NULL of the batch
+	valb  *memory.Buffer // validity bitmap, made by the batch's first NULL
 	offs  []int32        // offs[0..n] are set; offs[0] is 0
 	data  []byte
 	valid []byte
@@ -184,12 +184,9 @@ func (b *VarBuilder) NewArray() arrow.Array {
 	} else {
 		data.ResizeNoShrink(b.size)
 	}
-	var valid *memory.Buffer
-	if b.nulls > 0 {
-		valid = b.valb
+	valid := b.valb // non-nil exactly when the batch has a NULL
+	if valid != nil {
 		valid.ResizeNoShrink(int(bitutil.BytesForBits(int64(b.n))))
-	} else if b.valb != nil {
-		b.valb.Release()
 	}
 	d := array.NewData(b.dt, b.n, []*memory.Buffer{valid, b.offb, data}, nil, b.nulls, 0)
 	b.offb.Release()
