@@ -52,11 +52,13 @@ type BackfillBenchOptions struct {
 	// EfficiencyReps is the interleaved repetitions of the efficiency passes (default
 	// and minimum 5).
 	EfficiencyReps int
-	// Warmup runs an untimed build of each kind first. Off by default: every build
-	// opens a fresh engine on a checkpoint of the same store, so no build inherits a
-	// warmer block cache from another, and the sstables are in the OS page cache
-	// after the load.
-	Warmup bool
+	// NoWarmup skips the untimed build of each kind that comes before the timed ones.
+	// Every build opens a fresh engine on a checkpoint of the same store, so no build
+	// inherits another's block cache; but the process's first build is slower than the
+	// rest (in 5 of 8 runs the slowest of its kind's idle builds: the Go heap grows,
+	// the checkpoint's files are first read), and without the warm-up that build is
+	// always the first kind's.
+	NoWarmup bool
 	// EfficiencyOnly measures the efficiency passes and runs no build: Modes is empty.
 	// For profiling the executor's read path alone.
 	EfficiencyOnly bool
@@ -175,12 +177,12 @@ var benchKinds = []engine.BackfillKind{engine.ArrangementBackfill, engine.NoShuf
 //     busy mode earlier builds' inserts would otherwise grow the table for later ones.
 //     A build is CreateMV(pass-through view over bid, MVOptions{Backfill: kind,
 //     Parallelism}), which returns once the backfill is done, timed; then DropMV, a
-//     checkpoint and Close. After the warm-up builds (with Warmup), idle builds run
-//     first (order alternating by rep: arrangement first on even reps), then busy
-//     builds (no-shuffle first on even reps), each with a writer
-//     inserting new bid rows (pks beyond the loaded ones) at BusyFraction × Rows ÷ the
-//     median idle seconds of the same kind, every 10ms by wall clock, for the whole
-//     build, stopped when CreateMV returns.
+//     checkpoint and Close. After an untimed warm-up build of each kind (unless
+//     NoWarmup), idle builds run first (order alternating by rep: arrangement first
+//     on even reps), then busy builds (no-shuffle first on even reps), each with a
+//     writer inserting new bid rows (pks beyond the loaded ones) at BusyFraction ×
+//     Rows ÷ the median idle seconds of the same kind, every 10ms by wall clock, for
+//     the whole build, stopped when CreateMV returns.
 //
 // In an idle build the job must have read exactly Rows snapshot rows (which also
 // checks that the rows were loaded under the engine's table id).
@@ -244,7 +246,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		return res, nil
 	}
 
-	if o.Warmup {
+	if !o.NoWarmup {
 		for _, k := range benchKinds {
 			if _, err := b.build(ctx, k, 0); err != nil {
 				return res, fmt.Errorf("bench: backfill: warm-up: %w", err)

@@ -133,6 +133,7 @@ func newBenchBackfill() *cobra.Command {
 		o      bench.BackfillBenchOptions
 		asJSON bool
 		quiet  bool
+		warmup bool
 	)
 	cmd := &cobra.Command{
 		Use:   "backfill",
@@ -157,6 +158,7 @@ Progress lines go to stderr (see --quiet).`,
 			if !quiet {
 				o.Log = cmd.ErrOrStderr()
 			}
+			o.NoWarmup = !warmup
 			res, err := bench.RunBackfillBench(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -173,7 +175,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.DurationVar(&o.BarrierInterval, "barrier-interval", 100*time.Millisecond, "the engine's barrier interval (and the efficiency passes')")
 	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
-	f.BoolVar(&o.Warmup, "warmup", false, "run an untimed build of each kind first")
+	f.BoolVar(&warmup, "warmup", true, "run an untimed build of each kind before the timed ones")
 	f.BoolVar(&o.EfficiencyOnly, "efficiency-only", false, "measure the efficiency passes only, no builds")
 	f.BoolVar(&o.Verify, "verify", false, "count each view's rows after its build (slow)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
