@@ -36,7 +36,7 @@ func q0Builders(mem memory.Allocator) []vec.Builder {
 }
 
 // drain turns the builders' contents into arrays and releases them, as a consumer
-// of each decoded batch would; the builders keep their (pooled) memory.
+// of each decoded batch would: the buffers go back to the (pooled) allocator.
 func drain[B vec.Builder](bs []B) {
 	for _, b := range bs {
 		b.NewArray().Release()

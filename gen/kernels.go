@@ -137,9 +137,15 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 		if kd.varLen {
 			bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
 		}
+		// The Arrow type is checked too (a utf8 VarBuilder for a bytea column, a
+		// timestamp builder of another zone), as the generic path does.
+		want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
 		body := []jen.Code{
 			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
 			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
+			jen.If(jen.Op("!").Qual(pkgArrow, "TypeEqual").Call(jen.Id("b").Dot("Type").Call(), want)).Block(
+				jen.Return(errf("column "+c.Name+": builder of %s, want %s", jen.Id("b").Dot("Type").Call(), want)),
+			),
 			jen.Id("b").Dot("Reserve").Call(jen.Id("n")),
 		}
 		if !kd.varLen {

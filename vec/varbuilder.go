@@ -11,9 +11,8 @@ import (
 )
 
 // Builder is one output column of Kernels.DecodeValues. NewBuilder gives the one a
-// column's Arrow type takes: the concrete Arrow builder for a fixed-width type (e.g.
-// *array.Int64Builder, which satisfies Builder as it is), a *VarBuilder for utf8 and
-// binary.
+// column's Arrow type takes: a *VarBuilder for utf8 and binary, Arrow's own builder of
+// the type otherwise (e.g. *array.Int64Builder, which satisfies Builder as it is).
 type Builder interface {
 	// Len is the number of values appended since the last NewArray.
 	Len() int
@@ -40,8 +39,8 @@ func NewBuilder(mem memory.Allocator, dt arrow.DataType) Builder {
 
 // VarBuilder builds a utf8 or binary Arrow array (int32 offsets) a batch at a time.
 // Where Arrow's BinaryBuilder does several calls of bookkeeping per value, a
-// VarBuilder's UnsafeAppend is a copy and an offset store, inlined into the caller's
-// loop: a decode reserves the batch's values and bytes once (Reserve, ReserveData)
+// VarBuilder's UnsafeAppend is a copy and an offset store (and a validity bit once
+// the batch has a NULL), inlined into the caller's loop: a decode reserves the batch's values and bytes once (Reserve, ReserveData)
 // and then appends in a tight loop. Its buffers come from the allocator and pass to
 // the array that NewArray returns. Not safe for concurrent use.
 type VarBuilder struct {
@@ -95,7 +94,7 @@ func (b *VarBuilder) ReserveData(n int) {
 		if b.datab == nil {
 			b.datab = memory.NewResizableBuffer(b.mem)
 		}
-		b.datab.Reserve(max(need, 2*len(b.data)))
+		b.datab.Reserve(min(max(need, 2*len(b.data)), math.MaxInt32))
 		b.data = b.datab.Buf()
 	}
 }
@@ -132,9 +131,10 @@ func (b *VarBuilder) growValid() {
 	clear(b.valid[old:])
 }
 
-// UnsafeAppend appends v; Reserve and ReserveData must have made room for it.
+// UnsafeAppend appends v; Reserve and ReserveData must have made room for it (it
+// panics if they did not).
 func (b *VarBuilder) UnsafeAppend(v []byte) {
-	b.size += copy(b.data[b.size:], v)
+	b.size += copy(b.data[b.size:b.size+len(v)], v)
 	b.n++
 	b.offs[b.n] = int32(b.size)
 	if b.valid != nil {

@@ -897,3 +897,19 @@ func TestNewBuilder(t *testing.T) {
 		})
 	}
 }
+
+// TestVarBuilderUnsafeAppendPastReserve checks that an UnsafeAppend the reservation
+// does not cover panics instead of storing a truncated value.
+func TestVarBuilderUnsafeAppendPastReserve(t *testing.T) {
+	b := vec.NewVarBuilder(memory.NewGoAllocator(), arrow.BinaryTypes.String)
+	defer b.Release()
+	b.Reserve(2)
+	b.ReserveData(2) // the buffer rounds up to 64 bytes
+	b.UnsafeAppend([]byte("ab"))
+	defer func() {
+		if recover() == nil {
+			t.Fatalf("UnsafeAppend of 100 bytes into %d reserved did not panic", 64-b.DataLen())
+		}
+	}()
+	b.UnsafeAppend(bytes.Repeat([]byte{'x'}, 100))
+}

@@ -276,7 +276,9 @@ func randomProjection(rng *rand.Rand, ncols int) vec.Projection {
 
 // TestDecodeValuesBadBuilders gives both kernels of every table builders that do not
 // fit DecodeValues' contract: too few, an Arrow StringBuilder where a VarBuilder is
-// due, a VarBuilder for a fixed-width column, and a projection past the last column.
+// due, a VarBuilder for a fixed-width column, a builder of another Arrow type (utf8
+// for bytea and back, a timestamp of another zone), and a projection past the last
+// column.
 // Each must be an error naming the table (and the column, where there is one), not a
 // panic, from the generated and the generic kernels alike.
 func TestDecodeValuesBadBuilders(t *testing.T) {
@@ -312,6 +314,20 @@ func TestDecodeValuesBadBuilders(t *testing.T) {
 				return []vec.Builder{vec.NewVarBuilder(mem, arrow.BinaryTypes.String)}
 			}
 			cases = append(cases, bad{"wrong builder for column " + col.Name, vec.Projection{i}, wrong, col.Name})
+			// The right kind of builder, of another Arrow type.
+			var other arrow.DataType
+			switch dt.ID() {
+			case arrow.STRING:
+				other = arrow.BinaryTypes.Binary
+			case arrow.BINARY:
+				other = arrow.BinaryTypes.String
+			case arrow.TIMESTAMP:
+				other = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Europe/Paris"}
+			}
+			if other != nil {
+				cases = append(cases, bad{"builder of " + other.String() + " for column " + col.Name, vec.Projection{i},
+					func() []vec.Builder { return []vec.Builder{vec.NewBuilder(mem, other)} }, col.Name})
+			}
 		}
 		for _, tc := range cases {
 			for _, k := range []vec.Kernels{gk, rk} {

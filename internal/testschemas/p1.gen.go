@@ -412,6 +412,9 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p1: column type: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -422,6 +425,9 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table p1: column func: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -440,6 +446,9 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p1: column range: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -454,6 +463,9 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table p1: column Extra: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64

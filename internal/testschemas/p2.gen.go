@@ -459,6 +459,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p2: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -473,6 +476,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table p2: column op: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -489,6 +495,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p2: column len: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -503,6 +512,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table p2: column row: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]bool
@@ -520,6 +532,9 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table p2: column auction_id: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num

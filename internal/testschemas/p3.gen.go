@@ -515,6 +515,9 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p3: column a: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			var valid [256]bool
@@ -531,6 +534,9 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table p3: column b: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -549,6 +555,9 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			if !ok {
 				return fmt.Errorf("table p3: column c: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -563,6 +572,9 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table p3: column payload: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)

@@ -751,6 +751,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t00: column k0_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			var valid [256]bool
@@ -768,6 +771,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t00: column k1_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -782,6 +788,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t00: column k2_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -800,6 +809,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t00: column k3_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -814,6 +826,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t00: column v_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]bool
@@ -832,6 +847,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t00: column v_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -846,6 +864,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t00: column v_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -864,6 +885,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t00: column v_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -878,6 +902,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t00: column v_f32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -896,6 +923,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t00: column v_f64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -910,6 +940,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t00: column v_dec: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -928,6 +961,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t00: column v_str: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -938,6 +974,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t00: column v_bin: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -954,6 +993,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t00: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t00: column v_date: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -968,6 +1010,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t00: column v_ts: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -985,6 +1030,9 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t00: column v_tstz: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

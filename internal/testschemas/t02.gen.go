@@ -756,6 +756,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t02: column k0_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			var valid [256]bool
@@ -773,6 +776,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t02: column k1_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -787,6 +793,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t02: column k2_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -805,6 +814,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t02: column k3_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -819,6 +831,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t02: column v_bool: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]bool
@@ -837,6 +852,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t02: column v_i16: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -851,6 +869,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t02: column v_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -869,6 +890,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t02: column v_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -883,6 +907,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t02: column v_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -901,6 +928,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t02: column v_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -915,6 +945,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t02: column v_dec: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -933,6 +966,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t02: column v_str: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -943,6 +979,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t02: column v_bin: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -959,6 +998,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t02: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t02: column v_date: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -973,6 +1015,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t02: column v_ts: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -990,6 +1035,9 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t02: column v_tstz: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

@@ -748,6 +748,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t03: column k0_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			var valid [256]bool
@@ -765,6 +768,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t03: column k1_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -779,6 +785,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column k2_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t03: column k2_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -797,6 +806,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column k3_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t03: column k3_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -812,6 +824,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t03: column v_bool: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -826,6 +841,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t03: column v_i16: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -844,6 +862,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t03: column v_i32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -858,6 +879,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t03: column v_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -876,6 +900,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t03: column v_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -890,6 +917,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t03: column v_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -908,6 +938,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t03: column v_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -922,6 +955,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t03: column v_str: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)
@@ -938,6 +974,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t03: column v_bin: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -948,6 +987,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t03: column v_date: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -966,6 +1008,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t03: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t03: column v_ts: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -980,6 +1025,9 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t03: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t03: column v_tstz: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

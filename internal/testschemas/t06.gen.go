@@ -772,6 +772,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t06: column k0_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			var valid [256]bool
@@ -789,6 +792,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t06: column k1_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -799,6 +805,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t06: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t06: column k2_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -815,6 +824,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t06: column k3_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -829,6 +841,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t06: column v_bool: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]bool
@@ -847,6 +862,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t06: column v_i16: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -861,6 +879,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t06: column v_i32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -879,6 +900,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t06: column v_i64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -893,6 +917,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t06: column v_f32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -911,6 +938,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t06: column v_f64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -925,6 +955,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t06: column v_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -943,6 +976,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t06: column v_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
@@ -953,6 +989,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t06: column v_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total3)
@@ -969,6 +1008,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t06: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t06: column v_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -983,6 +1025,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t06: column v_ts: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -1000,6 +1045,9 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t06: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t06: column v_tstz: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

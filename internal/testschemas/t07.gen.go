@@ -776,6 +776,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t07: column k0_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -791,6 +794,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t07: column k1_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -801,6 +807,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t07: column k2_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t07: column k2_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -819,6 +828,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t07: column k3_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -834,6 +846,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t07: column v_bool: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -848,6 +863,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t07: column v_i16: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -866,6 +884,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t07: column v_i32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -880,6 +901,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t07: column v_i64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -898,6 +922,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t07: column v_f32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -912,6 +939,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t07: column v_f64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -930,6 +960,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t07: column v_dec: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -944,6 +977,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t07: column v_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)
@@ -960,6 +996,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t07: column v_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total3)
 			for i := 0; i < n; i++ {
@@ -970,6 +1009,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t07: column v_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -988,6 +1030,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t07: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t07: column v_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -1002,6 +1047,9 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t07: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t07: column v_tstz: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

@@ -747,6 +747,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t09: column k0_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			var valid [256]bool
@@ -764,6 +767,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t09: column k1_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -778,6 +784,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t09: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t09: column k2_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -796,6 +805,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t09: column k3_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -811,6 +823,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t09: column v_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -825,6 +840,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t09: column v_i16: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -843,6 +861,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t09: column v_i32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -857,6 +878,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t09: column v_i64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -875,6 +899,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t09: column v_f32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -889,6 +916,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t09: column v_f64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -907,6 +937,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t09: column v_dec: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -921,6 +954,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t09: column v_str: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)
@@ -937,6 +973,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t09: column v_bin: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -947,6 +986,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t09: column v_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -965,6 +1007,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t09: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t09: column v_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -979,6 +1024,9 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t09: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t09: column v_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

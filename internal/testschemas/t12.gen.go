@@ -747,6 +747,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t12: column k0_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -761,6 +764,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t12: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t12: column k1_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -779,6 +785,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t12: column k2_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -793,6 +802,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t12: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t12: column k3_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -811,6 +823,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t12: column v_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			var valid [256]bool
@@ -828,6 +843,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t12: column v_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -842,6 +860,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t12: column v_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -860,6 +881,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t12: column v_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -874,6 +898,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t12: column v_f32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -892,6 +919,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t12: column v_f64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -906,6 +936,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t12: column v_dec: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -924,6 +957,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t12: column v_str: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -934,6 +970,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t12: column v_bin: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -950,6 +989,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t12: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t12: column v_date: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -964,6 +1006,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t12: column v_ts: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -981,6 +1026,9 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t12: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t12: column v_tstz: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

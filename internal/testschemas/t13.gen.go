@@ -756,6 +756,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t13: column k0_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -770,6 +773,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t13: column k1_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -788,6 +794,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t13: column k2_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -802,6 +811,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t13: column k3_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -820,6 +832,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t13: column v_bool: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -834,6 +849,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t13: column v_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -852,6 +870,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t13: column v_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -866,6 +887,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t13: column v_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -884,6 +908,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t13: column v_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -898,6 +925,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t13: column v_f64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -916,6 +946,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t13: column v_dec: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -930,6 +963,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t13: column v_str: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)
@@ -946,6 +982,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t13: column v_bin: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -956,6 +995,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t13: column v_date: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -974,6 +1016,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t13: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t13: column v_ts: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -988,6 +1033,9 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t13: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t13: column v_tstz: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

@@ -752,6 +752,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t15: column k0_i64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -766,6 +769,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t15: column k1_f32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -784,6 +790,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column k2_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t15: column k2_f64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -798,6 +807,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column k3_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t15: column k3_dec: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -816,6 +828,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t15: column v_bool: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -830,6 +845,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t15: column v_i16: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -848,6 +866,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t15: column v_i32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -862,6 +883,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t15: column v_i64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -880,6 +904,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t15: column v_f32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -894,6 +921,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t15: column v_f64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -912,6 +942,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t15: column v_dec: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -926,6 +959,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t15: column v_str: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)
@@ -942,6 +978,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t15: column v_bin: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -952,6 +991,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t15: column v_date: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -970,6 +1012,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t15: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t15: column v_ts: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -984,6 +1029,9 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t15: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t15: column v_tstz: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

@@ -767,6 +767,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column k0_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t16: column k0_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -781,6 +784,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t16: column k1_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t16: column k1_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -799,6 +805,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column k2_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t16: column k2_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -814,6 +823,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column k3_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t16: column k3_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -828,6 +840,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t16: column v_bool: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]bool
@@ -846,6 +861,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t16: column v_i16: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -860,6 +878,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t16: column v_i32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -878,6 +899,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t16: column v_i64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -892,6 +916,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t16: column v_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -910,6 +937,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t16: column v_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -924,6 +954,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t16: column v_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -942,6 +975,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t16: column v_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -952,6 +988,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t16: column v_bin: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)
@@ -968,6 +1007,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t16: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t16: column v_date: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -982,6 +1024,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t16: column v_ts: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -999,6 +1044,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t16: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t16: column v_tstz: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

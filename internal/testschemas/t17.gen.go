@@ -778,6 +778,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t17: column k0_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -792,6 +795,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t17: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t17: column k1_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -810,6 +816,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column k2_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t17: column k2_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -820,6 +829,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t17: column k3_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t17: column k3_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -836,6 +848,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t17: column v_bool: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -850,6 +865,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t17: column v_i16: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -868,6 +886,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t17: column v_i32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int32
 			for lo := 0; lo < n; lo += 256 {
@@ -882,6 +903,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t17: column v_i64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -900,6 +924,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t17: column v_f32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float32
 			for lo := 0; lo < n; lo += 256 {
@@ -914,6 +941,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t17: column v_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float64
@@ -932,6 +962,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t17: column v_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(10).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -946,6 +979,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t17: column v_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(11).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)
@@ -962,6 +998,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t17: column v_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(12).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total3)
 			for i := 0; i < n; i++ {
@@ -972,6 +1011,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t17: column v_date: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(13).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -990,6 +1032,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t17: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t17: column v_ts: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(14).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -1004,6 +1049,9 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t17: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t17: column v_tstz: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

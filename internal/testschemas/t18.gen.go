@@ -768,6 +768,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t18: column k0_dec: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
 			for lo := 0; lo < n; lo += 256 {
@@ -782,6 +785,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t18: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t18: column k1_str: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total0)
@@ -798,6 +804,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t18: column k2_bin: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -808,6 +817,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t18: column k3_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t18: column k3_date: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -826,6 +838,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t18: column v_bool: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			var valid [256]bool
@@ -843,6 +858,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t18: column v_i16: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -857,6 +875,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t18: column v_i32: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -875,6 +896,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t18: column v_i64: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -889,6 +913,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t18: column v_f32: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -907,6 +934,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t18: column v_f64: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -921,6 +951,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t18: column v_dec: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -939,6 +972,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t18: column v_str: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
@@ -949,6 +985,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t18: column v_bin: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total3)
@@ -965,6 +1004,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t18: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t18: column v_date: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -979,6 +1021,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t18: column v_ts: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -996,6 +1041,9 @@ func (t18Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t18: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t18ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t18: column v_tstz: builder of %s, want %s", b.Type(), t18ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

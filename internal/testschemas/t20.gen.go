@@ -767,6 +767,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t20: column k0_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -777,6 +780,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t20: column k1_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t20: column k1_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
@@ -795,6 +801,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t20: column k2_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -809,6 +818,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t20: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t20: column k3_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -827,6 +839,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t20: column v_bool: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			var valid [256]bool
@@ -844,6 +859,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t20: column v_i16: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -858,6 +876,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t20: column v_i32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -876,6 +897,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t20: column v_i64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -890,6 +914,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t20: column v_f32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -908,6 +935,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t20: column v_f64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -922,6 +952,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t20: column v_dec: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -940,6 +973,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t20: column v_str: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -950,6 +986,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t20: column v_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)
@@ -966,6 +1005,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t20: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t20: column v_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -980,6 +1022,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t20: column v_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -997,6 +1042,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t20: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t20: column v_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

@@ -758,6 +758,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column k0_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table t22: column k0_ts: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -772,6 +775,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t22: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table t22: column k1_tstz: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -790,6 +796,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column k2_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table t22: column k2_bool: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			for lo := 0; lo < n; lo += 256 {
@@ -804,6 +813,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t22: column k3_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table t22: column k3_i16: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int16
@@ -822,6 +834,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table t22: column v_bool: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]bool
 			var valid [256]bool
@@ -839,6 +854,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table t22: column v_i16: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int16
 			for lo := 0; lo < n; lo += 256 {
@@ -853,6 +871,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table t22: column v_i32: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int32
@@ -871,6 +892,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table t22: column v_i64: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(7).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -885,6 +909,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table t22: column v_f32: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(8).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]float32
@@ -903,6 +930,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table t22: column v_f64: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(9).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]float64
 			for lo := 0; lo < n; lo += 256 {
@@ -917,6 +947,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(10).Type) {
+				return fmt.Errorf("table t22: column v_dec: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(10).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]decimal128.Num
@@ -935,6 +968,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(11).Type) {
+				return fmt.Errorf("table t22: column v_str: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(11).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -945,6 +981,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(12).Type) {
+				return fmt.Errorf("table t22: column v_bin: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(12).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -961,6 +1000,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table t22: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(13).Type) {
+				return fmt.Errorf("table t22: column v_date: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(13).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Date32
 			for lo := 0; lo < n; lo += 256 {
@@ -975,6 +1017,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(14).Type) {
+				return fmt.Errorf("table t22: column v_ts: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(14).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -992,6 +1037,9 @@ func (t22Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t22: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t22ArrowSchema.Field(15).Type) {
+				return fmt.Errorf("table t22: column v_tstz: builder of %s, want %s", b.Type(), t22ArrowSchema.Field(15).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp

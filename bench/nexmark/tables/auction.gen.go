@@ -468,6 +468,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -483,6 +486,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column item_name: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -494,6 +500,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column description: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -504,6 +513,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column initial_bid: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(3).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -520,6 +532,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column reserve: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -534,6 +549,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -550,6 +568,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column expires: builder is %T, want *array.TimestampBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(6).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
 			for lo := 0; lo < n; lo += 256 {
@@ -564,6 +585,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column seller: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -580,6 +604,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			if !ok {
 				return fmt.Errorf("table auction: column category: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(8).Type) {
+				return fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(8).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -594,6 +621,9 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(9).Type) {
+				return fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(9).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)

@@ -493,6 +493,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table bid: column auction: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), bidArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -507,6 +510,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table bid: column bidder: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), bidArrowSchema.Field(1).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]int64
@@ -523,6 +529,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table bid: column price: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), bidArrowSchema.Field(2).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -538,6 +547,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table bid: column channel: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), bidArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -549,6 +561,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			if !ok {
 				return fmt.Errorf("table bid: column url: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), bidArrowSchema.Field(4).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total1)
 			for i := 0; i < n; i++ {
@@ -559,6 +574,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), bidArrowSchema.Field(5).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -574,6 +592,9 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), bidArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total2)

@@ -476,6 +476,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			if !ok {
 				return fmt.Errorf("table person: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(0).Type) {
+				return fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), personArrowSchema.Field(0).Type)
+			}
 			b.Reserve(n)
 			var tmp [256]int64
 			for lo := 0; lo < n; lo += 256 {
@@ -491,6 +494,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			if !ok {
 				return fmt.Errorf("table person: column name: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(1).Type) {
+				return fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), personArrowSchema.Field(1).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total0)
 			for i := 0; i < n; i++ {
@@ -501,6 +507,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column email_address: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(2).Type) {
+				return fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), personArrowSchema.Field(2).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total1)
@@ -513,6 +522,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			if !ok {
 				return fmt.Errorf("table person: column credit_card: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(3).Type) {
+				return fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), personArrowSchema.Field(3).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total2)
 			for i := 0; i < n; i++ {
@@ -523,6 +535,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column city: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(4).Type) {
+				return fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), personArrowSchema.Field(4).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total3)
@@ -535,6 +550,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			if !ok {
 				return fmt.Errorf("table person: column state: builder is %T, want *vec.VarBuilder", out[j])
 			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(5).Type) {
+				return fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), personArrowSchema.Field(5).Type)
+			}
 			b.Reserve(n)
 			b.ReserveData(total4)
 			for i := 0; i < n; i++ {
@@ -545,6 +563,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(6).Type) {
+				return fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), personArrowSchema.Field(6).Type)
 			}
 			b.Reserve(n)
 			var tmp [256]arrow.Timestamp
@@ -560,6 +581,9 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(7).Type) {
+				return fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), personArrowSchema.Field(7).Type)
 			}
 			b.Reserve(n)
 			b.ReserveData(total5)
