@@ -213,11 +213,16 @@ func (g *tableGen) builder(f *jen.File) {
 		jen.Id("room").Int().Comment("rows reserved in every fixed-width builder beyond those appended"),
 	}
 	for i, c := range g.t.Columns {
+		if g.kind(i).varLen {
+			fields = append(fields, jen.Id(builderField(c)).Op("*").Qual(pkgVec, "VarBuilder"))
+			continue
+		}
 		fields = append(fields, jen.Id(builderField(c)).Op("*").Qual(pkgArray, g.kind(i).builder))
 	}
 	f.Commentf("%s builds chunks of table %s with typed appends straight into Arrow", B, g.t.Name)
-	f.Comment("builders (reserve, then append without per-value checks or interfaces). It is not")
-	f.Comment("safe for concurrent use. Build hands the rows over as a chunk and resets the builder.")
+	f.Comment("builders (reserve, then append without per-value checks or interfaces; strings and")
+	f.Comment("bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows")
+	f.Comment("over as a chunk and resets the builder.")
 	f.Type().Id(B).Struct(fields...)
 
 	inits := []jen.Code{jen.Id("b").Op(":=").Op("&").Id(B).Values(jen.Dict{jen.Id("mem"): jen.Id("mem")})}
@@ -227,10 +232,10 @@ func (g *tableGen) builder(f *jen.File) {
 		case schema.Decimal, schema.Timestamp, schema.Timestamptz:
 			ctor = jen.Qual(pkgArray, "New"+g.kind(i).builder).Call(jen.Id("mem"),
 				jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type").Assert(jen.Op("*").Qual(pkgArrow, arrowTypeName(c.Type))))
-		case schema.Varchar, schema.Bytea:
-			if c.Type.Kind == schema.Bytea {
-				ctor = jen.Qual(pkgArray, "NewBinaryBuilder").Call(jen.Id("mem"), jen.Qual(pkgArrow, "BinaryTypes").Dot("Binary"))
-			}
+		case schema.Varchar:
+			ctor = jen.Qual(pkgVec, "NewVarBuilder").Call(jen.Id("mem"), jen.Qual(pkgArrow, "BinaryTypes").Dot("String"))
+		case schema.Bytea:
+			ctor = jen.Qual(pkgVec, "NewVarBuilder").Call(jen.Id("mem"), jen.Qual(pkgArrow, "BinaryTypes").Dot("Binary"))
 		}
 		inits = append(inits, jen.Id("b").Dot(builderField(c)).Op("=").Add(ctor))
 	}
@@ -270,7 +275,9 @@ func (g *tableGen) builder(f *jen.File) {
 			val = jen.Id("r").Dot(c.GoName).Dot("Value")
 		}
 		var app jen.Code
-		if k.varLen {
+		if c.Type.Kind == schema.Varchar {
+			app = jen.Add(bf).Dot("AppendString").Call(val)
+		} else if k.varLen {
 			app = jen.Add(bf).Dot("Append").Call(val)
 		} else {
 			app = jen.Add(bf).Dot("UnsafeAppend").Call(val)

@@ -52,24 +52,25 @@ type P1 struct {
 }
 
 // P1Builder builds chunks of table p1 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type P1Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
-	cType  *array.StringBuilder
+	cType  *vec.VarBuilder
 	cFunc  *array.Int64Builder
-	cRange *array.BinaryBuilder
+	cRange *vec.VarBuilder
 	cExtra *array.Float64Builder
 }
 
 // NewP1Builder returns a builder whose chunks are allocated from mem.
 func NewP1Builder(mem memory.Allocator) *P1Builder {
 	b := &P1Builder{mem: mem}
-	b.cType = array.NewStringBuilder(mem)
+	b.cType = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cFunc = array.NewInt64Builder(mem)
-	b.cRange = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cRange = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cExtra = array.NewFloat64Builder(mem)
 	return b
 }
@@ -95,7 +96,7 @@ func (b *P1Builder) Append(op vec.Op, r *P1) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cType.Append(r.Type)
+	b.cType.AppendString(r.Type)
 	if r.Func.Valid {
 		b.cFunc.UnsafeAppend(r.Func.Value)
 	} else {

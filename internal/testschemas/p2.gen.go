@@ -55,15 +55,16 @@ type P2 struct {
 }
 
 // P2Builder builds chunks of table p2 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type P2Builder struct {
 	mem        memory.Allocator
 	ops        []vec.Op
 	room       int // rows reserved in every fixed-width builder beyond those appended
 	cDateTime  *array.TimestampBuilder
 	cOpCol     *array.Int32Builder
-	cLenCol    *array.StringBuilder
+	cLenCol    *vec.VarBuilder
 	cRowCol    *array.BooleanBuilder
 	cAuctionID *array.Decimal128Builder
 }
@@ -73,7 +74,7 @@ func NewP2Builder(mem memory.Allocator) *P2Builder {
 	b := &P2Builder{mem: mem}
 	b.cDateTime = array.NewTimestampBuilder(mem, p2ArrowSchema.Field(0).Type.(*arrow.TimestampType))
 	b.cOpCol = array.NewInt32Builder(mem)
-	b.cLenCol = array.NewStringBuilder(mem)
+	b.cLenCol = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cRowCol = array.NewBooleanBuilder(mem)
 	b.cAuctionID = array.NewDecimal128Builder(mem, p2ArrowSchema.Field(4).Type.(*arrow.Decimal128Type))
 	return b
@@ -104,7 +105,7 @@ func (b *P2Builder) Append(op vec.Op, r *P2) {
 	b.cDateTime.UnsafeAppend(r.DateTime)
 	b.cOpCol.UnsafeAppend(r.OpCol)
 	if r.LenCol.Valid {
-		b.cLenCol.Append(r.LenCol.Value)
+		b.cLenCol.AppendString(r.LenCol.Value)
 	} else {
 		b.cLenCol.AppendNull()
 	}

@@ -52,8 +52,9 @@ type P3 struct {
 }
 
 // P3Builder builds chunks of table p3 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type P3Builder struct {
 	mem      memory.Allocator
 	ops      []vec.Op
@@ -61,7 +62,7 @@ type P3Builder struct {
 	cA       *array.Int16Builder
 	cB       *array.Date32Builder
 	cC       *array.Float32Builder
-	cPayload *array.BinaryBuilder
+	cPayload *vec.VarBuilder
 }
 
 // NewP3Builder returns a builder whose chunks are allocated from mem.
@@ -70,7 +71,7 @@ func NewP3Builder(mem memory.Allocator) *P3Builder {
 	b.cA = array.NewInt16Builder(mem)
 	b.cB = array.NewDate32Builder(mem)
 	b.cC = array.NewFloat32Builder(mem)
-	b.cPayload = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cPayload = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	return b
 }
 

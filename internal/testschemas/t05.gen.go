@@ -78,16 +78,17 @@ type T05 struct {
 }
 
 // T05Builder builds chunks of table t05 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T05Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
 	cK0F64 *array.Float64Builder
 	cK1Dec *array.Decimal128Builder
-	cK2Str *array.StringBuilder
-	cK3Bin *array.BinaryBuilder
+	cK2Str *vec.VarBuilder
+	cK3Bin *vec.VarBuilder
 	cVBool *array.BooleanBuilder
 	cVI16  *array.Int16Builder
 	cVI32  *array.Int32Builder
@@ -95,8 +96,8 @@ type T05Builder struct {
 	cVF32  *array.Float32Builder
 	cVF64  *array.Float64Builder
 	cVDec  *array.Decimal128Builder
-	cVStr  *array.StringBuilder
-	cVBin  *array.BinaryBuilder
+	cVStr  *vec.VarBuilder
+	cVBin  *vec.VarBuilder
 	cVDate *array.Date32Builder
 	cVTS   *array.TimestampBuilder
 	cVTstz *array.TimestampBuilder
@@ -107,8 +108,8 @@ func NewT05Builder(mem memory.Allocator) *T05Builder {
 	b := &T05Builder{mem: mem}
 	b.cK0F64 = array.NewFloat64Builder(mem)
 	b.cK1Dec = array.NewDecimal128Builder(mem, t05ArrowSchema.Field(1).Type.(*arrow.Decimal128Type))
-	b.cK2Str = array.NewStringBuilder(mem)
-	b.cK3Bin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK2Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cK3Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVBool = array.NewBooleanBuilder(mem)
 	b.cVI16 = array.NewInt16Builder(mem)
 	b.cVI32 = array.NewInt32Builder(mem)
@@ -116,8 +117,8 @@ func NewT05Builder(mem memory.Allocator) *T05Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t05ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t05ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t05ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -164,7 +165,7 @@ func (b *T05Builder) Append(op vec.Op, r *T05) {
 	}
 	b.cK1Dec.UnsafeAppend(r.K1Dec)
 	if r.K2Str.Valid {
-		b.cK2Str.Append(r.K2Str.Value)
+		b.cK2Str.AppendString(r.K2Str.Value)
 	} else {
 		b.cK2Str.AppendNull()
 	}
@@ -189,7 +190,7 @@ func (b *T05Builder) Append(op vec.Op, r *T05) {
 	}
 	b.cVDec.UnsafeAppend(r.VDec)
 	if r.VStr.Valid {
-		b.cVStr.Append(r.VStr.Value)
+		b.cVStr.AppendString(r.VStr.Value)
 	} else {
 		b.cVStr.AppendNull()
 	}

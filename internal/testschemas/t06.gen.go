@@ -79,15 +79,16 @@ type T06 struct {
 }
 
 // T06Builder builds chunks of table t06 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T06Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
 	cK0Dec  *array.Decimal128Builder
-	cK1Str  *array.StringBuilder
-	cK2Bin  *array.BinaryBuilder
+	cK1Str  *vec.VarBuilder
+	cK2Bin  *vec.VarBuilder
 	cK3Date *array.Date32Builder
 	cVBool  *array.BooleanBuilder
 	cVI16   *array.Int16Builder
@@ -96,8 +97,8 @@ type T06Builder struct {
 	cVF32   *array.Float32Builder
 	cVF64   *array.Float64Builder
 	cVDec   *array.Decimal128Builder
-	cVStr   *array.StringBuilder
-	cVBin   *array.BinaryBuilder
+	cVStr   *vec.VarBuilder
+	cVBin   *vec.VarBuilder
 	cVDate  *array.Date32Builder
 	cVTS    *array.TimestampBuilder
 	cVTstz  *array.TimestampBuilder
@@ -107,8 +108,8 @@ type T06Builder struct {
 func NewT06Builder(mem memory.Allocator) *T06Builder {
 	b := &T06Builder{mem: mem}
 	b.cK0Dec = array.NewDecimal128Builder(mem, t06ArrowSchema.Field(0).Type.(*arrow.Decimal128Type))
-	b.cK1Str = array.NewStringBuilder(mem)
-	b.cK2Bin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK1Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cK2Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cK3Date = array.NewDate32Builder(mem)
 	b.cVBool = array.NewBooleanBuilder(mem)
 	b.cVI16 = array.NewInt16Builder(mem)
@@ -117,8 +118,8 @@ func NewT06Builder(mem memory.Allocator) *T06Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t06ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t06ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t06ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -163,7 +164,7 @@ func (b *T06Builder) Append(op vec.Op, r *T06) {
 	} else {
 		b.cK0Dec.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK1Str.Append(r.K1Str)
+	b.cK1Str.AppendString(r.K1Str)
 	if r.K2Bin.Valid {
 		b.cK2Bin.Append(r.K2Bin.Value)
 	} else {
@@ -193,7 +194,7 @@ func (b *T06Builder) Append(op vec.Op, r *T06) {
 	} else {
 		b.cVDec.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVStr.Append(r.VStr)
+	b.cVStr.AppendString(r.VStr)
 	if r.VBin.Valid {
 		b.cVBin.Append(r.VBin.Value)
 	} else {

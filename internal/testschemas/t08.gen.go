@@ -78,13 +78,14 @@ type T08 struct {
 }
 
 // T08Builder builds chunks of table t08 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T08Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Bin  *array.BinaryBuilder
+	cK0Bin  *vec.VarBuilder
 	cK1Date *array.Date32Builder
 	cK2TS   *array.TimestampBuilder
 	cK3Tstz *array.TimestampBuilder
@@ -95,8 +96,8 @@ type T08Builder struct {
 	cVF32   *array.Float32Builder
 	cVF64   *array.Float64Builder
 	cVDec   *array.Decimal128Builder
-	cVStr   *array.StringBuilder
-	cVBin   *array.BinaryBuilder
+	cVStr   *vec.VarBuilder
+	cVBin   *vec.VarBuilder
 	cVDate  *array.Date32Builder
 	cVTS    *array.TimestampBuilder
 	cVTstz  *array.TimestampBuilder
@@ -105,7 +106,7 @@ type T08Builder struct {
 // NewT08Builder returns a builder whose chunks are allocated from mem.
 func NewT08Builder(mem memory.Allocator) *T08Builder {
 	b := &T08Builder{mem: mem}
-	b.cK0Bin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK0Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cK1Date = array.NewDate32Builder(mem)
 	b.cK2TS = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(2).Type.(*arrow.TimestampType))
 	b.cK3Tstz = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(3).Type.(*arrow.TimestampType))
@@ -116,8 +117,8 @@ func NewT08Builder(mem memory.Allocator) *T08Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t08ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -192,7 +193,7 @@ func (b *T08Builder) Append(op vec.Op, r *T08) {
 	} else {
 		b.cVDec.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVStr.Append(r.VStr)
+	b.cVStr.AppendString(r.VStr)
 	if r.VBin.Valid {
 		b.cVBin.Append(r.VBin.Value)
 	} else {

@@ -77,8 +77,9 @@ type T09 struct {
 }
 
 // T09Builder builds chunks of table t09 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T09Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
@@ -94,8 +95,8 @@ type T09Builder struct {
 	cVF32   *array.Float32Builder
 	cVF64   *array.Float64Builder
 	cVDec   *array.Decimal128Builder
-	cVStr   *array.StringBuilder
-	cVBin   *array.BinaryBuilder
+	cVStr   *vec.VarBuilder
+	cVBin   *vec.VarBuilder
 	cVDate  *array.Date32Builder
 	cVTS    *array.TimestampBuilder
 	cVTstz  *array.TimestampBuilder
@@ -115,8 +116,8 @@ func NewT09Builder(mem memory.Allocator) *T09Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t09ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -188,7 +189,7 @@ func (b *T09Builder) Append(op vec.Op, r *T09) {
 	}
 	b.cVDec.UnsafeAppend(r.VDec)
 	if r.VStr.Valid {
-		b.cVStr.Append(r.VStr.Value)
+		b.cVStr.AppendString(r.VStr.Value)
 	} else {
 		b.cVStr.AppendNull()
 	}

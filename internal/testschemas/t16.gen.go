@@ -77,8 +77,9 @@ type T16 struct {
 }
 
 // T16Builder builds chunks of table t16 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T16Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
@@ -86,7 +87,7 @@ type T16Builder struct {
 	cK0F32 *array.Float32Builder
 	cK1F64 *array.Float64Builder
 	cK2Dec *array.Decimal128Builder
-	cK3Str *array.StringBuilder
+	cK3Str *vec.VarBuilder
 	cVBool *array.BooleanBuilder
 	cVI16  *array.Int16Builder
 	cVI32  *array.Int32Builder
@@ -94,8 +95,8 @@ type T16Builder struct {
 	cVF32  *array.Float32Builder
 	cVF64  *array.Float64Builder
 	cVDec  *array.Decimal128Builder
-	cVStr  *array.StringBuilder
-	cVBin  *array.BinaryBuilder
+	cVStr  *vec.VarBuilder
+	cVBin  *vec.VarBuilder
 	cVDate *array.Date32Builder
 	cVTS   *array.TimestampBuilder
 	cVTstz *array.TimestampBuilder
@@ -107,7 +108,7 @@ func NewT16Builder(mem memory.Allocator) *T16Builder {
 	b.cK0F32 = array.NewFloat32Builder(mem)
 	b.cK1F64 = array.NewFloat64Builder(mem)
 	b.cK2Dec = array.NewDecimal128Builder(mem, t16ArrowSchema.Field(2).Type.(*arrow.Decimal128Type))
-	b.cK3Str = array.NewStringBuilder(mem)
+	b.cK3Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cVBool = array.NewBooleanBuilder(mem)
 	b.cVI16 = array.NewInt16Builder(mem)
 	b.cVI32 = array.NewInt32Builder(mem)
@@ -115,8 +116,8 @@ func NewT16Builder(mem memory.Allocator) *T16Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t16ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t16ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t16ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -164,7 +165,7 @@ func (b *T16Builder) Append(op vec.Op, r *T16) {
 	}
 	b.cK2Dec.UnsafeAppend(r.K2Dec)
 	if r.K3Str.Valid {
-		b.cK3Str.Append(r.K3Str.Value)
+		b.cK3Str.AppendString(r.K3Str.Value)
 	} else {
 		b.cK3Str.AppendNull()
 	}
@@ -191,7 +192,7 @@ func (b *T16Builder) Append(op vec.Op, r *T16) {
 	} else {
 		b.cVDec.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVStr.Append(r.VStr)
+	b.cVStr.AppendString(r.VStr)
 	if r.VBin.Valid {
 		b.cVBin.Append(r.VBin.Value)
 	} else {

@@ -79,14 +79,15 @@ type T19 struct {
 }
 
 // T19Builder builds chunks of table t19 with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type T19Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Str  *array.StringBuilder
-	cK1Bin  *array.BinaryBuilder
+	cK0Str  *vec.VarBuilder
+	cK1Bin  *vec.VarBuilder
 	cK2Date *array.Date32Builder
 	cK3TS   *array.TimestampBuilder
 	cVBool  *array.BooleanBuilder
@@ -96,8 +97,8 @@ type T19Builder struct {
 	cVF32   *array.Float32Builder
 	cVF64   *array.Float64Builder
 	cVDec   *array.Decimal128Builder
-	cVStr   *array.StringBuilder
-	cVBin   *array.BinaryBuilder
+	cVStr   *vec.VarBuilder
+	cVBin   *vec.VarBuilder
 	cVDate  *array.Date32Builder
 	cVTS    *array.TimestampBuilder
 	cVTstz  *array.TimestampBuilder
@@ -106,8 +107,8 @@ type T19Builder struct {
 // NewT19Builder returns a builder whose chunks are allocated from mem.
 func NewT19Builder(mem memory.Allocator) *T19Builder {
 	b := &T19Builder{mem: mem}
-	b.cK0Str = array.NewStringBuilder(mem)
-	b.cK1Bin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK0Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cK1Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cK2Date = array.NewDate32Builder(mem)
 	b.cK3TS = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(3).Type.(*arrow.TimestampType))
 	b.cVBool = array.NewBooleanBuilder(mem)
@@ -117,8 +118,8 @@ func NewT19Builder(mem memory.Allocator) *T19Builder {
 	b.cVF32 = array.NewFloat32Builder(mem)
 	b.cVF64 = array.NewFloat64Builder(mem)
 	b.cVDec = array.NewDecimal128Builder(mem, t19ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = array.NewStringBuilder(mem)
-	b.cVBin = array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
 	b.cVDate = array.NewDate32Builder(mem)
 	b.cVTS = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(14).Type.(*arrow.TimestampType))
 	b.cVTstz = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(15).Type.(*arrow.TimestampType))
@@ -158,7 +159,7 @@ func (b *T19Builder) Append(op vec.Op, r *T19) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0Str.Append(r.K0Str)
+	b.cK0Str.AppendString(r.K0Str)
 	if r.K1Bin.Valid {
 		b.cK1Bin.Append(r.K1Bin.Value)
 	} else {
@@ -190,7 +191,7 @@ func (b *T19Builder) Append(op vec.Op, r *T19) {
 	}
 	b.cVDec.UnsafeAppend(r.VDec)
 	if r.VStr.Valid {
-		b.cVStr.Append(r.VStr.Value)
+		b.cVStr.AppendString(r.VStr.Value)
 	} else {
 		b.cVStr.AppendNull()
 	}

@@ -64,37 +64,38 @@ type Auction struct {
 }
 
 // AuctionBuilder builds chunks of table auction with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type AuctionBuilder struct {
 	mem          memory.Allocator
 	ops          []vec.Op
 	room         int // rows reserved in every fixed-width builder beyond those appended
 	cID          *array.Int64Builder
-	cItemName    *array.StringBuilder
-	cDescription *array.StringBuilder
+	cItemName    *vec.VarBuilder
+	cDescription *vec.VarBuilder
 	cInitialBid  *array.Int64Builder
 	cReserveCol  *array.Int64Builder
 	cDateTime    *array.TimestampBuilder
 	cExpires     *array.TimestampBuilder
 	cSeller      *array.Int64Builder
 	cCategory    *array.Int64Builder
-	cExtra       *array.StringBuilder
+	cExtra       *vec.VarBuilder
 }
 
 // NewAuctionBuilder returns a builder whose chunks are allocated from mem.
 func NewAuctionBuilder(mem memory.Allocator) *AuctionBuilder {
 	b := &AuctionBuilder{mem: mem}
 	b.cID = array.NewInt64Builder(mem)
-	b.cItemName = array.NewStringBuilder(mem)
-	b.cDescription = array.NewStringBuilder(mem)
+	b.cItemName = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cDescription = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cInitialBid = array.NewInt64Builder(mem)
 	b.cReserveCol = array.NewInt64Builder(mem)
 	b.cDateTime = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(5).Type.(*arrow.TimestampType))
 	b.cExpires = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(6).Type.(*arrow.TimestampType))
 	b.cSeller = array.NewInt64Builder(mem)
 	b.cCategory = array.NewInt64Builder(mem)
-	b.cExtra = array.NewStringBuilder(mem)
+	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	return b
 }
 
@@ -126,15 +127,15 @@ func (b *AuctionBuilder) Append(op vec.Op, r *Auction) {
 	b.room--
 	b.ops = append(b.ops, op)
 	b.cID.UnsafeAppend(r.ID)
-	b.cItemName.Append(r.ItemName)
-	b.cDescription.Append(r.Description)
+	b.cItemName.AppendString(r.ItemName)
+	b.cDescription.AppendString(r.Description)
 	b.cInitialBid.UnsafeAppend(r.InitialBid)
 	b.cReserveCol.UnsafeAppend(r.ReserveCol)
 	b.cDateTime.UnsafeAppend(r.DateTime)
 	b.cExpires.UnsafeAppend(r.Expires)
 	b.cSeller.UnsafeAppend(r.Seller)
 	b.cCategory.UnsafeAppend(r.Category)
-	b.cExtra.Append(r.Extra)
+	b.cExtra.AppendString(r.Extra)
 }
 
 // Len is the number of rows appended since the last Build.

@@ -58,8 +58,9 @@ type Bid struct {
 }
 
 // BidBuilder builds chunks of table bid with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type BidBuilder struct {
 	mem       memory.Allocator
 	ops       []vec.Op
@@ -67,10 +68,10 @@ type BidBuilder struct {
 	cAuction  *array.Int64Builder
 	cBidder   *array.Int64Builder
 	cPrice    *array.Int64Builder
-	cChannel  *array.StringBuilder
-	cURL      *array.StringBuilder
+	cChannel  *vec.VarBuilder
+	cURL      *vec.VarBuilder
 	cDateTime *array.TimestampBuilder
-	cExtra    *array.StringBuilder
+	cExtra    *vec.VarBuilder
 }
 
 // NewBidBuilder returns a builder whose chunks are allocated from mem.
@@ -79,10 +80,10 @@ func NewBidBuilder(mem memory.Allocator) *BidBuilder {
 	b.cAuction = array.NewInt64Builder(mem)
 	b.cBidder = array.NewInt64Builder(mem)
 	b.cPrice = array.NewInt64Builder(mem)
-	b.cChannel = array.NewStringBuilder(mem)
-	b.cURL = array.NewStringBuilder(mem)
+	b.cChannel = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cURL = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cDateTime = array.NewTimestampBuilder(mem, bidArrowSchema.Field(5).Type.(*arrow.TimestampType))
-	b.cExtra = array.NewStringBuilder(mem)
+	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	return b
 }
 
@@ -113,10 +114,10 @@ func (b *BidBuilder) Append(op vec.Op, r *Bid) {
 	b.cAuction.UnsafeAppend(r.Auction)
 	b.cBidder.UnsafeAppend(r.Bidder)
 	b.cPrice.UnsafeAppend(r.Price)
-	b.cChannel.Append(r.Channel)
-	b.cURL.Append(r.URL)
+	b.cChannel.AppendString(r.Channel)
+	b.cURL.AppendString(r.URL)
 	b.cDateTime.UnsafeAppend(r.DateTime)
-	b.cExtra.Append(r.Extra)
+	b.cExtra.AppendString(r.Extra)
 }
 
 // Len is the number of rows appended since the last Build.

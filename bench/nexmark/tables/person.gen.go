@@ -60,33 +60,34 @@ type Person struct {
 }
 
 // PersonBuilder builds chunks of table person with typed appends straight into Arrow
-// builders (reserve, then append without per-value checks or interfaces). It is not
-// safe for concurrent use. Build hands the rows over as a chunk and resets the builder.
+// builders (reserve, then append without per-value checks or interfaces; strings and
+// bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
+// over as a chunk and resets the builder.
 type PersonBuilder struct {
 	mem           memory.Allocator
 	ops           []vec.Op
 	room          int // rows reserved in every fixed-width builder beyond those appended
 	cID           *array.Int64Builder
-	cName         *array.StringBuilder
-	cEmailAddress *array.StringBuilder
-	cCreditCard   *array.StringBuilder
-	cCity         *array.StringBuilder
-	cState        *array.StringBuilder
+	cName         *vec.VarBuilder
+	cEmailAddress *vec.VarBuilder
+	cCreditCard   *vec.VarBuilder
+	cCity         *vec.VarBuilder
+	cState        *vec.VarBuilder
 	cDateTime     *array.TimestampBuilder
-	cExtra        *array.StringBuilder
+	cExtra        *vec.VarBuilder
 }
 
 // NewPersonBuilder returns a builder whose chunks are allocated from mem.
 func NewPersonBuilder(mem memory.Allocator) *PersonBuilder {
 	b := &PersonBuilder{mem: mem}
 	b.cID = array.NewInt64Builder(mem)
-	b.cName = array.NewStringBuilder(mem)
-	b.cEmailAddress = array.NewStringBuilder(mem)
-	b.cCreditCard = array.NewStringBuilder(mem)
-	b.cCity = array.NewStringBuilder(mem)
-	b.cState = array.NewStringBuilder(mem)
+	b.cName = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cEmailAddress = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cCreditCard = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cCity = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cState = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cDateTime = array.NewTimestampBuilder(mem, personArrowSchema.Field(6).Type.(*arrow.TimestampType))
-	b.cExtra = array.NewStringBuilder(mem)
+	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	return b
 }
 
@@ -116,13 +117,13 @@ func (b *PersonBuilder) Append(op vec.Op, r *Person) {
 	b.room--
 	b.ops = append(b.ops, op)
 	b.cID.UnsafeAppend(r.ID)
-	b.cName.Append(r.Name)
-	b.cEmailAddress.Append(r.EmailAddress)
-	b.cCreditCard.Append(r.CreditCard)
-	b.cCity.Append(r.City)
-	b.cState.Append(r.State)
+	b.cName.AppendString(r.Name)
+	b.cEmailAddress.AppendString(r.EmailAddress)
+	b.cCreditCard.AppendString(r.CreditCard)
+	b.cCity.AppendString(r.City)
+	b.cState.AppendString(r.State)
 	b.cDateTime.UnsafeAppend(r.DateTime)
-	b.cExtra.Append(r.Extra)
+	b.cExtra.AppendString(r.Extra)
 }
 
 // Len is the number of rows appended since the last Build.
