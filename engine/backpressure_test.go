@@ -23,6 +23,10 @@ import (
 func bpChunk(mem memory.Allocator, seq int) *vec.Chunk {
 	b := tables.NewBidBuilder(mem)
 	defer b.Release()
+	// Reserved for the one row: a chunk being built then holds what the chunk will,
+	// which the memory bounds below count in chunks (an unreserved Append reserves 64
+	// rows, and the fixed-width columns shrink to the row when built).
+	b.Reserve(1)
 	b.Append(vec.Insert, &tables.Bid{Auction: int64(seq), Bidder: int64(seq) * 7, Price: int64(seq)})
 	return b.Build()
 }
