@@ -36,6 +36,20 @@ func q0Builders(mem memory.Allocator) []vec.Builder {
 	return vectest.ValueBuildersFor(mem, tables.BidTable(), q0)
 }
 
+// alternate runs first and second one after the other n times and returns the time
+// each took in all: two variants timed in one run, under the same machine load.
+func alternate(n int, first, second func()) (t1, t2 time.Duration) {
+	for range n {
+		t0 := time.Now()
+		first()
+		t := time.Now()
+		second()
+		t2 += time.Since(t)
+		t1 += t.Sub(t0)
+	}
+	return t1, t2
+}
+
 // drain turns the builders' contents into arrays and releases them, as a consumer
 // of each decoded batch would: the buffers go back to the (pooled) allocator.
 func drain[B vec.Builder](bs []B) {
@@ -82,21 +96,17 @@ func BenchmarkDecodeRatio(b *testing.B) {
 	vals := encodedValues(c)
 	gk, rk := tables.BidKernels(), vec.NewGeneric(tables.BidTable())
 	gb, rb := q0Builders(pool), q0Builders(pool)
-	var tg, tr time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+	tg, tr := alternate(b.N, func() {
 		if err := gk.DecodeValues(vals, q0, gb); err != nil {
 			b.Fatal(err)
 		}
 		drain(gb)
-		t1 := time.Now()
+	}, func() {
 		if err := rk.DecodeValues(vals, q0, rb); err != nil {
 			b.Fatal(err)
 		}
 		drain(rb)
-		tr += time.Since(t1)
-		tg += t1.Sub(t0)
-	}
+	})
 	b.ReportMetric(tr.Seconds()/tg.Seconds(), "generated/generic")
 	b.ReportMetric(float64(batch*b.N)/tg.Seconds(), "generated-rows/s")
 	b.ReportMetric(float64(batch*b.N)/tr.Seconds(), "generic-rows/s")
@@ -185,15 +195,7 @@ func BenchmarkMark(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Run(name, func(b *testing.B) {
-				var tm, tc time.Duration
-				for i := 0; i < b.N; i++ {
-					t0 := time.Now()
-					m.Mark(c, vnodes, out)
-					t1 := time.Now()
-					copy(dst, src)
-					tc += time.Since(t1)
-					tm += t1.Sub(t0)
-				}
+				tm, tc := alternate(b.N, func() { m.Mark(c, vnodes, out) }, func() { copy(dst, src) })
 				allocs := testing.AllocsPerRun(20, func() { m.Mark(c, vnodes, out) })
 				b.ReportMetric(float64(tm.Nanoseconds())/float64(batch*b.N), "mark-ns/row")
 				b.ReportMetric(float64(tc.Nanoseconds())/float64(batch*b.N), "memcpy-ns/row")
@@ -286,19 +288,15 @@ func BenchmarkDecodeStrings(b *testing.B) {
 		got.Release()
 		want.Release()
 	}
-	var tv, ta time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+	tv, ta := alternate(b.N, func() {
 		if err := k.DecodeValues(vals, bidStrings, vb); err != nil {
 			b.Fatal(err)
 		}
 		drain(vb)
-		t1 := time.Now()
+	}, func() {
 		arrowDecode()
 		drain(ab)
-		ta += time.Since(t1)
-		tv += t1.Sub(t0)
-	}
+	})
 	n := float64(rows) * float64(b.N)
 	b.ReportMetric(float64(tv.Nanoseconds())/n, "varbuilder-ns/row")
 	b.ReportMetric(float64(ta.Nanoseconds())/n, "arrow-ns/row")
@@ -361,19 +359,13 @@ func BenchmarkBidBuilder(b *testing.B) {
 			x.NewArray().Release()
 		}
 	}
-	var tg, ta time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
+	tg, ta := alternate(b.N, func() {
 		gb.Reserve(rows)
 		for j := range rs {
 			gb.Append(vec.Insert, &rs[j])
 		}
 		gb.Build().Release()
-		t1 := time.Now()
-		arrowAppend()
-		ta += time.Since(t1)
-		tg += t1.Sub(t0)
-	}
+	}, arrowAppend)
 	n := float64(rows) * float64(b.N)
 	b.ReportMetric(float64(tg.Nanoseconds())/n, "generated-ns/row")
 	b.ReportMetric(float64(ta.Nanoseconds())/n, "arrow-ns/row")
