@@ -262,8 +262,8 @@ func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg 
 // multisets) once read; the cache is not evicted. At each barrier the changed groups
 // and multiset entries are written to the state tables, which are sealed as epoch
 // Prev; after a restart the groups are read back from the committed state on first
-// touch. Float sums are kept as float64 and are exact
-// only as long as the float additions and subtractions are.
+// touch. Float sums are kept as float64 and are exact only as long as the float
+// additions and subtractions are.
 //
 // Barriers: like Materialize, the first barrier is passed on at once, and nothing after it
 // is read until the store's committed epoch reaches its Prev. Watermarks are dropped (a
@@ -327,8 +327,7 @@ type HashAgg struct {
 // Each aggregate keeps its own multiset table.
 type hgSlot struct {
 	col  int
-	aggs []int       // aggregate indexes
-	valK vec.Kernels // encodes the column's values (the first aggregate's)
+	aggs []int // aggregate indexes; the first's value kernels encode the column
 }
 
 // hgSet is a group's multiset of one slot's column.
@@ -339,7 +338,7 @@ type hgSet struct {
 
 // hgEntry is one value of a multiset: its count for each aggregate of the slot.
 type hgEntry struct {
-	key    string  // its key in the multiset map (kept, so that lists of keys share it)
+	key    string  // its key in the multiset map (kept, so that a min/max shares it)
 	cnt    []int64 // per aggregate of the slot
 	stored uint64  // bit j: aggregate j's multiset table holds the entry
 	dirty  uint64  // bit j: aggregate j's count changed since the last barrier
@@ -467,7 +466,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		sl := slices.IndexFunc(h.slots, func(s hgSlot) bool { return s.col == a.Col && len(s.aggs) < 64 })
 		if sl < 0 {
 			sl = len(h.slots)
-			h.slots = append(h.slots, hgSlot{col: a.Col, valK: h.valK[i]})
+			h.slots = append(h.slots, hgSlot{col: a.Col})
 		}
 		h.slotOf[i], h.slotIdx[i] = sl, len(h.slots[sl].aggs)
 		h.slots[sl].aggs = append(h.slots[sl].aggs, i)
@@ -637,7 +636,7 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		vrec.Release()
 		ops.Release()
 		h.svals[sl].Reset()
-		slot.valK.EncodeKeys(vc, &h.svals[sl])
+		h.valK[slot.aggs[0]].EncodeKeys(vc, &h.svals[sl])
 		vc.Release()
 		if cap(h.rowE[sl]) < n {
 			h.rowE[sl] = make([]*hgEntry, n)

@@ -54,10 +54,10 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 // table: memcomparable pks and row values), in order, without encoding them again: row
 // r has op ops[r] (Insert and UpdateInsert put, Delete and UpdateDelete delete), the pk
 // keys.At(at[r]) in vnode vn[at[r]] (at nil: keys.At(r) in vn[r]), and, when it puts,
-// the value vals.At(r) (vals has one entry per row; a deleting row's is ignored). The values are not checked: they
-// must come from the table's kernels. Mismatched lengths, an index out of range, or a
-// row in a vnode the actor does not own is an error naming the table, and then nothing
-// is written.
+// the value vals.At(r) (vals has one entry per row; a deleting row's is ignored). The
+// values are not checked: they must come from the table's kernels. Mismatched
+// lengths, an index out of range, or a row in a vnode the actor does not own is an
+// error naming the table, and then nothing is written.
 //
 // The ops must be an exact changelog of the table as the actor reads it (through
 // Get, GetMany or its own bookkeeping): an Insert writes a pk that does not exist; a
