@@ -219,6 +219,10 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}
 	o.EfficiencyReps = max(o.EfficiencyReps, 5)
 	t0 := time.Now()
+	defer func() {
+		res.LoadAvgEnd = loadAvg()
+		res.Seconds = time.Since(t0).Seconds()
+	}()
 	res = BackfillResult{
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), Nodes: 2,
@@ -241,8 +245,6 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}
 	b.logf("efficiency %.3f (q0 %.3f)", res.Efficiency, res.EfficiencyDetail.EfficiencyQ0)
 	if o.EfficiencyOnly {
-		res.LoadAvgEnd = loadAvg()
-		res.Seconds = time.Since(t0).Seconds()
 		return res, nil
 	}
 
@@ -300,8 +302,6 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		mr.Ratio = mr.ArrangementSeconds / mr.NoShuffleSeconds
 		res.Modes = append(res.Modes, mr)
 	}
-	res.LoadAvgEnd = loadAvg()
-	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }
 

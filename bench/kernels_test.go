@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -253,25 +252,15 @@ func BenchmarkDecodeStrings(b *testing.B) {
 		data, offs := vals.Data, vals.Offsets
 		for j, col := range bidStrings {
 			prev, slot := l.PrevVar[col], l.Slot[col]
-			span := func(o int) (int, int) {
-				s := l.VarStart
-				if prev >= 0 {
-					s += int(binary.LittleEndian.Uint32(data[o+prev:]))
-				}
-				return s, l.VarStart + int(binary.LittleEndian.Uint32(data[o+slot:]))
-			}
 			sb := ab[j]
 			sb.Reserve(rows)
 			total := 0
 			for i := 0; i < rows; i++ {
-				s, e := span(int(offs[i]))
-				total += e - s
+				total += len(vec.ValueVar(data[offs[i]:offs[i+1]], l.VarStart, prev, slot))
 			}
 			sb.ReserveData(total)
 			for i := 0; i < rows; i++ {
-				o := int(offs[i])
-				s, e := span(o)
-				sb.BinaryBuilder.UnsafeAppend(data[o+s : o+e])
+				sb.BinaryBuilder.UnsafeAppend(vec.ValueVar(data[offs[i]:offs[i+1]], l.VarStart, prev, slot))
 			}
 		}
 	}
