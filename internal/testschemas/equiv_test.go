@@ -2,6 +2,7 @@ package testschemas_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -104,20 +105,14 @@ func checkEquivalent(rng *rand.Rand, tbl *schema.Table, gk, rk vec.Kernels, n in
 	// Projected decode: a random projection (possibly empty, possibly all columns,
 	// in random order) decodes to the same arrays as the generic path and as the chunk.
 	proj := randomProjection(rng, len(tbl.Columns))
-	if err := decodeBoth(mem, tbl, proj, c, false, vectest.ValueBuildersFor, func(g, r []vec.Builder) error {
-		if err := gk.DecodeValues(&gvals, proj, g); err != nil {
-			return err
-		}
-		return rk.DecodeValues(&gvals, proj, r)
-	}); err != nil {
+	if err := decodeBoth(mem, tbl, proj, c, false, vectest.ValueBuildersFor, func(k vec.Kernels, bs []vec.Builder) error {
+		return k.DecodeValues(&gvals, proj, bs)
+	}, gk, rk); err != nil {
 		return fmt.Errorf("projection %v: %w", proj, err)
 	}
-	if err := decodeBoth(mem, tbl, tbl.PKColumns(), c, true, vectest.BuildersFor, func(g, r []array.Builder) error {
-		if err := gk.DecodeKeys(&gkeys, g); err != nil {
-			return err
-		}
-		return rk.DecodeKeys(&gkeys, r)
-	}); err != nil {
+	if err := decodeBoth(mem, tbl, tbl.PKColumns(), c, true, vectest.BuildersFor, func(k vec.Kernels, bs []array.Builder) error {
+		return k.DecodeKeys(&gkeys, bs)
+	}, gk, rk); err != nil {
 		return fmt.Errorf("decode keys: %w", err)
 	}
 
@@ -224,21 +219,12 @@ func equalOps(a, b []vec.Op) bool {
 // both give the same record and that it equals the chunk's columns cols (for keys,
 // equal in key order: -0 and NaN payloads are canonicalised by the key codec).
 func decodeBoth[B vec.Builder](mem memory.Allocator, tbl *schema.Table, cols []int, c *vec.Chunk, keys bool,
-	newBuilders func(memory.Allocator, *schema.Table, []int) []B, decode func(g, r []B) error) error {
-	gb := newBuilders(mem, tbl, cols)
-	rb := newBuilders(mem, tbl, cols)
-	if err := decode(gb, rb); err != nil {
-		vectest.ReleaseBuilders(gb)
-		vectest.ReleaseBuilders(rb)
+	newBuilders func(memory.Allocator, *schema.Table, []int) []B, decode func(vec.Kernels, []B) error, gk, rk vec.Kernels) error {
+	grec, err := decodeSame(mem, tbl, cols, c.NumRows(), newBuilders, decode, gk, rk)
+	if err != nil {
 		return err
 	}
-	grec := vectest.FinishRecord(tbl, cols, gb, c.NumRows())
 	defer grec.Release()
-	rrec := vectest.FinishRecord(tbl, cols, rb, c.NumRows())
-	defer rrec.Release()
-	if err := vectest.RecordsEqual(grec, rrec); err != nil {
-		return fmt.Errorf("generated != generic: %w", err)
-	}
 	if keys {
 		want := vectest.PKArrays(tbl, c.Record())
 		got := grec.Columns()
@@ -255,6 +241,34 @@ func decodeBoth[B vec.Builder](mem memory.Allocator, tbl *schema.Table, cols []i
 		return fmt.Errorf("decoded != chunk: %w", err)
 	}
 	return nil
+}
+
+// errBothFailed is decodeSame's error when both kernels refuse the input.
+var errBothFailed = errors.New("both kernels failed")
+
+// decodeSame decodes nrows encoded rows with the generated (gk) and the generic (rk)
+// kernels into builders from newBuilders. Both must fail (errBothFailed) or both give
+// the same record, which it returns (the caller releases it).
+func decodeSame[B vec.Builder](mem memory.Allocator, tbl *schema.Table, cols []int, nrows int,
+	newBuilders func(memory.Allocator, *schema.Table, []int) []B, decode func(vec.Kernels, []B) error, gk, rk vec.Kernels) (arrow.RecordBatch, error) {
+	gb, rb := newBuilders(mem, tbl, cols), newBuilders(mem, tbl, cols)
+	gerr, rerr := decode(gk, gb), decode(rk, rb)
+	if gerr != nil || rerr != nil {
+		vectest.ReleaseBuilders(gb)
+		vectest.ReleaseBuilders(rb)
+		if (gerr == nil) != (rerr == nil) {
+			return nil, fmt.Errorf("generated error %v, generic error %v", gerr, rerr)
+		}
+		return nil, fmt.Errorf("%w: %v", errBothFailed, gerr)
+	}
+	grec := vectest.FinishRecord(tbl, cols, gb, nrows)
+	rrec := vectest.FinishRecord(tbl, cols, rb, nrows)
+	defer rrec.Release()
+	if err := vectest.RecordsEqual(grec, rrec); err != nil {
+		grec.Release()
+		return nil, fmt.Errorf("generated != generic: %w", err)
+	}
+	return grec, nil
 }
 
 func sameBytes(what string, a, b *vec.Bytes) error {
