@@ -28,6 +28,8 @@ type Lookup struct {
 	// of the run's first entry at or after the current key (0 after keys out of
 	// order): where the run's galloping seek starts.
 	cur []int
+	// span is, per sealed run, the range of its entries in the current key's vnode.
+	span []vnodeSpan
 }
 
 // found records val (copied) as the value of row i.
@@ -48,10 +50,12 @@ func (l *Lookup) Value(i int) ([]byte, bool) {
 // memcomparable pks are pks and whose vnodes are vns (both indexed by row), and
 // leaves them in out (Value(row)); rows not in sel read as missing. Each row reads
 // what Get would read before the batch is applied: the actor's own unsealed writes,
-// else the view's sealed runs, else the committed data. The committed data is read
-// with one pebble iterator, seeking the keys in ascending order, instead of one point
-// read per row: a batch whose key range holds nothing committed (a view being built)
-// costs one seek.
+// else the view's sealed runs, else the committed data. A sealed run is searched only
+// in the key's vnode, and not at all for a key above the run's last key of that vnode
+// (the new pk of an ascending writer). The committed data is read with one pebble
+// iterator, the keys in ascending order: a batch whose key range holds nothing
+// committed (a view being built) costs one seek, and a key the table lacks is
+// settled by the sstables' bloom filters (see readCommitted).
 func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int32, out *Lookup) error {
 	n := pks.Len()
 	if cap(out.at) < n {
@@ -76,6 +80,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 	}
 	runs := view.runs[s.id]
 	out.cur = append(out.cur[:0], make([]int, len(runs))...)
+	out.span = append(out.span[:0], make([]vnodeSpan, len(runs))...)
 	sorted := true
 	var vi *vnodeItems // the memtable's items of vnode viOf
 	viOf := -1
@@ -86,11 +91,20 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 		}
 		if v := int(vns[i]); v != viOf {
 			vi, viOf = s.mt.vnodes[vns[i]], v
+			for r, run := range runs {
+				out.span[r].start, out.span[r].end = run.span(vns[i])
+			}
 		}
 		e, ok := s.mt.getIn(vi, key)
 		for r := len(runs) - 1; r >= 0 && !ok; r-- {
-			es := runs[r].entries
-			j := seekFrom(es, out.cur[r], key)
+			// Only the run's entries of the key's vnode, and none when the key is
+			// above them all (a new pk of an ascending writer).
+			sp := out.span[r]
+			es := runs[r].entries[:sp.end]
+			if sp.start == sp.end || bytes.Compare(key, es[sp.end-1].key) > 0 {
+				continue
+			}
+			j := seekFrom(es, max(out.cur[r], sp.start), key)
 			out.cur[r] = j
 			if j < len(es) && bytes.Equal(es[j].key, key) {
 				e, ok = es[j], true
@@ -137,76 +151,58 @@ func seekFrom(es []entry, from int, key []byte) int {
 	return lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return bytes.Compare(es[lo+1+i].key, key) >= 0 })
 }
 
-// readCommitted reads the keys of out.wait (sorted) from the view's pebble snapshot.
+// readCommitted reads the keys of out.wait (sorted) from the view's pebble snapshot,
+// with one iterator over their range.
 //
-// One iterator over the keys' range stands on the first committed key at or after
-// the last key it sought (the frontier): a key before the frontier is missing and a
-// key on it is found, both without a read. A key past the frontier needs a read: a
-// seek, which moves the frontier, or a point read, which can use the sstables' bloom
-// filters and is cheaper when committed keys lie between every two keys asked (random
-// pks of a populated table). A seek that settles no later key for free makes the next
-// 1, 2, 4, ... (at most maxPointReads) reads point reads before the next seek.
+// The iterator first stands on the first committed key of the range (the frontier):
+// the keys before it are missing and a key on it is found, without another read, so a
+// batch whose range holds nothing committed (a view being built) costs one seek. Each
+// key past the frontier is then a prefix seek, which consults the bloom filters of
+// every level's sstables, the last level's included (pebble's Get skips those, and
+// reads a data block for each key it lacks): a missing key, such as the new pk of an
+// insert, is settled without reading a block. Seeking each key with SeekGE instead
+// would read a block per level and step over every key the snapshot does not see
+// (those committed since), between the key and the next one it sees.
 func (s *StateTable) readCommitted(view *View, sel []int32, out *Lookup) error {
-	const maxPointReads = 64
 	lo := out.keys.At(int(out.wait[0]))
 	out.hi = append(append(out.hi[:0], out.keys.At(int(out.wait[len(out.wait)-1]))...), 0)
-	out.opts = pebble.IterOptions{LowerBound: lo, UpperBound: out.hi}
+	out.opts = pebble.IterOptions{LowerBound: lo, UpperBound: out.hi, UseL6Filters: true}
 	it, err := view.snap.NewIter(&out.opts)
 	if err != nil {
 		return err
 	}
 	defer func() { out.opts = pebble.IterOptions{} }()
-	valid := it.First()
-	sought, free := true, 0 // the last read was a seek; keys settled for free since
-	points, backoff := 0, 1 // point reads before the next seek; the next penalty
-	for _, k := range out.wait {
-		if !valid {
-			break // nothing committed at or after the frontier's key: the rest are missing
-		}
-		key := out.keys.At(int(k))
-		c := bytes.Compare(it.Key(), key)
-		if c >= 0 {
-			free++
-			if c > 0 {
-				continue
-			}
-			val, err := it.ValueAndErr()
-			if err != nil {
-				return errors.Join(err, it.Close())
-			}
-			out.found(sel[k], val)
-			continue
-		}
-		if sought && free == 0 {
-			points, backoff = backoff, min(2*backoff, maxPointReads)
-		} else if sought {
-			backoff = 1
-		}
-		sought, free = false, 0
-		if points > 0 {
-			points--
-			val, closer, err := view.snap.Get(key)
-			if errors.Is(err, pebble.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return errors.Join(err, it.Close())
-			}
-			out.found(sel[k], val)
-			closer.Close()
-			continue
-		}
-		valid, sought = it.SeekGE(key), true
-		if !valid {
+	if !it.First() {
+		return errors.Join(it.Error(), it.Close()) // nothing committed in the range
+	}
+	w := out.wait
+	for ; len(w) > 0; w = w[1:] {
+		c := bytes.Compare(out.keys.At(int(w[0])), it.Key())
+		if c > 0 {
 			break
 		}
-		if bytes.Equal(it.Key(), key) {
+		if c == 0 {
 			val, err := it.ValueAndErr()
 			if err != nil {
 				return errors.Join(err, it.Close())
 			}
-			out.found(sel[k], val)
+			out.found(sel[w[0]], val)
 		}
+	}
+	for _, k := range w {
+		key := out.keys.At(int(k))
+		// The prefix is the whole key: a positioned iterator stands on it.
+		if !it.SeekPrefixGE(key) || !bytes.Equal(it.Key(), key) {
+			if err := it.Error(); err != nil {
+				return errors.Join(err, it.Close())
+			}
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		out.found(sel[k], val)
 	}
 	return errors.Join(it.Error(), it.Close())
 }

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,8 +20,10 @@ import (
 //
 // The batches: "empty", pks of a table with nothing committed (a view being
 // built); "present", random committed pks; "absent", random pks past the committed
-// ones in the same table; each with the batch's rows in key order ("sorted", as a
-// snapshot batch of one vnode arrives) or not.
+// ones in the same table; "compacted-present" and "compacted-absent", the same
+// against a store whose rows were flushed and compacted into pebble's last level
+// (where the rows of the others stay in pebble's memtable); each with the batch's
+// rows in key order ("sorted", as a snapshot batch of one vnode arrives) or not.
 func BenchmarkLookup(b *testing.B) {
 	const rows, batch = 200_000, 1024
 	node, st := committedBids(b, rows, 4)
@@ -33,13 +36,27 @@ func BenchmarkLookup(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer view.Release()
+	// The same rows flushed and compacted into pebble's last level, where a table's
+	// data ends up (the rows above stay in pebble's memtable).
+	cnode, cst := committedBids(b, rows, 4)
+	compactAll(b, cnode.Store())
+	cview, err := cnode.View()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cview.Release()
 	place := newBidPlacer()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range []struct {
 		name   string
 		st     *storage.StateTable
+		view   *storage.View
 		lo, hi int64
-	}{{"empty", empty, 0, rows}, {"present", st, 0, rows}, {"absent", st, rows, 2 * rows}} {
+	}{
+		{"empty", empty, view, 0, rows}, {"present", st, view, 0, rows}, {"absent", st, view, rows, 2 * rows},
+		{"compacted-present", cst, cview, 0, rows}, {"compacted-absent", cst, cview, rows, 2 * rows},
+	} {
+		view := c.view
 		for _, sorted := range []bool{true, false} {
 			type row struct {
 				vn uint16
@@ -132,6 +149,22 @@ func TestGetManyAllocs(t *testing.T) {
 // committedBids opens a store on a real directory (closed at the end of the test) with
 // bids 0..rows-1 committed in the given number of checkpoints, and returns its node
 // and the bid state table over every vnode.
+// compactAll flushes s's pebble memtable and compacts its whole key range, which
+// leaves the data in the last level.
+func compactAll(tb testing.TB, s *storage.Store) {
+	tb.Helper()
+	db := s.DB()
+	if err := db.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff, 0xff, 0xff, 0xff, 0xff}, false); err != nil {
+		tb.Fatal(err)
+	}
+	if m := db.Metrics(); m.Levels[6].TablesCount == 0 {
+		tb.Fatalf("compactAll: nothing in L6:\n%s", m)
+	}
+}
+
 func committedBids(tb testing.TB, rows, checkpoints int) (*storage.Node, *storage.StateTable) {
 	tb.Helper()
 	s, err := storage.Open(tb.TempDir(), storage.Options{})

@@ -33,6 +33,23 @@ type run struct {
 	epoch   uint64
 	entries []entry
 	bytes   int // the memtable's size when sealed: key and value bytes
+	// spans are the vnodes with entries, ascending, each with its entries' range.
+	spans []vnodeSpan
+}
+
+// vnodeSpan is where one vnode's entries lie in a run: entries[start:end].
+type vnodeSpan struct {
+	vnode      uint16
+	start, end int
+}
+
+// span returns the range of the entries of vnode v (empty when it has none).
+func (r *run) span(v uint16) (start, end int) {
+	i := sort.Search(len(r.spans), func(i int) bool { return r.spans[i].vnode >= v })
+	if i < len(r.spans) && r.spans[i].vnode == v {
+		return r.spans[i].start, r.spans[i].end
+	}
+	return 0, 0
 }
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
@@ -213,19 +230,21 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	}
 	slices.Sort(vns)
 	items := make([]entry, 0, len(mt.items))
+	spans := make([]vnodeSpan, 0, len(vns))
 	for _, v := range vns {
 		vi := mt.vnodes[v]
+		from := len(items)
 		if vi.cache != nil && !vi.stale && vi.cached == len(vi.idx) {
 			items = append(items, vi.cache...)
-			continue
+		} else {
+			for _, i := range vi.idx {
+				items = append(items, mt.items[i])
+			}
+			if part := items[from:]; !slices.IsSortedFunc(part, entryLess) {
+				slices.SortFunc(part, entryLess)
+			}
 		}
-		from := len(items)
-		for _, i := range vi.idx {
-			items = append(items, mt.items[i])
-		}
-		if part := items[from:]; !slices.IsSortedFunc(part, entryLess) {
-			slices.SortFunc(part, entryLess)
-		}
+		spans = append(spans, vnodeSpan{vnode: v, start: from, end: len(items)})
 	}
 	// The next epoch of a table usually writes as many keys as this one, in the same
 	// way: slices sized for them, and a map sized for the keys that needed it, are not
@@ -237,7 +256,7 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	mt.m, mt.items, mt.at, mt.arena = nil, nil, nil, nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}
-	return &run{table: table, epoch: epoch, entries: items, bytes: size}
+	return &run{table: table, epoch: epoch, entries: items, bytes: size, spans: spans}
 }
 
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
