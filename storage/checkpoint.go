@@ -141,12 +141,13 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// The final write per key, in key order: a merge of the sorted runs in which a
 	// later epoch's write overrides an earlier one's. Vnodes are owned by one actor at
 	// a time, so runs of one epoch never share a key.
-	var size int
+	var size, entries int
 	var live []*run
 	for _, r := range runs {
 		if !s.pendingDrops[r.table] {
 			live = append(live, r)
 			size += r.bytes
+			entries += len(r.entries)
 		}
 	}
 	b := s.db.NewBatchWithSize(size + size/4)
@@ -168,7 +169,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// (one it turns into a memtable of its own) a single pass: the metadata keys
 	// (table 0) first, then the merged runs. The merge is kept to be written after the
 	// row counts it changes.
-	merged := s.merged[:0]
+	merged := slices.Grow(s.merged[:0], entries) // at most one per entry
 	// The probe stands on the first committed key at or after the last key sought:
 	// a key before it does not exist, and needs no seek (new keys of a view being
 	// built fall in ranges with nothing committed).
