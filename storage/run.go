@@ -85,6 +85,10 @@ type vnodeItems struct {
 	cached int
 	stale  bool
 	max    []byte // the largest key written (an arena copy)
+	// below is the positions in idx of the keys that were below max when written
+	// (ascending): the other keys of idx are in key order, and a seal sorts only
+	// these and merges them in.
+	below []int
 	// mapped: the vnode's keys are in the memtable's map. Until a key comes that is
 	// not above max, the vnode's items are in key order and idx is searched instead.
 	mapped bool
@@ -143,10 +147,12 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		mt.vnodes[v] = vi
 	}
 	mt.at = append(mt.at, len(vi.idx))
-	vi.idx = append(vi.idx, i)
 	if vi.max == nil || bytes.Compare(k, vi.max) > 0 {
 		vi.max = k
+	} else {
+		vi.below = append(vi.below, len(vi.idx))
 	}
+	vi.idx = append(vi.idx, i)
 }
 
 // maxMemtableHint caps the entries a sealed memtable's map and slices are sized for
@@ -237,12 +243,7 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 		if vi.cache != nil && !vi.stale && vi.cached == len(vi.idx) {
 			items = append(items, vi.cache...)
 		} else {
-			for _, i := range vi.idx {
-				items = append(items, mt.items[i])
-			}
-			if part := items[from:]; !slices.IsSortedFunc(part, entryLess) {
-				slices.SortFunc(part, entryLess)
-			}
+			items = mt.appendSorted(items, vi)
 		}
 		spans = append(spans, vnodeSpan{vnode: v, start: from, end: len(items)})
 	}
@@ -260,6 +261,46 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 }
 
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
+
+// appendSorted appends the items of vi to items in key order. The keys written above
+// the vnode's largest key at the time are already in order; only those written below
+// it (vi.below) are sorted, and merged in.
+func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
+	if len(vi.below) == 0 {
+		for _, i := range vi.idx {
+			items = append(items, mt.items[i])
+		}
+		return items
+	}
+	// The ascending keys go first, then the others, sorted, which a merge from the
+	// back moves into place: the write position stays past the ascending keys not yet
+	// merged, so it overwrites only keys already moved (or copied to o).
+	from := len(items)
+	b := 0
+	for p, i := range vi.idx {
+		if b < len(vi.below) && vi.below[b] == p {
+			b++
+			continue
+		}
+		items = append(items, mt.items[i])
+	}
+	asc := len(items) - from
+	o := make([]entry, len(vi.below))
+	for k, p := range vi.below {
+		o[k] = mt.items[vi.idx[p]]
+	}
+	slices.SortFunc(o, entryLess)
+	items = append(items, o...)
+	i, j := from+asc-1, len(o)-1
+	for w := len(items) - 1; j >= 0; w-- {
+		if i >= from && entryLess(items[i], o[j]) > 0 {
+			items[w], i = items[i], i-1
+		} else {
+			items[w], j = o[j], j-1
+		}
+	}
+	return items
+}
 
 // sorted returns the memtable's entries sorted by key, without sealing it.
 func (mt *memtable) sorted() []entry {
