@@ -157,10 +157,18 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		vnode uint16
 	}
 	deltas := map[vnodeKey]int64{} // row count changes
-	// Whether each key exists now (for the row counts): one iterator seeking the keys
-	// in ascending order, so that each seek starts from where the last one ended
-	// (pebble's seek-using-next), rather than a Get per key.
-	probe, err := s.db.NewIter(nil)
+	// Whether each key exists now (for the row counts), for the keys whose writer did
+	// not know: one iterator, the keys in ascending order. A seek (SeekGE) leaves the
+	// probe on the first committed key at or after the key sought (the frontier): a
+	// later key before the frontier does not exist and one on it does, without a read
+	// (new keys of a view being built fall in ranges with nothing committed). A key
+	// past the frontier needs a read: a seek, or a prefix seek, which the sstables'
+	// bloom filters (the last level's included) answer without reading a block when
+	// the key is new, but which leaves no frontier. When a seek settles no later key,
+	// the next 1, 2, 4, ... (at most 64) reads are prefix seeks before the next seek:
+	// new keys among committed ones (random inserts) cost a filter probe each, and runs
+	// of keys between two committed ones still cost a seek per run.
+	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
@@ -170,10 +178,12 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// (table 0) first, then the merged runs. The merge is kept to be written after the
 	// row counts it changes.
 	merged := slices.Grow(s.merged[:0], entries) // at most one per entry
-	// The probe stands on the first committed key at or after the last key sought:
-	// a key before it does not exist, and needs no seek (new keys of a view being
-	// built fall in ranges with nothing committed).
-	probed, pok := false, false
+	const maxPrefixSeeks = 64
+	var frontier []byte      // a copy of the key the last seek stood on
+	haveFrontier := false    // a seek found a committed key at or after its key
+	exhausted := false       // the last seek found nothing committed at or after its key
+	sought, free := false, 0 // the last read was a seek; keys it settled since
+	prefixSeeks, backoff := 0, 1
 	err = mergeRuns(live, func(e entry, b before) error {
 		key := e.key
 		var existed bool
@@ -182,13 +192,42 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			existed = true
 		case beforeAbsent:
 		default:
-			if !probed || (pok && bytes.Compare(probe.Key(), key) < 0) {
-				probed, pok = true, probe.SeekGE(key)
+			if exhausted {
+				break // nothing committed at or after an earlier key
+			}
+			if haveFrontier {
+				c := bytes.Compare(key, frontier)
+				if c <= 0 {
+					existed = c == 0
+					free++
+					break
+				}
+			}
+			if sought && free == 0 {
+				prefixSeeks, backoff = backoff, min(2*backoff, maxPrefixSeeks)
+			} else if sought {
+				backoff = 1
+			}
+			sought, free = false, 0
+			if prefixSeeks > 0 {
+				prefixSeeks--
+				// The prefix is the whole key: a positioned probe stands on it.
+				existed = probe.SeekPrefixGE(key) && bytes.Equal(probe.Key(), key)
 				if err := probe.Error(); err != nil {
 					return err
 				}
+				break
 			}
-			existed = pok && bytes.Equal(probe.Key(), key)
+			sought, haveFrontier = true, probe.SeekGE(key)
+			if err := probe.Error(); err != nil {
+				return err
+			}
+			if !haveFrontier {
+				exhausted = true
+				break
+			}
+			frontier = append(frontier[:0], probe.Key()...)
+			existed = bytes.Equal(frontier, key)
 		}
 		table, vnode, _, err := SplitKey(key)
 		if err != nil {
