@@ -42,6 +42,12 @@ type BackfillBenchOptions struct {
 	// BusyFraction is the busy writer's rate as a fraction of the idle snapshot rate
 	// of the same kind (default 0.1).
 	BusyFraction float64
+	// BusyRate, when set, is the busy writer's rate in rows/s for both kinds instead
+	// (the same upstream load for both, however fast each builds).
+	BusyRate float64
+	// Modes are the upstream modes to build in, "idle" and "busy" (nil: both). Busy
+	// builds without idle ones need BusyRate.
+	Modes []string
 	// BarrierInterval is the engine's barrier interval, and that of the barriers fed to
 	// the executor of the efficiency passes (default: the engine's, 100ms).
 	BarrierInterval time.Duration
@@ -75,7 +81,8 @@ type BackfillResult struct {
 	Parallelism int `json:"parallelism"`
 	Reps        int `json:"reps"`
 	// Modes are idle (no writes during the build) and busy (a writer inserting new
-	// rows at BusyFraction of the idle snapshot rate of the same kind).
+	// rows at BusyFraction of the idle snapshot rate of the same kind, or at
+	// BusyRate), those that were built.
 	Modes []BackfillModeResult `json:"modes"`
 	// Efficiency is the arrangement backfill executor's rows/s into a discarding sink
 	// ÷ a raw pebble scan's rows/s over the same vnodes with as many workers, S2 = all
@@ -84,6 +91,7 @@ type BackfillResult struct {
 	EfficiencyDetail BackfillEfficiency `json:"efficiency_detail"`
 
 	BusyFraction      float64 `json:"busy_fraction"`
+	BusyRate          float64 `json:"busy_rate,omitempty"` // rows/s, when set
 	BarrierIntervalMS float64 `json:"barrier_interval_ms"`
 	BackfillWorkers   int     `json:"backfill_workers"` // per arrangement actor
 	Nodes             int     `json:"nodes"`            // engine default
@@ -180,9 +188,11 @@ var benchKinds = []engine.BackfillKind{engine.ArrangementBackfill, engine.NoShuf
 //     checkpoint and Close. After an untimed warm-up build of each kind (unless
 //     NoWarmup), idle builds run first (order alternating by rep: arrangement first
 //     on even reps), then busy builds (no-shuffle first on even reps), each with a
-//     writer inserting new bid rows (pks beyond the loaded ones) at BusyFraction ×
-//     Rows ÷ the median idle seconds of the same kind, every 10ms by wall clock, for
-//     the whole build, stopped when CreateMV returns.
+//     writer inserting new bid rows (new pks: their date_times follow the loaded
+//     ones', and in key order they fall among the loaded rows) at BusyFraction ×
+//     Rows ÷ the median idle seconds of the same kind (or at BusyRate rows/s for
+//     both kinds), every 10ms by wall clock, for the whole build, stopped when
+//     CreateMV returns. Modes limits the builds to idle or busy ones.
 //
 // In an idle build the job must have read exactly Rows snapshot rows (which also
 // checks that the rows were loaded under the engine's table id).
@@ -208,6 +218,21 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	if o.BusyFraction < 0 {
 		return res, fmt.Errorf("bench: backfill: busy fraction %v", o.BusyFraction)
 	}
+	if o.BusyRate < 0 {
+		return res, fmt.Errorf("bench: backfill: busy rate %v rows/s", o.BusyRate)
+	}
+	if o.Modes == nil {
+		o.Modes = []string{modeIdle, modeBusy}
+	}
+	for _, m := range o.Modes {
+		if m != modeIdle && m != modeBusy {
+			return res, fmt.Errorf("bench: backfill: unknown mode %q (want %s or %s)", m, modeIdle, modeBusy)
+		}
+	}
+	runIdle, runBusy := slices.Contains(o.Modes, modeIdle), slices.Contains(o.Modes, modeBusy)
+	if runBusy && !runIdle && o.BusyRate == 0 {
+		return res, fmt.Errorf("bench: backfill: busy builds without idle ones need a busy rate (rows/s)")
+	}
 	if o.BarrierInterval == 0 {
 		o.BarrierInterval = 100 * time.Millisecond
 	}
@@ -224,7 +249,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		res.Seconds = time.Since(t0).Seconds()
 	}()
 	res = BackfillResult{
-		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction,
+		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), Nodes: 2,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
 	}
@@ -260,7 +285,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	for _, k := range benchKinds {
 		idle[k], busy[k] = &BackfillBuilds{}, &BackfillBuilds{}
 	}
-	for rep := 0; rep < o.Reps; rep++ {
+	for rep := 0; runIdle && rep < o.Reps; rep++ {
 		order := slices.Clone(benchKinds)
 		if rep%2 == 1 {
 			slices.Reverse(order)
@@ -276,10 +301,12 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}
 	rates := map[engine.BackfillKind]float64{}
 	for _, k := range benchKinds {
-		rates[k] = o.BusyFraction * float64(o.Rows) / median(idle[k].Seconds)
+		if rates[k] = o.BusyRate; o.BusyRate == 0 && runIdle {
+			rates[k] = o.BusyFraction * float64(o.Rows) / median(idle[k].Seconds)
+		}
 		busy[k].InsertTargetPerSec = rates[k]
 	}
-	for rep := 0; rep < o.Reps; rep++ {
+	for rep := 0; runBusy && rep < o.Reps; rep++ {
 		order := slices.Clone(benchKinds)
 		if rep%2 == 0 {
 			slices.Reverse(order)
@@ -297,6 +324,9 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		name   string
 		builds map[engine.BackfillKind]*BackfillBuilds
 	}{{modeIdle, idle}, {modeBusy, busy}} {
+		if !slices.Contains(o.Modes, m.name) {
+			continue
+		}
 		a, n := m.builds[engine.ArrangementBackfill], m.builds[engine.NoShuffleBackfill]
 		mr := BackfillModeResult{Mode: m.name, ArrangementSeconds: median(a.Seconds), NoShuffleSeconds: median(n.Seconds), Arrangement: *a, NoShuffle: *n}
 		mr.Ratio = mr.ArrangementSeconds / mr.NoShuffleSeconds
@@ -521,8 +551,9 @@ const busyTick = 10 * time.Millisecond
 // several batches in a row.
 const busyMaxBatch = 1024
 
-// startBusyWriter inserts rows from start on (BidChunk, seed 1: pks beyond a table
-// loaded with start rows) at rate rows/s until stop.
+// startBusyWriter inserts rows from start on (BidChunk, seed 1: new pks for a table
+// loaded with start rows, among the loaded ones in key order) at rate rows/s until
+// stop.
 func startBusyWriter(ctx context.Context, e *engine.Engine, start int, rate float64) *busyWriter {
 	w := &busyWriter{done: make(chan struct{}), finished: make(chan struct{})}
 	mem := memory.NewGoAllocator()

@@ -144,7 +144,8 @@ CreateMV of a pass-through view over bid (which returns once the backfill is don
 arrangement and with no-shuffle backfill, --parallelism actors each. Every build runs
 on a fresh engine opened on a checkpoint of the loaded store, so each starts from the
 same data. Idle: no writes meanwhile. Busy: a writer inserts new bid rows, every 10ms,
-at --busy-fraction of the snapshot rate of the idle builds of the same kind. With
+at --busy-fraction of the snapshot rate of the idle builds of the same kind, or at
+--busy-rate rows/s for both kinds; --modes picks idle or busy builds alone. With
 --reps, the order of the kinds alternates and medians are reported; ratio is
 arrangement seconds ÷ no-shuffle seconds.
 
@@ -172,6 +173,8 @@ Progress lines go to stderr (see --quiet).`,
 	f.IntVar(&o.Reps, "reps", 1, "builds of each kind in each mode (medians reported)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the temporary engine (default: the system temp directory)")
 	f.Float64Var(&o.BusyFraction, "busy-fraction", 0.1, "busy writer's rate as a fraction of the idle snapshot rate of the same kind")
+	f.Float64Var(&o.BusyRate, "busy-rate", 0, "busy writer's rate in rows/s, the same for both kinds (0: --busy-fraction)")
+	f.StringSliceVar(&o.Modes, "modes", []string{"idle", "busy"}, "upstream modes to build in (busy alone needs --busy-rate)")
 	f.DurationVar(&o.BarrierInterval, "barrier-interval", 100*time.Millisecond, "the engine's barrier interval (and the efficiency passes')")
 	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
