@@ -46,7 +46,8 @@ type BackfillBenchOptions struct {
 	// (the same upstream load for both, however fast each builds).
 	BusyRate float64
 	// Modes are the upstream modes to build in, "idle" and "busy" (nil: both). Busy
-	// builds without idle ones need BusyRate.
+	// builds without idle ones need BusyRate. The efficiency passes and the warm-up
+	// builds run whatever the modes.
 	Modes []string
 	// BarrierInterval is the engine's barrier interval, and that of the barriers fed to
 	// the executor of the efficiency passes (default: the engine's, 100ms).
@@ -223,6 +224,9 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}
 	if o.Modes == nil {
 		o.Modes = []string{modeIdle, modeBusy}
+	}
+	if len(o.Modes) == 0 {
+		return res, fmt.Errorf("bench: backfill: no modes (want %s, %s or both)", modeIdle, modeBusy)
 	}
 	for _, m := range o.Modes {
 		if m != modeIdle && m != modeBusy {

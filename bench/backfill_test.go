@@ -128,6 +128,30 @@ func TestBackfillBench(t *testing.T) {
 	t.Logf("%s", data)
 }
 
+// TestBackfillBenchBusyOnly runs busy builds alone at a fixed writer rate: one mode in
+// the result, the same target rate for both kinds, rows inserted in every build, and
+// every view holding every loaded and inserted row.
+func TestBackfillBenchBusyOnly(t *testing.T) {
+	res, err := RunBackfillBench(context.Background(), BackfillBenchOptions{
+		Rows: 5_000, Parallelism: 2, Dir: t.TempDir(), BarrierInterval: 20 * time.Millisecond, Verify: true,
+		Modes: []string{"busy"}, BusyRate: 2_000, NoWarmup: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Modes) != 1 || res.Modes[0].Mode != "busy" {
+		t.Fatalf("modes %+v, want busy alone", res.Modes)
+	}
+	if res.BusyRate != 2_000 {
+		t.Errorf("busy_rate %v, want 2000", res.BusyRate)
+	}
+	for _, k := range []BackfillBuilds{res.Modes[0].Arrangement, res.Modes[0].NoShuffle} {
+		if k.InsertTargetPerSec != 2_000 || len(k.Seconds) != 1 || len(k.Inserted) != 1 {
+			t.Errorf("busy builds %+v, want one build at a target of 2000 rows/s", k)
+		}
+	}
+}
+
 // Bad options are refused before anything is loaded, with an error naming the option.
 func TestBackfillBenchBadOptions(t *testing.T) {
 	for _, tc := range []struct {
@@ -138,6 +162,10 @@ func TestBackfillBenchBadOptions(t *testing.T) {
 		{BackfillBenchOptions{Rows: 10, BusyFraction: -1}, "busy fraction"},
 		{BackfillBenchOptions{Rows: 10, BarrierInterval: -time.Second}, "barrier interval"},
 		{BackfillBenchOptions{Rows: 10, Reps: -1}, "reps"},
+		{BackfillBenchOptions{Rows: 10, BusyRate: -1}, "busy rate"},
+		{BackfillBenchOptions{Rows: 10, Modes: []string{"busy"}}, "busy rate"},
+		{BackfillBenchOptions{Rows: 10, Modes: []string{"idle", "bussy"}}, `mode "bussy"`},
+		{BackfillBenchOptions{Rows: 10, Modes: []string{}}, "no modes"},
 	} {
 		tc.o.Dir = t.TempDir()
 		_, err := RunBackfillBench(context.Background(), tc.o)

@@ -177,7 +177,9 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// (one it turns into a memtable of its own) a single pass: the metadata keys
 	// (table 0) first, then the merged runs. The merge is kept to be written after the
 	// row counts it changes.
-	merged := slices.Grow(s.merged[:0], entries) // at most one per entry
+	// At most one per entry; sized up front as far as the buffer is kept (an epoch
+	// that rewrites its keys has far fewer distinct keys than entries).
+	merged := slices.Grow(s.merged[:0], min(entries, maxKeptMerge))
 	const maxPrefixSeeks = 64
 	var frontier []byte      // a copy of the key the last seek stood on
 	haveFrontier := false    // a seek found a committed key at or after its key

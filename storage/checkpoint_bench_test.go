@@ -15,7 +15,8 @@ import (
 // "ascending": each epoch's ids follow the last epoch's (the pk leads with id%13, so
 // a vnode's new keys come in 13 runs, each after the committed keys of its run);
 // "interleaved": epoch i writes ids j*64 + i%64, each of which falls between two
-// committed ids (new keys among committed ones, as a table's random inserts are).
+// committed ids (new keys among committed ones, as a table's random inserts are;
+// past 64 iterations the ids come round again, as overwrites).
 func BenchmarkCheckpoint(b *testing.B) {
 	for _, layout := range []string{"ascending", "interleaved"} {
 		b.Run(layout, func(b *testing.B) {

@@ -146,9 +146,6 @@ func TestGetManyAllocs(t *testing.T) {
 	}
 }
 
-// committedBids opens a store on a real directory (closed at the end of the test) with
-// bids 0..rows-1 committed in the given number of checkpoints, and returns its node
-// and the bid state table over every vnode.
 // compactAll flushes s's pebble memtable and compacts its whole key range, which
 // leaves the data in the last level.
 func compactAll(tb testing.TB, s *storage.Store) {
@@ -165,6 +162,9 @@ func compactAll(tb testing.TB, s *storage.Store) {
 	}
 }
 
+// committedBids opens a store on a real directory (closed at the end of the test) with
+// bids 0..rows-1 committed in the given number of checkpoints, and returns its node
+// and the bid state table over every vnode.
 func committedBids(tb testing.TB, rows, checkpoints int) (*storage.Node, *storage.StateTable) {
 	tb.Helper()
 	s, err := storage.Open(tb.TempDir(), storage.Options{})
@@ -187,4 +187,109 @@ func committedBids(tb testing.TB, rows, checkpoints int) (*storage.Node, *storag
 		mustCheckpoint(tb, s, ep(i+1))
 	}
 	return node, st
+}
+
+// TestGetManyLayers reads batches through every layer GetMany searches: committed
+// rows compacted into pebble's last level (found and missing keys go through its
+// bloom filters), committed rows still in pebble's memtable, three sealed runs whose
+// vnodes differ (new keys below and above each vnode's committed ones, overwrites,
+// deletes), and the actor's unsealed writes. Each batch, sorted by key across vnodes
+// or shuffled, with repeated pks, must read what Get reads row by row.
+func TestGetManyLayers(t *testing.T) {
+	const rows = 3000
+	node, st := committedBids(t, rows, 2)
+	compactAll(t, node.Store())
+	mem := memory.NewGoAllocator()
+	// Committed after the compaction: in pebble's memtable.
+	writeBids(t, mem, st, inserts(idRange(rows, rows+500), bidVal{Price: 7, Channel: "late"}))
+	if err := st.Seal(ep(3)); err != nil {
+		t.Fatal(err)
+	}
+	mustCheckpoint(t, node.Store(), ep(3))
+	place := newBidPlacer()
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Sealed runs, not committed: each writes the ids of some vnodes only.
+	for e := 4; e <= 6; e++ {
+		var ops []bidOp
+		for id := int64(0); id < rows+1500; id++ {
+			if vn, _ := place.place(id); int(vn)%3 != e%3 {
+				continue
+			}
+			switch r := rng.IntN(10); {
+			case r == 0:
+				ops = append(ops, bidOp{Op: vec.Delete, ID: id})
+			case r < 3:
+				ops = append(ops, bidOp{Op: vec.Insert, ID: id, V: bidVal{Price: int64(e), Channel: "run"}})
+			}
+		}
+		writeBids(t, mem, st, ops)
+		if err := st.Seal(ep(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Unsealed writes.
+	var ops []bidOp
+	for id := int64(rows - 100); id < rows+2000; id += 7 {
+		ops = append(ops, bidOp{Op: vec.Insert, ID: id, V: bidVal{Price: 99, Channel: "memtable"}})
+	}
+	writeBids(t, mem, st, ops)
+	view, err := node.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+	var l storage.Lookup
+	for batch := range 40 {
+		type row struct {
+			vn uint16
+			pk []byte
+		}
+		rs := make([]row, 1+rng.IntN(800))
+		for i := range rs {
+			rs[i].vn, rs[i].pk = place.place(rng.Int64N(rows + 2500))
+		}
+		if batch%2 == 0 {
+			slices.SortFunc(rs, func(a, b row) int {
+				return slices.Compare(storage.AppendKey(nil, 0, a.vn, a.pk), storage.AppendKey(nil, 0, b.vn, b.pk))
+			})
+		}
+		vns := make([]uint16, len(rs))
+		var pks vec.Bytes
+		pks.Reset()
+		var sel []int32
+		for i, r := range rs {
+			vns[i] = r.vn
+			pks.Append(r.pk)
+			if rng.IntN(8) > 0 {
+				sel = append(sel, int32(i))
+			}
+		}
+		if err := st.GetMany(view, vns, &pks, sel, &l); err != nil {
+			t.Fatal(err)
+		}
+		inSel := map[int32]bool{}
+		for _, i := range sel {
+			inSel[i] = true
+		}
+		found := 0
+		for i := range rs {
+			got, gok := l.Value(i)
+			want, wok, err := st.Get(view, vns[i], pks.At(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !inSel[int32(i)] {
+				want, wok = nil, false // rows not asked read as missing
+			}
+			if gok != wok || !slices.Equal(got, want) {
+				t.Fatalf("batch %d row %d (vnode %d, pk %x): GetMany %x/%v, Get %x/%v", batch, i, vns[i], pks.At(i), got, gok, want, wok)
+			}
+			if gok {
+				found++
+			}
+		}
+		if len(sel) > 20 && (found == 0 || found == len(sel)) {
+			t.Fatalf("batch %d: %d of %d rows found: the batch does not mix found and missing keys", batch, found, len(sel))
+		}
+	}
 }

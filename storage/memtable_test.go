@@ -155,8 +155,10 @@ func TestMemtableBefore(t *testing.T) {
 
 // TestMemtableSeal writes runs of ascending keys per vnode mixed with keys below each
 // vnode's largest, overwrites and deletes (the writes of a view backfilled under a busy
-// upstream), then seals: the run must be the last write of every key in key order,
-// and its spans each vnode's range of it. Seeded; a failure names its seed.
+// upstream), with readers' sorted copies taken now and then, then seals: the run must
+// be the last write of every key in key order, with what the key's first write knew
+// of its existence, and its spans each vnode's range of it. Seeded; a failure names
+// its seed.
 func TestMemtableSeal(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
@@ -175,9 +177,15 @@ func TestMemtableSeal(t *testing.T) {
 					pk = binary.BigEndian.AppendUint32(nil, uint32(rng.IntN(int(next[v]))))
 				}
 				key := AppendKey(nil, 9, v, pk)
-				e := entry{key: key, value: []byte{byte(w)}, del: rng.IntN(6) == 0}
-				mt.put(e.key, e.value, e.del)
+				e := entry{key: key, value: []byte{byte(w)}, del: rng.IntN(6) == 0, before: before(rng.IntN(3))}
+				mt.putKnown(e.key, e.value, e.del, e.before)
+				if old, ok := model[string(key)]; ok {
+					e.before = old.before // an overwrite keeps what the first write knew
+				}
 				model[string(key)] = e
+				if rng.IntN(40) == 0 { // a reader's sorted copy, which the seal may reuse
+					mt.sortedVnode(uint16(rng.IntN(vnodes) * 7))
+				}
 			}
 			r := mt.seal(9, epoch)
 			want := make([]entry, 0, len(model))
@@ -189,9 +197,9 @@ func TestMemtableSeal(t *testing.T) {
 				t.Fatalf("seed %d epoch %d: sealed %d entries, want %d", seed, epoch, len(r.entries), len(want))
 			}
 			for i, e := range r.entries {
-				if !bytes.Equal(e.key, want[i].key) || !bytes.Equal(e.value, want[i].value) || e.del != want[i].del {
-					t.Fatalf("seed %d epoch %d: entry %d is %x=%x/%v, want %x=%x/%v", seed, epoch, i,
-						e.key, e.value, e.del, want[i].key, want[i].value, want[i].del)
+				if !bytes.Equal(e.key, want[i].key) || !bytes.Equal(e.value, want[i].value) || e.del != want[i].del || e.before != want[i].before {
+					t.Fatalf("seed %d epoch %d: entry %d is %x=%x/%v/%d, want %x=%x/%v/%d", seed, epoch, i,
+						e.key, e.value, e.del, e.before, want[i].key, want[i].value, want[i].del, want[i].before)
 				}
 			}
 			at := 0
@@ -236,7 +244,7 @@ func BenchmarkSeal(b *testing.B) {
 				for v := range vnodes {
 					pk := uint32(2 * i)
 					if i > 0 && rng.IntN(100) < below {
-						pk = uint32(2*rng.IntN(i) + 1) // odd: below the largest, new
+						pk = uint32(2*rng.IntN(i) + 1) // odd: below the largest (new, or an earlier one again)
 					}
 					ws = append(ws, write{AppendKey(nil, 9, uint16(v), binary.BigEndian.AppendUint32(nil, pk))})
 				}

@@ -225,9 +225,10 @@ func (mt *memtable) len() int { return len(mt.items) }
 
 // seal sorts the memtable into a run and leaves the memtable empty. Keys sort by
 // vnode first, so the run is each vnode's items in vnode order, each vnode sorted on
-// its own: a vnode whose keys were written in ascending order (a snapshot read, a
-// sequential load) costs one pass to check, not a sort, however the writes of
-// different vnodes interleave.
+// its own, however the writes of different vnodes interleave: a vnode whose keys were
+// written in ascending order (a snapshot read, a sequential load) costs a copy, and
+// only the keys written below their vnode's largest are sorted, then merged in
+// (appendSorted).
 func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	size := mt.bytes
 	vns := make([]uint16, 0, len(mt.vnodes))

@@ -59,8 +59,10 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *block.CompressionProfile { return prof }
-		// A checkpoint probes every key it writes (for the row counts), and most
-		// are new: bloom filters answer those Gets without reading blocks.
+		// GetMany and the checkpoint's existence probe (for the row counts of
+		// writes that do not know it) read missing keys, mostly new ones, with
+		// prefix seeks on iterators that use every level's filters (L6's too): the
+		// filters answer them without reading blocks.
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	return po, nil
