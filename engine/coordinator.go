@@ -93,6 +93,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	// Collect from every actor.
 	slow := time.NewTicker(10 * time.Second)
 	defer slow.Stop()
+	dumped := false
 	for got < expected {
 		select {
 		case r := <-g.reports:
@@ -101,13 +102,22 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			}
 		case <-slow.C:
 			var missing []string
+			var ids []executors.ActorID
+			now := time.Now()
 			for id, a := range g.actors {
 				if !reported[id] {
-					missing = append(missing, fmt.Sprintf("%d (%s fragment %d)", id, a.frag.obj.Name, a.frag.id))
+					missing = append(missing, fmt.Sprintf("%d (%s fragment %d: %s)", id, a.frag.obj.Name, a.frag.id, a.status.describe(now)))
+					ids = append(ids, id)
 				}
 			}
 			slices.Sort(missing)
 			e.log.Warn("barrier not collected yet", "epoch", b.Curr, "waited", time.Since(started).Round(time.Second), "missing", missing)
+			if !dumped {
+				// Once per barrier: the stacks of the actors it waits for, to show
+				// where each one is held.
+				dumped = true
+				e.log.Warn("stacks of the actors a barrier waits for", "epoch", b.Curr, "stacks", actorStacks(ids))
+			}
 		case <-ctx.Done():
 			return nil, e.abandon(ctx, fmt.Errorf("barrier %d: collect: %w", b.Curr, ctx.Err()))
 		}

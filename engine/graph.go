@@ -89,6 +89,8 @@ type actor struct {
 	done   chan struct{}
 	// backfill is the view actor's backfill executor (for its progress).
 	backfill *executors.ArrangementBackfill
+	// status is what the actor is doing (for the warning about a stalled barrier).
+	status actorStatus
 }
 
 // report is what an actor tells the coordinator: it passed barrier epoch on, or failed.
@@ -538,7 +540,8 @@ func (g *graph) start(actors []*actor) {
 func (g *graph) run(a *actor) {
 	defer g.wg.Done()
 	defer close(a.done)
-	err := a.loop(g)
+	var err error
+	withActorLabels(g.ctx, a, func(context.Context) { err = a.loop(g) })
 	a.exec.Close()
 	for _, d := range a.disp {
 		d.Close()
@@ -557,6 +560,7 @@ func (g *graph) run(a *actor) {
 func (a *actor) loop(g *graph) error {
 	ctx := g.ctx
 	for {
+		a.status.enter(stepExecutor)
 		m, err := a.exec.Next(ctx)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -569,6 +573,7 @@ func (a *actor) loop(g *graph) error {
 				m.Release()
 				continue
 			}
+			a.status.enter(stepDispatch)
 			for i, d := range a.disp {
 				if i < len(a.disp)-1 && m.Chunk != nil {
 					m.Chunk.Retain()
@@ -597,11 +602,13 @@ func (a *actor) loop(g *graph) error {
 				a.disp = append(a.disp, d)
 			}
 		}
+		a.status.enter(stepDispatch)
 		for _, d := range a.disp {
 			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
 				return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
 			}
 		}
+		a.status.passed.Store(uint64(b.Curr))
 		kept := a.disp[:0]
 		for _, d := range a.disp {
 			if len(d.Outputs()) > 0 {
@@ -611,6 +618,7 @@ func (a *actor) loop(g *graph) error {
 			}
 		}
 		a.disp = kept
+		a.status.enter(stepReport)
 		select {
 		case g.reports <- report{actor: a.id, epoch: b.Curr}:
 		case <-ctx.Done():
