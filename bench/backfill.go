@@ -91,8 +91,10 @@ type BackfillResult struct {
 	Efficiency       float64            `json:"efficiency"`
 	EfficiencyDetail BackfillEfficiency `json:"efficiency_detail"`
 
-	BusyFraction      float64 `json:"busy_fraction"`
-	BusyRate          float64 `json:"busy_rate,omitempty"` // rows/s, when set
+	// The busy writer's target: BusyFraction of each kind's idle rate, or BusyRate
+	// rows/s when that is set (the other is then left out).
+	BusyFraction      float64 `json:"busy_fraction,omitempty"`
+	BusyRate          float64 `json:"busy_rate,omitempty"`
 	BarrierIntervalMS float64 `json:"barrier_interval_ms"`
 	BackfillWorkers   int     `json:"backfill_workers"` // per arrangement actor
 	Nodes             int     `json:"nodes"`            // engine default
@@ -256,6 +258,9 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), Nodes: 2,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
+	}
+	if o.BusyRate > 0 {
+		res.BusyFraction = 0 // not used
 	}
 	b, err := newBackfillBench(ctx, o)
 	if err != nil {

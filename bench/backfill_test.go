@@ -142,8 +142,8 @@ func TestBackfillBenchBusyOnly(t *testing.T) {
 	if len(res.Modes) != 1 || res.Modes[0].Mode != "busy" {
 		t.Fatalf("modes %+v, want busy alone", res.Modes)
 	}
-	if res.BusyRate != 2_000 {
-		t.Errorf("busy_rate %v, want 2000", res.BusyRate)
+	if res.BusyRate != 2_000 || res.BusyFraction != 0 {
+		t.Errorf("busy_rate %v, busy_fraction %v: want 2000, and no fraction", res.BusyRate, res.BusyFraction)
 	}
 	for _, k := range []BackfillBuilds{res.Modes[0].Arrangement, res.Modes[0].NoShuffle} {
 		if k.InsertTargetPerSec != 2_000 || len(k.Seconds) != 1 || len(k.Inserted) != 1 {

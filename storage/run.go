@@ -73,6 +73,9 @@ type memtable struct {
 	// sortedVnode); at[i] is item i's position in its vnode's list.
 	vnodes map[uint16]*vnodeItems
 	at     []int
+	// scratch holds a vnode's keys written below its largest while a seal sorts them
+	// (empty between seals).
+	scratch []entry
 }
 
 // vnodeItems are the items of one vnode: their indexes in insertion order, and a sorted
@@ -286,9 +289,9 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 		items = append(items, mt.items[i])
 	}
 	asc := len(items) - from
-	o := make([]entry, len(vi.below))
-	for k, p := range vi.below {
-		o[k] = mt.items[vi.idx[p]]
+	o := mt.scratch[:0]
+	for _, p := range vi.below {
+		o = append(o, mt.items[vi.idx[p]])
 	}
 	slices.SortFunc(o, entryLess)
 	items = append(items, o...)
@@ -300,6 +303,8 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 			items[w], j = o[j], j-1
 		}
 	}
+	clear(o) // kept for the next vnode and seal, holding no key or value
+	mt.scratch = o[:0]
 	return items
 }
 
