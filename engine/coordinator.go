@@ -102,19 +102,27 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			}
 		case <-slow.C:
 			var missing []string
-			var ids []executors.ActorID
+			var ids, waiting []executors.ActorID // waiting: blocked downstream
 			now := time.Now()
 			for id, a := range g.actors {
 				if !reported[id] {
 					missing = append(missing, fmt.Sprintf("%d (%s fragment %d: %s)", id, a.frag.obj.Name, a.frag.id, a.status.describe(now)))
-					ids = append(ids, id)
+					if a.status.step.Load()&(1<<stepBits-1) == int64(stepDispatch) {
+						waiting = append(waiting, id)
+					} else {
+						ids = append(ids, id)
+					}
 				}
+			}
+			if len(ids) == 0 {
+				ids = waiting // every one is blocked downstream: show them all
 			}
 			slices.Sort(missing)
 			e.log.Warn("barrier not collected yet", "epoch", b.Curr, "waited", time.Since(started).Round(time.Second), "missing", missing)
 			if !dumped {
 				// Once per barrier: the stacks of the actors it waits for, to show
-				// where each one is held.
+				// where each one is held (those blocked passing messages downstream
+				// only if no other is missing: they wait for the others).
 				dumped = true
 				e.log.Warn("stacks of the actors a barrier waits for", "epoch", b.Curr, "stacks", actorStacks(ids))
 			}

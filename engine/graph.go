@@ -540,18 +540,21 @@ func (g *graph) start(actors []*actor) {
 func (g *graph) run(a *actor) {
 	defer g.wg.Done()
 	defer close(a.done)
-	var err error
-	withActorLabels(g.ctx, a, func(context.Context) { err = a.loop(g) })
-	a.exec.Close()
-	for _, d := range a.disp {
-		d.Close()
-	}
-	if err != nil && g.ctx.Err() == nil {
-		select {
-		case g.reports <- report{actor: a.id, err: err}:
-		case <-g.ctx.Done():
+	withActorLabels(g.ctx, a, func(context.Context) {
+		err := a.loop(g)
+		a.status.enter(stepClosing)
+		a.exec.Close()
+		for _, d := range a.disp {
+			d.Close()
 		}
-	}
+		if err != nil && g.ctx.Err() == nil {
+			a.status.enter(stepReport)
+			select {
+			case g.reports <- report{actor: a.id, err: err}:
+			case <-g.ctx.Done():
+			}
+		}
+	})
 }
 
 // loop drives a's chain: chunks and watermarks go to every dispatcher, barriers too

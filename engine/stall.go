@@ -19,36 +19,43 @@ const (
 	stepStarting int32 = iota
 	stepExecutor       // in its executor's Next: waiting for input, or computing
 	stepDispatch       // passing a message to its dispatchers (blocked: downstream is full)
-	stepReport         // reporting a barrier to the coordinator
+	stepReport         // reporting a barrier (or its failure) to the coordinator
+	stepClosing        // closing its executor and dispatchers
 )
 
-var stepNames = [...]string{"starting", "in its executor", "dispatching downstream", "reporting a barrier"}
+var stepNames = [...]string{"starting", "in its executor", "dispatching downstream", "reporting to the coordinator", "closing"}
 
-// actorStatus is an actor's step, since when, and the last barrier it passed on.
+// actorStatus is an actor's step and since when (one word: the unix milliseconds
+// shifted left by stepBits, or'ed with the step, so that a reader never pairs a step
+// with another step's time), and the last barrier it passed on.
 type actorStatus struct {
-	step   atomic.Int32
-	since  atomic.Int64 // unix nanoseconds
+	step   atomic.Int64
 	passed atomic.Uint64
 }
+
+const stepBits = 3
 
 // enter records that the actor entered step s, and when, if it was in another step: a
 // clock read per change of step (two per chunk an actor passes on).
 func (st *actorStatus) enter(s int32) {
-	if st.step.Load() != s {
-		st.step.Store(s)
-		st.since.Store(time.Now().UnixNano())
+	if int32(st.step.Load()&(1<<stepBits-1)) != s || st.step.Load() == 0 {
+		st.step.Store(time.Now().UnixMilli()<<stepBits | int64(s))
 	}
 }
 
 // describe is the status for a log line, such as "in its executor for 10s, last
 // barrier passed 42".
 func (st *actorStatus) describe(now time.Time) string {
-	s := st.step.Load()
+	v := st.step.Load()
+	if v == 0 {
+		return "not started"
+	}
+	s := int(v & (1<<stepBits - 1))
 	name := "unknown"
-	if int(s) < len(stepNames) {
+	if s < len(stepNames) {
 		name = stepNames[s]
 	}
-	d := now.Sub(time.Unix(0, st.since.Load())).Round(time.Millisecond)
+	d := now.Sub(time.UnixMilli(v >> stepBits)).Round(time.Millisecond)
 	if p := st.passed.Load(); p != 0 {
 		return fmt.Sprintf("%s for %s, last barrier passed %d", name, d, p)
 	}
@@ -67,15 +74,23 @@ func withActorLabels(ctx context.Context, a *actor, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels(actorLabel, strconv.Itoa(int(a.id)), "weir_object", a.frag.obj.Name), f)
 }
 
+// maxStacks caps the stacks logged for a barrier not collected (a large graph held
+// up by one actor has every actor upstream of it waiting too).
+const maxStacks = 32 << 10
+
 // actorStacks returns the stacks of the goroutines labelled with one of the actors
-// ids (pprof's goroutine profile, grouped by identical stacks and labels), or "" when
-// there are none.
+// ids (pprof's goroutine profile, grouped by identical stacks and labels), at most
+// maxStacks bytes of them, or "" when there are none.
 func actorStacks(ids []executors.ActorID) string {
 	var buf bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
 		return ""
 	}
-	return filterStacks(buf.String(), ids)
+	out := filterStacks(buf.String(), ids)
+	if len(out) > maxStacks {
+		out = out[:maxStacks] + "\n... (cut at " + strconv.Itoa(maxStacks) + " bytes)"
+	}
+	return out
 }
 
 // filterStacks keeps the groups of a debug=1 goroutine profile whose labels name one

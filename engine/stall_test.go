@@ -38,7 +38,8 @@ func TestActorStallReport(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ex := &blockingExec{entered: make(chan struct{})}
-	a := &actor{id: 41, frag: &fragment{obj: &object{Name: "stalled_view"}}, exec: ex}
+	const id = 904_041 // no other test's actor has it
+	a := &actor{id: id, frag: &fragment{obj: &object{Name: "stalled_view"}}, exec: ex}
 	g := &graph{ctx: ctx, reports: make(chan report, 1)}
 	done := make(chan error, 1)
 	go func() {
@@ -47,21 +48,21 @@ func TestActorStallReport(t *testing.T) {
 		done <- err
 	}()
 	<-ex.entered
-	if r := <-g.reports; r.actor != 41 || r.epoch != 5 {
-		t.Fatalf("report %+v, want actor 41 passing barrier 5", r)
+	if r := <-g.reports; r.actor != id || r.epoch != 5 {
+		t.Fatalf("report %+v, want actor %d passing barrier 5", r, id)
 	}
 	got := a.status.describe(time.Now().Add(time.Second))
 	if !strings.HasPrefix(got, "in its executor for ") || !strings.HasSuffix(got, "last barrier passed 5") {
 		t.Errorf("status %q, want in its executor, last barrier passed 5", got)
 	}
-	stacks := actorStacks([]executors.ActorID{41})
-	for _, want := range []string{`"weir_actor":"41"`, `"weir_object":"stalled_view"`, "blockingExec).Next"} {
+	stacks := actorStacks([]executors.ActorID{id})
+	for _, want := range []string{`"weir_actor":"904041"`, `"weir_object":"stalled_view"`, "blockingExec).Next"} {
 		if !strings.Contains(stacks, want) {
-			t.Errorf("stacks of actor 41 lack %q:\n%s", want, stacks)
+			t.Errorf("stacks of actor %d lack %q:\n%s", id, want, stacks)
 		}
 	}
-	if other := actorStacks([]executors.ActorID{4}); other != "" {
-		t.Errorf("stacks of actor 4 (no such actor):\n%s", other)
+	if other := actorStacks([]executors.ActorID{90404}); other != "" {
+		t.Errorf("stacks of actor 90404 (no such actor):\n%s", other)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -72,14 +73,48 @@ func TestActorStallReport(t *testing.T) {
 // describe names each step, and a fresh status has passed no barrier.
 func TestActorStatusDescribe(t *testing.T) {
 	var st actorStatus
+	if got := st.describe(time.Now()); got != "not started" {
+		t.Errorf("describe %q, want not started", got)
+	}
+	t0 := time.Now()
 	st.enter(stepDispatch)
-	now := time.Unix(0, st.since.Load()).Add(1500 * time.Millisecond)
-	if got, want := st.describe(now), "dispatching downstream for 1.5s, no barrier passed yet"; got != want {
-		t.Errorf("describe %q, want %q", got, want)
+	// The time is kept in milliseconds: an hour later reads 1h0m0s to 1h0m0.001s.
+	if got := st.describe(t0.Add(time.Hour)); !strings.HasPrefix(got, "dispatching downstream for 1h0m0") || !strings.HasSuffix(got, "s, no barrier passed yet") {
+		t.Errorf("describe %q, want dispatching downstream for 1h, no barrier passed yet", got)
 	}
 	st.passed.Store(9)
 	st.enter(stepReport)
-	if got := st.describe(time.Unix(0, st.since.Load())); got != "reporting a barrier for 0s, last barrier passed 9" {
+	if got := st.describe(time.Now()); !strings.HasPrefix(got, "reporting to the coordinator for ") || !strings.HasSuffix(got, ", last barrier passed 9") {
 		t.Errorf("describe %q", got)
+	}
+}
+
+// filterStacks keeps the groups whose labels name one of the actors, by the whole id:
+// actor 4 does not select actor 41's group.
+func TestFilterStacks(t *testing.T) {
+	profile := "goroutine profile: total 3\n" +
+		"1 @ 0x1 0x2\n# labels: {\"weir_actor\":\"41\", \"weir_object\":\"v\"}\n#\t0x1\tmain.a+0x1\tf.go:1\n\n" +
+		"1 @ 0x3\n# labels: {\"weir_actor\":\"4\", \"weir_object\":\"w\"}\n#\t0x3\tmain.b+0x1\tf.go:2\n\n" +
+		"1 @ 0x5\n#\t0x5\tmain.c+0x1\tf.go:3\n"
+	for _, tc := range []struct {
+		ids       []executors.ActorID
+		want, not []string
+	}{
+		{[]executors.ActorID{4}, []string{"main.b"}, []string{"main.a", "main.c"}},
+		{[]executors.ActorID{41}, []string{"main.a"}, []string{"main.b", "main.c"}},
+		{[]executors.ActorID{4, 41}, []string{"main.a", "main.b"}, []string{"main.c"}},
+		{[]executors.ActorID{1}, nil, []string{"main.a", "main.b", "main.c"}},
+	} {
+		got := filterStacks(profile, tc.ids)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("actors %v: %q lacks %s", tc.ids, got, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("actors %v: %q has %s", tc.ids, got, n)
+			}
+		}
 	}
 }

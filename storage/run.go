@@ -304,7 +304,11 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 		}
 	}
 	clear(o) // kept for the next vnode and seal, holding no key or value
-	mt.scratch = o[:0]
+	if cap(o) <= maxMemtableHint {
+		mt.scratch = o[:0]
+	} else {
+		mt.scratch = nil // not a large epoch's slice for good
+	}
 	return items
 }
 
