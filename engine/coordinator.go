@@ -107,7 +107,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			for id, a := range g.actors {
 				if !reported[id] {
 					missing = append(missing, fmt.Sprintf("%d (%s fragment %d: %s)", id, a.frag.obj.Name, a.frag.id, a.status.describe(now)))
-					if a.status.step.Load()&(1<<stepBits-1) == int64(stepDispatch) {
+					if a.status.current() == stepDispatch {
 						waiting = append(waiting, id)
 					} else {
 						ids = append(ids, id)

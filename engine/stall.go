@@ -16,14 +16,13 @@ import (
 // What an actor is doing, for the coordinator's warning about a barrier it has not
 // collected: the actor's loop records each step it enters, and when.
 const (
-	stepStarting int32 = iota
-	stepExecutor       // in its executor's Next: waiting for input, or computing
-	stepDispatch       // passing a message to its dispatchers (blocked: downstream is full)
-	stepReport         // reporting a barrier (or its failure) to the coordinator
-	stepClosing        // closing its executor and dispatchers
+	stepExecutor int32 = iota // in its executor's Next: waiting for input, or computing
+	stepDispatch              // passing a message to its dispatchers (blocked: downstream is full)
+	stepReport                // reporting a barrier (or its failure) to the coordinator
+	stepClosing               // closing its executor and dispatchers
 )
 
-var stepNames = [...]string{"starting", "in its executor", "dispatching downstream", "reporting to the coordinator", "closing"}
+var stepNames = [...]string{"in its executor", "dispatching downstream", "reporting to the coordinator", "closing"}
 
 // actorStatus is an actor's step and since when (one word: the unix milliseconds
 // shifted left by stepBits, or'ed with the step, so that a reader never pairs a step
@@ -38,10 +37,13 @@ const stepBits = 3
 // enter records that the actor entered step s, and when, if it was in another step: a
 // clock read per change of step (two per chunk an actor passes on).
 func (st *actorStatus) enter(s int32) {
-	if int32(st.step.Load()&(1<<stepBits-1)) != s || st.step.Load() == 0 {
+	if v := st.step.Load(); v == 0 || st.current() != s {
 		st.step.Store(time.Now().UnixMilli()<<stepBits | int64(s))
 	}
 }
+
+// current is the step the actor is in (stepExecutor before it starts).
+func (st *actorStatus) current() int32 { return int32(st.step.Load() & (1<<stepBits - 1)) }
 
 // describe is the status for a log line, such as "in its executor for 10s, last
 // barrier passed 42".
@@ -50,9 +52,8 @@ func (st *actorStatus) describe(now time.Time) string {
 	if v == 0 {
 		return "not started"
 	}
-	s := int(v & (1<<stepBits - 1))
 	name := "unknown"
-	if s < len(stepNames) {
+	if s := int(v & (1<<stepBits - 1)); s < len(stepNames) {
 		name = stepNames[s]
 	}
 	d := now.Sub(time.UnixMilli(v >> stepBits)).Round(time.Millisecond)
