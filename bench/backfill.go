@@ -115,7 +115,9 @@ type BackfillModeResult struct {
 	ArrangementSeconds float64 `json:"arrangement_seconds"`
 	NoShuffleSeconds   float64 `json:"noshuffle_seconds"`
 	// Ratio is ArrangementSeconds ÷ NoShuffleSeconds.
-	Ratio       float64        `json:"ratio"`
+	Ratio float64 `json:"ratio"`
+	// RatioStats is the ratios of the builds paired by rep (nil with no build).
+	RatioStats  *RatioStats    `json:"ratio_stats,omitempty"`
 	Arrangement BackfillBuilds `json:"arrangement"`
 	NoShuffle   BackfillBuilds `json:"noshuffle"`
 }
@@ -339,6 +341,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		a, n := m.builds[engine.ArrangementBackfill], m.builds[engine.NoShuffleBackfill]
 		mr := BackfillModeResult{Mode: m.name, ArrangementSeconds: median(a.Seconds), NoShuffleSeconds: median(n.Seconds), Arrangement: *a, NoShuffle: *n}
 		mr.Ratio = mr.ArrangementSeconds / mr.NoShuffleSeconds
+		mr.RatioStats = pairedRatios(a.Seconds, n.Seconds)
 		res.Modes = append(res.Modes, mr)
 	}
 	return res, nil

@@ -86,6 +86,9 @@ type NexmarkResult struct {
 	// builds above are the medians).
 	ArrangementRepSeconds []float64 `json:"arrangement_rep_seconds,omitempty"`
 	NoShuffleRepSeconds   []float64 `json:"noshuffle_rep_seconds,omitempty"`
+	// RatioStats is the ratios of the builds paired by rep (nil without no-shuffle
+	// builds).
+	RatioStats *RatioStats `json:"ratio_stats,omitempty"`
 }
 
 // RunNexmarkBench loads Events generated events into the tables person, auction and
@@ -302,6 +305,7 @@ func (r *NexmarkResult) repeat(reps int, build func(engine.BackfillKind) (Nexmar
 			r.NoShuffleRepSeconds = secs
 		}
 	}
+	r.RatioStats = pairedRatios(r.ArrangementRepSeconds, r.NoShuffleRepSeconds)
 	return nil
 }
 

@@ -37,6 +37,11 @@ func TestRunNexmarkBench(t *testing.T) {
 		if got, want := *r.Ratio, r.ArrangementSeconds/(*r.NoShuffleSeconds); got != want {
 			t.Errorf("%s %s: ratio %v, want %v", r.Query, r.Upstream, got, want)
 		}
+		// Each rep's two builds make a pair.
+		if st := r.RatioStats; st == nil || len(st.Pairs) != 2 || st.CI95 == nil ||
+			st.Pairs[1] != r.ArrangementRepSeconds[1]/r.NoShuffleRepSeconds[1] {
+			t.Errorf("%s %s: ratio stats %+v for reps %v / %v", r.Query, r.Upstream, st, r.ArrangementRepSeconds, r.NoShuffleRepSeconds)
+		}
 	}
 }
 

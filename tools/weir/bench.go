@@ -192,9 +192,9 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "rows\t%d bid rows, parallelism %d, %d rep(s), GOMAXPROCS %d\n", r.Rows, r.Parallelism, r.Reps, r.GOMAXPROCS)
-	fmt.Fprintf(tw, "mode\tarrangement s\tno-shuffle s\tratio\n")
+	fmt.Fprintf(tw, "mode\tarrangement s\tno-shuffle s\tratio\tpaired ratios: geomean [95%% CI]\n")
 	for _, m := range r.Modes {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.3f\n", m.Mode, m.ArrangementSeconds, m.NoShuffleSeconds, m.Ratio)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.3f\t%s\n", m.Mode, m.ArrangementSeconds, m.NoShuffleSeconds, m.Ratio, pairedText(m.RatioStats))
 	}
 	for _, m := range r.Modes {
 		if m.Mode != "busy" {
@@ -217,4 +217,15 @@ func ints(xs []int64) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// pairedText is the geometric mean of paired build ratios and its 95% interval.
+func pairedText(s *bench.RatioStats) string {
+	switch {
+	case s == nil:
+		return "-"
+	case s.CI95 == nil:
+		return fmt.Sprintf("%.3f (one pair)", s.GeoMean)
+	}
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", s.GeoMean, s.CI95[0], s.CI95[1])
 }

@@ -91,7 +91,7 @@ func printNexmark(w io.Writer, res []bench.NexmarkResult, asJSON bool) error {
 		return json.NewEncoder(w).Encode(res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "query\tupstream\tarrangement s\tno-shuffle s\tratio\tverified\tsnapshot rows/s\tupstream rows/s\tpeak heap MB\tpeers s\n")
+	fmt.Fprintf(tw, "query\tupstream\tarrangement s\tno-shuffle s\tratio\tpaired ratios: geomean [95%% CI]\tverified\tsnapshot rows/s\tupstream rows/s\tpeak heap MB\tpeers s\n")
 	for _, r := range res {
 		ns, ratio := "-", "-"
 		if r.NoShuffleSeconds != nil {
@@ -101,7 +101,7 @@ func printNexmark(w io.Writer, res []bench.NexmarkResult, asJSON bool) error {
 		for name, s := range r.PeerSeconds {
 			ps = append(ps, fmt.Sprintf("%s %.2f", name, s))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%v\t%.0f\t%.0f\t%.1f\t%s\n", r.Query, r.Upstream, r.ArrangementSeconds, ns, ratio, r.Verified,
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%s\t%v\t%.0f\t%.0f\t%.1f\t%s\n", r.Query, r.Upstream, r.ArrangementSeconds, ns, ratio, pairedText(r.RatioStats), r.Verified,
 			r.Arrangement.SnapshotRowsPerSec, r.Arrangement.UpstreamRowsPerSec, r.Arrangement.PeakHeapMB, strings.Join(ps, ", "))
 	}
 	return tw.Flush()

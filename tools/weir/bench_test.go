@@ -62,7 +62,7 @@ func TestBenchBackfillJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	root.SetArgs([]string{"bench", "backfill", "--rows", "5000", "--parallelism", "2", "--barrier-interval", "20ms", "--dir", t.TempDir(), "--json"})
+	root.SetArgs([]string{"bench", "backfill", "--rows", "5000", "--parallelism", "2", "--barrier-interval", "20ms", "--reps", "2", "--dir", t.TempDir(), "--json"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,17 @@ func TestBenchBackfillJSON(t *testing.T) {
 			Arrangement *float64 `json:"arrangement_seconds"`
 			NoShuffle   *float64 `json:"noshuffle_seconds"`
 			Ratio       *float64 `json:"ratio"`
+			Arr         struct {
+				Seconds []float64 `json:"seconds"`
+			} `json:"arrangement"`
+			NS struct {
+				Seconds []float64 `json:"seconds"`
+			} `json:"noshuffle"`
+			Stats *struct {
+				Pairs   []float64   `json:"pair_ratios"`
+				GeoMean float64     `json:"geomean"`
+				CI95    *[2]float64 `json:"ci95"`
+			} `json:"ratio_stats"`
 		} `json:"modes"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
@@ -87,6 +98,21 @@ func TestBenchBackfillJSON(t *testing.T) {
 		m := got.Modes[i]
 		if m.Mode != want || m.Arrangement == nil || m.NoShuffle == nil || m.Ratio == nil || !(*m.Ratio > 0) {
 			t.Errorf("mode %d in %s", i, out.String())
+			continue
+		}
+		// Two reps: each rep's builds make a pair, and the pairs an interval.
+		st := m.Stats
+		if st == nil || len(st.Pairs) != 2 || len(m.Arr.Seconds) != 2 || len(m.NS.Seconds) != 2 || st.CI95 == nil {
+			t.Errorf("mode %s: ratio_stats in %s", want, out.String())
+			continue
+		}
+		for j, r := range st.Pairs {
+			if w := m.Arr.Seconds[j] / m.NS.Seconds[j]; r != w {
+				t.Errorf("mode %s: pair %d ratio %v, want %v", want, j, r, w)
+			}
+		}
+		if !(st.CI95[0] <= st.GeoMean && st.GeoMean <= st.CI95[1]) {
+			t.Errorf("mode %s: geomean %v outside %v", want, st.GeoMean, *st.CI95)
 		}
 	}
 	if n := strings.Count(strings.TrimSpace(out.String()), "\n"); n != 0 {
@@ -105,7 +131,7 @@ func TestBenchBackfillText(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"idle", "busy", "ratio", "efficiency"} {
+	for _, s := range []string{"idle", "busy", "ratio", "efficiency", "(one pair)"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in output:\n%s", s, out.String())
 		}
