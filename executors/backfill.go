@@ -89,6 +89,10 @@ type BackfillStats struct {
 	// ReadsKept counts the barriers the snapshot read went on across (an epoch with no
 	// upstream change) instead of being stopped and reopened.
 	ReadsKept int64
+	// ReadyTaken counts the snapshot batches the read had ready when a barrier came,
+	// taken before the barrier (their rows belong to the epoch) rather than dropped
+	// with the read and read again in the next epoch.
+	ReadyTaken int64
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than
 	// replicating the change stream.
@@ -106,9 +110,10 @@ type BackfillStats struct {
 //     until the committed epoch reaches its Prev and loads the owned vnodes' progress;
 //   - upstream chunks are buffered until the barrier while backfilling, forwarded
 //     (projected) afterwards;
-//   - a barrier flushes, marks and forwards the buffer, replicates it, seals, persists
-//     progress, applies Pause/Resume/Throttle (and Add's pause on bootstrap), then is
-//     passed on; a new snapshot read starts for the next epoch unless paused;
+//   - a barrier takes the batches the read has ready, flushes, marks and forwards the
+//     buffer, replicates it, seals, persists progress, applies Pause/Resume/Throttle
+//     (and Add's pause on bootstrap), then is passed on; a new snapshot read starts
+//     for the next epoch unless paused;
 //   - watermarks pass through.
 //
 // Fairness: the upstream has priority, but the executor never takes two upstream
@@ -152,6 +157,7 @@ type ArrangementBackfill struct {
 	nBatches, nUpstream int64 // while backfilling
 	forwarded           int64 // upstream rows emitted
 	nKept               int64 // barriers the snapshot read went on across
+	nReady              int64 // snapshot batches taken at barriers (takeReady)
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -409,6 +415,32 @@ func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
 	return nil
 }
 
+// takeReady takes the snapshot batches the open read has ready now: those in its
+// channel and those its workers wait to send (a receive from a full channel takes in
+// a waiting sender's batch), at most twice the channel's capacity (which is the
+// read's worker count), so that workers filling new batches meanwhile cannot hold
+// the barrier up.
+func (b *ArrangementBackfill) takeReady() error {
+	if b.snap == nil || b.snapDone {
+		return nil
+	}
+	batches := b.snap.Batches()
+	for range 2 * cap(batches) {
+		select {
+		case sb, ok := <-batches:
+			if ok {
+				b.nReady++
+			}
+			if err := b.onBatch(sb, ok); err != nil || !ok {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
 func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
 	b.lastUpstream = true
 	if b.core.Phase() == backfilling {
@@ -451,7 +483,14 @@ func (b *ArrangementBackfill) emit(chunks []*vec.Chunk) {
 // onBarrier runs step 4 of DESIGN.md §6.
 func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error {
 	name := b.cfg.Upstream.Name
-	// Flush: stop the read; what was received is emitted, the rest dropped. The read
+	// Flush: the batches the read has ready are this epoch's rows (read from its
+	// snapshot): they are taken before the barrier, advancing their vnodes' positions
+	// before the buffer is marked, instead of being dropped and read again by the next
+	// epoch's read.
+	if err := b.takeReady(); err != nil {
+		return err
+	}
+	// Then stop the read; a batch still being filled is dropped. The read
 	// goes on into the next epoch instead when this epoch brought no upstream change
 	// (so the read's view still holds every row of the owned vnodes above their
 	// positions, as a new read would), it gave rows (so no "at least one row" read
@@ -558,7 +597,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, Local: b.cfg.readsNode()}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadyTaken: b.nReady, Local: b.cfg.readsNode()}
 	b.mu.Unlock()
 }
 
