@@ -340,14 +340,7 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 		}
 		cfg := n.agg
 		cfg.State, cfg.Node, cfg.Mem = sts[0], e.nodes[a.node], e.mem
-		cfg.MultiSets = make([]*storage.StateTable, len(cfg.Aggs))
-		next := 1
-		for k, call := range cfg.Aggs {
-			if call.Kind == executors.AggMin || call.Kind == executors.AggMax || call.Kind == executors.AggCountDistinct {
-				cfg.MultiSets[k] = sts[next]
-				next++
-			}
-		}
+		cfg.MultiSets = sts[1:] // the planner's multiset tables, one per slot
 		in := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
 		h, err := executors.NewHashAgg(in, cfg)
 		if err != nil {

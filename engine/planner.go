@@ -107,7 +107,8 @@ type pnode struct {
 	agg    executors.HashAggConfig  // aggregate nodes: GroupBy and Aggs over the input
 	join   executors.HashJoinConfig // join nodes: keys, pks and residual
 	// states are the schemas of the node's state tables (aggregate: the group table,
-	// then one multiset table per min, max or count(DISTINCT); join: left, right).
+	// then one multiset table per input column of a min, max or count(DISTINCT), in
+	// HashAggMultisetSlots's order; join: left, right).
 	states []*schema.Table
 	stages []stage
 	// schema is the node's output after its stages, pk its output columns that
@@ -440,14 +441,16 @@ func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
 		return nil, err
 	}
 	n.states = append(n.states, st)
-	for i, a := range cfg.Aggs {
-		if a.Kind == executors.AggMin || a.Kind == executors.AggMax || a.Kind == executors.AggCountDistinct {
-			mt, err := executors.HashAggMultisetTable(fmt.Sprintf("%s_agg%d_%d", l.name, len(l.nodes), i), in.schema, cfg, i)
-			if err != nil {
-				return nil, err
-			}
-			n.states = append(n.states, mt)
+	slots, err := executors.HashAggMultisetSlots(in.schema, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for sl := range slots {
+		mt, err := executors.HashAggMultisetTable(fmt.Sprintf("%s_agg%d_ms%d", l.name, len(l.nodes), sl), in.schema, cfg, sl)
+		if err != nil {
+			return nil, err
 		}
+		n.states = append(n.states, mt) // after the group table: HashAggConfig.MultiSets
 	}
 	for i := range cfg.GroupBy {
 		n.pk = append(n.pk, i)

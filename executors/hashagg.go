@@ -71,8 +71,9 @@ type HashAggConfig struct {
 	VnodeCount int
 	// State is the group table: a state table over HashAggStateTable's schema.
 	State *storage.StateTable
-	// MultiSets has one entry per aggregate: for min, max and count(DISTINCT) a state
-	// table over HashAggMultisetTable's schema for that aggregate, nil for the others.
+	// MultiSets has one state table per multiset (HashAggMultisetSlots, in its order),
+	// each over HashAggMultisetTable's schema for its slot; none when no aggregate is
+	// a min, max or count(DISTINCT).
 	MultiSets []*storage.StateTable
 	Node      *storage.Node
 	Mem       memory.Allocator
@@ -191,7 +192,8 @@ func hashAggKeyColumns(in *arrow.Schema, cfg HashAggConfig) ([]schema.Column, []
 // g0, g1, ... (the pk and distribution key, all nullable), rows (count(*) of the group,
 // int64), then per aggregate i: count and count(*): a<i>_n (int64); sum and avg: a<i>_n
 // (non-NULL count, int64) and a<i>_sum (int64 for integer input, float64 for float
-// input); min, max and count(DISTINCT): nothing (their state is their multiset table).
+// input); min, max and count(DISTINCT): nothing (their state is in their multiset's
+// table).
 func HashAggStateTable(name string, in *arrow.Schema, cfg HashAggConfig) (*schema.Table, error) {
 	if err := hashAggCheck(in, cfg); err != nil {
 		return nil, fmt.Errorf("hash agg %s: %w", name, err)
@@ -220,21 +222,61 @@ func HashAggStateTable(name string, in *arrow.Schema, cfg HashAggConfig) (*schem
 	return t, nil
 }
 
-// HashAggMultisetTable derives the schema of the multiset table of aggregate agg (a
-// min, max or count(DISTINCT)): the group keys g0, g1, ..., the value v (the input
-// type) and its count cnt (int64), with pk (group keys, v) and the group keys as the
-// distribution key, so that a group's multiset lives in its vnode.
-func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg int) (*schema.Table, error) {
+// HashAggMultisetSlots lists the multisets a HashAgg of in as cfg says keeps per
+// group: the min, max and count(DISTINCT) aggregates over one input column share one
+// (up to 64 of them), and each multiset has a table (HashAggMultisetTable, in this
+// order). An element lists the indexes of its aggregates, in cfg.Aggs's order.
+func HashAggMultisetSlots(in *arrow.Schema, cfg HashAggConfig) ([][]int, error) {
+	if err := hashAggCheck(in, cfg); err != nil {
+		return nil, fmt.Errorf("hash agg: %w", err)
+	}
+	slots := hashAggSlots(cfg)
+	out := make([][]int, len(slots))
+	for i, sl := range slots {
+		out[i] = slices.Clone(sl.aggs)
+	}
+	return out, nil
+}
+
+// hashAggSlots groups the multiset aggregates of cfg by input column, in order of
+// first appearance, at most 64 to a slot (a dirty mask is a uint64).
+func hashAggSlots(cfg HashAggConfig) []hgSlot {
+	var slots []hgSlot
+	for i, a := range cfg.Aggs {
+		if !a.Kind.multiset() {
+			continue
+		}
+		sl := slices.IndexFunc(slots, func(s hgSlot) bool { return s.col == a.Col && len(s.aggs) < 64 })
+		if sl < 0 {
+			sl = len(slots)
+			slots = append(slots, hgSlot{col: a.Col})
+		}
+		slots[sl].aggs = append(slots[sl].aggs, i)
+	}
+	return slots
+}
+
+// HashAggMultisetTable derives the schema of the table of multiset slot (an index
+// into HashAggMultisetSlots): the group keys g0, g1, ..., the value v (the input
+// column's type), then the value's count for each aggregate of the slot, c<agg>
+// (int64, agg its index in cfg.Aggs), with pk (group keys, v) and the group keys as
+// the distribution key, so that a group's multisets live in its vnode. A row exists
+// while one of its counts is above 0.
+func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, slot int) (*schema.Table, error) {
 	if err := hashAggCheck(in, cfg); err != nil {
 		return nil, fmt.Errorf("hash agg %s: %w", name, err)
 	}
-	if agg < 0 || agg >= len(cfg.Aggs) || !cfg.Aggs[agg].Kind.multiset() {
-		return nil, fmt.Errorf("hash agg %s: aggregate %d keeps no multiset", name, agg)
+	slots := hashAggSlots(cfg)
+	if slot < 0 || slot >= len(slots) {
+		return nil, fmt.Errorf("hash agg %s: multiset %d of %d (min, max and count(DISTINCT) keep one per input column)", name, slot, len(slots))
 	}
 	cols, pk, dist := hashAggKeyColumns(in, cfg)
-	typ, _ := hashAggTypeOf(in.Field(cfg.Aggs[agg].Col).Type)
+	typ, _ := hashAggTypeOf(in.Field(slots[slot].col).Type)
 	pk = append(pk, schema.KeyColumn{Column: len(cols)})
-	cols = append(cols, schema.Column{Name: "v", Type: typ}, schema.Column{Name: "cnt", Type: schema.Type{Kind: schema.Int64}})
+	cols = append(cols, schema.Column{Name: "v", Type: typ})
+	for _, a := range slots[slot].aggs {
+		cols = append(cols, schema.Column{Name: fmt.Sprintf("c%d", a), Type: schema.Type{Kind: schema.Int64}})
+	}
 	t := &schema.Table{Name: name, Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("hash agg %s: %w", name, err)
@@ -253,12 +295,13 @@ func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, agg 
 // Output chunks hold at most 1024 rows and never split a pair.
 //
 // State: the group table (HashAggStateTable) holds per group count(*) and the counts and
-// sums of count/sum/avg; every min, max and count(DISTINCT) has a multiset table
-// (HashAggMultisetTable) holding per (group, value) the number of rows with that value,
-// so that deleting the current min/max finds the next one and the distinct count stays
-// exact. In memory, a group keeps one multiset per input column, with a count per
-// aggregate over that column (count(DISTINCT bidder) under three FILTERs looks each
-// row's bidder up once, not three times). Groups are cached in memory (with their
+// sums of count/sum/avg. The min, max and count(DISTINCT) aggregates over one input
+// column share a multiset (HashAggMultisetSlots) and its table (HashAggMultisetTable),
+// which holds per (group, value) one row with each aggregate's count of rows with that
+// value, so that deleting the current min/max finds the next one and the distinct
+// count stays exact. In memory too a group keeps one multiset per input column
+// (count(DISTINCT bidder) under three FILTERs looks each row's bidder up once, not
+// three times, and writes one row when it changes, not three). Groups are cached in memory (with their
 // multisets) once read; the cache is not evicted. At each barrier the changed groups
 // and multiset entries are written to the state tables, which are sealed as epoch
 // Prev; after a restart the groups are read back from the committed state on first
@@ -278,7 +321,7 @@ type HashAgg struct {
 	st2    *schema.Table   // the group table
 	stLay  *vec.Layout     // its value layout
 	stK    vec.Kernels     // its kernels
-	msT    []*schema.Table // the multiset tables (nil entries for other aggregates)
+	msT    []*schema.Table // per slot, its multiset table
 	msLay  []*vec.Layout
 	msK    []vec.Kernels
 	keyT   *schema.Table // the group keys alone: their encoding and vnodes
@@ -323,8 +366,8 @@ type HashAgg struct {
 
 // hgSlot is the min, max and count(DISTINCT) aggregates over one input column (at
 // most 64): a group keeps one multiset of the column's values for all of them, so a
-// row looks its value up once, however many of them (with their FILTERs) count it.
-// Each aggregate keeps its own multiset table.
+// row looks its value up once, however many of them (with their FILTERs) count it,
+// and the slot's table keeps one row per value with a count per aggregate.
 type hgSlot struct {
 	col  int
 	aggs []int // aggregate indexes; the first's value kernels encode the column
@@ -340,7 +383,7 @@ type hgSet struct {
 type hgEntry struct {
 	key    string  // its key in the multiset map (kept, so that a min/max shares it)
 	cnt    []int64 // per aggregate of the slot
-	stored uint64  // bit j: aggregate j's multiset table holds the entry
+	stored bool    // the slot's multiset table holds the entry
 	dirty  uint64  // bit j: aggregate j's count changed since the last barrier
 }
 
@@ -403,13 +446,14 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 	if got := cfg.State.Table(); got.Fingerprint() != want.Fingerprint() {
 		return nil, fmt.Errorf("hash agg: state table %s does not have HashAggStateTable's shape", got.Name)
 	}
-	if len(cfg.MultiSets) != len(cfg.Aggs) {
-		return nil, fmt.Errorf("hash agg %s: %d multiset tables for %d aggregates", want.Name, len(cfg.MultiSets), len(cfg.Aggs))
+	slots := hashAggSlots(cfg)
+	if len(cfg.MultiSets) != len(slots) {
+		return nil, fmt.Errorf("hash agg %s: %d multiset tables, want %d (one per input column of a min, max or count(DISTINCT))", want.Name, len(cfg.MultiSets), len(slots))
 	}
 	h := &HashAgg{
 		input: input, cfg: cfg, st: cfg.State, ms: cfg.MultiSets, stateEpochs: stateEpochs{node: cfg.Node}, mem: cfg.Mem,
 		st2: cfg.State.Table(), stLay: vec.NewLayout(cfg.State.Table()), stK: vec.For(cfg.State.Table()),
-		msT: make([]*schema.Table, len(cfg.Aggs)), msLay: make([]*vec.Layout, len(cfg.Aggs)), msK: make([]vec.Kernels, len(cfg.Aggs)),
+		msT: make([]*schema.Table, len(slots)), msLay: make([]*vec.Layout, len(slots)), msK: make([]vec.Kernels, len(slots)), slots: slots,
 		valT: make([]*schema.Table, len(cfg.Aggs)), valK: make([]vec.Kernels, len(cfg.Aggs)),
 		inTyp: make([]schema.Type, len(cfg.Aggs)), stCol: make([]int, len(cfg.Aggs)),
 		slotOf: make([]int, len(cfg.Aggs)), slotIdx: make([]int, len(cfg.Aggs)),
@@ -440,36 +484,31 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		}
 		h.slotOf[i], h.slotIdx[i] = -1, -1
 		if !a.Kind.multiset() {
-			if cfg.MultiSets[i] != nil {
-				return nil, fmt.Errorf("hash agg %s: aggregate %d (%s) has a multiset table", want.Name, i, a.Kind)
-			}
 			continue
 		}
-		mt := cfg.MultiSets[i]
-		if mt == nil {
-			return nil, fmt.Errorf("hash agg %s: aggregate %d (%s) has no multiset table", want.Name, i, a.Kind)
-		}
-		wm, err := HashAggMultisetTable(mt.Table().Name, in, cfg, i)
-		if err != nil {
-			return nil, err
-		}
-		if mt.Table().Fingerprint() != wm.Fingerprint() {
-			return nil, fmt.Errorf("hash agg %s: multiset table %s of aggregate %d does not have HashAggMultisetTable's shape", want.Name, mt.Table().Name, i)
-		}
-		h.msT[i], h.msLay[i], h.msK[i] = mt.Table(), vec.NewLayout(mt.Table()), vec.For(mt.Table())
 		vt := &schema.Table{Name: fmt.Sprintf("%s_v%d", want.Name, i), Columns: []schema.Column{{Name: "v", Type: h.inTyp[i], Nullable: true}},
 			PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 1}
 		if err := vt.Validate(); err != nil {
 			return nil, fmt.Errorf("hash agg %s: %w", want.Name, err)
 		}
 		h.valT[i], h.valK[i] = vt, vec.For(vt)
-		sl := slices.IndexFunc(h.slots, func(s hgSlot) bool { return s.col == a.Col && len(s.aggs) < 64 })
-		if sl < 0 {
-			sl = len(h.slots)
-			h.slots = append(h.slots, hgSlot{col: a.Col})
+	}
+	for sl, slot := range slots {
+		for j, a := range slot.aggs {
+			h.slotOf[a], h.slotIdx[a] = sl, j
 		}
-		h.slotOf[i], h.slotIdx[i] = sl, len(h.slots[sl].aggs)
-		h.slots[sl].aggs = append(h.slots[sl].aggs, i)
+		mt := cfg.MultiSets[sl]
+		if mt == nil {
+			return nil, fmt.Errorf("hash agg %s: no table for multiset %d (of column %s)", want.Name, sl, in.Field(slot.col).Name)
+		}
+		wm, err := HashAggMultisetTable(mt.Table().Name, in, cfg, sl)
+		if err != nil {
+			return nil, err
+		}
+		if mt.Table().Fingerprint() != wm.Fingerprint() {
+			return nil, fmt.Errorf("hash agg %s: multiset table %s (multiset %d, of column %s) does not have HashAggMultisetTable's shape", want.Name, mt.Table().Name, sl, in.Field(slot.col).Name)
+		}
+		h.msT[sl], h.msLay[sl], h.msK[sl] = mt.Table(), vec.NewLayout(mt.Table()), vec.For(mt.Table())
 	}
 	h.svals = make([]vec.Bytes, len(h.slots))
 	h.rowE = make([][]*hgEntry, len(h.slots))
@@ -827,10 +866,11 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 				} else {
 					st.si = u(h.stCol[a] + 1)
 				}
-			case AggMin, AggMax, AggCountDistinct:
-				if err := h.loadMultiset(a, g); err != nil {
-					return nil, err
-				}
+			}
+		}
+		for sl := range h.slots {
+			if err := h.loadMultiset(sl, g); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -838,21 +878,20 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 	return g, nil
 }
 
-// loadMultiset reads aggregate a's multiset of g from its table.
-func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
-	kind := h.cfg.Aggs[a].Kind
-	lay, t := h.msLay[a], h.msT[a]
+// loadMultiset reads g's multiset of slot sl from its table, with the states of the
+// slot's aggregates.
+func (h *HashAgg) loadMultiset(sl int, g *hgGroup) error {
+	lay, t, aggs := h.msLay[sl], h.msT[sl], h.slots[sl].aggs
 	b := storage.IterBounds{After: []byte(g.key)}
 	if end, ok := hgPrefixSuccessor([]byte(g.key)); ok {
 		b.Before = end
 	}
-	it, err := h.ms[a].Iter(h.view, g.vn, b)
+	it, err := h.ms[sl].Iter(h.view, g.vn, b)
 	if err != nil {
 		return err
 	}
-	st := &g.aggs[a]
-	set, j, width := &g.sets[h.slotOf[a]], h.slotIdx[a], len(h.slots[h.slotOf[a]].aggs)
-	cntCol := len(t.Columns) - 1
+	set := &g.sets[sl]
+	cnt0 := len(t.Columns) - len(aggs) // the first count column
 	for it.Next() {
 		pk, val := it.PK(), it.Value()
 		if len(pk) < len(g.key) || string(pk[:len(g.key)]) != g.key {
@@ -862,18 +901,28 @@ func (h *HashAgg) loadMultiset(a int, g *hgGroup) error {
 			it.Close()
 			return fmt.Errorf("table %s vnode %d: %w", t.Name, g.vn, err)
 		}
-		c := int64(binary.LittleEndian.Uint64(val[lay.Slot[cntCol]:]))
-		e := set.entry(pk[len(g.key):], width)
-		e.cnt[j] = c
-		e.stored |= 1 << j
+		e := set.entry(pk[len(g.key):], len(aggs))
+		e.stored = true
 		k := e.key
-		switch kind {
-		case AggCountDistinct:
-			st.n++
-		default:
-			st.n += c
-			if !st.extOK || hgBetter(kind, k, st.ext) {
-				st.ext, st.extOK = k, true
+		for j, a := range aggs {
+			c := int64(binary.LittleEndian.Uint64(val[lay.Slot[cnt0+j]:]))
+			if c < 0 {
+				it.Close()
+				return fmt.Errorf("table %s vnode %d: count %d of column %s", t.Name, g.vn, c, t.Columns[cnt0+j].Name)
+			}
+			e.cnt[j] = c
+			if c == 0 {
+				continue
+			}
+			st := &g.aggs[a]
+			switch kind := h.cfg.Aggs[a].Kind; kind {
+			case AggCountDistinct:
+				st.n++
+			default:
+				st.n += c
+				if !st.extOK || hgBetter(kind, k, st.ext) {
+					st.ext, st.extOK = k, true
+				}
 			}
 		}
 	}
@@ -1024,9 +1073,7 @@ func (h *HashAgg) barrier(b *Barrier) error {
 	}
 	tables := []sealer{h.st}
 	for _, m := range h.ms {
-		if m != nil {
-			tables = append(tables, m)
-		}
+		tables = append(tables, m)
 	}
 	return h.endEpoch(b, tables...) // the view is taken on the next chunk
 }
@@ -1074,18 +1121,16 @@ func (h *HashAgg) persist() error {
 	if err := h.writeKeyed(cb, ng, h.st, h.stK); err != nil {
 		return err
 	}
-	for sl, slot := range h.slots {
-		for j, a := range slot.aggs {
-			if err := h.persistMultiset(sl, j, a); err != nil {
-				return err
-			}
+	for sl := range h.slots {
+		if err := h.persistMultiset(sl); err != nil {
+			return err
 		}
 		// An entry that no aggregate counts or stores any more is dropped.
 		for _, g := range h.dirty {
 			set := &g.sets[sl]
 			for _, e := range set.dir {
 				e.dirty = 0
-				if e.stored == 0 && e.counted() < 0 {
+				if !e.stored && e.counted() < 0 {
 					delete(set.ms, e.key)
 				}
 			}
@@ -1096,42 +1141,49 @@ func (h *HashAgg) persist() error {
 	return nil
 }
 
-// persistMultiset writes the dirty entries of aggregate a (index j of slot sl) into
-// its multiset table. A count at or below 0 deletes the entry's row, and is 0 from
-// then on (a negative count is the input deleting values it never inserted).
-func (h *HashAgg) persistMultiset(sl, j, a int) error {
+// persistMultiset writes the dirty entries of slot sl into its multiset table, one
+// row per entry with every aggregate's count. A count below 0 (a value deleted more
+// often than inserted) is written as 0 and is 0 from then on; an entry none of whose
+// counts is above 0 has no row.
+func (h *HashAgg) persistMultiset(sl int) error {
 	ng := len(h.cfg.GroupBy)
-	mb := vec.NewChunkBuilder(h.mem, h.msT[a])
+	mb := vec.NewChunkBuilder(h.mem, h.msT[sl])
 	defer mb.Release()
 	h.resetWrites()
-	bit := uint64(1) << j
+	cols := make([]*array.Int64Builder, len(h.slots[sl].aggs))
+	for j := range cols {
+		cols[j] = mb.Column(ng + 1 + j).(*array.Int64Builder)
+	}
 	for _, g := range h.dirty {
 		for _, e := range g.sets[sl].dir {
-			if e.dirty&bit == 0 {
-				continue
+			live := false
+			for j, c := range e.cnt {
+				if c < 0 {
+					e.cnt[j] = 0
+				}
+				live = live || c > 0
 			}
-			c, stored := e.cnt[j], e.stored&bit != 0
 			switch {
-			case c > 0 && stored:
+			case live && e.stored:
 				h.addWrite(vec.UpdateInsert, g.vn)
-			case c > 0:
+			case live:
 				h.addWrite(vec.Insert, g.vn)
-				e.stored |= bit
-			case stored:
+				e.stored = true
+			case e.stored:
 				h.addWrite(vec.Delete, g.vn)
-				e.stored &^= bit
-				e.cnt[j] = 0
+				e.stored = false
 			default:
-				e.cnt[j] = 0
 				continue
 			}
 			mb.AppendOp(vec.Insert) // the chunk only carries the values to encode
 			h.keys.Data = append(append(h.keys.Data, g.key...), e.key...)
 			h.keys.Commit()
-			mb.Column(ng + 1).(*array.Int64Builder).Append(max(c, 0))
+			for j, c := range e.cnt {
+				cols[j].Append(c)
+			}
 		}
 	}
-	return h.writeKeyed(mb, ng+1, h.ms[a], h.msK[a])
+	return h.writeKeyed(mb, ng+1, h.ms[sl], h.msK[sl])
 }
 
 func (h *HashAgg) resetWrites() {

@@ -411,11 +411,12 @@ func newHGActor(t testing.TB, node *storage.Node, mem memory.Allocator, cfg exec
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MultiSets = make([]*storage.StateTable, len(cfg.Aggs))
-	for i, a := range cfg.Aggs {
-		if a.Kind != executors.AggMin && a.Kind != executors.AggMax && a.Kind != executors.AggCountDistinct {
-			continue
-		}
+	slots, err := executors.HashAggMultisetSlots(hgInSchema, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiSets = make([]*storage.StateTable, len(slots))
+	for i := range slots {
 		mt, err := executors.HashAggMultisetTable(fmt.Sprintf("hg_ms%d", i), hgInSchema, cfg, i)
 		if err != nil {
 			t.Fatal(err)
@@ -733,8 +734,8 @@ func TestHashAggConfigErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", name, err, c.want)
 		}
 	}
-	if _, err := executors.HashAggMultisetTable("m", hgInSchema, good, 0); err == nil {
-		t.Error("multiset table of a sum: no error")
+	if _, err := executors.HashAggMultisetTable("m", hgInSchema, good, 0); err == nil || !strings.Contains(err.Error(), "multiset 0 of 0") {
+		t.Errorf("multiset table of an aggregation without one: error %v", err)
 	}
 	store := mvOpenStore(t)
 	node := store.AddNode()
@@ -748,7 +749,7 @@ func TestHashAggConfigErrors(t *testing.T) {
 	}
 	for name, tab := range map[string]*schema.Table{"right": st, "wrong": other} {
 		cfg := good
-		cfg.Node, cfg.Mem, cfg.MultiSets = node, memory.NewGoAllocator(), []*storage.StateTable{nil}
+		cfg.Node, cfg.Mem = node, memory.NewGoAllocator()
 		cfg.State, err = storage.NewStateTable(node, 5, tab, vnode.Full(tab.VnodeCount))
 		if err != nil {
 			t.Fatal(err)
@@ -905,5 +906,69 @@ func TestHashAggGroupEmptiedWithValues(t *testing.T) {
 	err := step(vec.Delete, r(2)) // never inserted: count(*) back to 0, x = 1 still counted
 	if err == nil || !strings.Contains(err.Error(), "never inserted") || !strings.Contains(err.Error(), "aggregate 1") {
 		t.Fatalf("a group emptied while its multiset counts a value: %v", err)
+	}
+}
+
+// The multiset aggregates share a multiset (and its table) per input column, in order
+// of first appearance; the table holds the group keys, the value and a count per
+// aggregate of the slot.
+func TestHashAggMultisetSlots(t *testing.T) {
+	cfg := executors.HashAggConfig{GroupBy: []int{hgK1, hgK2}, Aggs: hgAggs()}
+	slots, err := executors.HashAggMultisetSlots(hgInSchema, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{4, 5, 10, 12}, {8, 13, 15}, {9}} // x, s, f
+	if fmt.Sprint(slots) != fmt.Sprint(want) {
+		t.Fatalf("slots %v, want %v", slots, want)
+	}
+	for sl, aggs := range want {
+		tab, err := executors.HashAggMultisetTable("m", hgInSchema, cfg, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range tab.Columns {
+			names = append(names, c.Name)
+		}
+		wantNames := []string{"g0", "g1", "v"} // the group keys, then the value
+		for _, a := range aggs {
+			wantNames = append(wantNames, fmt.Sprintf("c%d", a))
+		}
+		if fmt.Sprint(names) != fmt.Sprint(wantNames) || len(tab.PK) != 3 || tab.PK[2].Column != 2 {
+			t.Errorf("slot %d: columns %v pk %v, want %v and pk (keys, v)", sl, names, tab.PK, wantNames)
+		}
+	}
+	if _, err := executors.HashAggMultisetTable("m", hgInSchema, cfg, 3); err == nil || !strings.Contains(err.Error(), "multiset 3 of 3") {
+		t.Errorf("slot 3 of 3: error %v", err)
+	}
+	// A table per slot: one table short is refused, naming the slot's column.
+	store := mvOpenStore(t)
+	node := store.AddNode()
+	cfg.Node, cfg.Mem = node, memory.NewGoAllocator()
+	st, err := executors.HashAggStateTable("s", hgInSchema, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.State, err = storage.NewStateTable(node, 5, st, vnode.Full(st.VnodeCount)); err != nil {
+		t.Fatal(err)
+	}
+	for sl := range 2 {
+		mt, err := executors.HashAggMultisetTable(fmt.Sprintf("m%d", sl), hgInSchema, cfg, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := storage.NewStateTable(node, uint32(6+sl), mt, vnode.Full(mt.VnodeCount))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MultiSets = append(cfg.MultiSets, ms)
+	}
+	if _, err := executors.NewHashAgg(&hgSource{}, cfg); err == nil || !strings.Contains(err.Error(), "2 multiset tables, want 3") {
+		t.Errorf("two tables for three slots: error %v", err)
+	}
+	cfg.MultiSets = append(cfg.MultiSets, cfg.MultiSets[0]) // slot 2's table with slot 0's shape
+	if _, err := executors.NewHashAgg(&hgSource{}, cfg); err == nil || !strings.Contains(err.Error(), "multiset 2, of column "+hgInSchema.Field(hgF).Name) {
+		t.Errorf("a table of another slot's shape: error %v", err)
 	}
 }
