@@ -1,6 +1,7 @@
 package executors
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -432,11 +433,27 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	h.ops = h.ops[:0]
 	ops := c.Ops()
 	var end []byte
+	prev, from, to := -1, 0, 0 // the last row probed, and its matches in h.matched
 	for i := 0; i < n; i++ {
 		if bits[i>>3]&(1<<(i&7)) == 0 {
 			continue
 		}
+		op := vec.Insert
+		if !ops[i].IsInsert() {
+			op = vec.Delete
+		}
 		prefix := h.kbuf.At(i)
+		// A row with the key of the row probed last matches what that row matched: the
+		// other side does not change within the chunk. Rows of a snapshot come in pk
+		// order, so rows with one join key are often neighbours (bids by auction).
+		if prev >= 0 && h.vn[i] == h.vn[prev] && bytes.Equal(prefix, h.kbuf.At(prev)) {
+			for k := from; k < to; k++ {
+				h.matched.Append(h.matched.At(k))
+				h.idx = append(h.idx, int64(i))
+				h.ops = append(h.ops, op)
+			}
+			continue
+		}
 		end = append(end[:0], prefix...)
 		// From, not After: a side whose pk is its join key stores exactly the prefix.
 		b := storage.IterBounds{From: prefix}
@@ -447,10 +464,7 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 			h.probe.Close()
 			return err
 		}
-		op := vec.Insert
-		if !ops[i].IsInsert() {
-			op = vec.Delete
-		}
+		prev, from = i, h.matched.Len()
 		for h.probe.Next() {
 			h.matched.Append(h.probe.Value())
 			h.idx = append(h.idx, int64(i))
@@ -460,6 +474,7 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 			h.probe.Close()
 			return err
 		}
+		to = h.matched.Len()
 	}
 	// One pebble iterator served the chunk's probes; the view may change before the
 	// next chunk.
