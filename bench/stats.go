@@ -4,8 +4,9 @@ import "math"
 
 // RatioStats summarises the ratios of paired builds: rep i's arrangement seconds ÷ rep
 // i's no-shuffle seconds, two builds run one after the other (their order alternating
-// by rep), so that both met the same load on the machine. Medians of each kind (the
-// headline ratio) hide how much the pairs disagree; these figures show it.
+// by rep), so that both met much the same load on the machine (in busy mode each
+// kind's writer runs at its own rate unless --busy-rate sets one). Medians of each
+// kind (the headline ratio) hide how much the pairs disagree; these figures show it.
 type RatioStats struct {
 	// Pairs is each rep's ratio, in rep order.
 	Pairs []float64 `json:"pair_ratios"`

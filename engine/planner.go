@@ -107,8 +107,9 @@ type pnode struct {
 	agg    executors.HashAggConfig  // aggregate nodes: GroupBy and Aggs over the input
 	join   executors.HashJoinConfig // join nodes: keys, pks and residual
 	// states are the schemas of the node's state tables (aggregate: the group table,
-	// then one multiset table per input column of a min, max or count(DISTINCT), in
-	// HashAggMultisetSlots's order; join: left, right).
+	// then one multiset table per slot of HashAggMultisetSlots, in its order: one per
+	// input column of a min, max or count(DISTINCT), up to 64 aggregates each; join:
+	// left, right).
 	states []*schema.Table
 	stages []stage
 	// schema is the node's output after its stages, pk its output columns that

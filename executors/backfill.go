@@ -89,9 +89,9 @@ type BackfillStats struct {
 	// ReadsKept counts the barriers the snapshot read went on across (an epoch with no
 	// upstream change) instead of being stopped and reopened.
 	ReadsKept int64
-	// ReadyTaken counts the snapshot batches the read had ready when a barrier came,
-	// taken before the barrier (their rows belong to the epoch) rather than dropped
-	// with the read and read again in the next epoch.
+	// ReadyTaken counts the snapshot batches (with rows) the read had ready when a
+	// barrier came, taken before the barrier (their rows belong to the epoch) rather
+	// than dropped with the read and read again in the next epoch.
 	ReadyTaken int64
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than
@@ -428,7 +428,7 @@ func (b *ArrangementBackfill) takeReady() error {
 	for range 2 * cap(batches) {
 		select {
 		case sb, ok := <-batches:
-			if ok {
+			if ok && sb.Rows > 0 {
 				b.nReady++
 			}
 			if err := b.onBatch(sb, ok); err != nil || !ok {

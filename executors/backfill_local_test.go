@@ -119,19 +119,7 @@ func TestLocalReadIgnoresChangesSealedAhead(t *testing.T) {
 					}
 				}
 				if m.Chunk != nil {
-					rec := m.Chunk.Record()
-					ks, vs := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
-					for i, op := range m.Chunk.Ops() {
-						if !m.Chunk.Visible(i) {
-							continue
-						}
-						key := [2]int64{ks.Value(i), vs.Value(i)}
-						if op.IsInsert() {
-							rows[key]++
-						} else if rows[key]--; rows[key] < 0 {
-							t.Fatalf("the backfill deleted (k=%d, v=%d), which it never emitted", key[0], key[1])
-						}
-					}
+					applyKV(t, rows, m.Chunk, nil)
 				}
 				m.Release()
 			}
@@ -146,5 +134,28 @@ func TestLocalReadIgnoresChangesSealedAhead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// applyKV applies chunk c of (k, v) rows (int64 columns 0 and 1) to rows, the net
+// count of each row emitted, failing on a delete of a row it does not hold; each
+// visible row's op and key also go to each, if not nil.
+func applyKV(t *testing.T, rows map[[2]int64]int, c *vec.Chunk, each func(op vec.Op, k int64)) {
+	t.Helper()
+	rec := c.Record()
+	ks, vs := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
+	for i, op := range c.Ops() {
+		if !c.Visible(i) {
+			continue
+		}
+		key := [2]int64{ks.Value(i), vs.Value(i)}
+		if op.IsInsert() {
+			rows[key]++
+		} else if rows[key]--; rows[key] < 0 {
+			t.Fatalf("the backfill deleted (k=%d, v=%d), which it never emitted", key[0], key[1])
+		}
+		if each != nil {
+			each(op, key[0])
+		}
 	}
 }

@@ -942,7 +942,8 @@ func TestHashAggMultisetSlots(t *testing.T) {
 	if _, err := executors.HashAggMultisetTable("m", hgInSchema, cfg, 3); err == nil || !strings.Contains(err.Error(), "multiset 3 of 3") {
 		t.Errorf("slot 3 of 3: error %v", err)
 	}
-	// A table per slot: one table short is refused, naming the slot's column.
+	// A table per slot: one table short is refused, and so is a table of another
+	// slot's shape, naming the slot's column.
 	store := mvOpenStore(t)
 	node := store.AddNode()
 	cfg.Node, cfg.Mem = node, memory.NewGoAllocator()

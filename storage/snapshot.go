@@ -165,9 +165,11 @@ func (b *SnapshotBatch) Release() {
 //
 // A backfill's actor loop selects on Batches next to its upstream input: a batch with
 // rows is emitted and moves the vnode's position to LastPK; a batch with End completes
-// the vnode; a closed channel with a nil Err completes the snapshot. At a barrier it
-// calls Close (batches not yet received are dropped, and the positions stay those of
-// the batches emitted), then releases the view the source reads.
+// the vnode; a closed channel with a nil Err completes the snapshot. At a barrier that
+// ends the read it first takes the batches ready in the channel (and those workers
+// wait to send), then calls Close (a batch still being filled is dropped, and the
+// positions stay those of the batches emitted), then releases the view the source
+// reads.
 type SnapshotReader struct {
 	src     VnodeSource
 	k       vec.Kernels
