@@ -108,8 +108,7 @@ type pnode struct {
 	join   executors.HashJoinConfig // join nodes: keys, pks and residual
 	// states are the schemas of the node's state tables (aggregate: the group table,
 	// then one multiset table per slot of HashAggMultisetSlots, in its order: one per
-	// input column of a min, max or count(DISTINCT), up to 64 aggregates each; join:
-	// left, right).
+	// input column of a min, max or count(DISTINCT); join: left, right).
 	states []*schema.Table
 	stages []stage
 	// schema is the node's output after its stages, pk its output columns that

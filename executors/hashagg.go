@@ -223,9 +223,8 @@ func HashAggStateTable(name string, in *arrow.Schema, cfg HashAggConfig) (*schem
 }
 
 // HashAggMultisetSlots lists the multisets a HashAgg of in as cfg says keeps per
-// group: the min, max and count(DISTINCT) aggregates over one input column share one
-// (up to 64 of them), and each multiset has a table (HashAggMultisetTable, in this
-// order). An element lists the indexes of its aggregates, in cfg.Aggs's order.
+// group: the min, max and count(DISTINCT) aggregates over one input column share one,
+// and each multiset has a table (HashAggMultisetTable, in this order). An element lists the indexes of its aggregates, in cfg.Aggs's order.
 func HashAggMultisetSlots(in *arrow.Schema, cfg HashAggConfig) ([][]int, error) {
 	if err := hashAggCheck(in, cfg); err != nil {
 		return nil, fmt.Errorf("hash agg: %w", err)
@@ -239,14 +238,14 @@ func HashAggMultisetSlots(in *arrow.Schema, cfg HashAggConfig) ([][]int, error) 
 }
 
 // hashAggSlots groups the multiset aggregates of cfg by input column, in order of
-// first appearance, at most 64 to a slot (a dirty mask is a uint64).
+// first appearance.
 func hashAggSlots(cfg HashAggConfig) []hgSlot {
 	var slots []hgSlot
 	for i, a := range cfg.Aggs {
 		if !a.Kind.multiset() {
 			continue
 		}
-		sl := slices.IndexFunc(slots, func(s hgSlot) bool { return s.col == a.Col && len(s.aggs) < 64 })
+		sl := slices.IndexFunc(slots, func(s hgSlot) bool { return s.col == a.Col })
 		if sl < 0 {
 			sl = len(slots)
 			slots = append(slots, hgSlot{col: a.Col})
@@ -364,8 +363,8 @@ type HashAgg struct {
 	wvn  []uint16
 }
 
-// hgSlot is the min, max and count(DISTINCT) aggregates over one input column (at
-// most 64): a group keeps one multiset of the column's values for all of them, so a
+// hgSlot is the min, max and count(DISTINCT) aggregates over one input column: a
+// group keeps one multiset of the column's values for all of them, so a
 // row looks its value up once, however many of them (with their FILTERs) count it,
 // and the slot's table keeps one row per value with a count per aggregate.
 type hgSlot struct {
@@ -384,7 +383,7 @@ type hgEntry struct {
 	key    string  // its key in the multiset map (kept, so that a min/max shares it)
 	cnt    []int64 // per aggregate of the slot
 	stored bool    // the slot's multiset table holds the entry
-	dirty  uint64  // bit j: aggregate j's count changed since the last barrier
+	dirty  bool    // a count changed since the last barrier (the entry is in its set's dir)
 }
 
 // counted is the index of the first aggregate that counts e (count > 0), or -1.
@@ -788,10 +787,10 @@ func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals 
 // add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate
 // (index j of its slot) whose state st is.
 func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
-	if e.dirty == 0 {
+	if !e.dirty {
+		e.dirty = true
 		set.dir = append(set.dir, e)
 	}
-	e.dirty |= 1 << j
 	before := e.cnt[j]
 	e.cnt[j] += s
 	after := e.cnt[j]
@@ -1129,7 +1128,7 @@ func (h *HashAgg) persist() error {
 		for _, g := range h.dirty {
 			set := &g.sets[sl]
 			for _, e := range set.dir {
-				e.dirty = 0
+				e.dirty = false
 				if !e.stored && e.counted() < 0 {
 					delete(set.ms, e.key)
 				}

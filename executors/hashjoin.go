@@ -446,7 +446,7 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		// A row with the key of the row probed last matches what that row matched: the
 		// other side does not change within the chunk. Rows of a snapshot come in pk
 		// order, so rows with one join key are often neighbours (bids by auction).
-		if prev >= 0 && h.vn[i] == h.vn[prev] && bytes.Equal(prefix, h.kbuf.At(prev)) {
+		if prev >= 0 && bytes.Equal(prefix, h.kbuf.At(prev)) { // (so is the vnode, of the key)
 			for k := from; k < to; k++ {
 				h.matched.Append(h.matched.At(k))
 				h.idx = append(h.idx, int64(i))
