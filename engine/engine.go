@@ -925,6 +925,10 @@ type ActorProgress struct {
 	// the read, taken before the barrier rather than read again, since the actor
 	// started.
 	ReadyTaken int64
+	// StopFlushed counts the batches its read delivered after it was stopped at a
+	// barrier, mostly the partial ones its workers were filling, since the actor
+	// started.
+	StopFlushed int64
 	// LocalReads: it reads its node's store (every upstream owner of its vnodes runs
 	// on its node, or a no-shuffle backfill); otherwise it replicates the change
 	// stream of upstream actors on other nodes.
@@ -971,7 +975,7 @@ func (e *Engine) Progress() []JobProgress {
 				}
 				st := a.backfill.Stats()
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
-					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, ReadyTaken: st.ReadyTaken, LocalReads: st.Local})
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, ReadyTaken: st.ReadyTaken, StopFlushed: st.StopFlushed, LocalReads: st.Local})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

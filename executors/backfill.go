@@ -93,6 +93,10 @@ type BackfillStats struct {
 	// barrier came, taken before the barrier (their rows belong to the epoch) rather
 	// than dropped with the read and read again in the next epoch.
 	ReadyTaken int64
+	// StopFlushed counts the snapshot batches (with rows) a read stopped at a barrier
+	// delivered after ReadyTaken's: mostly the partial batches its workers were
+	// filling, whose rows would otherwise be read again in the next epoch.
+	StopFlushed int64
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than
 	// replicating the change stream.
@@ -158,6 +162,7 @@ type ArrangementBackfill struct {
 	forwarded           int64 // upstream rows emitted
 	nKept               int64 // barriers the snapshot read went on across
 	nReady              int64 // snapshot batches taken at barriers (takeReady)
+	nFlushed            int64 // and delivered by a stopped read (flushRead)
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -441,6 +446,27 @@ func (b *ArrangementBackfill) takeReady() error {
 	return nil
 }
 
+// flushRead stops the open read (storage.SnapshotReader.Stop) and takes every batch
+// it delivers until its channel closes: the partial batches its workers were filling
+// included, so that no row read this epoch is dropped and read again by the next
+// epoch's read. A worker ends its batch within a few dozen rows, so the barrier waits
+// for no more than the decode of one batch per worker.
+func (b *ArrangementBackfill) flushRead() error {
+	if b.snap == nil || b.snapDone {
+		return nil
+	}
+	b.snap.Stop()
+	for {
+		sb, ok := <-b.snap.Batches()
+		if ok && sb.Rows > 0 {
+			b.nFlushed++
+		}
+		if err := b.onBatch(sb, ok); err != nil || !ok {
+			return err
+		}
+	}
+}
+
 func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {
 	b.lastUpstream = true
 	if b.core.Phase() == backfilling {
@@ -490,14 +516,17 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if err := b.takeReady(); err != nil {
 		return err
 	}
-	// Then stop the read; a batch still being filled is dropped. The read
-	// goes on into the next epoch instead when this epoch brought no upstream change
-	// (so the read's view still holds every row of the owned vnodes above their
-	// positions, as a new read would), it gave rows (so no "at least one row" read
-	// moves a position behind its back), and the barrier carries no mutation (a
-	// pause, throttle or rescale changes what to read).
+	// The read goes on into the next epoch when this epoch brought no upstream
+	// change (so the read's view still holds every row of the owned vnodes above
+	// their positions, as a new read would), it gave rows (so no "at least one row"
+	// read moves a position behind its back), and the barrier carries no mutation (a
+	// pause, throttle or rescale changes what to read). Otherwise it is stopped, and
+	// the batches its workers were filling are taken too, then it is closed.
 	keep := b.snap != nil && !b.snapDone && b.core.buf.len() == 0 && b.core.epochRows > 0 && br.Mutation == nil
 	if !keep {
+		if err := b.flushRead(); err != nil {
+			return err
+		}
 		if err := b.closeSnapshot(); err != nil {
 			return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
 		}
@@ -597,7 +626,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadyTaken: b.nReady, Local: b.cfg.readsNode()}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadyTaken: b.nReady, StopFlushed: b.nFlushed, Local: b.cfg.readsNode()}
 	b.mu.Unlock()
 }
 

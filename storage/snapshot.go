@@ -163,13 +163,17 @@ func (b *SnapshotBatch) Release() {
 // exit, so a read stopped early leaks neither goroutines nor Arrow memory. Batches
 // already received stay the receiver's.
 //
+// Stop ends a read early without losing what it has read: each worker hands over the
+// rows it has copied so far as a last, possibly short, batch and exits, so the
+// receiver reading on to the channel's close has every row read, and each vnode's
+// batches still form a prefix of it in pk order.
+//
 // A backfill's actor loop selects on Batches next to its upstream input: a batch with
 // rows is emitted and moves the vnode's position to LastPK; a batch with End completes
 // the vnode; a closed channel with a nil Err completes the snapshot. At a barrier that
-// ends the read it first takes the batches ready in the channel (and those workers
-// wait to send), then calls Close (a batch still being filled is dropped, and the
-// positions stay those of the batches emitted), then releases the view the source
-// reads.
+// ends the read it calls Stop, takes every batch until the channel closes (the rows
+// the workers were in the middle of included: DESIGN.md §6's flush of partial
+// batches), then calls Close and releases the view the source reads.
 type SnapshotReader struct {
 	src     VnodeSource
 	k       vec.Kernels
@@ -186,6 +190,11 @@ type SnapshotReader struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed after out is closed
 	closing atomic.Bool
+	// stopping is set by Stop: workers end their batches early and exit. wait is the
+	// limiter's context, cancelled by Stop too, so that no worker waits for a token.
+	stopping   atomic.Bool
+	wait       context.Context
+	cancelWait context.CancelFunc
 
 	mu  sync.Mutex
 	err error
@@ -253,12 +262,14 @@ func OpenSnapshot(ctx context.Context, src VnodeSource, req SnapshotRequest) (*S
 		vnodes: vnodes, out: make(chan SnapshotBatch, buffer), parent: ctx, done: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.wait, r.cancelWait = context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := newSnapWorker(r.src.Table(), r.k, r.proj, r.schema, r.mem)
+			w.stop = &r.stopping
 			defer w.release()
 			if err := r.work(w); err != nil {
 				r.fail(err)
@@ -267,6 +278,7 @@ func OpenSnapshot(ctx context.Context, src VnodeSource, req SnapshotRequest) (*S
 	}
 	go func() {
 		wg.Wait()
+		r.cancelWait()
 		r.cancel()
 		close(r.out)
 		close(r.done)
@@ -320,6 +332,18 @@ func (r *SnapshotReader) fail(err error) {
 	r.cancel()
 }
 
+// Stop asks the workers to end the read at once, but without dropping rows: a worker
+// filling a batch ends it after at most stopCheckRows more rows and sends it (it is not
+// marked End unless its vnode ended there), a worker waiting for rate-limit tokens
+// stops waiting and sends nothing, and no worker starts another batch or vnode. The
+// channel closes once every worker has exited, with a nil Err unless a worker failed;
+// the receiver reads it to the close (or calls Close, which drops what is left). It
+// may be called at any time, from any goroutine, more than once.
+func (r *SnapshotReader) Stop() {
+	r.stopping.Store(true)
+	r.cancelWait()
+}
+
 // Close stops the read: it cancels the workers, releases every batch not yet received,
 // and returns once every worker has exited and released its buffers. It returns Err.
 // Calling it again, or after the channel closed, is harmless.
@@ -336,6 +360,9 @@ func (r *SnapshotReader) Close() error {
 // work reads vnodes until none is left or the read stops.
 func (r *SnapshotReader) work(w *snapWorker) error {
 	for {
+		if r.stopping.Load() {
+			return nil
+		}
 		i := int(r.next.Add(1)) - 1
 		if i >= len(r.vnodes) {
 			return nil
@@ -370,6 +397,9 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 	ok := it.Next()
 	for {
 		var b SnapshotBatch
+		if ok && r.stopping.Load() {
+			return nil
+		}
 		if !ok {
 			if err := it.Error(); err != nil {
 				return fmt.Errorf("storage: snapshot of table %s vnode %d: %w", r.src.Table().Name, vs.Vnode, err)
@@ -378,10 +408,13 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 		} else {
 			want := r.batch
 			if r.limit != nil {
-				n, err := r.limit(r.ctx, vs.Vnode, want)
+				n, err := r.limit(r.wait, vs.Vnode, want)
 				if err != nil {
 					if r.ctx.Err() != nil {
 						return r.stopped()
+					}
+					if r.stopping.Load() {
+						return nil
 					}
 					return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, vs.Vnode, err)
 				}
@@ -401,7 +434,7 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 			b.Release()
 			return r.stopped()
 		}
-		if b.End {
+		if b.End || r.stopping.Load() {
 			return nil
 		}
 	}
@@ -452,9 +485,19 @@ type snapWorker struct {
 	vals   vec.Bytes
 	last   []byte
 	slab   []byte
+	// stop, when set, ends a batch early (SnapshotReader.Stop); nil for ReadOne.
+	stop *atomic.Bool
 }
 
 const pkSlabSize = 4096
+
+// stopCheckRows is how often, in rows, a worker filling a batch looks whether the read
+// is stopping: a power of two, so that the test is a mask of the row count, and small
+// enough that a stopping read waits for no more than a few microseconds of copying.
+const stopCheckRows = 64
+
+// stopped reports whether the read is stopping (see SnapshotReader.Stop).
+func (w *snapWorker) stopped() bool { return w.stop != nil && w.stop.Load() }
 
 func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arrow.Schema, mem memory.Allocator) *snapWorker {
 	w := &snapWorker{k: k, proj: proj, t: t, schema: sch, bs: make([]vec.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
@@ -487,7 +530,7 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 			w.last = append(w.last[:0], it.PK()...)
 			n++
 			ok = it.Next()
-			if n == want {
+			if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
 				break
 			}
 		}
@@ -504,17 +547,20 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 
 // fillCommitted is fill's loop for an iterator with no sealed runs to merge (a
 // committed view): it drives pebble directly, and copies a key only for the batch's
-// last row. When the vnode ends before want rows, the last key read is gone; the
+// last row. A stopping read (SnapshotReader.Stop) ends the batch early, at a multiple
+// of stopCheckRows. When the vnode ends before the batch does, the last key read is gone; the
 // iterator is then moved back to the vnode's last key, which is that row's (the
 // bounds and the pebble snapshot are fixed). It leaves it in Iter's state.
 func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool) {
 	pit := it.pit
 	val := it.value
+	cut := false // the batch ended on a row whose key is copied
 	for {
 		w.vals.Append(val)
 		n++
-		if n == want {
+		if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
 			w.last = append(w.last[:0], pit.Key()[KeyPrefixLen:]...)
+			cut = true
 			ok = pit.Next()
 			break
 		}
@@ -529,7 +575,7 @@ func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool) {
 		return n, true
 	}
 	it.key, it.value = nil, nil
-	if it.err = pit.Error(); it.err != nil || n == want {
+	if it.err = pit.Error(); it.err != nil || cut {
 		return n, false
 	}
 	if !pit.Last() {

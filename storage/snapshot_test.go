@@ -188,28 +188,7 @@ func snapCheck(t *testing.T, what string, m *snapModel, id uint32, req SnapshotR
 			if b.Rows > batch || (!b.End && req.Limit == nil && b.Rows != batch) {
 				t.Fatalf("%s: batch size %d", where, batch)
 			}
-			if int(b.Record.NumRows()) != b.Rows || int(b.Record.NumCols()) != len(req.Projection) {
-				t.Fatalf("%s: record of %d rows and %d columns, projection %v", where, b.Record.NumRows(), b.Record.NumCols(), req.Projection)
-			}
-			for i := 0; i < b.Rows; i++ {
-				if row >= len(pks) {
-					t.Fatalf("%s: more rows than the %d expected", where, len(pks))
-				}
-				ref := refs[row]
-				for j, c := range req.Projection {
-					if b.Record.ColumnName(j) != m.t.Columns[c].Name {
-						t.Fatalf("%s: column %d is %s, want %s", where, j, b.Record.ColumnName(j), m.t.Columns[c].Name)
-					}
-					if !vectest.ValuesEqual(b.Record.Column(j), i, ref.rec.Column(ref.cols[c]), ref.row) {
-						t.Fatalf("%s row %d (pk %x): column %s: got %s, want %s", where, i, pks[row], m.t.Columns[c].Name,
-							vectest.FormatValue(b.Record.Column(j), i), vectest.FormatValue(ref.rec.Column(ref.cols[c]), ref.row))
-					}
-				}
-				row++
-			}
-			if !bytes.Equal(b.LastPK, pks[row-1]) {
-				t.Fatalf("%s: last pk %x, want %x", where, b.LastPK, pks[row-1])
-			}
+			row = snapCheckRows(t, where, m, req.Projection, b, pks, refs, row)
 		}
 		if row != len(pks) {
 			t.Fatalf("%s: vnode %d: %d rows read, want %d", what, vs.Vnode, row, len(pks))
@@ -218,6 +197,36 @@ func snapCheck(t *testing.T, what string, m *snapModel, id uint32, req SnapshotR
 			t.Fatalf("%s: vnode %d: no batch at all", what, vs.Vnode)
 		}
 	}
+}
+
+// snapCheckRows compares the rows of batch b (with rows) against the model's rows
+// pks[row:] (refs alike), projected to proj, and its LastPK against the pk of its last
+// row; it returns the index of the row after it.
+func snapCheckRows(t *testing.T, where string, m *snapModel, proj vec.Projection, b SnapshotBatch, pks [][]byte, refs []snapRef, row int) int {
+	t.Helper()
+	if int(b.Record.NumRows()) != b.Rows || int(b.Record.NumCols()) != len(proj) {
+		t.Fatalf("%s: record of %d rows and %d columns, projection %v", where, b.Record.NumRows(), b.Record.NumCols(), proj)
+	}
+	for i := 0; i < b.Rows; i++ {
+		if row >= len(pks) {
+			t.Fatalf("%s: more rows than the %d expected", where, len(pks))
+		}
+		ref := refs[row]
+		for j, c := range proj {
+			if b.Record.ColumnName(j) != m.t.Columns[c].Name {
+				t.Fatalf("%s: column %d is %s, want %s", where, j, b.Record.ColumnName(j), m.t.Columns[c].Name)
+			}
+			if !vectest.ValuesEqual(b.Record.Column(j), i, ref.rec.Column(ref.cols[c]), ref.row) {
+				t.Fatalf("%s row %d (pk %x): column %s: got %s, want %s", where, i, pks[row], m.t.Columns[c].Name,
+					vectest.FormatValue(b.Record.Column(j), i), vectest.FormatValue(ref.rec.Column(ref.cols[c]), ref.row))
+			}
+		}
+		row++
+	}
+	if !bytes.Equal(b.LastPK, pks[row-1]) {
+		t.Fatalf("%s: last pk %x, want %x", where, b.LastPK, pks[row-1])
+	}
+	return row
 }
 
 // snapRequest picks vnodes (some with rows, some empty, random order) with random

@@ -1,0 +1,263 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// snapStopStore holds n bid rows committed at epoch 1 and extra more rows (new pks)
+// sealed at epoch 2 on its node, not committed: a committed view reads them through
+// the committed loop (fillCommitted), a node view through the merging one.
+type snapStopStore struct {
+	s                *Store
+	node             *Node
+	committed, whole *snapModel
+}
+
+func newSnapStopStore(t *testing.T, n, extra int, seed uint64) *snapStopStore {
+	t.Helper()
+	s, m := snapBidStore(t, n, seed)
+	node := s.AddNode()
+	st, err := NewStateTable(node, snapBidID, m.t, vnode.Full(m.t.VnodeCount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := m.clone()
+	mem := memory.NewGoAllocator()
+	for start := n; start < n+extra; start += 4096 {
+		c := snapBidChunk(mem, start, min(4096, n+extra-start), seed)
+		if err := st.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		whole.apply(snapBidID, c, c.Record(), vectest.AllColumns(m.t))
+		c.Release()
+	}
+	st.Seal(2)
+	t.Cleanup(whole.release)
+	return &snapStopStore{s: s, node: node, committed: m, whole: whole}
+}
+
+// sources returns the two ways of reading the store, each with its model; release
+// the views when done.
+func (ss *snapStopStore) sources(t *testing.T) (names []string, srcs []VnodeSource, models []*snapModel, release func()) {
+	t.Helper()
+	cv, err := ss.s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := ss.node.View()
+	if err != nil {
+		cv.Release()
+		t.Fatal(err)
+	}
+	tbl := ss.committed.t
+	return []string{"committed view", "node view"},
+		[]VnodeSource{ViewSource(cv, snapBidID, tbl), ViewSource(nv, snapBidID, tbl)},
+		[]*snapModel{ss.committed, ss.whole},
+		func() { cv.Release(); nv.Release() }
+}
+
+// A read stopped while its worker fills a batch hands that batch over, cut at
+// stopCheckRows rows, not marked End, with the LastPK of its last row; the channel
+// then closes with no error, and a read from that LastPK gives the rest of the vnode.
+// The limiter here stops the read just before the worker fills its first batch, so
+// the cut is deterministic.
+func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
+	_, seed := vectest.Rand(t)
+	ss := newSnapStopStore(t, 20000, 5000, seed)
+	names, srcs, models, release := ss.sources(t)
+	defer release()
+	tbl := ss.committed.t
+	for i, src := range srcs {
+		m := models[i]
+		// The vnode with the most rows: more than a cut's.
+		var v uint16
+		var most int
+		for cand := range tbl.VnodeCount {
+			if pks, _ := m.vnodeRows(snapBidID, uint16(cand), nil); len(pks) > most {
+				v, most = uint16(cand), len(pks)
+			}
+		}
+		if most <= stopCheckRows {
+			t.Fatalf("seed %d: %s: the largest vnode has %d rows, want more than %d", seed, names[i], most, stopCheckRows)
+		}
+		what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows)", seed, names[i], v, most)
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		var r *SnapshotReader
+		opened := make(chan struct{})
+		calls := 0
+		req := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
+			Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
+				<-opened
+				if calls++; calls == 1 {
+					r.Stop()
+				}
+				return want, nil
+			}}
+		var err error
+		r, err = OpenSnapshot(context.Background(), src, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(opened)
+		var got []SnapshotBatch
+		for b := range r.Batches() {
+			got = append(got, b)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: a stopped read's error: %v", what, err)
+		}
+		if len(got) != 1 || got[0].Rows != stopCheckRows || got[0].End {
+			t.Fatalf("%s: a stopped read gave %d batches (first: %d rows, end %v), want one of %d rows, not the end",
+				what, len(got), got[0].Rows, got[0].End, stopCheckRows)
+		}
+		pks, refs := m.vnodeRows(snapBidID, v, nil)
+		snapCheckRows(t, what, m, snapQ0, got[0], pks, refs, 0)
+		if calls != 1 {
+			t.Fatalf("%s: the limiter was called %d times, want once (no batch after the stop)", what, calls)
+		}
+		rest := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v, After: got[0].LastPK}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem}
+		got[0].Release()
+		r2, err := OpenSnapshot(context.Background(), src, rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more := snapCollect(t, r2)
+		snapCheck(t, what+": the rest", m, snapBidID, rest, more)
+		snapRelease(more)
+		mem.AssertSize(t, 0)
+	}
+}
+
+// TestSnapshotStopRandom stops reads at random points (after some batches, from the
+// receiving goroutine or another one, once or twice, with and without a limiter that
+// grants few rows) and reads on to the channel's close: every vnode's batches are a
+// prefix of its rows in pk order, End only on a last batch that ends the vnode, and a
+// new read from the positions they leave gives the rest exactly, so a stopped read
+// loses no row and duplicates none. Some stopped reads are then closed without being
+// drained: no Arrow memory and no goroutine is left behind.
+func TestSnapshotStopRandom(t *testing.T) {
+	rng, seed := vectest.Rand(t)
+	ss := newSnapStopStore(t, 20000, 5000, seed)
+	names, srcs, models, release := ss.sources(t)
+	defer release()
+	tbl := ss.committed.t
+	rounds := 60
+	if testing.Short() {
+		rounds = 12
+	}
+	cuts := 0
+	for round := range rounds {
+		i := rng.IntN(len(srcs))
+		m, src := models[i], srcs[i]
+		req := snapRequest(rng, m, snapBidID, tbl, vectest.AllColumns(tbl))
+		if rng.IntN(2) == 0 {
+			req.BatchSize = 1000 + rng.IntN(8000) // batches long enough to be cut
+		}
+		batch := req.BatchSize
+		what := fmt.Sprintf("seed %d round %d: %s: batch %d workers %d", seed, round, names[i], batch, req.Workers)
+		mem := memory.NewCheckedAllocator(vec.NewPoolAllocator())
+		req.Mem = mem
+		if rng.IntN(3) == 0 {
+			var calls atomic.Int64 // the limiter is called from several workers
+			req.Limit = func(ctx context.Context, _ uint16, want int) (int, error) {
+				return 1 + int(calls.Add(1)*7919%int64(want)), nil
+			}
+		}
+		base := runtime.NumGoroutine()
+		r, err := OpenSnapshot(context.Background(), src, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[uint16][]SnapshotBatch{}
+		for range rng.IntN(30) {
+			b, ok := <-r.Batches()
+			if !ok {
+				break
+			}
+			got[b.Vnode] = append(got[b.Vnode], b)
+		}
+		switch rng.IntN(3) {
+		case 0:
+			r.Stop()
+		case 1:
+			r.Stop()
+			r.Stop()
+		default:
+			go r.Stop()
+		}
+		if rng.IntN(4) == 0 {
+			// Closed without draining: what is left is dropped.
+			if err := r.Close(); err != nil {
+				t.Fatalf("%s: close after stop: %v", what, err)
+			}
+			snapRelease(got)
+			mem.AssertSize(t, 0)
+			snapWaitGoroutines(t, base)
+			continue
+		}
+		for b := range r.Batches() {
+			got[b.Vnode] = append(got[b.Vnode], b)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: a stopped read's error: %v", what, err)
+		}
+		// Each vnode's batches are a prefix of its rows; the rest is read again.
+		var rest SnapshotRequest
+		rest.Projection, rest.BatchSize, rest.Workers, rest.Mem = req.Projection, 4096, 2, mem
+		for _, vs := range req.Vnodes {
+			pks, refs := m.vnodeRows(snapBidID, vs.Vnode, vs.After)
+			bs := got[vs.Vnode]
+			row, after, ended := 0, vs.After, false
+			for bi, b := range bs {
+				where := fmt.Sprintf("%s: vnode %d batch %d/%d (%d rows, end %v)", what, vs.Vnode, bi, len(bs), b.Rows, b.End)
+				if ended {
+					t.Fatalf("%s: a batch after the End", where)
+				}
+				if b.Rows > batch {
+					t.Fatalf("%s: more rows than the batch size", where)
+				}
+				if b.Rows > 0 {
+					row = snapCheckRows(t, where, m, req.Projection, b, pks, refs, row)
+					after = b.LastPK
+					if req.Limit == nil && b.Rows < batch && !b.End {
+						cuts++
+					}
+				}
+				if b.End {
+					if row != len(pks) {
+						t.Fatalf("%s: End after %d of the vnode's %d rows", where, row, len(pks))
+					}
+					ended = true
+				}
+			}
+			if !ended {
+				rest.Vnodes = append(rest.Vnodes, VnodeStart{Vnode: vs.Vnode, After: after})
+			}
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(rest.Vnodes) > 0 {
+			r2, err := OpenSnapshot(context.Background(), src, rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more := snapCollect(t, r2)
+			snapCheck(t, what+": the rest", m, snapBidID, rest, more)
+			snapRelease(more)
+		}
+		snapRelease(got)
+		mem.AssertSize(t, 0)
+		snapWaitGoroutines(t, base)
+	}
+	t.Logf("seed %d: %d batches cut short by a stop in %d rounds", seed, cuts, rounds)
+}
