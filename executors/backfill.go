@@ -114,10 +114,12 @@ type BackfillStats struct {
 //     until the committed epoch reaches its Prev and loads the owned vnodes' progress;
 //   - upstream chunks are buffered until the barrier while backfilling, forwarded
 //     (projected) afterwards;
-//   - a barrier takes the batches the read has ready, flushes, marks and forwards the
-//     buffer, replicates it, seals, persists progress, applies Pause/Resume/Throttle
-//     (and Add's pause on bootstrap), then is passed on; a new snapshot read starts
-//     for the next epoch unless paused;
+//   - a barrier takes the batches the read has ready and, unless the read goes on
+//     into the next epoch, stops it and takes the batches its workers were filling
+//     (storage.SnapshotReader.Stop); then it marks and forwards the buffer,
+//     replicates it, seals, persists progress, applies Pause/Resume/Throttle (and
+//     Add's pause on bootstrap), and is passed on; a new snapshot read starts for the
+//     next epoch unless paused;
 //   - watermarks pass through.
 //
 // Fairness: the upstream has priority, but the executor never takes two upstream

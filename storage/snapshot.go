@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -157,7 +158,8 @@ func (b *SnapshotBatch) Release() {
 // state it allocates only the Arrow array headers of each batch.
 //
 // The channel is closed when every vnode has delivered its End batch, when a worker
-// fails (see Err), or after Close. The receiver must either read until the channel is
+// fails (see Err), after Stop once the workers have handed over their last batches,
+// or after Close. The receiver must either read until the channel is
 // closed or call Close. Close may be called at any time, from any goroutine: it stops
 // the workers, releases every batch not yet received and waits for the workers to
 // exit, so a read stopped early leaks neither goroutines nor Arrow memory. Batches
@@ -170,7 +172,8 @@ func (b *SnapshotBatch) Release() {
 //
 // A backfill's actor loop selects on Batches next to its upstream input: a batch with
 // rows is emitted and moves the vnode's position to LastPK; a batch with End completes
-// the vnode; a closed channel with a nil Err completes the snapshot. At a barrier that
+// the vnode; a closed channel with a nil Err completes the snapshot, unless the read
+// was stopped (its vnodes without an End batch are then not done). At a barrier that
 // ends the read it calls Stop, takes every batch until the channel closes (the rows
 // the workers were in the middle of included: DESIGN.md §6's flush of partial
 // batches), then calls Close and releases the view the source reads.
@@ -311,7 +314,8 @@ func snapshotSetup(src VnodeSource, k vec.Kernels, proj vec.Projection) (vec.Ker
 }
 
 // Batches is the channel of batches (see SnapshotReader). It is closed at the end of
-// the read; then Err tells whether every vnode was read to its end.
+// the read; then Err tells whether it failed. A read not stopped (by Stop, Close or
+// its context) and without error has read every vnode to its end.
 func (r *SnapshotReader) Batches() <-chan SnapshotBatch { return r.out }
 
 // Err is the error that ended the read early, or nil. It is final once the channel is
@@ -413,8 +417,8 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 					if r.ctx.Err() != nil {
 						return r.stopped()
 					}
-					if r.stopping.Load() {
-						return nil
+					if r.wait.Err() != nil && errors.Is(err, r.wait.Err()) {
+						return nil // stopped while waiting for tokens
 					}
 					return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, vs.Vnode, err)
 				}

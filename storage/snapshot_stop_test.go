@@ -68,8 +68,9 @@ func (ss *snapStopStore) sources(t *testing.T) (names []string, srcs []VnodeSour
 // A read stopped while its worker fills a batch hands that batch over, cut at
 // stopCheckRows rows, not marked End, with the LastPK of its last row; the channel
 // then closes with no error, and a read from that LastPK gives the rest of the vnode.
-// The limiter here stops the read just before the worker fills its first batch, so
-// the cut is deterministic.
+// A cut that falls on the vnode's last row marks the batch End. The limiter here
+// stops the read just before the worker fills its first batch, so the cut is
+// deterministic.
 func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 	_, seed := vectest.Rand(t)
 	ss := newSnapStopStore(t, 20000, 5000, seed)
@@ -89,52 +90,76 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 		if most <= stopCheckRows {
 			t.Fatalf("seed %d: %s: the largest vnode has %d rows, want more than %d", seed, names[i], most, stopCheckRows)
 		}
-		what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows)", seed, names[i], v, most)
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		var r *SnapshotReader
-		opened := make(chan struct{})
-		calls := 0
-		req := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
-			Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
-				<-opened
-				if calls++; calls == 1 {
-					r.Stop()
-				}
-				return want, nil
-			}}
-		var err error
-		r, err = OpenSnapshot(context.Background(), src, req)
-		if err != nil {
-			t.Fatal(err)
+		pks, _ := m.vnodeRows(snapBidID, v, nil)
+		for _, c := range []struct {
+			from   string
+			after  []byte
+			ending bool
+		}{
+			{"its start", nil, false},
+			{"its last 64 rows", pks[len(pks)-stopCheckRows-1], true},
+		} {
+			what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows) from %s", seed, names[i], v, most, c.from)
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			b := snapStopFirst(t, what, src, VnodeStart{Vnode: v, After: c.after}, mem)
+			if b.Rows != stopCheckRows || b.End != c.ending {
+				t.Fatalf("%s: a stopped read gave a batch of %d rows, end %v; want %d rows, end %v", what, b.Rows, b.End, stopCheckRows, c.ending)
+			}
+			rows, refs := m.vnodeRows(snapBidID, v, c.after)
+			snapCheckRows(t, what, m, snapQ0, b, rows, refs, 0)
+			rest := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v, After: b.LastPK}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem}
+			b.Release()
+			r, err := OpenSnapshot(context.Background(), src, rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more := snapCollect(t, r)
+			snapCheck(t, what+": the rest", m, snapBidID, rest, more)
+			snapRelease(more)
+			mem.AssertSize(t, 0)
 		}
-		close(opened)
-		var got []SnapshotBatch
-		for b := range r.Batches() {
-			got = append(got, b)
-		}
-		if err := r.Err(); err != nil {
-			t.Fatalf("%s: a stopped read's error: %v", what, err)
-		}
-		if len(got) != 1 || got[0].Rows != stopCheckRows || got[0].End {
-			t.Fatalf("%s: a stopped read gave %d batches (first: %d rows, end %v), want one of %d rows, not the end",
-				what, len(got), got[0].Rows, got[0].End, stopCheckRows)
-		}
-		pks, refs := m.vnodeRows(snapBidID, v, nil)
-		snapCheckRows(t, what, m, snapQ0, got[0], pks, refs, 0)
-		if calls != 1 {
-			t.Fatalf("%s: the limiter was called %d times, want once (no batch after the stop)", what, calls)
-		}
-		rest := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v, After: got[0].LastPK}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem}
-		got[0].Release()
-		r2, err := OpenSnapshot(context.Background(), src, rest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		more := snapCollect(t, r2)
-		snapCheck(t, what+": the rest", m, snapBidID, rest, more)
-		snapRelease(more)
-		mem.AssertSize(t, 0)
 	}
+}
+
+// snapStopFirst reads vnode vs with one worker and batches of 4096 rows, stopping the
+// read from the limiter just before the first batch is filled, and returns the one
+// batch the read must then deliver.
+func snapStopFirst(t *testing.T, what string, src VnodeSource, vs VnodeStart, mem memory.Allocator) SnapshotBatch {
+	t.Helper()
+	var r *SnapshotReader
+	opened := make(chan struct{})
+	calls := 0
+	req := SnapshotRequest{Vnodes: []VnodeStart{vs}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
+		Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
+			<-opened
+			if calls++; calls == 1 {
+				r.Stop()
+			}
+			return want, nil
+		}}
+	var err error
+	r, err = OpenSnapshot(context.Background(), src, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(opened)
+	var got []SnapshotBatch
+	for b := range r.Batches() {
+		got = append(got, b)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("%s: a stopped read's error: %v", what, err)
+	}
+	if len(got) != 1 {
+		for i := range got {
+			got[i].Release()
+		}
+		t.Fatalf("%s: a stopped read gave %d batches, want one", what, len(got))
+	}
+	if calls != 1 {
+		t.Fatalf("%s: the limiter was called %d times, want once (no batch after the stop)", what, calls)
+	}
+	return got[0]
 }
 
 // TestSnapshotStopRandom stops reads at random points (after some batches, from the
