@@ -318,7 +318,7 @@ func (b *ArrangementBackfill) openSnapshot(ctx context.Context) error {
 		if b.limiter == nil {
 			b.limiter = newRateLimiter(*b.limit)
 		}
-		req.Limit = b.limiter.wait
+		req.Limit, req.Unused = b.limiter.wait, b.limiter.giveBack
 	}
 	r, err := storage.OpenSnapshot(ctx, src, req)
 	if err != nil {
@@ -675,6 +675,13 @@ func newRateLimiter(rate int64) *rateLimiter {
 func (l *rateLimiter) refill(now time.Time) {
 	l.tokens = math.Min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
 	l.last = now
+}
+
+// giveBack returns n tokens granted for rows that were not read (up to the burst).
+func (l *rateLimiter) giveBack(n int) {
+	l.mu.Lock()
+	l.tokens = math.Min(l.rate, l.tokens+float64(n))
+	l.mu.Unlock()
 }
 
 // tryTake takes one token if one is free now.

@@ -96,9 +96,9 @@ type VnodeStart struct {
 // SnapshotLimiter is the rate-limit hook of a snapshot read. A worker calls it before
 // reading each batch of vnode v, with want = the batch size; it returns how many rows
 // the batch may hold (1 to want), blocking until they are granted, or an error (ctx is
-// done when the read is closed). The batch may hold fewer rows than granted when the
-// vnode ends; a limiter that must account exactly counts the delivered batches' Rows.
-// It is called from several workers at once.
+// done when the read is closed or stopped). The batch may hold fewer rows than
+// granted when the vnode ends or the read is stopped (see SnapshotRequest.Unused). It
+// is called from several workers at once.
 type SnapshotLimiter func(ctx context.Context, v uint16, want int) (int, error)
 
 // SnapshotRequest describes a snapshot read.
@@ -123,6 +123,10 @@ type SnapshotRequest struct {
 	Kernels vec.Kernels
 	// Limit, when set, is called before every batch (see SnapshotLimiter).
 	Limit SnapshotLimiter
+	// Unused, when set with Limit, is called with the rows a batch was granted but did
+	// not hold (its vnode ended, or Stop cut it), so that a token bucket can take them
+	// back. It is called from several workers at once.
+	Unused func(n int)
 }
 
 // SnapshotBatch is a run of consecutive rows of one vnode, in pk order, or the end of a
@@ -185,6 +189,7 @@ type SnapshotReader struct {
 	mem     memory.Allocator
 	batch   int
 	limit   SnapshotLimiter
+	unused  func(n int)
 	vnodes  []VnodeStart
 	next    atomic.Int64 // index of the next vnode to take
 	out     chan SnapshotBatch
@@ -261,7 +266,7 @@ func OpenSnapshot(ctx context.Context, src VnodeSource, req SnapshotRequest) (*S
 	}
 
 	r := &SnapshotReader{
-		src: src, k: k, proj: proj, schema: sch, mem: mem, batch: batch, limit: req.Limit,
+		src: src, k: k, proj: proj, schema: sch, mem: mem, batch: batch, limit: req.Limit, unused: req.Unused,
 		vnodes: vnodes, out: make(chan SnapshotBatch, buffer), parent: ctx, done: make(chan struct{}),
 	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
@@ -430,6 +435,9 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 			b, ok, err = w.fill(it, vs.Vnode, want)
 			if err != nil {
 				return err
+			}
+			if r.limit != nil && r.unused != nil && b.Rows < want {
+				r.unused(want - b.Rows)
 			}
 		}
 		select {

@@ -164,7 +164,7 @@ func snapStopFirst(t *testing.T, what string, src VnodeSource, vs VnodeStart, me
 
 // TestSnapshotStopRandom stops reads at random points (after some batches, from the
 // receiving goroutine or another one, once or twice, with and without a limiter that
-// grants few rows) and reads on to the channel's close: every vnode's batches are a
+// grants few rows, and takes back those not read) and reads on to the channel's close: every vnode's batches are a
 // prefix of its rows in pk order, End only on a last batch that ends the vnode, and a
 // new read from the positions they leave gives the rest exactly, so a stopped read
 // loses no row and duplicates none. Some stopped reads are then closed without being
@@ -191,11 +191,14 @@ func TestSnapshotStopRandom(t *testing.T) {
 		what := fmt.Sprintf("seed %d round %d: %s: batch %d workers %d", seed, round, names[i], batch, req.Workers)
 		mem := memory.NewCheckedAllocator(vec.NewPoolAllocator())
 		req.Mem = mem
+		var calls, granted, unused atomic.Int64 // the limiter is called from several workers
 		if rng.IntN(3) == 0 {
-			var calls atomic.Int64 // the limiter is called from several workers
 			req.Limit = func(ctx context.Context, _ uint16, want int) (int, error) {
-				return 1 + int(calls.Add(1)*7919%int64(want)), nil
+				n := 1 + int(calls.Add(1)*7919%int64(want))
+				granted.Add(int64(n))
+				return n, nil
 			}
+			req.Unused = func(n int) { unused.Add(int64(n)) }
 		}
 		base := runtime.NumGoroutine()
 		r, err := OpenSnapshot(context.Background(), src, req)
@@ -234,6 +237,18 @@ func TestSnapshotStopRandom(t *testing.T) {
 		}
 		if err := r.Err(); err != nil {
 			t.Fatalf("%s: a stopped read's error: %v", what, err)
+		}
+		if req.Limit != nil {
+			// Every row granted was read into a batch or given back.
+			delivered := 0
+			for _, bs := range got {
+				for _, b := range bs {
+					delivered += b.Rows
+				}
+			}
+			if g, u := granted.Load(), unused.Load(); g-u != int64(delivered) {
+				t.Fatalf("%s: %d rows granted, %d given back, %d delivered", what, g, u, delivered)
+			}
 		}
 		// Each vnode's batches are a prefix of its rows; the rest is read again.
 		var rest SnapshotRequest
