@@ -131,6 +131,10 @@ type BackfillBuilds struct {
 	// SnapshotRows is the rows the backfill read from its snapshot (the job's
 	// RowsConsumed): the loaded rows when idle, more when busy.
 	SnapshotRows []int64 `json:"snapshot_rows"`
+	// BarrierBatches is the snapshot batches (with rows) the backfill actors took at
+	// barriers that stopped their reads: those ready then plus those their workers
+	// were filling (engine.ActorProgress's ReadyTaken + StopFlushed, summed).
+	BarrierBatches []int64 `json:"barrier_batches"`
 	// Busy mode: the writer's target rate, and what it inserted during the build.
 	InsertTargetPerSec float64   `json:"insert_target_rows_per_sec,omitempty"`
 	Inserted           []int64   `json:"inserted_rows,omitempty"`
@@ -358,6 +362,7 @@ func (bb *BackfillBuilds) add(r buildResult) {
 	bb.Seconds = append(bb.Seconds, r.seconds)
 	bb.CoresUsed = append(bb.CoresUsed, r.cores)
 	bb.SnapshotRows = append(bb.SnapshotRows, r.snapshotRows)
+	bb.BarrierBatches = append(bb.BarrierBatches, r.barrierBatches)
 	if r.rate > 0 {
 		bb.Inserted = append(bb.Inserted, r.inserted)
 		bb.InsertedPerSec = append(bb.InsertedPerSec, float64(r.inserted)/r.seconds)
@@ -451,6 +456,7 @@ func (b *backfillBench) logf(format string, args ...any) {
 type buildResult struct {
 	seconds, cores float64
 	snapshotRows   int64
+	barrierBatches int64
 	rate           float64 // the busy writer's target rows/s (0: idle)
 	inserted       int64
 }
@@ -511,6 +517,9 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 		return res, fmt.Errorf("bench: backfill: %s build read %d snapshot rows, want %d", kindName(kind), job.RowsConsumed, b.o.Rows)
 	}
 	res.snapshotRows = job.RowsConsumed
+	for _, a := range job.Actors {
+		res.barrierBatches += a.ReadyTaken + a.StopFlushed
+	}
 	if b.o.Verify {
 		if err := verifyView(ctx, e, view, int64(b.o.Rows)+res.inserted); err != nil {
 			return res, fmt.Errorf("bench: backfill: %s build: %w", kindName(kind), err)

@@ -76,10 +76,12 @@ func TestBenchBackfillJSON(t *testing.T) {
 			NoShuffle   *float64 `json:"noshuffle_seconds"`
 			Ratio       *float64 `json:"ratio"`
 			Arr         struct {
-				Seconds []float64 `json:"seconds"`
+				Seconds        []float64 `json:"seconds"`
+				BarrierBatches []int64   `json:"barrier_batches"`
 			} `json:"arrangement"`
 			NS struct {
-				Seconds []float64 `json:"seconds"`
+				Seconds        []float64 `json:"seconds"`
+				BarrierBatches []int64   `json:"barrier_batches"`
 			} `json:"noshuffle"`
 			Stats *struct {
 				Pairs   []float64   `json:"pair_ratios"`
@@ -102,7 +104,8 @@ func TestBenchBackfillJSON(t *testing.T) {
 		}
 		// Two reps: each rep's builds make a pair, and the pairs an interval.
 		st := m.Stats
-		if st == nil || len(st.Pairs) != 2 || len(m.Arr.Seconds) != 2 || len(m.NS.Seconds) != 2 || st.CI95 == nil {
+		if st == nil || len(st.Pairs) != 2 || len(m.Arr.Seconds) != 2 || len(m.NS.Seconds) != 2 || st.CI95 == nil ||
+			len(m.Arr.BarrierBatches) != 2 || len(m.NS.BarrierBatches) != 2 {
 			t.Errorf("mode %s: ratio_stats in %s", want, out.String())
 			continue
 		}
