@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -640,24 +641,35 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 		q0   bool
 		read bool // the bare snapshot read of Q0
 	}
-	run := func(p pass) (passStats, int, error) {
+	run := func(p pass) (st passStats, n int, err error) {
 		// Each pass starts on a collected heap, so that no pass pays for collecting
 		// the garbage of the one before it (on 2 cores the collector takes a quarter
 		// of the CPU while it runs).
 		runtime.GC()
-		if p.raw {
-			st, err := sb.raw(workers)
-			return st, 0, err
+		// Each pass runs under the profiler label weir_pass (its goroutines inherit
+		// it): go tool pprof -tagfocus weir_pass=executor FILE shows one pass.
+		name := "executor"
+		switch {
+		case p.raw:
+			name = "raw"
+		case p.read:
+			name = "read_q0"
+		case p.q0:
+			name = "executor_q0"
 		}
-		if p.read {
-			st, err := sb.snapshot(workers, storage.DefaultSnapshotBatchSize)
-			return st, 0, err
-		}
-		s2 := all
-		if p.q0 {
-			s2 = q0
-		}
-		return b.executorPass(ctx, s2, workers)
+		pprof.Do(ctx, pprof.Labels("weir_pass", name), func(ctx context.Context) {
+			switch {
+			case p.raw:
+				st, err = sb.raw(workers)
+			case p.read:
+				st, err = sb.snapshot(workers, storage.DefaultSnapshotBatchSize)
+			case p.q0:
+				st, n, err = b.executorPass(ctx, q0, workers)
+			default:
+				st, n, err = b.executorPass(ctx, all, workers)
+			}
+		})
+		return st, n, err
 	}
 	passes := []pass{{raw: true}, {}, {q0: true}, {read: true}}
 	for _, p := range passes { // warm-up
