@@ -109,16 +109,23 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 			snapCheckRows(t, what, m, snapQ0, b, rows, refs, 0)
 			rest := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v, After: b.LastPK}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem}
 			b.Release()
-			r, err := OpenSnapshot(context.Background(), src, rest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			more := snapCollect(t, r)
-			snapCheck(t, what+": the rest", m, snapBidID, rest, more)
-			snapRelease(more)
+			snapReadRest(t, what, m, src, rest)
 			mem.AssertSize(t, 0)
 		}
 	}
+}
+
+// snapReadRest reads what a stopped read left (rest: the vnodes from their positions)
+// to the end and checks it against the model.
+func snapReadRest(t *testing.T, what string, m *snapModel, src VnodeSource, rest SnapshotRequest) {
+	t.Helper()
+	r, err := OpenSnapshot(context.Background(), src, rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := snapCollect(t, r)
+	snapCheck(t, what+": the rest", m, snapBidID, rest, more)
+	snapRelease(more)
 }
 
 // snapStopFirst reads vnode vs with one worker and batches of 4096 rows, stopping the
@@ -287,13 +294,7 @@ func TestSnapshotStopRandom(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(rest.Vnodes) > 0 {
-			r2, err := OpenSnapshot(context.Background(), src, rest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			more := snapCollect(t, r2)
-			snapCheck(t, what+": the rest", m, snapBidID, rest, more)
-			snapRelease(more)
+			snapReadRest(t, what, m, src, rest)
 		}
 		snapRelease(got)
 		mem.AssertSize(t, 0)
