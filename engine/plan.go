@@ -25,6 +25,19 @@ type Expr struct {
 	Args  []Expr  `json:"args,omitempty"`
 }
 
+// UnmarshalJSON decodes e with an empty argument list as nil: marshalling omits it, so
+// a decoded expression equals its round trip (its arguments decode the same way).
+func (e *Expr) UnmarshalJSON(data []byte) error {
+	type plain Expr
+	if err := json.Unmarshal(data, (*plain)(e)); err != nil {
+		return err
+	}
+	if len(e.Args) == 0 {
+		e.Args = nil
+	}
+	return nil
+}
+
 // Column refers to the input column name.
 func Column(name string) Expr { return Expr{Op: "col", Name: name} }
 
@@ -204,6 +217,19 @@ type AggregatePlan struct {
 	Aggs    []AggExpr `json:"aggs,omitempty"`
 }
 
+// UnmarshalJSON decodes p with an empty list of aggregates as nil: marshalling omits
+// it, so a decoded plan equals its round trip.
+func (p *AggregatePlan) UnmarshalJSON(data []byte) error {
+	type plain AggregatePlan
+	if err := json.Unmarshal(data, (*plain)(p)); err != nil {
+		return err
+	}
+	if len(p.Aggs) == 0 {
+		p.Aggs = nil
+	}
+	return nil
+}
+
 // AggExpr is one aggregate of an AggregatePlan.
 type AggExpr struct {
 	// Func is "count", "count_star", "sum", "avg", "min", "max" or "count_distinct".
@@ -345,48 +371,27 @@ func fromPlanJSON(j planJSON, depth int) (Plan, error) {
 			return bad()
 		}
 		j.Filter.Input = ins[0]
-		j.Filter.Pred.dropEmptyArgs()
 		return j.Filter, nil
 	case j.Kind == "project" && j.Project != nil:
 		if len(ins) != 1 {
 			return bad()
 		}
 		j.Project.Input = ins[0]
-		for i := range j.Project.Cols {
-			j.Project.Cols[i].Expr.dropEmptyArgs()
-		}
 		return j.Project, nil
 	case j.Kind == "aggregate" && j.Aggregate != nil:
 		if len(ins) != 1 {
 			return bad()
 		}
 		j.Aggregate.Input = ins[0]
-		if len(j.Aggregate.Aggs) == 0 {
-			j.Aggregate.Aggs = nil // as marshalled: omitted
-		}
 		return j.Aggregate, nil
 	case j.Kind == "join" && j.Join != nil:
 		if len(ins) != 2 {
 			return bad()
 		}
 		j.Join.Left, j.Join.Right = ins[0], ins[1]
-		if j.Join.Residual != nil {
-			j.Join.Residual.dropEmptyArgs()
-		}
 		return j.Join, nil
 	}
 	return bad()
-}
-
-// dropEmptyArgs makes empty argument lists nil in e and below, as marshalling (which
-// omits them) and decoding again would, so that a decoded plan equals its round trip.
-func (e *Expr) dropEmptyArgs() {
-	if len(e.Args) == 0 {
-		e.Args = nil
-	}
-	for i := range e.Args {
-		e.Args[i].dropEmptyArgs()
-	}
 }
 
 func unmarshalPlan(data []byte) (Plan, error) {
