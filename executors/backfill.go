@@ -435,10 +435,7 @@ func (b *ArrangementBackfill) takeReady() error {
 	for range 2 * cap(batches) {
 		select {
 		case sb, ok := <-batches:
-			if ok && sb.Rows > 0 {
-				b.nReady++
-			}
-			if err := b.onBatch(sb, ok); err != nil || !ok {
+			if done, err := b.takeAtBarrier(sb, ok, &b.nReady); done {
 				return err
 			}
 		default:
@@ -460,13 +457,21 @@ func (b *ArrangementBackfill) flushRead() error {
 	b.snap.Stop()
 	for {
 		sb, ok := <-b.snap.Batches()
-		if ok && sb.Rows > 0 {
-			b.nFlushed++
-		}
-		if err := b.onBatch(sb, ok); err != nil || !ok {
+		if done, err := b.takeAtBarrier(sb, ok, &b.nFlushed); done {
 			return err
 		}
 	}
+}
+
+// takeAtBarrier handles a batch received at a barrier (ok false: the channel closed),
+// counting it in *n when it has rows; done reports that taking should stop (the read
+// ended, or an error).
+func (b *ArrangementBackfill) takeAtBarrier(sb storage.SnapshotBatch, ok bool, n *int64) (done bool, err error) {
+	if ok && sb.Rows > 0 {
+		*n++
+	}
+	err = b.onBatch(sb, ok)
+	return err != nil || !ok, err
 }
 
 func (b *ArrangementBackfill) onUpstream(ctx context.Context, p pumped) error {

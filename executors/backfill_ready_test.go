@@ -180,7 +180,7 @@ func barrierTakeScenario(t *testing.T, loaded, batchSize int, pause time.Duratio
 			}
 		}
 		// The upstream actor applies and seals the epoch's updates, then sends them on.
-		for !quietEpoch {
+		if !quietEpoch {
 			c := update(ks)
 			if err := st.Write(c); err != nil {
 				t.Fatal(err)
@@ -194,7 +194,6 @@ func barrierTakeScenario(t *testing.T, loaded, batchSize int, pause time.Duratio
 				cur[k] += int64(loaded)
 			}
 			in.c <- executors.BarrierMessage(&executors.Barrier{Prev: e, Curr: e + 1})
-			break
 		}
 		for {
 			m, err := bf.Next(ctx)

@@ -163,11 +163,11 @@ func (b *SnapshotBatch) Release() {
 //
 // The channel is closed when every vnode has delivered its End batch, when a worker
 // fails (see Err), after Stop once the workers have handed over their last batches,
-// or after Close. The receiver must either read until the channel is
-// closed or call Close. Close may be called at any time, from any goroutine: it stops
-// the workers, releases every batch not yet received and waits for the workers to
-// exit, so a read stopped early leaks neither goroutines nor Arrow memory. Batches
-// already received stay the receiver's.
+// or after Close. The receiver must either read until the channel is closed or call
+// Close. Close may be called at any time, from any goroutine: it stops the workers,
+// releases every batch not yet received and waits for the workers to exit, so a read
+// stopped early leaks neither goroutines nor Arrow memory. Batches already received
+// stay the receiver's.
 //
 // Stop ends a read early without losing what it has read: each worker hands over the
 // rows it has copied so far as a last, possibly short, batch and exits, so the
@@ -560,9 +560,9 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 // fillCommitted is fill's loop for an iterator with no sealed runs to merge (a
 // committed view): it drives pebble directly, and copies a key only for the batch's
 // last row. A stopping read (SnapshotReader.Stop) ends the batch early, at a multiple
-// of stopCheckRows. When the vnode ends before the batch does, the last key read is gone; the
-// iterator is then moved back to the vnode's last key, which is that row's (the
-// bounds and the pebble snapshot are fixed). It leaves it in Iter's state.
+// of stopCheckRows. When the vnode ends before the batch does, the last key read is
+// gone; the iterator is then moved back to the vnode's last key, which is that row's
+// (the bounds and the pebble snapshot are fixed). It leaves it in Iter's state.
 func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool) {
 	pit := it.pit
 	val := it.value
