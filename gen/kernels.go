@@ -86,6 +86,7 @@ func (g *tableGen) kernels(f *jen.File) {
 	recv().Id("DecodeKeys").Params(jen.Id("keys").Op("*").Qual(pkgVec, "Bytes"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(body...)
 
 	g.decodeValues(f, recv, errf)
+	g.rowDecoder(f, recv, errf)
 
 	f.Comment("Vnodes implements vec.Kernels.")
 	recv().Id("Vnodes").Params(chunk, jen.Id("out").Index().Uint16()).Block(
@@ -520,4 +521,175 @@ func joinLines(stmts []jen.Code) jen.Code {
 		out.Line().Add(st)
 	}
 	return out
+}
+
+// rowDecoder emits the table's vec.RowDecoder: Append checks a value's frame with the
+// straight-line check of DecodeValues, then decodes each projected column of it at
+// once (one branch per column on a loop-invariant builder pointer). Fixed-width
+// values go into typed buffers that Flush appends in bulk (validity bits a word at a
+// time, as DecodeValues does); var-width ones are copied straight into their
+// *vec.VarBuilder, whose bytes Begin reserves from the bytes per value of the
+// batches before.
+func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
+	l := g.layout
+	D := g.lname("RowDecoder")
+	bf := func(i int) string { return fmt.Sprintf("b%d", i) }
+	vf := func(i int) string { return fmt.Sprintf("v%d", i) }
+	okf := func(i int) string { return fmt.Sprintf("ok%d", i) }
+	perf := func(i int) string { return fmt.Sprintf("per%d", i) }
+	d := func(field string) *jen.Statement { return jen.Id("d").Dot(field) }
+	fields := []jen.Code{}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		if kd.varLen {
+			fields = append(fields,
+				jen.Id(bf(i)).Op("*").Qual(pkgVec, "VarBuilder").Comment("nil: "+c.Name+" is not projected"),
+				jen.Id(perf(i)).Int().Comment("bytes per value of the last flushed rows"),
+			)
+			continue
+		}
+		fields = append(fields,
+			jen.Id(bf(i)).Op("*").Qual(pkgArray, kd.builder).Comment("nil: "+c.Name+" is not projected"),
+			jen.Id(vf(i)).Index().Add(kd.goType()),
+		)
+		if c.Nullable {
+			fields = append(fields, jen.Id(okf(i)).Index().Bool())
+		}
+	}
+	fields = append(fields, jen.Id("rows").Int().Comment("rows appended since the last Flush"))
+	f.Commentf("%s decodes row values of table %s one at a time (vec.RowDecoder).", D, g.t.Name)
+	f.Type().Id(D).Struct(fields...)
+	f.Var().Id("_").Qual(pkgVec, "RowDecoders").Op("=").Id(g.lname("Kernels")).Values()
+
+	// NewRowDecoder: the same builder checks as DecodeValues, once.
+	cases := []jen.Code{}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		bt, btName := jen.Op("*").Qual(pkgArray, kd.builder), "*array."+kd.builder
+		if kd.varLen {
+			bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
+		}
+		want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(
+			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
+			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Nil(), errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
+			jen.If(jen.Op("!").Qual(pkgArrow, "TypeEqual").Call(jen.Id("b").Dot("Type").Call(), want)).Block(
+				jen.Return(jen.Nil(), errf("column "+c.Name+": builder of %s, want %s", jen.Id("b").Dot("Type").Call(), want)),
+			),
+			jen.If(d(bf(i)).Op("!=").Nil()).Block(jen.Return(jen.Nil(), errf("row decoder: projection names column "+c.Name+" twice"))),
+			d(bf(i)).Op("=").Id("b"),
+		))
+	}
+	cases = append(cases, jen.Default().Block(
+		jen.Return(jen.Nil(), errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
+	))
+	f.Comment("NewRowDecoder implements vec.RowDecoders.")
+	recv().Id("NewRowDecoder").Params(jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Params(jen.Qual(pkgVec, "RowDecoder"), jen.Error()).Block(
+		jen.If(jen.Len(jen.Id("out")).Op("<").Len(jen.Id("proj"))).Block(
+			jen.Return(jen.Nil(), errf("NewRowDecoder needs %d builders, got %d", jen.Len(jen.Id("proj")), jen.Len(jen.Id("out")))),
+		),
+		jen.Id("d").Op(":=").Op("&").Id(D).Values(),
+		jen.For(jen.List(jen.Id("j"), jen.Id("col")).Op(":=").Range().Id("proj")).Block(jen.Switch(jen.Id("col")).Block(cases...)),
+		jen.Return(jen.Id("d"), jen.Nil()),
+	)
+
+	// Begin.
+	begin := []jen.Code{}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		var body []jen.Code
+		if kd.varLen {
+			body = []jen.Code{
+				d(bf(i)).Dot("Reserve").Call(jen.Id("n")),
+				d(bf(i)).Dot("ReserveData").Call(jen.Id("n").Op("*").Add(d(perf(i))).Op("*").Lit(9).Op("/").Lit(8)),
+			}
+		} else {
+			body = []jen.Code{jen.If(jen.Cap(d(vf(i))).Op("<").Id("n")).Block(
+				d(vf(i)).Op("=").Append(jen.Make(jen.Index().Add(kd.goType()), jen.Lit(0), jen.Id("n")), d(vf(i)).Op("...")),
+			)}
+			if c.Nullable {
+				body = append(body, jen.If(jen.Cap(d(okf(i))).Op("<").Id("n")).Block(
+					d(okf(i)).Op("=").Append(jen.Make(jen.Index().Bool(), jen.Lit(0), jen.Id("n")), d(okf(i)).Op("...")),
+				))
+			}
+		}
+		begin = append(begin, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
+	}
+	f.Comment("Begin implements vec.RowDecoder.")
+	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Begin").Params(jen.Id("n").Int()).Block(begin...)
+
+	// Append.
+	at := func(off int) jen.Code { return jen.Id("v").Index(jen.Lit(off), jen.Empty()) }
+	app := []jen.Code{
+		jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
+			jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
+			jen.If(jen.Err().Op("==").Nil()).Block(
+				jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
+			),
+			jen.Return(errf("value: %w", jen.Err())),
+		),
+	}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		by, bit := nullBit(i)
+		isNull := jen.Id("v").Index(jen.Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
+		var body []jen.Code
+		if kd.varLen {
+			var start jen.Code = jen.Lit(l.VarStart)
+			if p := l.PrevVar[i]; p >= 0 {
+				start = jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(p)))
+			}
+			end := jen.Lit(l.VarStart).Op("+").Int().Call(le("Uint32").Call(at(l.Slot[i])))
+			// VarBuilder.Append's three steps, each inlined here (Append itself is
+			// too large to be).
+			appendVal := []jen.Code{
+				jen.Id("s").Op(":=").Id("v").Index(start, end),
+				d(bf(i)).Dot("Reserve").Call(jen.Lit(1)),
+				d(bf(i)).Dot("ReserveData").Call(jen.Len(jen.Id("s"))),
+				d(bf(i)).Dot("UnsafeAppend").Call(jen.Id("s")),
+			}
+			if c.Nullable {
+				body = []jen.Code{jen.If(isNull).Block(d(bf(i)).Dot("AppendNull").Call()).Else().Block(appendVal...)}
+			} else {
+				body = appendVal
+			}
+		} else {
+			slot := func(off int) jen.Code { return at(l.Slot[i] + off) }
+			body = []jen.Code{d(vf(i)).Op("=").Append(d(vf(i)), kd.getValue(slot))}
+			if c.Nullable {
+				body = append(body, d(okf(i)).Op("=").Append(d(okf(i)), jen.Op("!").Parens(isNull)))
+			}
+		}
+		app = append(app, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
+	}
+	app = append(app, jen.Id("d").Dot("rows").Op("++"), jen.Return(jen.Nil()))
+	f.Comment("Append implements vec.RowDecoder.")
+	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Append").Params(jen.Id("v").Index().Byte()).Error().Block(app...)
+
+	// Flush.
+	flush := []jen.Code{}
+	for i, c := range g.t.Columns {
+		kd := g.kind(i)
+		var body []jen.Code
+		if kd.varLen {
+			// The bytes per value of this batch size the next one's reservation.
+			// Rounded up, and an eighth more in Begin: a batch a little wider than
+			// the last must not grow (copy) its bytes near its end.
+			body = []jen.Code{jen.If(jen.Id("n").Op(":=").Add(d(bf(i))).Dot("Len").Call(), jen.Id("n").Op(">").Lit(0)).Block(
+				d(perf(i)).Op("=").Parens(d(bf(i)).Dot("DataLen").Call().Op("+").Id("n").Op("-").Lit(1)).Op("/").Id("n"),
+			)}
+		} else {
+			var valid jen.Code = jen.Nil()
+			reset := []jen.Code{d(vf(i)).Op("=").Add(d(vf(i))).Index(jen.Empty(), jen.Lit(0))}
+			if c.Nullable {
+				valid = d(okf(i))
+				reset = append(reset, d(okf(i)).Op("=").Add(d(okf(i))).Index(jen.Empty(), jen.Lit(0)))
+			}
+			body = append([]jen.Code{d(bf(i)).Dot("AppendValues").Call(d(vf(i)), valid)}, reset...)
+		}
+		flush = append(flush, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
+	}
+	flush = append(flush, jen.Id("d").Dot("rows").Op("=").Lit(0))
+	f.Comment("Flush implements vec.RowDecoder.")
+	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Flush").Params().Block(flush...)
 }

@@ -484,8 +484,9 @@ func ReadOne(src VnodeSource, v uint16, after []byte, proj vec.Projection, mem m
 	return b, err
 }
 
-// snapWorker holds one worker's reused buffers: the value arena, the builders of the
-// projected columns (whose buffers come from the request's allocator), the last key
+// snapWorker holds one worker's reused buffers: the builders of the projected columns
+// (whose buffers come from the request's allocator) and the row decoder that fills
+// them, or, for kernels without one, the value arena that build decodes; the last key
 // read, and a slab that batches' LastPKs are carved from.
 type snapWorker struct {
 	k      vec.Kernels
@@ -494,9 +495,12 @@ type snapWorker struct {
 	schema *arrow.Schema
 	bs     []vec.Builder
 	cols   []arrow.Array
-	vals   vec.Bytes
-	last   []byte
-	slab   []byte
+	// rd, when the kernels have one (generated kernels do), decodes each value as it
+	// is read; otherwise values are copied into vals and decoded a batch at a time.
+	rd   vec.RowDecoder
+	vals vec.Bytes
+	last []byte
+	slab []byte
 	// stop, when set, ends a batch early (SnapshotReader.Stop); nil for ReadOne.
 	stop *atomic.Bool
 }
@@ -516,6 +520,13 @@ func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arr
 	for i, c := range proj {
 		w.bs[i] = vec.NewBuilder(mem, t.Columns[c].Type.ArrowType())
 	}
+	if rk, ok := k.(vec.RowDecoders); ok {
+		// An error (a projection naming a column twice) leaves the batch decode,
+		// which serves every projection.
+		if rd, err := rk.NewRowDecoder(proj, w.bs); err == nil {
+			w.rd = rd
+		}
+	}
 	w.vals.Reset()
 	return w
 }
@@ -530,15 +541,23 @@ func (w *snapWorker) release() {
 // returns whether it is positioned on a further row (false: the vnode is exhausted or
 // the iterator failed; the caller checks it.Error()).
 func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, error) {
-	w.vals.Reset()
+	if w.rd != nil {
+		w.rd.Begin(want)
+	} else {
+		w.vals.Reset()
+	}
 	var n int
 	var ok bool
+	var err error
 	if len(it.runs) == 0 {
-		n, ok = w.fillCommitted(it, want)
+		n, ok, err = w.fillCommitted(it, want)
 	} else {
 		ok = true
 		for ok {
-			w.vals.Append(it.Value())
+			if err = w.add(it.Value()); err != nil {
+				err = fmt.Errorf("row of pk %x: %w", it.PK(), err)
+				break
+			}
 			w.last = append(w.last[:0], it.PK()...)
 			n++
 			ok = it.Next()
@@ -546,6 +565,9 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 				break
 			}
 		}
+	}
+	if err != nil {
+		return SnapshotBatch{}, false, fmt.Errorf("storage: snapshot of table %s vnode %d: %w", w.t.Name, v, err)
 	}
 	if !ok && it.Error() != nil {
 		return SnapshotBatch{}, false, fmt.Errorf("storage: snapshot of table %s vnode %d: %w", w.t.Name, v, it.Error())
@@ -563,12 +585,18 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 // of stopCheckRows. When the vnode ends before the batch does, the last key read is
 // gone; the iterator is then moved back to the vnode's last key, which is that row's
 // (the bounds and the pebble snapshot are fixed). It leaves it in Iter's state.
-func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool) {
+func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool, err error) {
 	pit := it.pit
 	val := it.value
 	cut := false // the batch ended on a row whose key is copied
 	for {
-		w.vals.Append(val)
+		if w.rd != nil {
+			if err := w.rd.Append(val); err != nil {
+				return n, false, fmt.Errorf("row of pk %x: %w", pit.Key()[KeyPrefixLen:], err)
+			}
+		} else {
+			w.vals.Append(val)
+		}
 		n++
 		if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
 			w.last = append(w.last[:0], pit.Key()[KeyPrefixLen:]...)
@@ -584,28 +612,44 @@ func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool) {
 	it.pok = ok
 	if ok {
 		it.key, it.value = pit.Key(), pit.Value()
-		return n, true
+		return n, true, nil
 	}
 	it.key, it.value = nil, nil
 	if it.err = pit.Error(); it.err != nil || cut {
-		return n, false
+		return n, false, nil
 	}
 	if !pit.Last() {
 		if it.err = pit.Error(); it.err == nil {
 			it.err = fmt.Errorf("iterator found no last row after reading %d", n)
 		}
-		return n, false
+		return n, false, nil
 	}
 	w.last = append(w.last[:0], pit.Key()[KeyPrefixLen:]...)
-	return n, false
+	return n, false, nil
 }
 
-// build decodes the arena's n values into a record.
-func (w *snapWorker) build(n int) (arrow.RecordBatch, error) {
-	for _, b := range w.bs {
-		b.Reserve(n)
+// add takes one row value: decoded at once by the row decoder, or copied into the
+// arena for build.
+func (w *snapWorker) add(v []byte) error {
+	if w.rd != nil {
+		return w.rd.Append(v)
 	}
-	err := w.k.DecodeValues(&w.vals, w.proj, w.bs)
+	w.vals.Append(v)
+	return nil
+}
+
+// build makes the batch's n rows a record: the row decoder's, or the arena's decoded
+// now.
+func (w *snapWorker) build(n int) (arrow.RecordBatch, error) {
+	var err error
+	if w.rd != nil {
+		w.rd.Flush()
+	} else {
+		for _, b := range w.bs {
+			b.Reserve(n)
+		}
+		err = w.k.DecodeValues(&w.vals, w.proj, w.bs)
+	}
 	for i, b := range w.bs {
 		w.cols[i] = b.NewArray()
 	}

@@ -93,6 +93,33 @@ type Kernels interface {
 	Split(c *Chunk, mapping []uint16, vnodes []uint16, outs []SplitOutput)
 }
 
+// RowDecoder decodes row values one at a time into the builders of a projection: the
+// fused path of a reader that holds each value only until it reads the next (a
+// storage iterator's), so that the value is decoded while it is in the cache instead
+// of being copied into an arena and decoded from there (DecodeValues). Generated
+// kernels offer one (RowDecoders); it is not safe for concurrent use.
+type RowDecoder interface {
+	// Begin prepares for up to n rows: it reserves the builders' room for them, and
+	// for var-width columns' bytes as many per value as the rows before had.
+	Begin(n int)
+	// Append decodes one row value. A malformed value is an error naming the table,
+	// and nothing of it is decoded.
+	Append(v []byte) error
+	// Flush completes the rows appended since the last Flush in the builders (fixed-
+	// width columns are held and appended in bulk): call it before their NewArray.
+	Flush()
+}
+
+// RowDecoders is implemented by kernels that decode row values one at a time (every
+// generated Kernels does; Generic does not, and a reader then decodes a batch at a
+// time with DecodeValues).
+type RowDecoders interface {
+	// NewRowDecoder returns a decoder of the projected columns into out, one builder
+	// per projected column (see NewBuilder). It is an error when the builders do not
+	// fit the columns, or when the projection names a column twice.
+	NewRowDecoder(proj Projection, out []Builder) (RowDecoder, error)
+}
+
 var registry = struct {
 	sync.RWMutex
 	m map[string]Kernels

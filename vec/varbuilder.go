@@ -83,10 +83,16 @@ func (b *VarBuilder) Reserve(n int) {
 	}
 }
 
-// ReserveData makes room for n more value bytes. It panics when the array would
-// exceed the 2 GiB that int32 offsets address.
+// ReserveData makes room for n more value bytes (inlined; the growth is not). It
+// panics when the array would exceed the 2 GiB that int32 offsets address.
 func (b *VarBuilder) ReserveData(n int) {
-	need := b.size + n
+	if need := b.size + n; need > len(b.data) {
+		b.growData(need)
+	}
+}
+
+// growData grows the value bytes to room for need bytes in all (at least doubling).
+func (b *VarBuilder) growData(need int) {
 	if need > math.MaxInt32 {
 		panic(fmt.Sprintf("vec: VarBuilder of %s: %d value bytes exceed int32 offsets", b.dt, need))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -80,13 +81,55 @@ func FuzzGeneratedDecode(f *testing.F) {
 				return k.DecodeValues(&in, vec.Projection(cols), bs)
 			}, gk, rk)
 		}
-		if rec != nil {
-			rec.Release()
-		}
 		if err != nil && !errors.Is(err, errBothFailed) {
 			t.Fatalf("table %s key=%v: %v", tbl.Name, asKey, err)
 		}
+		if !asKey {
+			// The row decoder accepts what DecodeValues accepts, and decodes it alike.
+			if rerr := rowDecodeSame(mem, tbl, gk, cols, data, rec); rerr != nil {
+				t.Fatalf("table %s: row decoder: %v", tbl.Name, rerr)
+			}
+		}
+		if rec != nil {
+			rec.Release()
+		}
 	})
+}
+
+// rowDecodeSame decodes data as one row value with k's row decoder: an error when
+// want is nil (the batch decode refused it), else the same row as want.
+func rowDecodeSame(mem memory.Allocator, tbl *schema.Table, k vec.Kernels, cols []int, data []byte, want arrow.RecordBatch) error {
+	bs := vectest.ValueBuildersFor(mem, tbl, cols)
+	defer vectest.ReleaseBuilders(bs)
+	rd, err := k.(vec.RowDecoders).NewRowDecoder(vec.Projection(cols), bs)
+	if err != nil {
+		return err
+	}
+	rd.Begin(1)
+	aerr := rd.Append(data)
+	if want == nil {
+		if aerr == nil {
+			return fmt.Errorf("accepted a value DecodeValues refuses")
+		}
+		if !strings.Contains(aerr.Error(), "table "+tbl.Name) {
+			return fmt.Errorf("error %q does not name the table", aerr)
+		}
+		return nil
+	}
+	if aerr != nil {
+		return fmt.Errorf("refused a value DecodeValues accepts: %w", aerr)
+	}
+	rd.Flush()
+	arrs := make([]arrow.Array, len(bs))
+	for j, b := range bs {
+		arrs[j] = b.NewArray()
+	}
+	got := array.NewRecordBatch(want.Schema(), arrs, 1)
+	defer got.Release()
+	for _, a := range arrs {
+		a.Release()
+	}
+	return vectest.RecordsEqual(got, want)
 }
 
 // TestFuzzCorpusPresent keeps the seed corpus directory from vanishing unnoticed.

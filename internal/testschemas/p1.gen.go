@@ -485,6 +485,170 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	return nil
 }
 
+// p1RowDecoder decodes row values of table p1 one at a time (vec.RowDecoder).
+type p1RowDecoder struct {
+	b0   *vec.VarBuilder     // nil: type is not projected
+	per0 int                 // bytes per value of the last flushed rows
+	b1   *array.Int64Builder // nil: func is not projected
+	v1   []int64
+	ok1  []bool
+	b2   *vec.VarBuilder       // nil: range is not projected
+	per2 int                   // bytes per value of the last flushed rows
+	b3   *array.Float64Builder // nil: Extra is not projected
+	v3   []float64
+	rows int // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = p1Kernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (p1Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table p1: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &p1RowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p1: column type: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table p1: row decoder: projection names column type twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p1: column func: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table p1: row decoder: projection names column func twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p1: column range: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table p1: row decoder: projection names column range twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*array.Float64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p1: column Extra: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table p1: row decoder: projection names column Extra twice")
+			}
+			d.b3 = b
+		default:
+			return nil, fmt.Errorf("table p1: projection names column %d, the table has %d", col, 4)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *p1RowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		d.b0.Reserve(n)
+		d.b0.ReserveData(n * d.per0 * 9 / 8)
+	}
+	if d.b1 != nil {
+		if cap(d.v1) < n {
+			d.v1 = append(make([]int64, 0, n), d.v1...)
+		}
+		if cap(d.ok1) < n {
+			d.ok1 = append(make([]bool, 0, n), d.ok1...)
+		}
+	}
+	if d.b2 != nil {
+		d.b2.Reserve(n)
+		d.b2.ReserveData(n * d.per2 * 9 / 8)
+	}
+	if d.b3 != nil {
+		if cap(d.v3) < n {
+			d.v3 = append(make([]float64, 0, n), d.v3...)
+		}
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *p1RowDecoder) Append(v []byte) error {
+	if !p1ValueOK(v) {
+		err := p1Layout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table p1: value: %w", err)
+	}
+	if d.b0 != nil {
+		s := v[26 : 26+int(binary.LittleEndian.Uint32(v[2:]))]
+		d.b0.Reserve(1)
+		d.b0.ReserveData(len(s))
+		d.b0.UnsafeAppend(s)
+	}
+	if d.b1 != nil {
+		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[6:])))
+		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
+	}
+	if d.b2 != nil {
+		if v[1]&4 != 0 {
+			d.b2.AppendNull()
+		} else {
+			s := v[26+int(binary.LittleEndian.Uint32(v[2:])) : 26+int(binary.LittleEndian.Uint32(v[14:]))]
+			d.b2.Reserve(1)
+			d.b2.ReserveData(len(s))
+			d.b2.UnsafeAppend(s)
+		}
+	}
+	if d.b3 != nil {
+		d.v3 = append(d.v3, math.Float64frombits(binary.LittleEndian.Uint64(v[18:])))
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *p1RowDecoder) Flush() {
+	if d.b0 != nil {
+		if n := d.b0.Len(); n > 0 {
+			d.per0 = (d.b0.DataLen() + n - 1) / n
+		}
+	}
+	if d.b1 != nil {
+		d.b1.AppendValues(d.v1, d.ok1)
+		d.v1 = d.v1[:0]
+		d.ok1 = d.ok1[:0]
+	}
+	if d.b2 != nil {
+		if n := d.b2.Len(); n > 0 {
+			d.per2 = (d.b2.DataLen() + n - 1) / n
+		}
+	}
+	if d.b3 != nil {
+		d.b3.AppendValues(d.v3, nil)
+		d.v3 = d.v3[:0]
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (p1Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := p1ViewOf(c)

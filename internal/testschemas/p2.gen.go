@@ -556,6 +556,199 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	return nil
 }
 
+// p2RowDecoder decodes row values of table p2 one at a time (vec.RowDecoder).
+type p2RowDecoder struct {
+	b0   *array.TimestampBuilder // nil: date_time is not projected
+	v0   []arrow.Timestamp
+	b1   *array.Int32Builder // nil: op is not projected
+	v1   []int32
+	b2   *vec.VarBuilder       // nil: len is not projected
+	per2 int                   // bytes per value of the last flushed rows
+	b3   *array.BooleanBuilder // nil: row is not projected
+	v3   []bool
+	ok3  []bool
+	b4   *array.Decimal128Builder // nil: auction_id is not projected
+	v4   []decimal128.Num
+	ok4  []bool
+	rows int // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = p2Kernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (p2Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table p2: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &p2RowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p2: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table p2: row decoder: projection names column date_time twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*array.Int32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p2: column op: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table p2: row decoder: projection names column op twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p2: column len: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table p2: row decoder: projection names column len twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*array.BooleanBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p2: column row: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table p2: row decoder: projection names column row twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*array.Decimal128Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p2: column auction_id: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table p2: row decoder: projection names column auction_id twice")
+			}
+			d.b4 = b
+		default:
+			return nil, fmt.Errorf("table p2: projection names column %d, the table has %d", col, 5)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *p2RowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]arrow.Timestamp, 0, n), d.v0...)
+		}
+	}
+	if d.b1 != nil {
+		if cap(d.v1) < n {
+			d.v1 = append(make([]int32, 0, n), d.v1...)
+		}
+	}
+	if d.b2 != nil {
+		d.b2.Reserve(n)
+		d.b2.ReserveData(n * d.per2 * 9 / 8)
+	}
+	if d.b3 != nil {
+		if cap(d.v3) < n {
+			d.v3 = append(make([]bool, 0, n), d.v3...)
+		}
+		if cap(d.ok3) < n {
+			d.ok3 = append(make([]bool, 0, n), d.ok3...)
+		}
+	}
+	if d.b4 != nil {
+		if cap(d.v4) < n {
+			d.v4 = append(make([]decimal128.Num, 0, n), d.v4...)
+		}
+		if cap(d.ok4) < n {
+			d.ok4 = append(make([]bool, 0, n), d.ok4...)
+		}
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *p2RowDecoder) Append(v []byte) error {
+	if !p2ValueOK(v) {
+		err := p2Layout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table p2: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, arrow.Timestamp(binary.LittleEndian.Uint64(v[2:])))
+	}
+	if d.b1 != nil {
+		d.v1 = append(d.v1, int32(binary.LittleEndian.Uint32(v[10:])))
+	}
+	if d.b2 != nil {
+		if v[1]&4 != 0 {
+			d.b2.AppendNull()
+		} else {
+			s := v[35 : 35+int(binary.LittleEndian.Uint32(v[14:]))]
+			d.b2.Reserve(1)
+			d.b2.ReserveData(len(s))
+			d.b2.UnsafeAppend(s)
+		}
+	}
+	if d.b3 != nil {
+		d.v3 = append(d.v3, v[18:][0] != 0)
+		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
+	}
+	if d.b4 != nil {
+		d.v4 = append(d.v4, decimal128.New(int64(binary.LittleEndian.Uint64(v[27:])), binary.LittleEndian.Uint64(v[19:])))
+		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *p2RowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, nil)
+		d.v0 = d.v0[:0]
+	}
+	if d.b1 != nil {
+		d.b1.AppendValues(d.v1, nil)
+		d.v1 = d.v1[:0]
+	}
+	if d.b2 != nil {
+		if n := d.b2.Len(); n > 0 {
+			d.per2 = (d.b2.DataLen() + n - 1) / n
+		}
+	}
+	if d.b3 != nil {
+		d.b3.AppendValues(d.v3, d.ok3)
+		d.v3 = d.v3[:0]
+		d.ok3 = d.ok3[:0]
+	}
+	if d.b4 != nil {
+		d.b4.AppendValues(d.v4, d.ok4)
+		d.v4 = d.v4[:0]
+		d.ok4 = d.ok4[:0]
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (p2Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := p2ViewOf(c)

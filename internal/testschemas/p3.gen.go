@@ -590,6 +590,169 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	return nil
 }
 
+// p3RowDecoder decodes row values of table p3 one at a time (vec.RowDecoder).
+type p3RowDecoder struct {
+	b0   *array.Int16Builder // nil: a is not projected
+	v0   []int16
+	ok0  []bool
+	b1   *array.Date32Builder // nil: b is not projected
+	v1   []arrow.Date32
+	ok1  []bool
+	b2   *array.Float32Builder // nil: c is not projected
+	v2   []float32
+	b3   *vec.VarBuilder // nil: payload is not projected
+	per3 int             // bytes per value of the last flushed rows
+	rows int             // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = p3Kernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (p3Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table p3: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &p3RowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Int16Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p3: column a: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table p3: row decoder: projection names column a twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p3: column b: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table p3: row decoder: projection names column b twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table p3: column c: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table p3: row decoder: projection names column c twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table p3: column payload: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table p3: row decoder: projection names column payload twice")
+			}
+			d.b3 = b
+		default:
+			return nil, fmt.Errorf("table p3: projection names column %d, the table has %d", col, 4)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *p3RowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]int16, 0, n), d.v0...)
+		}
+		if cap(d.ok0) < n {
+			d.ok0 = append(make([]bool, 0, n), d.ok0...)
+		}
+	}
+	if d.b1 != nil {
+		if cap(d.v1) < n {
+			d.v1 = append(make([]arrow.Date32, 0, n), d.v1...)
+		}
+		if cap(d.ok1) < n {
+			d.ok1 = append(make([]bool, 0, n), d.ok1...)
+		}
+	}
+	if d.b2 != nil {
+		if cap(d.v2) < n {
+			d.v2 = append(make([]float32, 0, n), d.v2...)
+		}
+	}
+	if d.b3 != nil {
+		d.b3.Reserve(n)
+		d.b3.ReserveData(n * d.per3 * 9 / 8)
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *p3RowDecoder) Append(v []byte) error {
+	if !p3ValueOK(v) {
+		err := p3Layout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table p3: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, int16(binary.LittleEndian.Uint16(v[2:])))
+		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	}
+	if d.b1 != nil {
+		d.v1 = append(d.v1, arrow.Date32(binary.LittleEndian.Uint32(v[4:])))
+		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
+	}
+	if d.b2 != nil {
+		d.v2 = append(d.v2, math.Float32frombits(binary.LittleEndian.Uint32(v[8:])))
+	}
+	if d.b3 != nil {
+		s := v[16 : 16+int(binary.LittleEndian.Uint32(v[12:]))]
+		d.b3.Reserve(1)
+		d.b3.ReserveData(len(s))
+		d.b3.UnsafeAppend(s)
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *p3RowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, d.ok0)
+		d.v0 = d.v0[:0]
+		d.ok0 = d.ok0[:0]
+	}
+	if d.b1 != nil {
+		d.b1.AppendValues(d.v1, d.ok1)
+		d.v1 = d.v1[:0]
+		d.ok1 = d.ok1[:0]
+	}
+	if d.b2 != nil {
+		d.b2.AppendValues(d.v2, nil)
+		d.v2 = d.v2[:0]
+	}
+	if d.b3 != nil {
+		if n := d.b3.Len(); n > 0 {
+			d.per3 = (d.b3.DataLen() + n - 1) / n
+		}
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (p3Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := p3ViewOf(c)

@@ -1067,6 +1067,522 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	return nil
 }
 
+// t06RowDecoder decodes row values of table t06 one at a time (vec.RowDecoder).
+type t06RowDecoder struct {
+	b0    *array.Decimal128Builder // nil: k0_dec is not projected
+	v0    []decimal128.Num
+	ok0   []bool
+	b1    *vec.VarBuilder      // nil: k1_str is not projected
+	per1  int                  // bytes per value of the last flushed rows
+	b2    *vec.VarBuilder      // nil: k2_bin is not projected
+	per2  int                  // bytes per value of the last flushed rows
+	b3    *array.Date32Builder // nil: k3_date is not projected
+	v3    []arrow.Date32
+	b4    *array.BooleanBuilder // nil: v_bool is not projected
+	v4    []bool
+	ok4   []bool
+	b5    *array.Int16Builder // nil: v_i16 is not projected
+	v5    []int16
+	b6    *array.Int32Builder // nil: v_i32 is not projected
+	v6    []int32
+	ok6   []bool
+	b7    *array.Int64Builder // nil: v_i64 is not projected
+	v7    []int64
+	b8    *array.Float32Builder // nil: v_f32 is not projected
+	v8    []float32
+	ok8   []bool
+	b9    *array.Float64Builder // nil: v_f64 is not projected
+	v9    []float64
+	b10   *array.Decimal128Builder // nil: v_dec is not projected
+	v10   []decimal128.Num
+	ok10  []bool
+	b11   *vec.VarBuilder      // nil: v_str is not projected
+	per11 int                  // bytes per value of the last flushed rows
+	b12   *vec.VarBuilder      // nil: v_bin is not projected
+	per12 int                  // bytes per value of the last flushed rows
+	b13   *array.Date32Builder // nil: v_date is not projected
+	v13   []arrow.Date32
+	b14   *array.TimestampBuilder // nil: v_ts is not projected
+	v14   []arrow.Timestamp
+	ok14  []bool
+	b15   *array.TimestampBuilder // nil: v_tstz is not projected
+	v15   []arrow.Timestamp
+	rows  int // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = t06Kernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (t06Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table t06: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &t06RowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Decimal128Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table t06: column k0_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k0_dec twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table t06: column k1_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k1_str twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table t06: column k2_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k2_bin twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table t06: column k3_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k3_date twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*array.BooleanBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table t06: column v_bool: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_bool twice")
+			}
+			d.b4 = b
+		case 5:
+			b, ok := out[j].(*array.Int16Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(5).Type) {
+				return nil, fmt.Errorf("table t06: column v_i16: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(5).Type)
+			}
+			if d.b5 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i16 twice")
+			}
+			d.b5 = b
+		case 6:
+			b, ok := out[j].(*array.Int32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(6).Type) {
+				return nil, fmt.Errorf("table t06: column v_i32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(6).Type)
+			}
+			if d.b6 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i32 twice")
+			}
+			d.b6 = b
+		case 7:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(7).Type) {
+				return nil, fmt.Errorf("table t06: column v_i64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(7).Type)
+			}
+			if d.b7 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i64 twice")
+			}
+			d.b7 = b
+		case 8:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(8).Type) {
+				return nil, fmt.Errorf("table t06: column v_f32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(8).Type)
+			}
+			if d.b8 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_f32 twice")
+			}
+			d.b8 = b
+		case 9:
+			b, ok := out[j].(*array.Float64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(9).Type) {
+				return nil, fmt.Errorf("table t06: column v_f64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(9).Type)
+			}
+			if d.b9 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_f64 twice")
+			}
+			d.b9 = b
+		case 10:
+			b, ok := out[j].(*array.Decimal128Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(10).Type) {
+				return nil, fmt.Errorf("table t06: column v_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(10).Type)
+			}
+			if d.b10 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_dec twice")
+			}
+			d.b10 = b
+		case 11:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(11).Type) {
+				return nil, fmt.Errorf("table t06: column v_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(11).Type)
+			}
+			if d.b11 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_str twice")
+			}
+			d.b11 = b
+		case 12:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(12).Type) {
+				return nil, fmt.Errorf("table t06: column v_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(12).Type)
+			}
+			if d.b12 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_bin twice")
+			}
+			d.b12 = b
+		case 13:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(13).Type) {
+				return nil, fmt.Errorf("table t06: column v_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(13).Type)
+			}
+			if d.b13 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_date twice")
+			}
+			d.b13 = b
+		case 14:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(14).Type) {
+				return nil, fmt.Errorf("table t06: column v_ts: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(14).Type)
+			}
+			if d.b14 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_ts twice")
+			}
+			d.b14 = b
+		case 15:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t06: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(15).Type) {
+				return nil, fmt.Errorf("table t06: column v_tstz: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(15).Type)
+			}
+			if d.b15 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column v_tstz twice")
+			}
+			d.b15 = b
+		default:
+			return nil, fmt.Errorf("table t06: projection names column %d, the table has %d", col, 16)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *t06RowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]decimal128.Num, 0, n), d.v0...)
+		}
+		if cap(d.ok0) < n {
+			d.ok0 = append(make([]bool, 0, n), d.ok0...)
+		}
+	}
+	if d.b1 != nil {
+		d.b1.Reserve(n)
+		d.b1.ReserveData(n * d.per1 * 9 / 8)
+	}
+	if d.b2 != nil {
+		d.b2.Reserve(n)
+		d.b2.ReserveData(n * d.per2 * 9 / 8)
+	}
+	if d.b3 != nil {
+		if cap(d.v3) < n {
+			d.v3 = append(make([]arrow.Date32, 0, n), d.v3...)
+		}
+	}
+	if d.b4 != nil {
+		if cap(d.v4) < n {
+			d.v4 = append(make([]bool, 0, n), d.v4...)
+		}
+		if cap(d.ok4) < n {
+			d.ok4 = append(make([]bool, 0, n), d.ok4...)
+		}
+	}
+	if d.b5 != nil {
+		if cap(d.v5) < n {
+			d.v5 = append(make([]int16, 0, n), d.v5...)
+		}
+	}
+	if d.b6 != nil {
+		if cap(d.v6) < n {
+			d.v6 = append(make([]int32, 0, n), d.v6...)
+		}
+		if cap(d.ok6) < n {
+			d.ok6 = append(make([]bool, 0, n), d.ok6...)
+		}
+	}
+	if d.b7 != nil {
+		if cap(d.v7) < n {
+			d.v7 = append(make([]int64, 0, n), d.v7...)
+		}
+	}
+	if d.b8 != nil {
+		if cap(d.v8) < n {
+			d.v8 = append(make([]float32, 0, n), d.v8...)
+		}
+		if cap(d.ok8) < n {
+			d.ok8 = append(make([]bool, 0, n), d.ok8...)
+		}
+	}
+	if d.b9 != nil {
+		if cap(d.v9) < n {
+			d.v9 = append(make([]float64, 0, n), d.v9...)
+		}
+	}
+	if d.b10 != nil {
+		if cap(d.v10) < n {
+			d.v10 = append(make([]decimal128.Num, 0, n), d.v10...)
+		}
+		if cap(d.ok10) < n {
+			d.ok10 = append(make([]bool, 0, n), d.ok10...)
+		}
+	}
+	if d.b11 != nil {
+		d.b11.Reserve(n)
+		d.b11.ReserveData(n * d.per11 * 9 / 8)
+	}
+	if d.b12 != nil {
+		d.b12.Reserve(n)
+		d.b12.ReserveData(n * d.per12 * 9 / 8)
+	}
+	if d.b13 != nil {
+		if cap(d.v13) < n {
+			d.v13 = append(make([]arrow.Date32, 0, n), d.v13...)
+		}
+	}
+	if d.b14 != nil {
+		if cap(d.v14) < n {
+			d.v14 = append(make([]arrow.Timestamp, 0, n), d.v14...)
+		}
+		if cap(d.ok14) < n {
+			d.ok14 = append(make([]bool, 0, n), d.ok14...)
+		}
+	}
+	if d.b15 != nil {
+		if cap(d.v15) < n {
+			d.v15 = append(make([]arrow.Timestamp, 0, n), d.v15...)
+		}
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *t06RowDecoder) Append(v []byte) error {
+	if !t06ValueOK(v) {
+		err := t06Layout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table t06: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, decimal128.New(int64(binary.LittleEndian.Uint64(v[11:])), binary.LittleEndian.Uint64(v[3:])))
+		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	}
+	if d.b1 != nil {
+		s := v[102 : 102+int(binary.LittleEndian.Uint32(v[19:]))]
+		d.b1.Reserve(1)
+		d.b1.ReserveData(len(s))
+		d.b1.UnsafeAppend(s)
+	}
+	if d.b2 != nil {
+		if v[1]&4 != 0 {
+			d.b2.AppendNull()
+		} else {
+			s := v[102+int(binary.LittleEndian.Uint32(v[19:])) : 102+int(binary.LittleEndian.Uint32(v[23:]))]
+			d.b2.Reserve(1)
+			d.b2.ReserveData(len(s))
+			d.b2.UnsafeAppend(s)
+		}
+	}
+	if d.b3 != nil {
+		d.v3 = append(d.v3, arrow.Date32(binary.LittleEndian.Uint32(v[27:])))
+	}
+	if d.b4 != nil {
+		d.v4 = append(d.v4, v[31:][0] != 0)
+		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
+	}
+	if d.b5 != nil {
+		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[32:])))
+	}
+	if d.b6 != nil {
+		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[34:])))
+		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
+	}
+	if d.b7 != nil {
+		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[38:])))
+	}
+	if d.b8 != nil {
+		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[46:])))
+		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
+	}
+	if d.b9 != nil {
+		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[50:])))
+	}
+	if d.b10 != nil {
+		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[66:])), binary.LittleEndian.Uint64(v[58:])))
+		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
+	}
+	if d.b11 != nil {
+		s := v[102+int(binary.LittleEndian.Uint32(v[23:])) : 102+int(binary.LittleEndian.Uint32(v[74:]))]
+		d.b11.Reserve(1)
+		d.b11.ReserveData(len(s))
+		d.b11.UnsafeAppend(s)
+	}
+	if d.b12 != nil {
+		if v[2]&16 != 0 {
+			d.b12.AppendNull()
+		} else {
+			s := v[102+int(binary.LittleEndian.Uint32(v[74:])) : 102+int(binary.LittleEndian.Uint32(v[78:]))]
+			d.b12.Reserve(1)
+			d.b12.ReserveData(len(s))
+			d.b12.UnsafeAppend(s)
+		}
+	}
+	if d.b13 != nil {
+		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[82:])))
+	}
+	if d.b14 != nil {
+		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
+		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
+	}
+	if d.b15 != nil {
+		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *t06RowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, d.ok0)
+		d.v0 = d.v0[:0]
+		d.ok0 = d.ok0[:0]
+	}
+	if d.b1 != nil {
+		if n := d.b1.Len(); n > 0 {
+			d.per1 = (d.b1.DataLen() + n - 1) / n
+		}
+	}
+	if d.b2 != nil {
+		if n := d.b2.Len(); n > 0 {
+			d.per2 = (d.b2.DataLen() + n - 1) / n
+		}
+	}
+	if d.b3 != nil {
+		d.b3.AppendValues(d.v3, nil)
+		d.v3 = d.v3[:0]
+	}
+	if d.b4 != nil {
+		d.b4.AppendValues(d.v4, d.ok4)
+		d.v4 = d.v4[:0]
+		d.ok4 = d.ok4[:0]
+	}
+	if d.b5 != nil {
+		d.b5.AppendValues(d.v5, nil)
+		d.v5 = d.v5[:0]
+	}
+	if d.b6 != nil {
+		d.b6.AppendValues(d.v6, d.ok6)
+		d.v6 = d.v6[:0]
+		d.ok6 = d.ok6[:0]
+	}
+	if d.b7 != nil {
+		d.b7.AppendValues(d.v7, nil)
+		d.v7 = d.v7[:0]
+	}
+	if d.b8 != nil {
+		d.b8.AppendValues(d.v8, d.ok8)
+		d.v8 = d.v8[:0]
+		d.ok8 = d.ok8[:0]
+	}
+	if d.b9 != nil {
+		d.b9.AppendValues(d.v9, nil)
+		d.v9 = d.v9[:0]
+	}
+	if d.b10 != nil {
+		d.b10.AppendValues(d.v10, d.ok10)
+		d.v10 = d.v10[:0]
+		d.ok10 = d.ok10[:0]
+	}
+	if d.b11 != nil {
+		if n := d.b11.Len(); n > 0 {
+			d.per11 = (d.b11.DataLen() + n - 1) / n
+		}
+	}
+	if d.b12 != nil {
+		if n := d.b12.Len(); n > 0 {
+			d.per12 = (d.b12.DataLen() + n - 1) / n
+		}
+	}
+	if d.b13 != nil {
+		d.b13.AppendValues(d.v13, nil)
+		d.v13 = d.v13[:0]
+	}
+	if d.b14 != nil {
+		d.b14.AppendValues(d.v14, d.ok14)
+		d.v14 = d.v14[:0]
+		d.ok14 = d.ok14[:0]
+	}
+	if d.b15 != nil {
+		d.b15.AppendValues(d.v15, nil)
+		d.v15 = d.v15[:0]
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (t06Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := t06ViewOf(c)

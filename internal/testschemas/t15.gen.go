@@ -1053,6 +1053,518 @@ func (t15Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	return nil
 }
 
+// t15RowDecoder decodes row values of table t15 one at a time (vec.RowDecoder).
+type t15RowDecoder struct {
+	b0    *array.Int64Builder // nil: k0_i64 is not projected
+	v0    []int64
+	b1    *array.Float32Builder // nil: k1_f32 is not projected
+	v1    []float32
+	ok1   []bool
+	b2    *array.Float64Builder // nil: k2_f64 is not projected
+	v2    []float64
+	b3    *array.Decimal128Builder // nil: k3_dec is not projected
+	v3    []decimal128.Num
+	ok3   []bool
+	b4    *array.BooleanBuilder // nil: v_bool is not projected
+	v4    []bool
+	b5    *array.Int16Builder // nil: v_i16 is not projected
+	v5    []int16
+	ok5   []bool
+	b6    *array.Int32Builder // nil: v_i32 is not projected
+	v6    []int32
+	b7    *array.Int64Builder // nil: v_i64 is not projected
+	v7    []int64
+	ok7   []bool
+	b8    *array.Float32Builder // nil: v_f32 is not projected
+	v8    []float32
+	b9    *array.Float64Builder // nil: v_f64 is not projected
+	v9    []float64
+	ok9   []bool
+	b10   *array.Decimal128Builder // nil: v_dec is not projected
+	v10   []decimal128.Num
+	b11   *vec.VarBuilder      // nil: v_str is not projected
+	per11 int                  // bytes per value of the last flushed rows
+	b12   *vec.VarBuilder      // nil: v_bin is not projected
+	per12 int                  // bytes per value of the last flushed rows
+	b13   *array.Date32Builder // nil: v_date is not projected
+	v13   []arrow.Date32
+	ok13  []bool
+	b14   *array.TimestampBuilder // nil: v_ts is not projected
+	v14   []arrow.Timestamp
+	b15   *array.TimestampBuilder // nil: v_tstz is not projected
+	v15   []arrow.Timestamp
+	ok15  []bool
+	rows  int // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = t15Kernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (t15Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table t15: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &t15RowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table t15: column k0_i64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column k0_i64 twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table t15: column k1_f32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column k1_f32 twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*array.Float64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column k2_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table t15: column k2_f64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column k2_f64 twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*array.Decimal128Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column k3_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table t15: column k3_dec: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column k3_dec twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*array.BooleanBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table t15: column v_bool: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_bool twice")
+			}
+			d.b4 = b
+		case 5:
+			b, ok := out[j].(*array.Int16Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(5).Type) {
+				return nil, fmt.Errorf("table t15: column v_i16: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(5).Type)
+			}
+			if d.b5 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_i16 twice")
+			}
+			d.b5 = b
+		case 6:
+			b, ok := out[j].(*array.Int32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(6).Type) {
+				return nil, fmt.Errorf("table t15: column v_i32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(6).Type)
+			}
+			if d.b6 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_i32 twice")
+			}
+			d.b6 = b
+		case 7:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(7).Type) {
+				return nil, fmt.Errorf("table t15: column v_i64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(7).Type)
+			}
+			if d.b7 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_i64 twice")
+			}
+			d.b7 = b
+		case 8:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(8).Type) {
+				return nil, fmt.Errorf("table t15: column v_f32: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(8).Type)
+			}
+			if d.b8 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_f32 twice")
+			}
+			d.b8 = b
+		case 9:
+			b, ok := out[j].(*array.Float64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(9).Type) {
+				return nil, fmt.Errorf("table t15: column v_f64: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(9).Type)
+			}
+			if d.b9 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_f64 twice")
+			}
+			d.b9 = b
+		case 10:
+			b, ok := out[j].(*array.Decimal128Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(10).Type) {
+				return nil, fmt.Errorf("table t15: column v_dec: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(10).Type)
+			}
+			if d.b10 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_dec twice")
+			}
+			d.b10 = b
+		case 11:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(11).Type) {
+				return nil, fmt.Errorf("table t15: column v_str: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(11).Type)
+			}
+			if d.b11 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_str twice")
+			}
+			d.b11 = b
+		case 12:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(12).Type) {
+				return nil, fmt.Errorf("table t15: column v_bin: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(12).Type)
+			}
+			if d.b12 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_bin twice")
+			}
+			d.b12 = b
+		case 13:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(13).Type) {
+				return nil, fmt.Errorf("table t15: column v_date: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(13).Type)
+			}
+			if d.b13 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_date twice")
+			}
+			d.b13 = b
+		case 14:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(14).Type) {
+				return nil, fmt.Errorf("table t15: column v_ts: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(14).Type)
+			}
+			if d.b14 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_ts twice")
+			}
+			d.b14 = b
+		case 15:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table t15: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), t15ArrowSchema.Field(15).Type) {
+				return nil, fmt.Errorf("table t15: column v_tstz: builder of %s, want %s", b.Type(), t15ArrowSchema.Field(15).Type)
+			}
+			if d.b15 != nil {
+				return nil, fmt.Errorf("table t15: row decoder: projection names column v_tstz twice")
+			}
+			d.b15 = b
+		default:
+			return nil, fmt.Errorf("table t15: projection names column %d, the table has %d", col, 16)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *t15RowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]int64, 0, n), d.v0...)
+		}
+	}
+	if d.b1 != nil {
+		if cap(d.v1) < n {
+			d.v1 = append(make([]float32, 0, n), d.v1...)
+		}
+		if cap(d.ok1) < n {
+			d.ok1 = append(make([]bool, 0, n), d.ok1...)
+		}
+	}
+	if d.b2 != nil {
+		if cap(d.v2) < n {
+			d.v2 = append(make([]float64, 0, n), d.v2...)
+		}
+	}
+	if d.b3 != nil {
+		if cap(d.v3) < n {
+			d.v3 = append(make([]decimal128.Num, 0, n), d.v3...)
+		}
+		if cap(d.ok3) < n {
+			d.ok3 = append(make([]bool, 0, n), d.ok3...)
+		}
+	}
+	if d.b4 != nil {
+		if cap(d.v4) < n {
+			d.v4 = append(make([]bool, 0, n), d.v4...)
+		}
+	}
+	if d.b5 != nil {
+		if cap(d.v5) < n {
+			d.v5 = append(make([]int16, 0, n), d.v5...)
+		}
+		if cap(d.ok5) < n {
+			d.ok5 = append(make([]bool, 0, n), d.ok5...)
+		}
+	}
+	if d.b6 != nil {
+		if cap(d.v6) < n {
+			d.v6 = append(make([]int32, 0, n), d.v6...)
+		}
+	}
+	if d.b7 != nil {
+		if cap(d.v7) < n {
+			d.v7 = append(make([]int64, 0, n), d.v7...)
+		}
+		if cap(d.ok7) < n {
+			d.ok7 = append(make([]bool, 0, n), d.ok7...)
+		}
+	}
+	if d.b8 != nil {
+		if cap(d.v8) < n {
+			d.v8 = append(make([]float32, 0, n), d.v8...)
+		}
+	}
+	if d.b9 != nil {
+		if cap(d.v9) < n {
+			d.v9 = append(make([]float64, 0, n), d.v9...)
+		}
+		if cap(d.ok9) < n {
+			d.ok9 = append(make([]bool, 0, n), d.ok9...)
+		}
+	}
+	if d.b10 != nil {
+		if cap(d.v10) < n {
+			d.v10 = append(make([]decimal128.Num, 0, n), d.v10...)
+		}
+	}
+	if d.b11 != nil {
+		d.b11.Reserve(n)
+		d.b11.ReserveData(n * d.per11 * 9 / 8)
+	}
+	if d.b12 != nil {
+		d.b12.Reserve(n)
+		d.b12.ReserveData(n * d.per12 * 9 / 8)
+	}
+	if d.b13 != nil {
+		if cap(d.v13) < n {
+			d.v13 = append(make([]arrow.Date32, 0, n), d.v13...)
+		}
+		if cap(d.ok13) < n {
+			d.ok13 = append(make([]bool, 0, n), d.ok13...)
+		}
+	}
+	if d.b14 != nil {
+		if cap(d.v14) < n {
+			d.v14 = append(make([]arrow.Timestamp, 0, n), d.v14...)
+		}
+	}
+	if d.b15 != nil {
+		if cap(d.v15) < n {
+			d.v15 = append(make([]arrow.Timestamp, 0, n), d.v15...)
+		}
+		if cap(d.ok15) < n {
+			d.ok15 = append(make([]bool, 0, n), d.ok15...)
+		}
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *t15RowDecoder) Append(v []byte) error {
+	if !t15ValueOK(v) {
+		err := t15Layout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table t15: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[3:])))
+	}
+	if d.b1 != nil {
+		d.v1 = append(d.v1, math.Float32frombits(binary.LittleEndian.Uint32(v[11:])))
+		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
+	}
+	if d.b2 != nil {
+		d.v2 = append(d.v2, math.Float64frombits(binary.LittleEndian.Uint64(v[15:])))
+	}
+	if d.b3 != nil {
+		d.v3 = append(d.v3, decimal128.New(int64(binary.LittleEndian.Uint64(v[31:])), binary.LittleEndian.Uint64(v[23:])))
+		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
+	}
+	if d.b4 != nil {
+		d.v4 = append(d.v4, v[39:][0] != 0)
+	}
+	if d.b5 != nil {
+		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[40:])))
+		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
+	}
+	if d.b6 != nil {
+		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[42:])))
+	}
+	if d.b7 != nil {
+		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[46:])))
+		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
+	}
+	if d.b8 != nil {
+		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[54:])))
+	}
+	if d.b9 != nil {
+		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[58:])))
+		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
+	}
+	if d.b10 != nil {
+		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[74:])), binary.LittleEndian.Uint64(v[66:])))
+	}
+	if d.b11 != nil {
+		if v[2]&8 != 0 {
+			d.b11.AppendNull()
+		} else {
+			s := v[110 : 110+int(binary.LittleEndian.Uint32(v[82:]))]
+			d.b11.Reserve(1)
+			d.b11.ReserveData(len(s))
+			d.b11.UnsafeAppend(s)
+		}
+	}
+	if d.b12 != nil {
+		s := v[110+int(binary.LittleEndian.Uint32(v[82:])) : 110+int(binary.LittleEndian.Uint32(v[86:]))]
+		d.b12.Reserve(1)
+		d.b12.ReserveData(len(s))
+		d.b12.UnsafeAppend(s)
+	}
+	if d.b13 != nil {
+		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[90:])))
+		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
+	}
+	if d.b14 != nil {
+		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
+	}
+	if d.b15 != nil {
+		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[102:])))
+		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *t15RowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, nil)
+		d.v0 = d.v0[:0]
+	}
+	if d.b1 != nil {
+		d.b1.AppendValues(d.v1, d.ok1)
+		d.v1 = d.v1[:0]
+		d.ok1 = d.ok1[:0]
+	}
+	if d.b2 != nil {
+		d.b2.AppendValues(d.v2, nil)
+		d.v2 = d.v2[:0]
+	}
+	if d.b3 != nil {
+		d.b3.AppendValues(d.v3, d.ok3)
+		d.v3 = d.v3[:0]
+		d.ok3 = d.ok3[:0]
+	}
+	if d.b4 != nil {
+		d.b4.AppendValues(d.v4, nil)
+		d.v4 = d.v4[:0]
+	}
+	if d.b5 != nil {
+		d.b5.AppendValues(d.v5, d.ok5)
+		d.v5 = d.v5[:0]
+		d.ok5 = d.ok5[:0]
+	}
+	if d.b6 != nil {
+		d.b6.AppendValues(d.v6, nil)
+		d.v6 = d.v6[:0]
+	}
+	if d.b7 != nil {
+		d.b7.AppendValues(d.v7, d.ok7)
+		d.v7 = d.v7[:0]
+		d.ok7 = d.ok7[:0]
+	}
+	if d.b8 != nil {
+		d.b8.AppendValues(d.v8, nil)
+		d.v8 = d.v8[:0]
+	}
+	if d.b9 != nil {
+		d.b9.AppendValues(d.v9, d.ok9)
+		d.v9 = d.v9[:0]
+		d.ok9 = d.ok9[:0]
+	}
+	if d.b10 != nil {
+		d.b10.AppendValues(d.v10, nil)
+		d.v10 = d.v10[:0]
+	}
+	if d.b11 != nil {
+		if n := d.b11.Len(); n > 0 {
+			d.per11 = (d.b11.DataLen() + n - 1) / n
+		}
+	}
+	if d.b12 != nil {
+		if n := d.b12.Len(); n > 0 {
+			d.per12 = (d.b12.DataLen() + n - 1) / n
+		}
+	}
+	if d.b13 != nil {
+		d.b13.AppendValues(d.v13, d.ok13)
+		d.v13 = d.v13[:0]
+		d.ok13 = d.ok13[:0]
+	}
+	if d.b14 != nil {
+		d.b14.AppendValues(d.v14, nil)
+		d.v14 = d.v14[:0]
+	}
+	if d.b15 != nil {
+		d.b15.AppendValues(d.v15, d.ok15)
+		d.v15 = d.v15[:0]
+		d.ok15 = d.ok15[:0]
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (t15Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := t15ViewOf(c)

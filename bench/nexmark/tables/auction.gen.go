@@ -639,6 +639,319 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 	return nil
 }
 
+// auctionRowDecoder decodes row values of table auction one at a time (vec.RowDecoder).
+type auctionRowDecoder struct {
+	b0   *array.Int64Builder // nil: id is not projected
+	v0   []int64
+	b1   *vec.VarBuilder     // nil: item_name is not projected
+	per1 int                 // bytes per value of the last flushed rows
+	b2   *vec.VarBuilder     // nil: description is not projected
+	per2 int                 // bytes per value of the last flushed rows
+	b3   *array.Int64Builder // nil: initial_bid is not projected
+	v3   []int64
+	b4   *array.Int64Builder // nil: reserve is not projected
+	v4   []int64
+	b5   *array.TimestampBuilder // nil: date_time is not projected
+	v5   []arrow.Timestamp
+	b6   *array.TimestampBuilder // nil: expires is not projected
+	v6   []arrow.Timestamp
+	b7   *array.Int64Builder // nil: seller is not projected
+	v7   []int64
+	b8   *array.Int64Builder // nil: category is not projected
+	v8   []int64
+	b9   *vec.VarBuilder // nil: extra is not projected
+	per9 int             // bytes per value of the last flushed rows
+	rows int             // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = auctionKernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (auctionKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table auction: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &auctionRowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column id: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column id twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column item_name: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column item_name twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column description: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column description twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column initial_bid: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column initial_bid twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column reserve: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column reserve twice")
+			}
+			d.b4 = b
+		case 5:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(5).Type) {
+				return nil, fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(5).Type)
+			}
+			if d.b5 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column date_time twice")
+			}
+			d.b5 = b
+		case 6:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column expires: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(6).Type) {
+				return nil, fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(6).Type)
+			}
+			if d.b6 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column expires twice")
+			}
+			d.b6 = b
+		case 7:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column seller: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(7).Type) {
+				return nil, fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(7).Type)
+			}
+			if d.b7 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column seller twice")
+			}
+			d.b7 = b
+		case 8:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column category: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(8).Type) {
+				return nil, fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(8).Type)
+			}
+			if d.b8 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column category twice")
+			}
+			d.b8 = b
+		case 9:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table auction: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(9).Type) {
+				return nil, fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(9).Type)
+			}
+			if d.b9 != nil {
+				return nil, fmt.Errorf("table auction: row decoder: projection names column extra twice")
+			}
+			d.b9 = b
+		default:
+			return nil, fmt.Errorf("table auction: projection names column %d, the table has %d", col, 10)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *auctionRowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]int64, 0, n), d.v0...)
+		}
+	}
+	if d.b1 != nil {
+		d.b1.Reserve(n)
+		d.b1.ReserveData(n * d.per1 * 9 / 8)
+	}
+	if d.b2 != nil {
+		d.b2.Reserve(n)
+		d.b2.ReserveData(n * d.per2 * 9 / 8)
+	}
+	if d.b3 != nil {
+		if cap(d.v3) < n {
+			d.v3 = append(make([]int64, 0, n), d.v3...)
+		}
+	}
+	if d.b4 != nil {
+		if cap(d.v4) < n {
+			d.v4 = append(make([]int64, 0, n), d.v4...)
+		}
+	}
+	if d.b5 != nil {
+		if cap(d.v5) < n {
+			d.v5 = append(make([]arrow.Timestamp, 0, n), d.v5...)
+		}
+	}
+	if d.b6 != nil {
+		if cap(d.v6) < n {
+			d.v6 = append(make([]arrow.Timestamp, 0, n), d.v6...)
+		}
+	}
+	if d.b7 != nil {
+		if cap(d.v7) < n {
+			d.v7 = append(make([]int64, 0, n), d.v7...)
+		}
+	}
+	if d.b8 != nil {
+		if cap(d.v8) < n {
+			d.v8 = append(make([]int64, 0, n), d.v8...)
+		}
+	}
+	if d.b9 != nil {
+		d.b9.Reserve(n)
+		d.b9.ReserveData(n * d.per9 * 9 / 8)
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *auctionRowDecoder) Append(v []byte) error {
+	if !auctionValueOK(v) {
+		err := auctionLayout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table auction: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[3:])))
+	}
+	if d.b1 != nil {
+		s := v[71 : 71+int(binary.LittleEndian.Uint32(v[11:]))]
+		d.b1.Reserve(1)
+		d.b1.ReserveData(len(s))
+		d.b1.UnsafeAppend(s)
+	}
+	if d.b2 != nil {
+		s := v[71+int(binary.LittleEndian.Uint32(v[11:])) : 71+int(binary.LittleEndian.Uint32(v[15:]))]
+		d.b2.Reserve(1)
+		d.b2.ReserveData(len(s))
+		d.b2.UnsafeAppend(s)
+	}
+	if d.b3 != nil {
+		d.v3 = append(d.v3, int64(binary.LittleEndian.Uint64(v[19:])))
+	}
+	if d.b4 != nil {
+		d.v4 = append(d.v4, int64(binary.LittleEndian.Uint64(v[27:])))
+	}
+	if d.b5 != nil {
+		d.v5 = append(d.v5, arrow.Timestamp(binary.LittleEndian.Uint64(v[35:])))
+	}
+	if d.b6 != nil {
+		d.v6 = append(d.v6, arrow.Timestamp(binary.LittleEndian.Uint64(v[43:])))
+	}
+	if d.b7 != nil {
+		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[51:])))
+	}
+	if d.b8 != nil {
+		d.v8 = append(d.v8, int64(binary.LittleEndian.Uint64(v[59:])))
+	}
+	if d.b9 != nil {
+		s := v[71+int(binary.LittleEndian.Uint32(v[15:])) : 71+int(binary.LittleEndian.Uint32(v[67:]))]
+		d.b9.Reserve(1)
+		d.b9.ReserveData(len(s))
+		d.b9.UnsafeAppend(s)
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *auctionRowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, nil)
+		d.v0 = d.v0[:0]
+	}
+	if d.b1 != nil {
+		if n := d.b1.Len(); n > 0 {
+			d.per1 = (d.b1.DataLen() + n - 1) / n
+		}
+	}
+	if d.b2 != nil {
+		if n := d.b2.Len(); n > 0 {
+			d.per2 = (d.b2.DataLen() + n - 1) / n
+		}
+	}
+	if d.b3 != nil {
+		d.b3.AppendValues(d.v3, nil)
+		d.v3 = d.v3[:0]
+	}
+	if d.b4 != nil {
+		d.b4.AppendValues(d.v4, nil)
+		d.v4 = d.v4[:0]
+	}
+	if d.b5 != nil {
+		d.b5.AppendValues(d.v5, nil)
+		d.v5 = d.v5[:0]
+	}
+	if d.b6 != nil {
+		d.b6.AppendValues(d.v6, nil)
+		d.v6 = d.v6[:0]
+	}
+	if d.b7 != nil {
+		d.b7.AppendValues(d.v7, nil)
+		d.v7 = d.v7[:0]
+	}
+	if d.b8 != nil {
+		d.b8.AppendValues(d.v8, nil)
+		d.v8 = d.v8[:0]
+	}
+	if d.b9 != nil {
+		if n := d.b9.Len(); n > 0 {
+			d.per9 = (d.b9.DataLen() + n - 1) / n
+		}
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (auctionKernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := auctionViewOf(c)

@@ -610,6 +610,241 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	return nil
 }
 
+// bidRowDecoder decodes row values of table bid one at a time (vec.RowDecoder).
+type bidRowDecoder struct {
+	b0   *array.Int64Builder // nil: auction is not projected
+	v0   []int64
+	b1   *array.Int64Builder // nil: bidder is not projected
+	v1   []int64
+	b2   *array.Int64Builder // nil: price is not projected
+	v2   []int64
+	b3   *vec.VarBuilder         // nil: channel is not projected
+	per3 int                     // bytes per value of the last flushed rows
+	b4   *vec.VarBuilder         // nil: url is not projected
+	per4 int                     // bytes per value of the last flushed rows
+	b5   *array.TimestampBuilder // nil: date_time is not projected
+	v5   []arrow.Timestamp
+	b6   *vec.VarBuilder // nil: extra is not projected
+	per6 int             // bytes per value of the last flushed rows
+	rows int             // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = bidKernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (bidKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table bid: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &bidRowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column auction: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), bidArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column auction twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column bidder: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), bidArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column bidder twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column price: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), bidArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column price twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column channel: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), bidArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column channel twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column url: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), bidArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column url twice")
+			}
+			d.b4 = b
+		case 5:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(5).Type) {
+				return nil, fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), bidArrowSchema.Field(5).Type)
+			}
+			if d.b5 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column date_time twice")
+			}
+			d.b5 = b
+		case 6:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table bid: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(6).Type) {
+				return nil, fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), bidArrowSchema.Field(6).Type)
+			}
+			if d.b6 != nil {
+				return nil, fmt.Errorf("table bid: row decoder: projection names column extra twice")
+			}
+			d.b6 = b
+		default:
+			return nil, fmt.Errorf("table bid: projection names column %d, the table has %d", col, 7)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *bidRowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]int64, 0, n), d.v0...)
+		}
+	}
+	if d.b1 != nil {
+		if cap(d.v1) < n {
+			d.v1 = append(make([]int64, 0, n), d.v1...)
+		}
+	}
+	if d.b2 != nil {
+		if cap(d.v2) < n {
+			d.v2 = append(make([]int64, 0, n), d.v2...)
+		}
+	}
+	if d.b3 != nil {
+		d.b3.Reserve(n)
+		d.b3.ReserveData(n * d.per3 * 9 / 8)
+	}
+	if d.b4 != nil {
+		d.b4.Reserve(n)
+		d.b4.ReserveData(n * d.per4 * 9 / 8)
+	}
+	if d.b5 != nil {
+		if cap(d.v5) < n {
+			d.v5 = append(make([]arrow.Timestamp, 0, n), d.v5...)
+		}
+	}
+	if d.b6 != nil {
+		d.b6.Reserve(n)
+		d.b6.ReserveData(n * d.per6 * 9 / 8)
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *bidRowDecoder) Append(v []byte) error {
+	if !bidValueOK(v) {
+		err := bidLayout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table bid: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[2:])))
+	}
+	if d.b1 != nil {
+		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[10:])))
+	}
+	if d.b2 != nil {
+		d.v2 = append(d.v2, int64(binary.LittleEndian.Uint64(v[18:])))
+	}
+	if d.b3 != nil {
+		s := v[46 : 46+int(binary.LittleEndian.Uint32(v[26:]))]
+		d.b3.Reserve(1)
+		d.b3.ReserveData(len(s))
+		d.b3.UnsafeAppend(s)
+	}
+	if d.b4 != nil {
+		s := v[46+int(binary.LittleEndian.Uint32(v[26:])) : 46+int(binary.LittleEndian.Uint32(v[30:]))]
+		d.b4.Reserve(1)
+		d.b4.ReserveData(len(s))
+		d.b4.UnsafeAppend(s)
+	}
+	if d.b5 != nil {
+		d.v5 = append(d.v5, arrow.Timestamp(binary.LittleEndian.Uint64(v[34:])))
+	}
+	if d.b6 != nil {
+		s := v[46+int(binary.LittleEndian.Uint32(v[30:])) : 46+int(binary.LittleEndian.Uint32(v[42:]))]
+		d.b6.Reserve(1)
+		d.b6.ReserveData(len(s))
+		d.b6.UnsafeAppend(s)
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *bidRowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, nil)
+		d.v0 = d.v0[:0]
+	}
+	if d.b1 != nil {
+		d.b1.AppendValues(d.v1, nil)
+		d.v1 = d.v1[:0]
+	}
+	if d.b2 != nil {
+		d.b2.AppendValues(d.v2, nil)
+		d.v2 = d.v2[:0]
+	}
+	if d.b3 != nil {
+		if n := d.b3.Len(); n > 0 {
+			d.per3 = (d.b3.DataLen() + n - 1) / n
+		}
+	}
+	if d.b4 != nil {
+		if n := d.b4.Len(); n > 0 {
+			d.per4 = (d.b4.DataLen() + n - 1) / n
+		}
+	}
+	if d.b5 != nil {
+		d.b5.AppendValues(d.v5, nil)
+		d.v5 = d.v5[:0]
+	}
+	if d.b6 != nil {
+		if n := d.b6.Len(); n > 0 {
+			d.per6 = (d.b6.DataLen() + n - 1) / n
+		}
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (bidKernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := bidViewOf(c)

@@ -599,6 +599,276 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 	return nil
 }
 
+// personRowDecoder decodes row values of table person one at a time (vec.RowDecoder).
+type personRowDecoder struct {
+	b0   *array.Int64Builder // nil: id is not projected
+	v0   []int64
+	b1   *vec.VarBuilder         // nil: name is not projected
+	per1 int                     // bytes per value of the last flushed rows
+	b2   *vec.VarBuilder         // nil: email_address is not projected
+	per2 int                     // bytes per value of the last flushed rows
+	b3   *vec.VarBuilder         // nil: credit_card is not projected
+	per3 int                     // bytes per value of the last flushed rows
+	b4   *vec.VarBuilder         // nil: city is not projected
+	per4 int                     // bytes per value of the last flushed rows
+	b5   *vec.VarBuilder         // nil: state is not projected
+	per5 int                     // bytes per value of the last flushed rows
+	b6   *array.TimestampBuilder // nil: date_time is not projected
+	v6   []arrow.Timestamp
+	b7   *vec.VarBuilder // nil: extra is not projected
+	per7 int             // bytes per value of the last flushed rows
+	rows int             // rows appended since the last Flush
+}
+
+var _ vec.RowDecoders = personKernels{}
+
+// NewRowDecoder implements vec.RowDecoders.
+func (personKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowDecoder, error) {
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table person: NewRowDecoder needs %d builders, got %d", len(proj), len(out))
+	}
+	d := &personRowDecoder{}
+	for j, col := range proj {
+		switch col {
+		case 0:
+			b, ok := out[j].(*array.Int64Builder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column id: builder is %T, want *array.Int64Builder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(0).Type) {
+				return nil, fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), personArrowSchema.Field(0).Type)
+			}
+			if d.b0 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column id twice")
+			}
+			d.b0 = b
+		case 1:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column name: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(1).Type) {
+				return nil, fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), personArrowSchema.Field(1).Type)
+			}
+			if d.b1 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column name twice")
+			}
+			d.b1 = b
+		case 2:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column email_address: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(2).Type) {
+				return nil, fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), personArrowSchema.Field(2).Type)
+			}
+			if d.b2 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column email_address twice")
+			}
+			d.b2 = b
+		case 3:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column credit_card: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(3).Type) {
+				return nil, fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), personArrowSchema.Field(3).Type)
+			}
+			if d.b3 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column credit_card twice")
+			}
+			d.b3 = b
+		case 4:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column city: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(4).Type) {
+				return nil, fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), personArrowSchema.Field(4).Type)
+			}
+			if d.b4 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column city twice")
+			}
+			d.b4 = b
+		case 5:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column state: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(5).Type) {
+				return nil, fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), personArrowSchema.Field(5).Type)
+			}
+			if d.b5 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column state twice")
+			}
+			d.b5 = b
+		case 6:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(6).Type) {
+				return nil, fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), personArrowSchema.Field(6).Type)
+			}
+			if d.b6 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column date_time twice")
+			}
+			d.b6 = b
+		case 7:
+			b, ok := out[j].(*vec.VarBuilder)
+			if !ok {
+				return nil, fmt.Errorf("table person: column extra: builder is %T, want *vec.VarBuilder", out[j])
+			}
+			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(7).Type) {
+				return nil, fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), personArrowSchema.Field(7).Type)
+			}
+			if d.b7 != nil {
+				return nil, fmt.Errorf("table person: row decoder: projection names column extra twice")
+			}
+			d.b7 = b
+		default:
+			return nil, fmt.Errorf("table person: projection names column %d, the table has %d", col, 8)
+		}
+	}
+	return d, nil
+}
+
+// Begin implements vec.RowDecoder.
+func (d *personRowDecoder) Begin(n int) {
+	if d.b0 != nil {
+		if cap(d.v0) < n {
+			d.v0 = append(make([]int64, 0, n), d.v0...)
+		}
+	}
+	if d.b1 != nil {
+		d.b1.Reserve(n)
+		d.b1.ReserveData(n * d.per1 * 9 / 8)
+	}
+	if d.b2 != nil {
+		d.b2.Reserve(n)
+		d.b2.ReserveData(n * d.per2 * 9 / 8)
+	}
+	if d.b3 != nil {
+		d.b3.Reserve(n)
+		d.b3.ReserveData(n * d.per3 * 9 / 8)
+	}
+	if d.b4 != nil {
+		d.b4.Reserve(n)
+		d.b4.ReserveData(n * d.per4 * 9 / 8)
+	}
+	if d.b5 != nil {
+		d.b5.Reserve(n)
+		d.b5.ReserveData(n * d.per5 * 9 / 8)
+	}
+	if d.b6 != nil {
+		if cap(d.v6) < n {
+			d.v6 = append(make([]arrow.Timestamp, 0, n), d.v6...)
+		}
+	}
+	if d.b7 != nil {
+		d.b7.Reserve(n)
+		d.b7.ReserveData(n * d.per7 * 9 / 8)
+	}
+}
+
+// Append implements vec.RowDecoder.
+func (d *personRowDecoder) Append(v []byte) error {
+	if !personValueOK(v) {
+		err := personLayout.CheckValue(v)
+		if err == nil {
+			err = errors.New("malformed value")
+		}
+		return fmt.Errorf("table person: value: %w", err)
+	}
+	if d.b0 != nil {
+		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[2:])))
+	}
+	if d.b1 != nil {
+		s := v[42 : 42+int(binary.LittleEndian.Uint32(v[10:]))]
+		d.b1.Reserve(1)
+		d.b1.ReserveData(len(s))
+		d.b1.UnsafeAppend(s)
+	}
+	if d.b2 != nil {
+		s := v[42+int(binary.LittleEndian.Uint32(v[10:])) : 42+int(binary.LittleEndian.Uint32(v[14:]))]
+		d.b2.Reserve(1)
+		d.b2.ReserveData(len(s))
+		d.b2.UnsafeAppend(s)
+	}
+	if d.b3 != nil {
+		s := v[42+int(binary.LittleEndian.Uint32(v[14:])) : 42+int(binary.LittleEndian.Uint32(v[18:]))]
+		d.b3.Reserve(1)
+		d.b3.ReserveData(len(s))
+		d.b3.UnsafeAppend(s)
+	}
+	if d.b4 != nil {
+		s := v[42+int(binary.LittleEndian.Uint32(v[18:])) : 42+int(binary.LittleEndian.Uint32(v[22:]))]
+		d.b4.Reserve(1)
+		d.b4.ReserveData(len(s))
+		d.b4.UnsafeAppend(s)
+	}
+	if d.b5 != nil {
+		s := v[42+int(binary.LittleEndian.Uint32(v[22:])) : 42+int(binary.LittleEndian.Uint32(v[26:]))]
+		d.b5.Reserve(1)
+		d.b5.ReserveData(len(s))
+		d.b5.UnsafeAppend(s)
+	}
+	if d.b6 != nil {
+		d.v6 = append(d.v6, arrow.Timestamp(binary.LittleEndian.Uint64(v[30:])))
+	}
+	if d.b7 != nil {
+		s := v[42+int(binary.LittleEndian.Uint32(v[26:])) : 42+int(binary.LittleEndian.Uint32(v[38:]))]
+		d.b7.Reserve(1)
+		d.b7.ReserveData(len(s))
+		d.b7.UnsafeAppend(s)
+	}
+	d.rows++
+	return nil
+}
+
+// Flush implements vec.RowDecoder.
+func (d *personRowDecoder) Flush() {
+	if d.b0 != nil {
+		d.b0.AppendValues(d.v0, nil)
+		d.v0 = d.v0[:0]
+	}
+	if d.b1 != nil {
+		if n := d.b1.Len(); n > 0 {
+			d.per1 = (d.b1.DataLen() + n - 1) / n
+		}
+	}
+	if d.b2 != nil {
+		if n := d.b2.Len(); n > 0 {
+			d.per2 = (d.b2.DataLen() + n - 1) / n
+		}
+	}
+	if d.b3 != nil {
+		if n := d.b3.Len(); n > 0 {
+			d.per3 = (d.b3.DataLen() + n - 1) / n
+		}
+	}
+	if d.b4 != nil {
+		if n := d.b4.Len(); n > 0 {
+			d.per4 = (d.b4.DataLen() + n - 1) / n
+		}
+	}
+	if d.b5 != nil {
+		if n := d.b5.Len(); n > 0 {
+			d.per5 = (d.b5.DataLen() + n - 1) / n
+		}
+	}
+	if d.b6 != nil {
+		d.b6.AppendValues(d.v6, nil)
+		d.v6 = d.v6[:0]
+	}
+	if d.b7 != nil {
+		if n := d.b7.Len(); n > 0 {
+			d.per7 = (d.b7.DataLen() + n - 1) / n
+		}
+	}
+	d.rows = 0
+}
+
 // Vnodes implements vec.Kernels.
 func (personKernels) Vnodes(c *vec.Chunk, out []uint16) {
 	v := personViewOf(c)
