@@ -556,7 +556,6 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 			fields = append(fields, jen.Id(okf(i)).Index().Bool())
 		}
 	}
-	fields = append(fields, jen.Id("rows").Int().Comment("rows appended since the last Flush"))
 	f.Commentf("%s decodes row values of table %s one at a time (vec.RowDecoder).", D, g.t.Name)
 	f.Type().Id(D).Struct(fields...)
 	f.Var().Id("_").Qual(pkgVec, "RowDecoders").Op("=").Id(g.lname("Kernels")).Values()
@@ -601,7 +600,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		if kd.varLen {
 			body = []jen.Code{
 				d(bf(i)).Dot("Reserve").Call(jen.Id("n")),
-				d(bf(i)).Dot("ReserveData").Call(jen.Id("n").Op("*").Add(d(perf(i))).Op("*").Lit(9).Op("/").Lit(8)),
+				d(bf(i)).Dot("ReserveData").Call(jen.Qual(pkgVec, "BatchBytes").Call(jen.Id("n"), d(perf(i)))),
 			}
 		} else {
 			body = []jen.Code{jen.If(jen.Cap(d(vf(i))).Op("<").Id("n")).Block(
@@ -615,6 +614,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		}
 		begin = append(begin, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
 	}
+	begin = append([]jen.Code{jen.Id("n").Op("=").Min(jen.Id("n"), jen.Qual(pkgVec, "MaxBatchRows"))}, begin...)
 	f.Comment("Begin implements vec.RowDecoder.")
 	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Begin").Params(jen.Id("n").Int()).Block(begin...)
 
@@ -662,7 +662,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		}
 		app = append(app, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
 	}
-	app = append(app, jen.Id("d").Dot("rows").Op("++"), jen.Return(jen.Nil()))
+	app = append(app, jen.Return(jen.Nil()))
 	f.Comment("Append implements vec.RowDecoder.")
 	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Append").Params(jen.Id("v").Index().Byte()).Error().Block(app...)
 
@@ -673,8 +673,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		var body []jen.Code
 		if kd.varLen {
 			// The bytes per value of this batch size the next one's reservation.
-			// Rounded up, and an eighth more in Begin: a batch a little wider than
-			// the last must not grow (copy) its bytes near its end.
+			// Rounded up (Begin adds an eighth: vec.BatchBytes).
 			body = []jen.Code{jen.If(jen.Id("n").Op(":=").Add(d(bf(i))).Dot("Len").Call(), jen.Id("n").Op(">").Lit(0)).Block(
 				d(perf(i)).Op("=").Parens(d(bf(i)).Dot("DataLen").Call().Op("+").Id("n").Op("-").Lit(1)).Op("/").Id("n"),
 			)}
@@ -689,7 +688,6 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		}
 		flush = append(flush, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
 	}
-	flush = append(flush, jen.Id("d").Dot("rows").Op("=").Lit(0))
 	f.Comment("Flush implements vec.RowDecoder.")
 	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Flush").Params().Block(flush...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -157,9 +158,10 @@ func (b *SnapshotBatch) Release() {
 
 // SnapshotReader reads many vnodes of a source on a bounded pool of workers and
 // delivers their rows as projected Arrow batches on a bounded channel (see Batches).
-// A worker copies each row value into a reused arena, decodes a whole batch at once
-// with the table's kernels into reused builders, and hands the batch over; in steady
-// state it allocates only the Arrow array headers of each batch.
+// A worker decodes each row value as it reads it, with the generated kernels' row
+// decoder, into reused builders (kernels without one, such as Generic, get the value
+// copied into a reused arena and a whole batch decoded at once), and hands the batch
+// over; in steady state it allocates only the Arrow array headers of each batch.
 //
 // The channel is closed when every vnode has delivered its End batch, when a worker
 // fails (see Err), after Stop once the workers have handed over their last batches,
@@ -170,7 +172,7 @@ func (b *SnapshotBatch) Release() {
 // stay the receiver's.
 //
 // Stop ends a read early without losing what it has read: each worker hands over the
-// rows it has copied so far as a last, possibly short, batch and exits, so the
+// rows it has read so far as a last, possibly short, batch and exits, so the
 // receiver reading on to the channel's close has every row read, and each vnode's
 // batches still form a prefix of it in pk order.
 //
@@ -269,15 +271,25 @@ func OpenSnapshot(ctx context.Context, src VnodeSource, req SnapshotRequest) (*S
 		src: src, k: k, proj: proj, schema: sch, mem: mem, batch: batch, limit: req.Limit, unused: req.Unused,
 		vnodes: vnodes, out: make(chan SnapshotBatch, buffer), parent: ctx, done: make(chan struct{}),
 	}
+	ws := make([]*snapWorker, workers)
+	for i := range ws {
+		w, err := newSnapWorker(t, k, proj, sch, mem)
+		if err != nil {
+			for _, w := range ws[:i] {
+				w.release()
+			}
+			return nil, err
+		}
+		w.stop = &r.stopping
+		ws[i] = w
+	}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	r.wait, r.cancelWait = context.WithCancel(r.ctx)
 	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
+	for _, w := range ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := newSnapWorker(r.src.Table(), r.k, r.proj, r.schema, r.mem)
-			w.stop = &r.stopping
 			defer w.release()
 			if err := r.work(w); err != nil {
 				r.fail(err)
@@ -478,7 +490,10 @@ func ReadOne(src VnodeSource, v uint16, after []byte, proj vec.Projection, mem m
 		}
 		return SnapshotBatch{Vnode: v, End: true}, nil
 	}
-	w := newSnapWorker(src.Table(), k, proj, sch, mem)
+	w, err := newSnapWorker(src.Table(), k, proj, sch, mem)
+	if err != nil {
+		return SnapshotBatch{}, err
+	}
 	defer w.release()
 	b, _, err := w.fill(it, v, 1)
 	return b, err
@@ -515,20 +530,33 @@ const stopCheckRows = 64
 // stopped reports whether the read is stopping (see SnapshotReader.Stop).
 func (w *snapWorker) stopped() bool { return w.stop != nil && w.stop.Load() }
 
-func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arrow.Schema, mem memory.Allocator) *snapWorker {
+// newSnapWorker makes a worker's builders and, when the kernels have one and the
+// projection names no column twice (the batch decode serves that), its row decoder.
+func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arrow.Schema, mem memory.Allocator) (*snapWorker, error) {
 	w := &snapWorker{k: k, proj: proj, t: t, schema: sch, bs: make([]vec.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
 	for i, c := range proj {
 		w.bs[i] = vec.NewBuilder(mem, t.Columns[c].Type.ArrowType())
 	}
-	if rk, ok := k.(vec.RowDecoders); ok {
-		// An error (a projection naming a column twice) leaves the batch decode,
-		// which serves every projection.
-		if rd, err := rk.NewRowDecoder(proj, w.bs); err == nil {
-			w.rd = rd
+	if rk, ok := k.(vec.RowDecoders); ok && !repeats(proj) {
+		rd, err := rk.NewRowDecoder(proj, w.bs)
+		if err != nil {
+			w.release()
+			return nil, fmt.Errorf("storage: snapshot of table %s: %w", t.Name, err)
 		}
+		w.rd = rd
 	}
 	w.vals.Reset()
-	return w
+	return w, nil
+}
+
+// repeats reports whether proj names a column twice.
+func repeats(proj vec.Projection) bool {
+	for i, c := range proj {
+		if slices.Contains(proj[:i], c) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *snapWorker) release() {

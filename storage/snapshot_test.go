@@ -508,8 +508,8 @@ func snapAllVnodes(t *schema.Table) []VnodeStart {
 	return out
 }
 
-// TestSnapshotGeneratedMatchesGeneric reads bid rows with the generated kernels and
-// with the generic ones: both equal the model.
+// TestSnapshotGeneratedMatchesGeneric reads bid rows with the generated kernels (their
+// row decoder) and with the generic ones (the batch decode): both equal the model.
 func TestSnapshotGeneratedMatchesGeneric(t *testing.T) {
 	rng, seed := vectest.Rand(t)
 	s, m := snapBidStore(t, 20000, seed)
@@ -526,8 +526,11 @@ func TestSnapshotGeneratedMatchesGeneric(t *testing.T) {
 		for i := 0; i < 4; i++ {
 			mem := memory.NewCheckedAllocator(vec.NewPoolAllocator())
 			req := snapRequest(rng, m, snapBidID, tbl, vectest.AllColumns(tbl))
-			if i == 0 {
+			switch i {
+			case 0:
 				req.Projection = snapQ0
+			case 1: // a column twice: the generated kernels decode by batch, not by row
+				req.Projection = vec.Projection{tables.BidColURL, tables.BidColPrice, tables.BidColURL}
 			}
 			req.Kernels, req.Mem = k, mem
 			r, err := OpenSnapshot(context.Background(), ViewSource(view, snapBidID, tbl), req)
@@ -789,6 +792,8 @@ func TestSnapshotErrors(t *testing.T) {
 		}
 		if err := r.Err(); err == nil || !strings.Contains(err.Error(), "table bid vnode 5") {
 			t.Fatalf("corrupt value, generic kernels %v: %v", k != nil, err)
+		} else if k == nil && !strings.Contains(err.Error(), fmt.Sprintf("row of pk %x", pks[len(pks)/2])) {
+			t.Fatalf("corrupt value: the error does not name the row's pk: %v", err)
 		}
 		mem.AssertSize(t, 0)
 	}
@@ -907,7 +912,13 @@ func snapAllocs(t *testing.T, view *View, tbl *schema.Table, k vec.Kernels, cols
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := newSnapWorker(tbl, k, proj, sch, pool)
+		w, err := newSnapWorker(tbl, k, proj, sch, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (w.rd != nil) != k.Generated() {
+			t.Fatalf("generated kernels %v, row decoder %v", k.Generated(), w.rd != nil)
+		}
 		if !it.Next() {
 			t.Fatal("no rows")
 		}

@@ -98,9 +98,15 @@ type Kernels interface {
 // storage iterator's), so that the value is decoded while it is in the cache instead
 // of being copied into an arena and decoded from there (DecodeValues). Generated
 // kernels offer one (RowDecoders); it is not safe for concurrent use.
+//
+// A batch is Begin, Append for each row, then Flush before the builders' NewArray.
+// After an Append error the batch is abandoned: the rows appended before it are
+// still pending (fixed-width ones in the decoder, var-width ones in their builders),
+// so the decoder and its builders are then released, not used for another batch.
 type RowDecoder interface {
-	// Begin prepares for up to n rows: it reserves the builders' room for them, and
-	// for var-width columns' bytes as many per value as the rows before had.
+	// Begin prepares for a batch of up to n rows: it reserves room for them (at most
+	// MaxBatchRows), and for var-width values as many bytes per value as the last
+	// flushed batch had (see BatchBytes).
 	Begin(n int)
 	// Append decodes one row value. A malformed value is an error naming the table,
 	// and nothing of it is decoded.

@@ -179,15 +179,51 @@ func (b *VarBuilder) AppendNull() {
 	b.offs[b.n] = int32(b.size)
 }
 
+// shrinkWaste is the spare capacity, in bytes, above which NewArray copies value bytes
+// that fill under a quarter of their buffer into one of their size.
+const shrinkWaste = 64 << 10
+
+// BatchBytes is the value bytes to reserve for n values of about per bytes each: an
+// eighth more, so that a batch a little wider than the one that measured per does not
+// grow (copy) its bytes near its end, and at most MaxBatchReserve, beyond which the
+// buffer grows by doubling as values come. It is 0 when n or per is not positive.
+func BatchBytes(n, per int) int {
+	if n <= 0 || per <= 0 {
+		return 0
+	}
+	if per > MaxBatchReserve/n {
+		return MaxBatchReserve
+	}
+	r := n * per
+	return min(r+r/8, MaxBatchReserve)
+}
+
+// MaxBatchReserve bounds BatchBytes.
+const MaxBatchReserve = 16 << 20
+
+// MaxBatchRows bounds the values a row decoder's Begin reserves room for; a batch of
+// more grows as its values come.
+const MaxBatchRows = 1 << 16
+
 // NewArray implements Builder: the array takes the builder's buffers, and the builder
 // starts its next batch with new ones from the allocator.
 func (b *VarBuilder) NewArray() arrow.Array {
 	b.Reserve(0)
 	b.offb.ResizeNoShrink((b.n + 1) * arrow.Int32SizeBytes)
 	data := b.datab
-	if data == nil {
+	switch {
+	case data == nil:
 		data = memory.NewBufferBytes(nil)
-	} else {
+	case data.Cap() > 4*b.size && data.Cap()-b.size > shrinkWaste:
+		// A batch far smaller than its reservation (the last rows of a read, say)
+		// takes a copy of its bytes, and the large buffer goes back to the allocator
+		// for the next batch: an array never pins much more memory than it holds.
+		small := memory.NewResizableBuffer(b.mem)
+		small.Resize(b.size)
+		copy(small.Bytes(), b.data[:b.size])
+		data.Release()
+		data = small
+	default:
 		data.ResizeNoShrink(b.size)
 	}
 	valid := b.valb // non-nil exactly when the batch has a NULL

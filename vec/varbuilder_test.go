@@ -913,3 +913,64 @@ func TestVarBuilderUnsafeAppendPastReserve(t *testing.T) {
 	}()
 	b.UnsafeAppend(bytes.Repeat([]byte{'x'}, 100))
 }
+
+// TestBatchBytes checks the reservation of a row decoder's var-width bytes: an eighth
+// above n × per, never negative, bounded by vec.MaxBatchReserve even where n × per would
+// overflow.
+func TestBatchBytes(t *testing.T) {
+	for _, tc := range []struct{ n, per, want int }{
+		{0, 10, 0},
+		{10, 0, 0},
+		{-1, 10, 0},
+		{10, -1, 0},
+		{1, 1, 1},
+		{4096, 100, 460800},
+		{4096, 1 << 20, vec.MaxBatchReserve},
+		{vec.MaxBatchReserve, 1, vec.MaxBatchReserve},
+		{1 << 40, 1 << 40, vec.MaxBatchReserve},
+		{math.MaxInt, math.MaxInt, vec.MaxBatchReserve},
+	} {
+		if got := vec.BatchBytes(tc.n, tc.per); got != tc.want {
+			t.Errorf("BatchBytes(%d, %d) = %d, want %d", tc.n, tc.per, got, tc.want)
+		}
+	}
+}
+
+// TestVarBuilderNewArrayShrinks checks that a batch far smaller than its reservation
+// does not pin the reservation: NewArray copies its bytes into a buffer of their size
+// and frees the large one, and the array holds the same values. A batch that fills
+// most of its buffer keeps it.
+func TestVarBuilderNewArrayShrinks(t *testing.T) {
+	for _, tc := range []struct {
+		reserve, values int
+		shrunk          bool
+	}{
+		{1 << 20, 3, true},
+		{1 << 20, 0, true},
+		{1 << 20, 1 << 14, false}, // 256 KiB of 1 MiB: a quarter, kept
+		{64 << 10, 1, false},      // the spare capacity is not above 64 KiB
+	} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		b := vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+		b.ReserveData(tc.reserve)
+		for i := 0; i < tc.values; i++ {
+			b.Append([]byte("0123456789abcdef"))
+		}
+		a := b.NewArray()
+		if got, want := a.Len(), tc.values; got != want {
+			t.Fatalf("%+v: %d values, want %d", tc, got, want)
+		}
+		for i := 0; i < a.Len(); i++ {
+			if s := a.(*array.String).Value(i); s != "0123456789abcdef" {
+				t.Fatalf("%+v: value %d is %q", tc, i, s)
+			}
+		}
+		held := mem.CurrentAlloc()
+		if shrunk := held < tc.reserve; shrunk != tc.shrunk {
+			t.Errorf("%+v: the array holds %d bytes; shrunk %v, want %v", tc, held, shrunk, tc.shrunk)
+		}
+		a.Release()
+		b.Release()
+		mem.AssertSize(t, 0)
+	}
+}

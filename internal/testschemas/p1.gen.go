@@ -496,7 +496,6 @@ type p1RowDecoder struct {
 	per2 int                   // bytes per value of the last flushed rows
 	b3   *array.Float64Builder // nil: Extra is not projected
 	v3   []float64
-	rows int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = p1Kernels{}
@@ -566,9 +565,10 @@ func (p1Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 
 // Begin implements vec.RowDecoder.
 func (d *p1RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		d.b0.Reserve(n)
-		d.b0.ReserveData(n * d.per0 * 9 / 8)
+		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
@@ -580,7 +580,7 @@ func (d *p1RowDecoder) Begin(n int) {
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
@@ -621,7 +621,6 @@ func (d *p1RowDecoder) Append(v []byte) error {
 	if d.b3 != nil {
 		d.v3 = append(d.v3, math.Float64frombits(binary.LittleEndian.Uint64(v[18:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -646,7 +645,6 @@ func (d *p1RowDecoder) Flush() {
 		d.b3.AppendValues(d.v3, nil)
 		d.v3 = d.v3[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

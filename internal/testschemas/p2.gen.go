@@ -570,7 +570,6 @@ type p2RowDecoder struct {
 	b4   *array.Decimal128Builder // nil: auction_id is not projected
 	v4   []decimal128.Num
 	ok4  []bool
-	rows int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = p2Kernels{}
@@ -652,6 +651,7 @@ func (p2Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 
 // Begin implements vec.RowDecoder.
 func (d *p2RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]arrow.Timestamp, 0, n), d.v0...)
@@ -664,7 +664,7 @@ func (d *p2RowDecoder) Begin(n int) {
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
@@ -717,7 +717,6 @@ func (d *p2RowDecoder) Append(v []byte) error {
 		d.v4 = append(d.v4, decimal128.New(int64(binary.LittleEndian.Uint64(v[27:])), binary.LittleEndian.Uint64(v[19:])))
 		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -746,7 +745,6 @@ func (d *p2RowDecoder) Flush() {
 		d.v4 = d.v4[:0]
 		d.ok4 = d.ok4[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

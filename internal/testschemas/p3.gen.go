@@ -602,7 +602,6 @@ type p3RowDecoder struct {
 	v2   []float32
 	b3   *vec.VarBuilder // nil: payload is not projected
 	per3 int             // bytes per value of the last flushed rows
-	rows int             // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = p3Kernels{}
@@ -672,6 +671,7 @@ func (p3Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 
 // Begin implements vec.RowDecoder.
 func (d *p3RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int16, 0, n), d.v0...)
@@ -695,7 +695,7 @@ func (d *p3RowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 }
 
@@ -725,7 +725,6 @@ func (d *p3RowDecoder) Append(v []byte) error {
 		d.b3.ReserveData(len(s))
 		d.b3.UnsafeAppend(s)
 	}
-	d.rows++
 	return nil
 }
 
@@ -750,7 +749,6 @@ func (d *p3RowDecoder) Flush() {
 			d.per3 = (d.b3.DataLen() + n - 1) / n
 		}
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1107,7 +1107,6 @@ type t04RowDecoder struct {
 	ok14  []bool
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t04Kernels{}
@@ -1321,6 +1320,7 @@ func (t04Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t04RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]float32, 0, n), d.v0...)
@@ -1344,7 +1344,7 @@ func (d *t04RowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
@@ -1395,11 +1395,11 @@ func (d *t04RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1498,7 +1498,6 @@ func (d *t04RowDecoder) Append(v []byte) error {
 	if d.b15 != nil {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1578,7 +1577,6 @@ func (d *t04RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

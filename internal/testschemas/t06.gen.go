@@ -1107,7 +1107,6 @@ type t06RowDecoder struct {
 	ok14  []bool
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t06Kernels{}
@@ -1321,6 +1320,7 @@ func (t06Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t06RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]decimal128.Num, 0, n), d.v0...)
@@ -1331,11 +1331,11 @@ func (d *t06RowDecoder) Begin(n int) {
 	}
 	if d.b1 != nil {
 		d.b1.Reserve(n)
-		d.b1.ReserveData(n * d.per1 * 9 / 8)
+		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
@@ -1391,11 +1391,11 @@ func (d *t06RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1500,7 +1500,6 @@ func (d *t06RowDecoder) Append(v []byte) error {
 	if d.b15 != nil {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1580,7 +1579,6 @@ func (d *t06RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1104,7 +1104,6 @@ type t08RowDecoder struct {
 	ok14  []bool
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t08Kernels{}
@@ -1318,9 +1317,10 @@ func (t08Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t08RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		d.b0.Reserve(n)
-		d.b0.ReserveData(n * d.per0 * 9 / 8)
+		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
@@ -1389,11 +1389,11 @@ func (d *t08RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1495,7 +1495,6 @@ func (d *t08RowDecoder) Append(v []byte) error {
 	if d.b15 != nil {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1574,7 +1573,6 @@ func (d *t08RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

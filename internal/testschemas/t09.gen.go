@@ -1089,7 +1089,6 @@ type t09RowDecoder struct {
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
 	ok15  []bool
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t09Kernels{}
@@ -1303,6 +1302,7 @@ func (t09Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t09RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]arrow.Date32, 0, n), d.v0...)
@@ -1375,11 +1375,11 @@ func (d *t09RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1478,7 +1478,6 @@ func (d *t09RowDecoder) Append(v []byte) error {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[87:])))
 		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1557,7 +1556,6 @@ func (d *t09RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1100,7 +1100,6 @@ type t10RowDecoder struct {
 	ok14  []bool
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t10Kernels{}
@@ -1314,6 +1313,7 @@ func (t10Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t10RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]arrow.Timestamp, 0, n), d.v0...)
@@ -1389,11 +1389,11 @@ func (d *t10RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1489,7 +1489,6 @@ func (d *t10RowDecoder) Append(v []byte) error {
 	if d.b15 != nil {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[85:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1568,7 +1567,6 @@ func (d *t10RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1098,7 +1098,6 @@ type t13RowDecoder struct {
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
 	ok15  []bool
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t13Kernels{}
@@ -1312,6 +1311,7 @@ func (t13Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t13RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int16, 0, n), d.v0...)
@@ -1384,11 +1384,11 @@ func (d *t13RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1487,7 +1487,6 @@ func (d *t13RowDecoder) Append(v []byte) error {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[84:])))
 		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1566,7 +1565,6 @@ func (d *t13RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1094,7 +1094,6 @@ type t15RowDecoder struct {
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
 	ok15  []bool
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t15Kernels{}
@@ -1308,6 +1307,7 @@ func (t15Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t15RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int64, 0, n), d.v0...)
@@ -1380,11 +1380,11 @@ func (d *t15RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1483,7 +1483,6 @@ func (d *t15RowDecoder) Append(v []byte) error {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[102:])))
 		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1562,7 +1561,6 @@ func (d *t15RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1106,7 +1106,6 @@ type t16RowDecoder struct {
 	ok14  []bool
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t16Kernels{}
@@ -1320,6 +1319,7 @@ func (t16Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t16RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]float32, 0, n), d.v0...)
@@ -1340,7 +1340,7 @@ func (d *t16RowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
@@ -1391,11 +1391,11 @@ func (d *t16RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1497,7 +1497,6 @@ func (d *t16RowDecoder) Append(v []byte) error {
 	if d.b15 != nil {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1576,7 +1575,6 @@ func (d *t16RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

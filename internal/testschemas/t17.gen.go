@@ -1113,7 +1113,6 @@ type t17RowDecoder struct {
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
 	ok15  []bool
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t17Kernels{}
@@ -1327,6 +1326,7 @@ func (t17Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t17RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]float64, 0, n), d.v0...)
@@ -1342,11 +1342,11 @@ func (d *t17RowDecoder) Begin(n int) {
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
@@ -1394,11 +1394,11 @@ func (d *t17RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1506,7 +1506,6 @@ func (d *t17RowDecoder) Append(v []byte) error {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
 		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1586,7 +1585,6 @@ func (d *t17RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

@@ -1111,7 +1111,6 @@ type t19RowDecoder struct {
 	b15   *array.TimestampBuilder // nil: v_tstz is not projected
 	v15   []arrow.Timestamp
 	ok15  []bool
-	rows  int // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = t19Kernels{}
@@ -1325,13 +1324,14 @@ func (t19Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *t19RowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		d.b0.Reserve(n)
-		d.b0.ReserveData(n * d.per0 * 9 / 8)
+		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
 	}
 	if d.b1 != nil {
 		d.b1.Reserve(n)
-		d.b1.ReserveData(n * d.per1 * 9 / 8)
+		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
 	}
 	if d.b2 != nil {
 		if cap(d.v2) < n {
@@ -1392,11 +1392,11 @@ func (d *t19RowDecoder) Begin(n int) {
 	}
 	if d.b11 != nil {
 		d.b11.Reserve(n)
-		d.b11.ReserveData(n * d.per11 * 9 / 8)
+		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
 	}
 	if d.b12 != nil {
 		d.b12.Reserve(n)
-		d.b12.ReserveData(n * d.per12 * 9 / 8)
+		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
@@ -1504,7 +1504,6 @@ func (d *t19RowDecoder) Append(v []byte) error {
 		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
 		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
 	}
-	d.rows++
 	return nil
 }
 
@@ -1584,7 +1583,6 @@ func (d *t19RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

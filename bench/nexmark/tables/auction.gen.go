@@ -661,7 +661,6 @@ type auctionRowDecoder struct {
 	v8   []int64
 	b9   *vec.VarBuilder // nil: extra is not projected
 	per9 int             // bytes per value of the last flushed rows
-	rows int             // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = auctionKernels{}
@@ -803,6 +802,7 @@ func (auctionKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec
 
 // Begin implements vec.RowDecoder.
 func (d *auctionRowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int64, 0, n), d.v0...)
@@ -810,11 +810,11 @@ func (d *auctionRowDecoder) Begin(n int) {
 	}
 	if d.b1 != nil {
 		d.b1.Reserve(n)
-		d.b1.ReserveData(n * d.per1 * 9 / 8)
+		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
@@ -848,7 +848,7 @@ func (d *auctionRowDecoder) Begin(n int) {
 	}
 	if d.b9 != nil {
 		d.b9.Reserve(n)
-		d.b9.ReserveData(n * d.per9 * 9 / 8)
+		d.b9.ReserveData(vec.BatchBytes(n, d.per9))
 	}
 }
 
@@ -900,7 +900,6 @@ func (d *auctionRowDecoder) Append(v []byte) error {
 		d.b9.ReserveData(len(s))
 		d.b9.UnsafeAppend(s)
 	}
-	d.rows++
 	return nil
 }
 
@@ -949,7 +948,6 @@ func (d *auctionRowDecoder) Flush() {
 			d.per9 = (d.b9.DataLen() + n - 1) / n
 		}
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

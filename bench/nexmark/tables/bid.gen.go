@@ -626,7 +626,6 @@ type bidRowDecoder struct {
 	v5   []arrow.Timestamp
 	b6   *vec.VarBuilder // nil: extra is not projected
 	per6 int             // bytes per value of the last flushed rows
-	rows int             // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = bidKernels{}
@@ -732,6 +731,7 @@ func (bidKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 
 // Begin implements vec.RowDecoder.
 func (d *bidRowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int64, 0, n), d.v0...)
@@ -749,11 +749,11 @@ func (d *bidRowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 	if d.b4 != nil {
 		d.b4.Reserve(n)
-		d.b4.ReserveData(n * d.per4 * 9 / 8)
+		d.b4.ReserveData(vec.BatchBytes(n, d.per4))
 	}
 	if d.b5 != nil {
 		if cap(d.v5) < n {
@@ -762,7 +762,7 @@ func (d *bidRowDecoder) Begin(n int) {
 	}
 	if d.b6 != nil {
 		d.b6.Reserve(n)
-		d.b6.ReserveData(n * d.per6 * 9 / 8)
+		d.b6.ReserveData(vec.BatchBytes(n, d.per6))
 	}
 }
 
@@ -805,7 +805,6 @@ func (d *bidRowDecoder) Append(v []byte) error {
 		d.b6.ReserveData(len(s))
 		d.b6.UnsafeAppend(s)
 	}
-	d.rows++
 	return nil
 }
 
@@ -842,7 +841,6 @@ func (d *bidRowDecoder) Flush() {
 			d.per6 = (d.b6.DataLen() + n - 1) / n
 		}
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.

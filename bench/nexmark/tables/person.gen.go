@@ -617,7 +617,6 @@ type personRowDecoder struct {
 	v6   []arrow.Timestamp
 	b7   *vec.VarBuilder // nil: extra is not projected
 	per7 int             // bytes per value of the last flushed rows
-	rows int             // rows appended since the last Flush
 }
 
 var _ vec.RowDecoders = personKernels{}
@@ -735,6 +734,7 @@ func (personKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.
 
 // Begin implements vec.RowDecoder.
 func (d *personRowDecoder) Begin(n int) {
+	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
 			d.v0 = append(make([]int64, 0, n), d.v0...)
@@ -742,23 +742,23 @@ func (d *personRowDecoder) Begin(n int) {
 	}
 	if d.b1 != nil {
 		d.b1.Reserve(n)
-		d.b1.ReserveData(n * d.per1 * 9 / 8)
+		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
 	}
 	if d.b2 != nil {
 		d.b2.Reserve(n)
-		d.b2.ReserveData(n * d.per2 * 9 / 8)
+		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
 	}
 	if d.b3 != nil {
 		d.b3.Reserve(n)
-		d.b3.ReserveData(n * d.per3 * 9 / 8)
+		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
 	}
 	if d.b4 != nil {
 		d.b4.Reserve(n)
-		d.b4.ReserveData(n * d.per4 * 9 / 8)
+		d.b4.ReserveData(vec.BatchBytes(n, d.per4))
 	}
 	if d.b5 != nil {
 		d.b5.Reserve(n)
-		d.b5.ReserveData(n * d.per5 * 9 / 8)
+		d.b5.ReserveData(vec.BatchBytes(n, d.per5))
 	}
 	if d.b6 != nil {
 		if cap(d.v6) < n {
@@ -767,7 +767,7 @@ func (d *personRowDecoder) Begin(n int) {
 	}
 	if d.b7 != nil {
 		d.b7.Reserve(n)
-		d.b7.ReserveData(n * d.per7 * 9 / 8)
+		d.b7.ReserveData(vec.BatchBytes(n, d.per7))
 	}
 }
 
@@ -822,7 +822,6 @@ func (d *personRowDecoder) Append(v []byte) error {
 		d.b7.ReserveData(len(s))
 		d.b7.UnsafeAppend(s)
 	}
-	d.rows++
 	return nil
 }
 
@@ -866,7 +865,6 @@ func (d *personRowDecoder) Flush() {
 			d.per7 = (d.b7.DataLen() + n - 1) / n
 		}
 	}
-	d.rows = 0
 }
 
 // Vnodes implements vec.Kernels.
