@@ -603,12 +603,13 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 				d(bf(i)).Dot("ReserveData").Call(jen.Qual(pkgVec, "BatchBytes").Call(jen.Id("n"), d(perf(i)))),
 			}
 		} else {
+			// Coloured: Append writes every column's buffer at once (vec.MakeColored).
 			body = []jen.Code{jen.If(jen.Cap(d(vf(i))).Op("<").Id("n")).Block(
-				d(vf(i)).Op("=").Append(jen.Make(jen.Index().Add(kd.goType()), jen.Lit(0), jen.Id("n")), d(vf(i)).Op("...")),
+				d(vf(i)).Op("=").Append(jen.Qual(pkgVec, "MakeColored").Types(kd.goType()).Call(jen.Id("n")), d(vf(i)).Op("...")),
 			)}
 			if c.Nullable {
 				body = append(body, jen.If(jen.Cap(d(okf(i))).Op("<").Id("n")).Block(
-					d(okf(i)).Op("=").Append(jen.Make(jen.Index().Bool(), jen.Lit(0), jen.Id("n")), d(okf(i)).Op("...")),
+					d(okf(i)).Op("=").Append(jen.Qual(pkgVec, "MakeColored").Types(jen.Bool()).Call(jen.Id("n")), d(okf(i)).Op("...")),
 				))
 			}
 		}

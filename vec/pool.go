@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -64,14 +65,33 @@ func (p *PoolAllocator) Allocate(size int) []byte {
 	return alignedMake(size, 1<<c)
 }
 
+// alignedMake returns a 64-byte aligned buffer. A buffer of a page or more also starts
+// at the next of 64 cache-line offsets into its page (cache colouring): the heap
+// gives large buffers page-aligned, and a loop writing many of them at once (a row
+// decoder filling a dozen column buffers, row by row) would otherwise find every
+// stream at the same offset in its page, where they contend for the same cache sets
+// and trip the CPU's 4 KiB address-aliasing check.
 func alignedMake(size, capacity int) []byte {
-	buf := make([]byte, capacity+alignment)
+	extra := alignment
+	color := 0
+	if capacity >= colorPage {
+		extra = colorPage + alignment
+		color = int(colors.Add(1)%(colorPage/alignment)) * alignment
+	}
+	buf := make([]byte, capacity+extra)
 	shift := 0
 	if r := int(uintptrOf(buf) % alignment); r != 0 {
 		shift = alignment - r
 	}
+	shift += color
 	return buf[shift : shift+size : shift+capacity]
 }
+
+// colorPage is the page size of alignedMake's colouring.
+const colorPage = 4096
+
+// colors hands out alignedMake's colours in turn.
+var colors atomic.Uint32
 
 // Reallocate grows or shrinks b, keeping its contents; bytes it grows by are zero.
 func (p *PoolAllocator) Reallocate(size int, b []byte) []byte {
@@ -109,3 +129,17 @@ func (p *PoolAllocator) Free(b []byte) {
 
 // Allocated is the number of bytes handed out and not yet freed.
 func (p *PoolAllocator) Allocated() int64 { return p.allocated.Load() }
+
+// MakeColored returns an empty slice with room for n values whose first element
+// starts at the next of alignedMake's cache-line colours when the slice spans a
+// page or more (and its element size divides 64 bytes): for buffers that a loop
+// fills together with others, like a row decoder's per-column values.
+func MakeColored[T any](n int) []T {
+	var z T
+	size := int(unsafe.Sizeof(z))
+	if size == 0 || alignment%size != 0 || n*size < colorPage {
+		return make([]T, 0, n)
+	}
+	skew := int(colors.Add(1)%(colorPage/alignment)) * alignment / size
+	return make([]T, skew, skew+n)[skew:]
+}

@@ -254,3 +254,48 @@ func TestPoolWithArrow(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolColors checks alignedMake's colouring: buffers of a page or more start at
+// varied cache-line offsets into their pages (so that loops writing many at once do
+// not find them all at one offset), still 64-byte aligned and of their class's exact
+// capacity, which Free relies on; smaller ones are only aligned. MakeColored does the
+// same for plain slices.
+func TestPoolColors(t *testing.T) {
+	p := vec.NewPoolAllocator()
+	offsets := map[uintptr]bool{}
+	for i := 0; i < 16; i++ {
+		b := p.Allocate(32 << 10)
+		if addr(b)%64 != 0 || cap(b) != 32<<10 || len(b) != 32<<10 || !allZero(b) {
+			t.Fatalf("buffer %d: address %#x, len %d, cap %d", i, addr(b), len(b), cap(b))
+		}
+		offsets[addr(b)%4096] = true
+		defer p.Free(b)
+	}
+	if len(offsets) < 8 {
+		t.Errorf("16 buffers of 32 KiB start at %d offsets into their pages, want at least 8", len(offsets))
+	}
+	for i := 0; i < 4; i++ {
+		if b := p.Allocate(100); addr(b)%64 != 0 || cap(b) != 128 {
+			t.Fatalf("small buffer: address %#x, cap %d", addr(b), cap(b))
+		}
+	}
+	offsets = map[uintptr]bool{}
+	for i := 0; i < 16; i++ {
+		s := vec.MakeColored[int64](4096)
+		if len(s) != 0 || cap(s) != 4096 {
+			t.Fatalf("MakeColored: len %d cap %d", len(s), cap(s))
+		}
+		s = append(s, 1)
+		a := uintptr(unsafe.Pointer(&s[0]))
+		if a%8 != 0 {
+			t.Fatalf("MakeColored: address %#x not aligned", a)
+		}
+		offsets[a%4096] = true
+	}
+	if len(offsets) < 8 {
+		t.Errorf("16 MakeColored slices of 32 KiB start at %d offsets into their pages, want at least 8", len(offsets))
+	}
+	if s := vec.MakeColored[int64](10); len(s) != 0 || cap(s) != 10 {
+		t.Fatalf("small MakeColored: len %d cap %d", len(s), cap(s))
+	}
+}

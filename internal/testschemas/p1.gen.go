@@ -572,10 +572,10 @@ func (d *p1RowDecoder) Begin(n int) {
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
-			d.v1 = append(make([]int64, 0, n), d.v1...)
+			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
 		}
 		if cap(d.ok1) < n {
-			d.ok1 = append(make([]bool, 0, n), d.ok1...)
+			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
 		}
 	}
 	if d.b2 != nil {
@@ -584,7 +584,7 @@ func (d *p1RowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
-			d.v3 = append(make([]float64, 0, n), d.v3...)
+			d.v3 = append(vec.MakeColored[float64](n), d.v3...)
 		}
 	}
 }

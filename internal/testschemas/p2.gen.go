@@ -654,12 +654,12 @@ func (d *p2RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]arrow.Timestamp, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[arrow.Timestamp](n), d.v0...)
 		}
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
-			d.v1 = append(make([]int32, 0, n), d.v1...)
+			d.v1 = append(vec.MakeColored[int32](n), d.v1...)
 		}
 	}
 	if d.b2 != nil {
@@ -668,18 +668,18 @@ func (d *p2RowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
-			d.v3 = append(make([]bool, 0, n), d.v3...)
+			d.v3 = append(vec.MakeColored[bool](n), d.v3...)
 		}
 		if cap(d.ok3) < n {
-			d.ok3 = append(make([]bool, 0, n), d.ok3...)
+			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
 		}
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
-			d.v4 = append(make([]decimal128.Num, 0, n), d.v4...)
+			d.v4 = append(vec.MakeColored[decimal128.Num](n), d.v4...)
 		}
 		if cap(d.ok4) < n {
-			d.ok4 = append(make([]bool, 0, n), d.ok4...)
+			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
 		}
 	}
 }

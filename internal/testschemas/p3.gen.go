@@ -674,23 +674,23 @@ func (d *p3RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]int16, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[int16](n), d.v0...)
 		}
 		if cap(d.ok0) < n {
-			d.ok0 = append(make([]bool, 0, n), d.ok0...)
+			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
 		}
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
-			d.v1 = append(make([]arrow.Date32, 0, n), d.v1...)
+			d.v1 = append(vec.MakeColored[arrow.Date32](n), d.v1...)
 		}
 		if cap(d.ok1) < n {
-			d.ok1 = append(make([]bool, 0, n), d.ok1...)
+			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
 		}
 	}
 	if d.b2 != nil {
 		if cap(d.v2) < n {
-			d.v2 = append(make([]float32, 0, n), d.v2...)
+			d.v2 = append(vec.MakeColored[float32](n), d.v2...)
 		}
 	}
 	if d.b3 != nil {

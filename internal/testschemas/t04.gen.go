@@ -1323,23 +1323,23 @@ func (d *t04RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]float32, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[float32](n), d.v0...)
 		}
 		if cap(d.ok0) < n {
-			d.ok0 = append(make([]bool, 0, n), d.ok0...)
+			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
 		}
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
-			d.v1 = append(make([]float64, 0, n), d.v1...)
+			d.v1 = append(vec.MakeColored[float64](n), d.v1...)
 		}
 	}
 	if d.b2 != nil {
 		if cap(d.v2) < n {
-			d.v2 = append(make([]decimal128.Num, 0, n), d.v2...)
+			d.v2 = append(vec.MakeColored[decimal128.Num](n), d.v2...)
 		}
 		if cap(d.ok2) < n {
-			d.ok2 = append(make([]bool, 0, n), d.ok2...)
+			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
 		}
 	}
 	if d.b3 != nil {
@@ -1348,49 +1348,49 @@ func (d *t04RowDecoder) Begin(n int) {
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
-			d.v4 = append(make([]bool, 0, n), d.v4...)
+			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
 		}
 		if cap(d.ok4) < n {
-			d.ok4 = append(make([]bool, 0, n), d.ok4...)
+			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
 		}
 	}
 	if d.b5 != nil {
 		if cap(d.v5) < n {
-			d.v5 = append(make([]int16, 0, n), d.v5...)
+			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
 		}
 	}
 	if d.b6 != nil {
 		if cap(d.v6) < n {
-			d.v6 = append(make([]int32, 0, n), d.v6...)
+			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
 		}
 		if cap(d.ok6) < n {
-			d.ok6 = append(make([]bool, 0, n), d.ok6...)
+			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
 		}
 	}
 	if d.b7 != nil {
 		if cap(d.v7) < n {
-			d.v7 = append(make([]int64, 0, n), d.v7...)
+			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
 		}
 	}
 	if d.b8 != nil {
 		if cap(d.v8) < n {
-			d.v8 = append(make([]float32, 0, n), d.v8...)
+			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
 		}
 		if cap(d.ok8) < n {
-			d.ok8 = append(make([]bool, 0, n), d.ok8...)
+			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
 		}
 	}
 	if d.b9 != nil {
 		if cap(d.v9) < n {
-			d.v9 = append(make([]float64, 0, n), d.v9...)
+			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
 		}
 	}
 	if d.b10 != nil {
 		if cap(d.v10) < n {
-			d.v10 = append(make([]decimal128.Num, 0, n), d.v10...)
+			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
 		}
 		if cap(d.ok10) < n {
-			d.ok10 = append(make([]bool, 0, n), d.ok10...)
+			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
 		}
 	}
 	if d.b11 != nil {
@@ -1403,20 +1403,20 @@ func (d *t04RowDecoder) Begin(n int) {
 	}
 	if d.b13 != nil {
 		if cap(d.v13) < n {
-			d.v13 = append(make([]arrow.Date32, 0, n), d.v13...)
+			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
 		}
 	}
 	if d.b14 != nil {
 		if cap(d.v14) < n {
-			d.v14 = append(make([]arrow.Timestamp, 0, n), d.v14...)
+			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
 		}
 		if cap(d.ok14) < n {
-			d.ok14 = append(make([]bool, 0, n), d.ok14...)
+			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
 		}
 	}
 	if d.b15 != nil {
 		if cap(d.v15) < n {
-			d.v15 = append(make([]arrow.Timestamp, 0, n), d.v15...)
+			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
 		}
 	}
 }

@@ -805,7 +805,7 @@ func (d *auctionRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]int64, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
 		}
 	}
 	if d.b1 != nil {
@@ -818,32 +818,32 @@ func (d *auctionRowDecoder) Begin(n int) {
 	}
 	if d.b3 != nil {
 		if cap(d.v3) < n {
-			d.v3 = append(make([]int64, 0, n), d.v3...)
+			d.v3 = append(vec.MakeColored[int64](n), d.v3...)
 		}
 	}
 	if d.b4 != nil {
 		if cap(d.v4) < n {
-			d.v4 = append(make([]int64, 0, n), d.v4...)
+			d.v4 = append(vec.MakeColored[int64](n), d.v4...)
 		}
 	}
 	if d.b5 != nil {
 		if cap(d.v5) < n {
-			d.v5 = append(make([]arrow.Timestamp, 0, n), d.v5...)
+			d.v5 = append(vec.MakeColored[arrow.Timestamp](n), d.v5...)
 		}
 	}
 	if d.b6 != nil {
 		if cap(d.v6) < n {
-			d.v6 = append(make([]arrow.Timestamp, 0, n), d.v6...)
+			d.v6 = append(vec.MakeColored[arrow.Timestamp](n), d.v6...)
 		}
 	}
 	if d.b7 != nil {
 		if cap(d.v7) < n {
-			d.v7 = append(make([]int64, 0, n), d.v7...)
+			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
 		}
 	}
 	if d.b8 != nil {
 		if cap(d.v8) < n {
-			d.v8 = append(make([]int64, 0, n), d.v8...)
+			d.v8 = append(vec.MakeColored[int64](n), d.v8...)
 		}
 	}
 	if d.b9 != nil {

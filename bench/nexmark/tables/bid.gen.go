@@ -734,17 +734,17 @@ func (d *bidRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]int64, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
 		}
 	}
 	if d.b1 != nil {
 		if cap(d.v1) < n {
-			d.v1 = append(make([]int64, 0, n), d.v1...)
+			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
 		}
 	}
 	if d.b2 != nil {
 		if cap(d.v2) < n {
-			d.v2 = append(make([]int64, 0, n), d.v2...)
+			d.v2 = append(vec.MakeColored[int64](n), d.v2...)
 		}
 	}
 	if d.b3 != nil {
@@ -757,7 +757,7 @@ func (d *bidRowDecoder) Begin(n int) {
 	}
 	if d.b5 != nil {
 		if cap(d.v5) < n {
-			d.v5 = append(make([]arrow.Timestamp, 0, n), d.v5...)
+			d.v5 = append(vec.MakeColored[arrow.Timestamp](n), d.v5...)
 		}
 	}
 	if d.b6 != nil {

@@ -737,7 +737,7 @@ func (d *personRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
 	if d.b0 != nil {
 		if cap(d.v0) < n {
-			d.v0 = append(make([]int64, 0, n), d.v0...)
+			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
 		}
 	}
 	if d.b1 != nil {
@@ -762,7 +762,7 @@ func (d *personRowDecoder) Begin(n int) {
 	}
 	if d.b6 != nil {
 		if cap(d.v6) < n {
-			d.v6 = append(make([]arrow.Timestamp, 0, n), d.v6...)
+			d.v6 = append(vec.MakeColored[arrow.Timestamp](n), d.v6...)
 		}
 	}
 	if d.b7 != nil {
