@@ -647,7 +647,7 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 		// of the CPU while it runs).
 		runtime.GC()
 		// Each pass runs under the profiler label weir_pass (its goroutines inherit
-		// it): go tool pprof -tagfocus weir_pass=executor FILE shows one pass.
+		// it): go tool pprof -tagfocus 'weir_pass=^executor$' FILE shows one pass.
 		name := "executor"
 		switch {
 		case p.raw:
