@@ -772,8 +772,9 @@ func (b *backfillBench) executorPass(ctx context.Context, s2 []int, workers int)
 // barrierSource is the input of an engine-less backfill: no upstream changes, only
 // barriers. The first comes at once, with Prev the store's committed epoch (the
 // executor waits for Prev to commit); the next ones every interval, and one as soon
-// as every vnode is Completed, so that the executor finishes without waiting out an
-// interval. Next is called from the executor's goroutines, one at a time.
+// as every vnode is Completed once the sink has closed rowsSeen, so that the executor
+// finishes without waiting out an interval. Next is called from the executor's
+// goroutines, one at a time.
 type barrierSource struct {
 	schema   *arrow.Schema
 	interval time.Duration
@@ -785,7 +786,8 @@ type barrierSource struct {
 	last      time.Time
 	completed bool // a barrier was given after every vnode was Completed
 	// rowsSeen is closed by the sink when it has every row: then the last vnodes'
-	// End batches are due, and Next polls for them.
+	// End batches are due, and Next polls for them. Without it (nil) Next notices the
+	// completion only at the next interval.
 	rowsSeen chan struct{}
 }
 
@@ -823,7 +825,7 @@ func (s *barrierSource) Next(ctx context.Context) (executors.Message, error) {
 	if first {
 		return s.barrier(), nil
 	}
-	seen := s.rowsSeen
+	seen, polling := s.rowsSeen, false
 	for {
 		st := s.bf.Stats()
 		s.mu.Lock()
@@ -841,7 +843,7 @@ func (s *barrierSource) Next(ctx context.Context) (executors.Message, error) {
 		// at once. (A source that woke every millisecond all along took the
 		// executor's goroutines off their cores ~10% of the time, which an engine's
 		// barrier input, a channel, does not.)
-		if seen == nil {
+		if polling {
 			wait = min(wait, barrierPoll)
 		}
 		t := time.NewTimer(wait)
@@ -852,7 +854,7 @@ func (s *barrierSource) Next(ctx context.Context) (executors.Message, error) {
 		case <-t.C:
 		case <-seen:
 			t.Stop()
-			seen = nil
+			seen, polling = nil, true
 		}
 	}
 }

@@ -8,39 +8,45 @@
 # machine's speed. It prints one line per process (revision, efficiency, executor and
 # raw rows/s, CPU ns per row of each, cores used by each) and the median efficiency
 # of each revision. Extra flags go to every run (default: --rows 2000000
-# --efficiency-reps 5). Needs git, go and python3; nothing else may run meanwhile.
+# --efficiency-reps 5). The processes' JSON lines stay in a file under $TMPDIR, named
+# at the start. Needs git, go and python3; nothing else may run meanwhile.
 set -euo pipefail
 
 [ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [PAIRS] [flags...]" >&2; exit 2; }
-a=$1
-b=$2
+revs=("$1" "$2")
 shift 2
 pairs=3
 if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then
 	pairs=$1
 	shift
 fi
+[ "$pairs" -ge 1 ] || { echo "ab-efficiency.sh: PAIRS must be at least 1" >&2; exit 2; }
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--rows 2000000 --efficiency-reps 5)
 
-root=$(git rev-parse --show-toplevel)
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 tmp=$(mktemp -d)
 cleanup() {
 	for r in A B; do
 		git -C "$root" worktree remove --force "$tmp/$r" >/dev/null 2>&1 || true
 	done
+	git -C "$root" worktree prune
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-for pair in "A $a" "B $b"; do
-	set -- $pair
-	git -C "$root" worktree add --detach "$tmp/$1" "$2" >/dev/null 2>&1
-	(cd "$tmp/$1" && go build -o "$tmp/weir-$1" ./tools/weir)
-	echo "$1 = $2 ($(git -C "$root" rev-parse --short "$2"))"
+names=(A B)
+for i in 0 1; do
+	r=${names[$i]}
+	git -C "$root" worktree add --detach "$tmp/$r" "${revs[$i]}" >/dev/null
+	(cd "$tmp/$r" && go build -o "$tmp/weir-$r" ./tools/weir)
+	echo "$r = ${revs[$i]} ($(git -C "$root" rev-parse --short "${revs[$i]}"))"
 done
 
-out=$tmp/runs.jsonl
+# Each process's JSON line is kept outside the temporary directory, so that a
+# failed run leaves the ones before it.
+out=$(mktemp "${TMPDIR:-/tmp}/ab-efficiency.XXXXXX.jsonl")
+echo "raw results: $out"
 for i in $(seq 1 "$pairs"); do
 	for r in A B; do
 		json=$("$tmp/weir-$r" bench backfill --efficiency-only --json --quiet "${flags[@]}")

@@ -12,7 +12,9 @@ import (
 // PoolAllocator is a memory.Allocator for hot paths: freed buffers go back to free
 // lists by power-of-two size class and are handed out again, so a pipeline that builds
 // and releases batches of the same shape allocates nothing in steady state. Buffers are
-// 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are. Each class keeps
+// 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are; those of 32 KiB
+// classes and up are cache-coloured (see alignedMake), for a page more of heap each,
+// which Allocated does not count. Each class keeps
 // at most MaxPerClass buffers; buffers above 64 MiB are not pooled. Safe for concurrent
 // use.
 type PoolAllocator struct {
@@ -65,16 +67,18 @@ func (p *PoolAllocator) Allocate(size int) []byte {
 	return alignedMake(size, 1<<c)
 }
 
-// alignedMake returns a 64-byte aligned buffer. A buffer of a page or more also starts
-// at the next of 64 cache-line offsets into its page (cache colouring): the heap
-// gives large buffers page-aligned, and a loop writing many of them at once (a row
-// decoder filling a dozen column buffers, row by row) would otherwise find every
-// stream at the same offset in its page, where they contend for the same cache sets
-// and trip the CPU's 4 KiB address-aliasing check.
+// alignedMake returns a 64-byte aligned buffer. A buffer of a class of colorMin or
+// more also starts at the next of 64 cache-line offsets into its page (cache
+// colouring), at the cost of one more page: the heap gives such large objects
+// page-aligned, and a loop writing many of them at once (a row decoder filling a
+// dozen column buffers, row by row) would otherwise find every stream at the same
+// offset in its page, where they contend for the same cache sets and trip the CPU's
+// 4 KiB address-aliasing check. (Smaller objects come from size-class spans, which
+// already spread their offsets.)
 func alignedMake(size, capacity int) []byte {
 	extra := alignment
 	color := 0
-	if capacity >= colorPage {
+	if capacity >= colorMin {
 		extra = colorPage + alignment
 		color = int(colors.Add(1)%(colorPage/alignment)) * alignment
 	}
@@ -87,8 +91,12 @@ func alignedMake(size, capacity int) []byte {
 	return buf[shift : shift+size : shift+capacity]
 }
 
-// colorPage is the page size of alignedMake's colouring.
-const colorPage = 4096
+// colorPage is the page size of alignedMake's colouring; colorMin the smallest
+// capacity it colours (the heap's objects of 32 KiB and more start page-aligned).
+const (
+	colorPage = 4096
+	colorMin  = 32 << 10
+)
 
 // colors hands out alignedMake's colours in turn.
 var colors atomic.Uint32
@@ -130,14 +138,14 @@ func (p *PoolAllocator) Free(b []byte) {
 // Allocated is the number of bytes handed out and not yet freed.
 func (p *PoolAllocator) Allocated() int64 { return p.allocated.Load() }
 
-// MakeColored returns an empty slice with room for n values whose first element
-// starts at the next of alignedMake's cache-line colours when the slice spans a
-// page or more (and its element size divides 64 bytes): for buffers that a loop
-// fills together with others, like a row decoder's per-column values.
+// MakeColored returns an empty slice with room for n values. When it spans colorMin
+// or more, its first element starts about the next of alignedMake's cache-line
+// colours into its page (to the element below it): for buffers that a loop fills
+// together with others, like a row decoder's per-column values.
 func MakeColored[T any](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
-	if size == 0 || alignment%size != 0 || n*size < colorPage {
+	if size == 0 || n < colorMin/size {
 		return make([]T, 0, n)
 	}
 	skew := int(colors.Add(1)%(colorPage/alignment)) * alignment / size
