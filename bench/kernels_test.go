@@ -402,7 +402,9 @@ func BenchmarkRowDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		rd.Flush()
+		if err := rd.Flush(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	// Both paths give the same arrays (twice: the second batch is sized from the first).
 	for range 2 {

@@ -50,7 +50,9 @@ func TestRowDecoderBatchSizing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rd.Flush()
+		if err := rd.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		cols := make([]arrow.Array, len(bs))
 		for j, b := range bs {
 			cols[j] = b.NewArray()

@@ -689,6 +689,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		}
 		flush = append(flush, jen.If(d(bf(i)).Op("!=").Nil()).Block(body...))
 	}
+	flush = append(flush, jen.Return(jen.Nil()))
 	f.Comment("Flush implements vec.RowDecoder.")
-	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Flush").Params().Block(flush...)
+	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Flush").Params().Error().Block(flush...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -501,21 +500,17 @@ func ReadOne(src VnodeSource, v uint16, after []byte, proj vec.Projection, mem m
 
 // snapWorker holds one worker's reused buffers: the builders of the projected columns
 // (whose buffers come from the request's allocator) and the row decoder that fills
-// them, or, for kernels without one, the value arena that build decodes; the last key
-// read, and a slab that batches' LastPKs are carved from.
+// them (vec.NewRowDecoder: the generated kernels' decodes each value as it is read),
+// the last key read, and a slab that batches' LastPKs are carved from.
 type snapWorker struct {
-	k      vec.Kernels
 	proj   vec.Projection
 	t      *schema.Table
 	schema *arrow.Schema
 	bs     []vec.Builder
 	cols   []arrow.Array
-	// rd, when the kernels have one (generated kernels do), decodes each value as it
-	// is read; otherwise values are copied into vals and decoded a batch at a time.
-	rd   vec.RowDecoder
-	vals vec.Bytes
-	last []byte
-	slab []byte
+	rd     vec.RowDecoder
+	last   []byte
+	slab   []byte
 	// stop, when set, ends a batch early (SnapshotReader.Stop); nil for ReadOne.
 	stop *atomic.Bool
 }
@@ -530,33 +525,19 @@ const stopCheckRows = 64
 // stopped reports whether the read is stopping (see SnapshotReader.Stop).
 func (w *snapWorker) stopped() bool { return w.stop != nil && w.stop.Load() }
 
-// newSnapWorker makes a worker's builders and, when the kernels have one and the
-// projection names no column twice (the batch decode serves that), its row decoder.
+// newSnapWorker makes a worker's builders and its row decoder.
 func newSnapWorker(t *schema.Table, k vec.Kernels, proj vec.Projection, sch *arrow.Schema, mem memory.Allocator) (*snapWorker, error) {
-	w := &snapWorker{k: k, proj: proj, t: t, schema: sch, bs: make([]vec.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
+	w := &snapWorker{proj: proj, t: t, schema: sch, bs: make([]vec.Builder, len(proj)), cols: make([]arrow.Array, len(proj))}
 	for i, c := range proj {
 		w.bs[i] = vec.NewBuilder(mem, t.Columns[c].Type.ArrowType())
 	}
-	if rk, ok := k.(vec.RowDecoders); ok && !repeats(proj) {
-		rd, err := rk.NewRowDecoder(proj, w.bs)
-		if err != nil {
-			w.release()
-			return nil, fmt.Errorf("storage: snapshot of table %s: %w", t.Name, err)
-		}
-		w.rd = rd
+	rd, err := vec.NewRowDecoder(k, proj, w.bs)
+	if err != nil {
+		w.release()
+		return nil, fmt.Errorf("storage: snapshot of table %s: %w", t.Name, err)
 	}
-	w.vals.Reset()
+	w.rd = rd
 	return w, nil
-}
-
-// repeats reports whether proj names a column twice.
-func repeats(proj vec.Projection) bool {
-	for i, c := range proj {
-		if slices.Contains(proj[:i], c) {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *snapWorker) release() {
@@ -569,11 +550,7 @@ func (w *snapWorker) release() {
 // returns whether it is positioned on a further row (false: the vnode is exhausted or
 // the iterator failed; the caller checks it.Error()).
 func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, error) {
-	if w.rd != nil {
-		w.rd.Begin(want)
-	} else {
-		w.vals.Reset()
-	}
+	w.rd.Begin(want)
 	var n int
 	var ok bool
 	var err error
@@ -582,7 +559,7 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 	} else {
 		ok = true
 		for ok {
-			if err = w.add(it.Value()); err != nil {
+			if err = w.rd.Append(it.Value()); err != nil {
 				err = fmt.Errorf("row of pk %x: %w", it.PK(), err)
 				break
 			}
@@ -618,12 +595,8 @@ func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool, err erro
 	val := it.value
 	cut := false // the batch ended on a row whose key is copied
 	for {
-		if w.rd != nil {
-			if err := w.rd.Append(val); err != nil {
-				return n, false, fmt.Errorf("row of pk %x: %w", pit.Key()[KeyPrefixLen:], err)
-			}
-		} else {
-			w.vals.Append(val)
+		if err := w.rd.Append(val); err != nil {
+			return n, false, fmt.Errorf("row of pk %x: %w", pit.Key()[KeyPrefixLen:], err)
 		}
 		n++
 		if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
@@ -656,28 +629,9 @@ func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool, err erro
 	return n, false, nil
 }
 
-// add takes one row value: decoded at once by the row decoder, or copied into the
-// arena for build.
-func (w *snapWorker) add(v []byte) error {
-	if w.rd != nil {
-		return w.rd.Append(v)
-	}
-	w.vals.Append(v)
-	return nil
-}
-
-// build makes the batch's n rows a record: the row decoder's, or the arena's decoded
-// now.
+// build makes the row decoder's n rows a record.
 func (w *snapWorker) build(n int) (arrow.RecordBatch, error) {
-	var err error
-	if w.rd != nil {
-		w.rd.Flush()
-	} else {
-		for _, b := range w.bs {
-			b.Reserve(n)
-		}
-		err = w.k.DecodeValues(&w.vals, w.proj, w.bs)
-	}
+	err := w.rd.Flush()
 	for i, b := range w.bs {
 		w.cols[i] = b.NewArray()
 	}

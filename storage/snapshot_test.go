@@ -916,8 +916,8 @@ func snapAllocs(t *testing.T, view *View, tbl *schema.Table, k vec.Kernels, cols
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (w.rd != nil) != k.Generated() {
-			t.Fatalf("generated kernels %v, row decoder %v", k.Generated(), w.rd != nil)
+		if _, batch := w.rd.(*vec.BatchDecoder); batch == k.Generated() {
+			t.Fatalf("generated kernels %v, row decoder %v", k.Generated(), !batch)
 		}
 		if !it.Next() {
 			t.Fatal("no rows")

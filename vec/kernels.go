@@ -2,6 +2,7 @@ package vec
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -97,23 +98,78 @@ type Kernels interface {
 // fused path of a reader that holds each value only until it reads the next (a
 // storage iterator's), so that the value is decoded while it is in the cache instead
 // of being copied into an arena and decoded from there (DecodeValues). Generated
-// kernels offer one (RowDecoders); it is not safe for concurrent use.
+// kernels offer one (RowDecoders); NewRowDecoder gives every kernels one. It is not
+// safe for concurrent use.
 //
 // A batch is Begin, Append for each row, then Flush before the builders' NewArray.
-// After an Append error the batch is abandoned: the rows appended before it are
-// still pending (fixed-width ones in the decoder, var-width ones in their builders),
-// so the decoder and its builders are then released, not used for another batch.
+// After an error the batch is abandoned: rows appended before it may still be pending
+// (in the decoder or in the builders), so the decoder and its builders are then
+// released, not used for another batch.
 type RowDecoder interface {
 	// Begin prepares for a batch of up to n rows: it reserves room for them (at most
 	// MaxBatchRows), and for var-width values as many bytes per value as the last
 	// flushed batch had (see BatchBytes).
 	Begin(n int)
 	// Append decodes one row value. A malformed value is an error naming the table,
-	// and nothing of it is decoded.
+	// and nothing of it is decoded (a BatchDecoder finds it at Flush instead).
 	Append(v []byte) error
 	// Flush completes the rows appended since the last Flush in the builders (fixed-
 	// width columns are held and appended in bulk): call it before their NewArray.
-	Flush()
+	Flush() error
+}
+
+// NewRowDecoder returns a decoder of the projected columns of k's table into out, one
+// builder per projected column (see NewBuilder): k's own (RowDecoders) when it has
+// one and proj names no column twice, a BatchDecoder otherwise.
+func NewRowDecoder(k Kernels, proj Projection, out []Builder) (RowDecoder, error) {
+	if rk, ok := k.(RowDecoders); ok && !repeats(proj) {
+		return rk.NewRowDecoder(proj, out)
+	}
+	if len(out) < len(proj) {
+		return nil, fmt.Errorf("table %s: NewRowDecoder needs %d builders, got %d", k.Table().Name, len(proj), len(out))
+	}
+	return &BatchDecoder{k: k, proj: proj, out: out}, nil
+}
+
+// repeats reports whether proj names a column twice.
+func repeats(proj Projection) bool {
+	for i, c := range proj {
+		if slices.Contains(proj[:i], c) {
+			return true
+		}
+	}
+	return false
+}
+
+// BatchDecoder is the RowDecoder of kernels without their own, and of projections
+// that name a column twice: Append copies each value into an arena, and Flush decodes
+// them all at once with DecodeValues (which reports a malformed value, by its index
+// in the batch).
+type BatchDecoder struct {
+	k    Kernels
+	proj Projection
+	out  []Builder
+	vals Bytes
+}
+
+// Begin implements RowDecoder.
+func (d *BatchDecoder) Begin(int) { d.vals.Reset() }
+
+// Append implements RowDecoder: it copies v.
+func (d *BatchDecoder) Append(v []byte) error {
+	d.vals.Append(v)
+	return nil
+}
+
+// Flush implements RowDecoder: it decodes the copied values.
+func (d *BatchDecoder) Flush() error {
+	n := d.vals.Len()
+	for _, b := range d.out[:len(d.proj)] {
+		b.Reserve(n)
+	}
+	err := d.k.DecodeValues(&d.vals, d.proj, d.out)
+	d.vals.Reset()
+	return err
 }
 
 // RowDecoders is implemented by kernels that decode row values one at a time (every

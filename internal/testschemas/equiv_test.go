@@ -273,7 +273,9 @@ func rowDecodeMatches(mem memory.Allocator, tbl *schema.Table, k vec.Kernels, pr
 				return fmt.Errorf("row %d: %w", i, err)
 			}
 		}
-		rd.Flush()
+		if err := rd.Flush(); err != nil {
+			return fmt.Errorf("rows %d to %d: flush: %w", part[0], part[1], err)
+		}
 		cols := make([]arrow.Array, len(bs))
 		for j, b := range bs {
 			cols[j] = b.NewArray()

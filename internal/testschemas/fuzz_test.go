@@ -100,36 +100,31 @@ func FuzzGeneratedDecode(f *testing.F) {
 // want is nil (the batch decode refused it), else the same row as want.
 func rowDecodeSame(mem memory.Allocator, tbl *schema.Table, k vec.Kernels, cols []int, data []byte, want arrow.RecordBatch) error {
 	bs := vectest.ValueBuildersFor(mem, tbl, cols)
-	defer vectest.ReleaseBuilders(bs)
 	rd, err := k.(vec.RowDecoders).NewRowDecoder(vec.Projection(cols), bs)
 	if err != nil {
+		vectest.ReleaseBuilders(bs)
 		return err
 	}
 	rd.Begin(1)
-	aerr := rd.Append(data)
-	if want == nil {
-		if aerr == nil {
-			return fmt.Errorf("accepted a value DecodeValues refuses")
+	err = rd.Append(data)
+	switch {
+	case want == nil && err == nil:
+		err = fmt.Errorf("accepted a value DecodeValues refuses")
+	case want == nil && !strings.Contains(err.Error(), "table "+tbl.Name):
+		err = fmt.Errorf("error %q does not name the table", err)
+	case want == nil:
+		err = nil
+	case err != nil:
+		err = fmt.Errorf("refused a value DecodeValues accepts: %w", err)
+	default:
+		if err = rd.Flush(); err == nil {
+			got := vectest.FinishRecord(tbl, cols, bs, 1)
+			defer got.Release()
+			return vectest.RecordsEqual(got, want)
 		}
-		if !strings.Contains(aerr.Error(), "table "+tbl.Name) {
-			return fmt.Errorf("error %q does not name the table", aerr)
-		}
-		return nil
 	}
-	if aerr != nil {
-		return fmt.Errorf("refused a value DecodeValues accepts: %w", aerr)
-	}
-	rd.Flush()
-	arrs := make([]arrow.Array, len(bs))
-	for j, b := range bs {
-		arrs[j] = b.NewArray()
-	}
-	got := array.NewRecordBatch(want.Schema(), arrs, 1)
-	defer got.Release()
-	for _, a := range arrs {
-		a.Release()
-	}
-	return vectest.RecordsEqual(got, want)
+	vectest.ReleaseBuilders(bs)
+	return err
 }
 
 // TestFuzzCorpusPresent keeps the seed corpus directory from vanishing unnoticed.

@@ -625,7 +625,7 @@ func (d *p1RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *p1RowDecoder) Flush() {
+func (d *p1RowDecoder) Flush() error {
 	if d.b0 != nil {
 		if n := d.b0.Len(); n > 0 {
 			d.per0 = (d.b0.DataLen() + n - 1) / n
@@ -645,6 +645,7 @@ func (d *p1RowDecoder) Flush() {
 		d.b3.AppendValues(d.v3, nil)
 		d.v3 = d.v3[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

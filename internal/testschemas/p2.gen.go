@@ -721,7 +721,7 @@ func (d *p2RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *p2RowDecoder) Flush() {
+func (d *p2RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -745,6 +745,7 @@ func (d *p2RowDecoder) Flush() {
 		d.v4 = d.v4[:0]
 		d.ok4 = d.ok4[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

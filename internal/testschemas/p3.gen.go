@@ -729,7 +729,7 @@ func (d *p3RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *p3RowDecoder) Flush() {
+func (d *p3RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -749,6 +749,7 @@ func (d *p3RowDecoder) Flush() {
 			d.per3 = (d.b3.DataLen() + n - 1) / n
 		}
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

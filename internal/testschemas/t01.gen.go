@@ -1491,7 +1491,7 @@ func (d *t01RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t01RowDecoder) Flush() {
+func (d *t01RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -1565,6 +1565,7 @@ func (d *t01RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -1483,7 +1483,7 @@ func (d *t03RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t03RowDecoder) Flush() {
+func (d *t03RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -1557,6 +1557,7 @@ func (d *t03RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

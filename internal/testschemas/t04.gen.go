@@ -1502,7 +1502,7 @@ func (d *t04RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t04RowDecoder) Flush() {
+func (d *t04RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -1577,6 +1577,7 @@ func (d *t04RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -1504,7 +1504,7 @@ func (d *t06RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t06RowDecoder) Flush() {
+func (d *t06RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -1579,6 +1579,7 @@ func (d *t06RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -1508,7 +1508,7 @@ func (d *t07RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t07RowDecoder) Flush() {
+func (d *t07RowDecoder) Flush() error {
 	if d.b0 != nil {
 		if n := d.b0.Len(); n > 0 {
 			d.per0 = (d.b0.DataLen() + n - 1) / n
@@ -1583,6 +1583,7 @@ func (d *t07RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

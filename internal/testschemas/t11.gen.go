@@ -1493,7 +1493,7 @@ func (d *t11RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t11RowDecoder) Flush() {
+func (d *t11RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, d.ok0)
 		d.v0 = d.v0[:0]
@@ -1567,6 +1567,7 @@ func (d *t11RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -1482,7 +1482,7 @@ func (d *t12RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t12RowDecoder) Flush() {
+func (d *t12RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -1556,6 +1556,7 @@ func (d *t12RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

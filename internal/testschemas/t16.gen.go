@@ -1501,7 +1501,7 @@ func (d *t16RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t16RowDecoder) Flush() {
+func (d *t16RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -1575,6 +1575,7 @@ func (d *t16RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

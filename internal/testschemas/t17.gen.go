@@ -1510,7 +1510,7 @@ func (d *t17RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t17RowDecoder) Flush() {
+func (d *t17RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -1585,6 +1585,7 @@ func (d *t17RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

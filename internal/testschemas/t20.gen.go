@@ -1500,7 +1500,7 @@ func (d *t20RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t20RowDecoder) Flush() {
+func (d *t20RowDecoder) Flush() error {
 	if d.b0 != nil {
 		if n := d.b0.Len(); n > 0 {
 			d.per0 = (d.b0.DataLen() + n - 1) / n
@@ -1575,6 +1575,7 @@ func (d *t20RowDecoder) Flush() {
 		d.b15.AppendValues(d.v15, nil)
 		d.v15 = d.v15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -1486,7 +1486,7 @@ func (d *t21RowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *t21RowDecoder) Flush() {
+func (d *t21RowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -1560,6 +1560,7 @@ func (d *t21RowDecoder) Flush() {
 		d.v15 = d.v15[:0]
 		d.ok15 = d.ok15[:0]
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

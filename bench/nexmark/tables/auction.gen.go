@@ -904,7 +904,7 @@ func (d *auctionRowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *auctionRowDecoder) Flush() {
+func (d *auctionRowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -948,6 +948,7 @@ func (d *auctionRowDecoder) Flush() {
 			d.per9 = (d.b9.DataLen() + n - 1) / n
 		}
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -809,7 +809,7 @@ func (d *bidRowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *bidRowDecoder) Flush() {
+func (d *bidRowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -841,6 +841,7 @@ func (d *bidRowDecoder) Flush() {
 			d.per6 = (d.b6.DataLen() + n - 1) / n
 		}
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.

@@ -826,7 +826,7 @@ func (d *personRowDecoder) Append(v []byte) error {
 }
 
 // Flush implements vec.RowDecoder.
-func (d *personRowDecoder) Flush() {
+func (d *personRowDecoder) Flush() error {
 	if d.b0 != nil {
 		d.b0.AppendValues(d.v0, nil)
 		d.v0 = d.v0[:0]
@@ -865,6 +865,7 @@ func (d *personRowDecoder) Flush() {
 			d.per7 = (d.b7.DataLen() + n - 1) / n
 		}
 	}
+	return nil
 }
 
 // Vnodes implements vec.Kernels.
