@@ -132,23 +132,9 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 		kd := g.kind(i)
 		by, bit := nullBit(i)
 		isNull := jen.Id("data").Index(jen.Id("o").Op("+").Lit(by)).Op("&").Lit(bit).Op("!=").Lit(0)
-		// Var-width columns decode into a *vec.VarBuilder (see vec.NewBuilder), whose
-		// UnsafeAppend inlines into the loop.
-		bt, btName := jen.Op("*").Qual(pkgArray, kd.builder), "*array."+kd.builder
-		if kd.varLen {
-			bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
-		}
-		// The Arrow type is checked too (a utf8 VarBuilder for a bytea column, a
-		// timestamp builder of another zone), as the generic path does.
-		want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
-		body := []jen.Code{
-			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
-			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
-			jen.If(jen.Op("!").Qual(pkgArrow, "TypeEqual").Call(jen.Id("b").Dot("Type").Call(), want)).Block(
-				jen.Return(errf("column "+c.Name+": builder of %s, want %s", jen.Id("b").Dot("Type").Call(), want)),
-			),
+		body := append(g.valueBuilder(i, func(err jen.Code) jen.Code { return jen.Return(err) }, errf),
 			jen.Id("b").Dot("Reserve").Call(jen.Id("n")),
-		}
+		)
 		if !kd.varLen {
 			slot := func(off int) jen.Code { return at(l.Slot[i] + off) }
 			inner := []jen.Code{rowOff, jen.Id("tmp").Index(jen.Id("i").Op("-").Id("lo")).Op("=").Add(kd.getValue(slot))}
@@ -188,13 +174,7 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 	))
 	check := []jen.Code{
 		jen.Id("v").Op(":=").Id("data").Index(jen.Id("offs").Index(jen.Id("i")), jen.Id("offs").Index(jen.Id("i").Op("+").Lit(1))),
-		jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
-			jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
-			jen.If(jen.Err().Op("==").Nil()).Block(
-				jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
-			),
-			jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err())),
-		),
+		g.checkValue(jen.Return(errf("value %d: %w", jen.Id("i"), jen.Err()))),
 	}
 	var totalsDecl []jen.Code
 	if len(l.VarSlots) > 0 {
@@ -246,6 +226,40 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 		jen.Return(jen.Nil()),
 	)
 	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Error().Block(stmts...)
+}
+
+// valueBuilder is the statements that take out[j] as b, the builder of column i's
+// values (see vec.NewBuilder), or return ret(an error naming the column).
+func (g *tableGen) valueBuilder(i int, ret func(err jen.Code) jen.Code, errf func(string, ...jen.Code) jen.Code) []jen.Code {
+	c, kd := g.col(i), g.kind(i)
+	// Var-width columns decode into a *vec.VarBuilder (see vec.NewBuilder), whose
+	// UnsafeAppend inlines into the loop.
+	bt, btName := jen.Op("*").Qual(pkgArray, kd.builder), "*array."+kd.builder
+	if kd.varLen {
+		bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
+	}
+	// The Arrow type is checked too (a utf8 VarBuilder for a bytea column, a
+	// timestamp builder of another zone), as the generic path does.
+	want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
+	return []jen.Code{
+		jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
+		jen.If(jen.Op("!").Id("ok")).Block(ret(errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
+		jen.If(jen.Op("!").Qual(pkgArrow, "TypeEqual").Call(jen.Id("b").Dot("Type").Call(), want)).Block(
+			ret(errf("column "+c.Name+": builder of %s, want %s", jen.Id("b").Dot("Type").Call(), want)),
+		),
+	}
+}
+
+// checkValue is the statement that checks the value v with gValueOK and, when it is
+// malformed, sets err to CheckValue's reason and runs fail.
+func (g *tableGen) checkValue(fail jen.Code) jen.Code {
+	return jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
+		jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
+		jen.If(jen.Err().Op("==").Nil()).Block(
+			jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
+		),
+		fail,
+	)
 }
 
 // valueCheck emits gValueOK: the conditions of vec.Layout.CheckValue as straight-line
@@ -562,22 +576,12 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 
 	// NewRowDecoder: the same builder checks as DecodeValues, once.
 	cases := []jen.Code{}
+	ret := func(err jen.Code) jen.Code { return jen.Return(jen.Nil(), err) }
 	for i, c := range g.t.Columns {
-		kd := g.kind(i)
-		bt, btName := jen.Op("*").Qual(pkgArray, kd.builder), "*array."+kd.builder
-		if kd.varLen {
-			bt, btName = jen.Op("*").Qual(pkgVec, "VarBuilder"), "*vec.VarBuilder"
-		}
-		want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
-		cases = append(cases, jen.Case(jen.Lit(i)).Block(
-			jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
-			jen.If(jen.Op("!").Id("ok")).Block(jen.Return(jen.Nil(), errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
-			jen.If(jen.Op("!").Qual(pkgArrow, "TypeEqual").Call(jen.Id("b").Dot("Type").Call(), want)).Block(
-				jen.Return(jen.Nil(), errf("column "+c.Name+": builder of %s, want %s", jen.Id("b").Dot("Type").Call(), want)),
-			),
-			jen.If(d(bf(i)).Op("!=").Nil()).Block(jen.Return(jen.Nil(), errf("row decoder: projection names column "+c.Name+" twice"))),
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(append(g.valueBuilder(i, ret, errf),
+			jen.If(d(bf(i)).Op("!=").Nil()).Block(ret(errf("row decoder: projection names column "+c.Name+" twice"))),
 			d(bf(i)).Op("=").Id("b"),
-		))
+		)...))
 	}
 	cases = append(cases, jen.Default().Block(
 		jen.Return(jen.Nil(), errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
@@ -621,15 +625,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 
 	// Append.
 	at := func(off int) jen.Code { return jen.Id("v").Index(jen.Lit(off), jen.Empty()) }
-	app := []jen.Code{
-		jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
-			jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
-			jen.If(jen.Err().Op("==").Nil()).Block(
-				jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
-			),
-			jen.Return(errf("value: %w", jen.Err())),
-		),
-	}
+	app := []jen.Code{g.checkValue(jen.Return(errf("value: %w", jen.Err())))}
 	for i, c := range g.t.Columns {
 		kd := g.kind(i)
 		by, bit := nullBit(i)
