@@ -80,7 +80,7 @@ func alignedMake(size, capacity int) []byte {
 	color := 0
 	if capacity >= colorMin {
 		extra = colorPage + alignment
-		color = int(colors.Add(1)%(colorPage/alignment)) * alignment
+		color = nextColor()
 	}
 	buf := make([]byte, capacity+extra)
 	shift := 0
@@ -100,6 +100,9 @@ const (
 
 // colors hands out alignedMake's colours in turn.
 var colors atomic.Uint32
+
+// nextColor is the next colour: a cache-line offset into a page.
+func nextColor() int { return int(colors.Add(1)%(colorPage/alignment)) * alignment }
 
 // Reallocate grows or shrinks b, keeping its contents; bytes it grows by are zero.
 func (p *PoolAllocator) Reallocate(size int, b []byte) []byte {
@@ -148,6 +151,6 @@ func MakeColored[T any](n int) []T {
 	if size == 0 || n < colorMin/size {
 		return make([]T, 0, n)
 	}
-	skew := int(colors.Add(1)%(colorPage/alignment)) * alignment / size
+	skew := nextColor() / size
 	return make([]T, skew, skew+n)[skew:]
 }
