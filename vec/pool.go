@@ -35,6 +35,31 @@ var _ memory.Allocator = (*PoolAllocator)(nil)
 // NewPoolAllocator returns an empty pool.
 func NewPoolAllocator() *PoolAllocator { return &PoolAllocator{} }
 
+// Uninit returns an allocator over the pool's free lists that skips the zeroing: a
+// buffer it hands out again (or the bytes a Reallocate grows by) may hold an earlier
+// user's bytes; a new one is zero, as Go makes it. It is for buffers whose every byte
+// is written before it is read, such as a VarBuilder's value bytes and offsets;
+// zeroing a reused 1 MiB buffer only for a decode to overwrite it costs a pass over
+// memory. Buffers go back to the same free lists (either allocator's Free takes
+// them) and count in the same Allocated.
+func (p *PoolAllocator) Uninit() memory.Allocator { return uninitPool{p} }
+
+// uninitPool is PoolAllocator.Uninit's allocator (pointer-shaped: it fits an
+// interface without an allocation).
+type uninitPool struct{ p *PoolAllocator }
+
+func (u uninitPool) Allocate(size int) []byte             { return u.p.allocate(size, false) }
+func (u uninitPool) Reallocate(size int, b []byte) []byte { return u.p.reallocate(size, b, false) }
+func (u uninitPool) Free(b []byte)                        { u.p.Free(b) }
+
+// UninitOf is mem's Uninit allocator when it has one (a *PoolAllocator), else mem.
+func UninitOf(mem memory.Allocator) memory.Allocator {
+	if u, ok := mem.(interface{ Uninit() memory.Allocator }); ok {
+		return u.Uninit()
+	}
+	return mem
+}
+
 func classOf(size int) int {
 	if size <= 1<<minClass {
 		return minClass
@@ -43,7 +68,9 @@ func classOf(size int) int {
 }
 
 // Allocate returns a zeroed buffer of size bytes.
-func (p *PoolAllocator) Allocate(size int) []byte {
+func (p *PoolAllocator) Allocate(size int) []byte { return p.allocate(size, true) }
+
+func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 	if size == 0 {
 		return []byte{}
 	}
@@ -60,7 +87,9 @@ func (p *PoolAllocator) Allocate(size int) []byte {
 		p.free[c] = l[:n-1]
 		p.mu.Unlock()
 		b = b[:size]
-		clear(b)
+		if zero {
+			clear(b)
+		}
 		return b
 	}
 	p.mu.Unlock()
@@ -105,16 +134,18 @@ var colors atomic.Uint32
 func nextColor() int { return int(colors.Add(1)%(colorPage/alignment)) * alignment }
 
 // Reallocate grows or shrinks b, keeping its contents; bytes it grows by are zero.
-func (p *PoolAllocator) Reallocate(size int, b []byte) []byte {
+func (p *PoolAllocator) Reallocate(size int, b []byte) []byte { return p.reallocate(size, b, true) }
+
+func (p *PoolAllocator) reallocate(size int, b []byte, zero bool) []byte {
 	if size <= cap(b) {
 		p.allocated.Add(int64(size - len(b)))
-		if size > len(b) {
+		if zero && size > len(b) {
 			// A pooled buffer's spare capacity may hold an earlier user's bytes.
 			clear(b[len(b):size])
 		}
 		return b[:size]
 	}
-	nb := p.Allocate(size)
+	nb := p.allocate(size, zero)
 	copy(nb, b)
 	p.Free(b)
 	return nb

@@ -299,3 +299,44 @@ func TestPoolColors(t *testing.T) {
 		t.Fatalf("small MakeColored: len %d cap %d", len(s), cap(s))
 	}
 }
+
+// TestPoolUninit checks the pool's Uninit allocator: it hands out the same free
+// buffers without zeroing them, counts in the same Allocated, and its buffers go
+// back to the free lists; a zeroing Allocate after it still gives zeros.
+func TestPoolUninit(t *testing.T) {
+	p := vec.NewPoolAllocator()
+	a := p.Allocate(128)
+	for i := range a {
+		a[i] = 0xAA
+	}
+	p.Free(a)
+	u := vec.UninitOf(p)
+	b := u.Allocate(100)
+	if len(b) != 100 || cap(b) != 128 || &b[0] != &a[0] {
+		t.Fatalf("Uninit().Allocate(100): len %d cap %d, reused %v; want the freed 128-byte buffer", len(b), cap(b), &b[0] == &a[0])
+	}
+	if b[0] != 0xAA {
+		t.Fatalf("Uninit().Allocate zeroed the reused buffer (b[0] = %#x)", b[0])
+	}
+	b = u.Reallocate(120, b) // inside the capacity: the old bytes stay
+	if b[110] != 0xAA {
+		t.Fatalf("Uninit().Reallocate zeroed the bytes it grew by (b[110] = %#x)", b[110])
+	}
+	if n := p.Allocated(); n != 120 {
+		t.Fatalf("Allocated() = %d, want 120", n)
+	}
+	u.Free(b)
+	if n := p.Allocated(); n != 0 {
+		t.Fatalf("Allocated() = %d after Free, want 0", n)
+	}
+	if c := p.Allocate(128); &c[0] != &a[0] || !allZero(c) {
+		t.Fatalf("Allocate after an Uninit buffer's Free: reused %v, zero %v; want both", &c[0] == &a[0], allZero(c))
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = vec.UninitOf(p) }); allocs != 0 {
+		t.Fatalf("UninitOf allocates %v times", allocs)
+	}
+	g := memory.NewGoAllocator()
+	if vec.UninitOf(g) != memory.Allocator(g) {
+		t.Fatal("UninitOf of an allocator without Uninit is not that allocator")
+	}
+}

@@ -44,7 +44,10 @@ func NewBuilder(mem memory.Allocator, dt arrow.DataType) Builder {
 // and then appends in a tight loop. Its buffers come from the allocator and pass to
 // the array that NewArray returns. Not safe for concurrent use.
 type VarBuilder struct {
-	mem   memory.Allocator
+	mem memory.Allocator
+	// raw allocates the offsets and value bytes, which are written before they are
+	// read: UninitOf(mem), which skips a pool's zeroing of reused buffers.
+	raw   memory.Allocator
 	dt    arrow.DataType
 	offb  *memory.Buffer // int32 offsets: offs aliases its whole capacity
 	datab *memory.Buffer // value bytes: data aliases its whole capacity
@@ -63,7 +66,7 @@ func NewVarBuilder(mem memory.Allocator, dt arrow.DataType) *VarBuilder {
 	if id := dt.ID(); id != arrow.STRING && id != arrow.BINARY {
 		panic(fmt.Sprintf("vec: VarBuilder of %s, want utf8 or binary", dt))
 	}
-	return &VarBuilder{mem: mem, dt: dt}
+	return &VarBuilder{mem: mem, raw: UninitOf(mem), dt: dt}
 }
 
 // Len implements Builder.
@@ -98,7 +101,7 @@ func (b *VarBuilder) growData(need int) {
 	}
 	if need > len(b.data) {
 		if b.datab == nil {
-			b.datab = memory.NewResizableBuffer(b.mem)
+			b.datab = memory.NewResizableBuffer(b.raw)
 		}
 		b.datab.Reserve(min(max(need, 2*len(b.data)), math.MaxInt32))
 		b.data = b.datab.Buf()
@@ -109,7 +112,7 @@ func (b *VarBuilder) growData(need int) {
 func (b *VarBuilder) growValues(need int) {
 	need = max(need, 2*len(b.offs), 64)
 	if b.offb == nil {
-		b.offb = memory.NewResizableBuffer(b.mem)
+		b.offb = memory.NewResizableBuffer(b.raw)
 	}
 	b.offb.Reserve(need * arrow.Int32SizeBytes)
 	b.offs = arrow.Int32Traits.CastFromBytes(b.offb.Buf())
@@ -218,7 +221,7 @@ func (b *VarBuilder) NewArray() arrow.Array {
 		// A batch far smaller than its reservation (the last rows of a read, say)
 		// takes a copy of its bytes, and the large buffer goes back to the allocator
 		// for the next batch: an array never pins much more memory than it holds.
-		small := memory.NewResizableBuffer(b.mem)
+		small := memory.NewResizableBuffer(b.raw)
 		small.Resize(b.size)
 		copy(small.Bytes(), b.data[:b.size])
 		data.Release()
@@ -238,7 +241,7 @@ func (b *VarBuilder) NewArray() arrow.Array {
 	}
 	a := array.MakeFromData(d)
 	d.Release()
-	*b = VarBuilder{mem: b.mem, dt: b.dt}
+	*b = VarBuilder{mem: b.mem, raw: b.raw, dt: b.dt}
 	return a
 }
 
@@ -249,7 +252,7 @@ func (b *VarBuilder) Release() {
 			buf.Release()
 		}
 	}
-	*b = VarBuilder{mem: b.mem, dt: b.dt}
+	*b = VarBuilder{mem: b.mem, raw: b.raw, dt: b.dt}
 }
 
 var _ Builder = (*VarBuilder)(nil)

@@ -520,88 +520,119 @@ func vbRandomVal(rng *rand.Rand, dt arrow.DataType) string {
 // builders.
 func TestVarBuilderRandom(t *testing.T) {
 	rng, seed := vectest.Rand(t)
-	for _, dt := range vbTypes {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		b := vec.NewVarBuilder(mem, dt)
-		for batch := range 60 {
-			var n int
-			switch rng.IntN(4) {
-			case 0:
-				n = rng.IntN(3)
-			case 1:
-				n = rng.IntN(100)
-			default:
-				n = rng.IntN(3000)
-			}
-			nullFrac := []float64{0, 0, 0.05, 0.5, 1}[rng.IntN(5)]
-			var vals []vbVal
-			size := 0
-			next := func() vbVal {
-				if rng.Float64() < nullFrac {
-					return vbVal{null: true}
-				}
-				return vbVal{v: vbRandomVal(rng, dt)}
-			}
-			for len(vals) < n {
-				switch op := rng.IntN(10); {
-				case op < 6: // one value, growing as needed
-					v := next()
-					switch {
-					case v.null:
-						b.AppendNull()
-					case op < 3:
-						b.Append([]byte(v.v))
-					default:
-						b.AppendString(v.v)
-					}
-					vals = append(vals, v)
-					size += len(v.v)
-				case op < 9: // a reserved block
-					block := make([]vbVal, rng.IntN(min(200, n-len(vals))+1))
-					bsize := 0
-					for i := range block {
-						block[i] = next()
-						bsize += len(block[i].v)
-					}
-					b.Reserve(len(block) + rng.IntN(3))
-					b.ReserveData(bsize + rng.IntN(3))
-					for _, v := range block {
-						if v.null {
-							b.AppendNull()
-						} else {
-							b.UnsafeAppend([]byte(v.v))
-						}
-					}
-					vals = append(vals, block...)
-					size += bsize
-				default: // reserving alone changes nothing
-					if rng.IntN(2) == 0 {
-						b.Reserve(rng.IntN(500))
-					} else {
-						b.ReserveData(rng.IntN(5000))
-					}
-				}
-				if b.Len() != len(vals) || b.DataLen() != size {
-					t.Fatalf("seed=%d %s batch %d: Len %d, DataLen %d, want %d and %d",
-						seed, dt, batch, b.Len(), b.DataLen(), len(vals), size)
-				}
-			}
-			if rng.IntN(8) == 0 {
-				b.Release() // drop the batch
-				vbEmpty(t, b, fmt.Sprintf("seed=%d %s batch %d: after Release", seed, dt, batch))
-				continue
-			}
-			got := b.NewArray()
-			vbEmpty(t, b, fmt.Sprintf("seed=%d %s batch %d: after NewArray", seed, dt, batch))
-			want := vbReference(mem, dt, vals)
-			if err := vbCheck(got, want, dt, vals); err != nil {
-				t.Fatalf("seed=%d %s batch %d (%d values, NULL fraction %v): %v", seed, dt, batch, len(vals), nullFrac, err)
-			}
-			got.Release()
-			want.Release()
+	for _, pooled := range []bool{false, true} {
+		for _, dt := range vbTypes {
+			varBuilderRandom(t, rng, seed, dt, pooled)
 		}
-		b.Release()
-		mem.AssertSize(t, 0)
+	}
+}
+
+// varBuilderRandom is TestVarBuilderRandom over one type. pooled: the builder
+// allocates from a PoolAllocator whose free buffers are first filled with junk, so
+// that its offsets and value bytes (from the pool's Uninit allocator) start dirty.
+func varBuilderRandom(t *testing.T, rng *rand.Rand, seed uint64, dt arrow.DataType, pooled bool) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	var bmem memory.Allocator = mem
+	var pool *vec.PoolAllocator
+	if pooled {
+		pool = vec.NewPoolAllocator()
+		var bufs [][]byte
+		for size := 64; size <= 4<<20; size *= 2 {
+			for range 3 {
+				b := pool.Allocate(size)
+				for i := range b {
+					b[i] = 0xA5
+				}
+				bufs = append(bufs, b)
+			}
+		}
+		for _, b := range bufs {
+			pool.Free(b)
+		}
+		bmem = pool
+	}
+	b := vec.NewVarBuilder(bmem, dt)
+	for batch := range 60 {
+		var n int
+		switch rng.IntN(4) {
+		case 0:
+			n = rng.IntN(3)
+		case 1:
+			n = rng.IntN(100)
+		default:
+			n = rng.IntN(3000)
+		}
+		nullFrac := []float64{0, 0, 0.05, 0.5, 1}[rng.IntN(5)]
+		var vals []vbVal
+		size := 0
+		next := func() vbVal {
+			if rng.Float64() < nullFrac {
+				return vbVal{null: true}
+			}
+			return vbVal{v: vbRandomVal(rng, dt)}
+		}
+		for len(vals) < n {
+			switch op := rng.IntN(10); {
+			case op < 6: // one value, growing as needed
+				v := next()
+				switch {
+				case v.null:
+					b.AppendNull()
+				case op < 3:
+					b.Append([]byte(v.v))
+				default:
+					b.AppendString(v.v)
+				}
+				vals = append(vals, v)
+				size += len(v.v)
+			case op < 9: // a reserved block
+				block := make([]vbVal, rng.IntN(min(200, n-len(vals))+1))
+				bsize := 0
+				for i := range block {
+					block[i] = next()
+					bsize += len(block[i].v)
+				}
+				b.Reserve(len(block) + rng.IntN(3))
+				b.ReserveData(bsize + rng.IntN(3))
+				for _, v := range block {
+					if v.null {
+						b.AppendNull()
+					} else {
+						b.UnsafeAppend([]byte(v.v))
+					}
+				}
+				vals = append(vals, block...)
+				size += bsize
+			default: // reserving alone changes nothing
+				if rng.IntN(2) == 0 {
+					b.Reserve(rng.IntN(500))
+				} else {
+					b.ReserveData(rng.IntN(5000))
+				}
+			}
+			if b.Len() != len(vals) || b.DataLen() != size {
+				t.Fatalf("seed=%d %s batch %d: Len %d, DataLen %d, want %d and %d",
+					seed, dt, batch, b.Len(), b.DataLen(), len(vals), size)
+			}
+		}
+		if rng.IntN(8) == 0 {
+			b.Release() // drop the batch
+			vbEmpty(t, b, fmt.Sprintf("seed=%d %s batch %d: after Release", seed, dt, batch))
+			continue
+		}
+		got := b.NewArray()
+		vbEmpty(t, b, fmt.Sprintf("seed=%d %s batch %d: after NewArray", seed, dt, batch))
+		want := vbReference(mem, dt, vals)
+		if err := vbCheck(got, want, dt, vals); err != nil {
+			t.Fatalf("seed=%d %s pooled=%v batch %d (%d values, NULL fraction %v): %v", seed, dt, pooled, batch, len(vals), nullFrac, err)
+		}
+		got.Release()
+		want.Release()
+	}
+	b.Release()
+	mem.AssertSize(t, 0)
+	if pool != nil && pool.Allocated() != 0 {
+		t.Fatalf("seed=%d %s: the pool has %d bytes out after every release", seed, dt, pool.Allocated())
 	}
 }
 
