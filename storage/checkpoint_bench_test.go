@@ -12,15 +12,23 @@ import (
 // a real directory, the store growing as it goes (the write, and sealing it, are not
 // timed): go test -run XXX -bench Checkpoint ./storage/
 //
+// "ascending-200k" is "ascending" with epochs of 200,000 rows, the size of a
+// checkpoint of a view being backfilled (weir bench backfill's idle builds commit
+// 100,000 to 500,000 keys at a time).
+//
 // "ascending": each epoch's ids follow the last epoch's (the pk leads with id%13, so
 // a vnode's new keys come in 13 runs, each after the committed keys of its run);
 // "interleaved": epoch i writes ids j*64 + i%64, each of which falls between two
 // committed ids (new keys among committed ones, as a table's random inserts are;
 // past 64 iterations the ids come round again, as overwrites).
 func BenchmarkCheckpoint(b *testing.B) {
-	for _, layout := range []string{"ascending", "interleaved"} {
+	for _, layout := range []string{"ascending", "interleaved", "ascending-200k"} {
 		b.Run(layout, func(b *testing.B) {
-			const rows, stride = 50_000, 64
+			const stride = 64
+			rows := 50_000
+			if layout == "ascending-200k" {
+				rows, layout = 200_000, "ascending"
+			}
 			s, err := storage.Open(b.TempDir(), storage.Options{})
 			if err != nil {
 				b.Fatal(err)
