@@ -136,6 +136,13 @@ type BackfillBuilds struct {
 	// barriers that stopped their reads: those ready then plus those their workers
 	// were filling (engine.ActorProgress's ReadyTaken + StopFlushed, summed).
 	BarrierBatches []int64 `json:"barrier_batches"`
+	// Checkpoints is the checkpoints the engine committed during each build, and
+	// CheckpointSeconds the time their commits took in all (engine.BarrierStats's
+	// CheckpointDuration): a barrier round holds the next one until its commit is
+	// done, so a build whose commits take longer than the barrier interval runs its
+	// rounds back to back, and its epochs (and their commits) grow.
+	Checkpoints       []int     `json:"checkpoints"`
+	CheckpointSeconds []float64 `json:"checkpoint_seconds"`
 	// Busy mode: the writer's target rate, and what it inserted during the build.
 	InsertTargetPerSec float64   `json:"insert_target_rows_per_sec,omitempty"`
 	Inserted           []int64   `json:"inserted_rows,omitempty"`
@@ -364,6 +371,8 @@ func (bb *BackfillBuilds) add(r buildResult) {
 	bb.CoresUsed = append(bb.CoresUsed, r.cores)
 	bb.SnapshotRows = append(bb.SnapshotRows, r.snapshotRows)
 	bb.BarrierBatches = append(bb.BarrierBatches, r.barrierBatches)
+	bb.Checkpoints = append(bb.Checkpoints, r.checkpoints)
+	bb.CheckpointSeconds = append(bb.CheckpointSeconds, r.checkpointSeconds)
 	if r.rate > 0 {
 		bb.Inserted = append(bb.Inserted, r.inserted)
 		bb.InsertedPerSec = append(bb.InsertedPerSec, float64(r.inserted)/r.seconds)
@@ -460,6 +469,9 @@ type buildResult struct {
 	barrierBatches int64
 	rate           float64 // the busy writer's target rows/s (0: idle)
 	inserted       int64
+	// checkpoints committed during the build, and the seconds their commits took
+	checkpoints       int
+	checkpointSeconds float64
 }
 
 // build opens an engine on a fresh checkpoint of the golden store, times the
@@ -476,7 +488,18 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 			err = rerr
 		}
 	}()
-	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers, Logger: b.log})
+	// The checkpoints of the timed build: rounds that end while CreateMV runs.
+	var ckMu sync.Mutex
+	timing := false
+	onBarrier := func(bs engine.BarrierStats) {
+		ckMu.Lock()
+		defer ckMu.Unlock()
+		if timing && bs.Checkpoint {
+			res.checkpoints++
+			res.checkpointSeconds += bs.CheckpointDuration.Seconds()
+		}
+	}
+	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers, Logger: b.log, OnBarrier: onBarrier})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
 	}
@@ -490,9 +513,15 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 	if rate > 0 {
 		w = startBusyWriter(ctx, e, b.o.Rows, rate)
 	}
+	ckMu.Lock()
+	timing = true
+	ckMu.Unlock()
 	cpu0, t0 := processCPU(), time.Now()
 	err = e.CreateMV(ctx, view, engine.Scan(b.table.Name), engine.MVOptions{Backfill: kind, Parallelism: b.o.Parallelism})
 	wall, cpu := time.Since(t0), processCPU()-cpu0
+	ckMu.Lock()
+	timing = false
+	ckMu.Unlock()
 	if w != nil {
 		res.inserted, res.rate = w.stop(), rate
 		if err == nil {

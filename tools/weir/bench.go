@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -203,12 +204,30 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 		fmt.Fprintf(tw, "busy writer\tarrangement %.0f rows/s target (%s inserted), no-shuffle %.0f rows/s target (%s inserted)\n",
 			m.Arrangement.InsertTargetPerSec, ints(m.Arrangement.Inserted), m.NoShuffle.InsertTargetPerSec, ints(m.NoShuffle.Inserted))
 	}
+	for _, m := range r.Modes {
+		fmt.Fprintf(tw, "%s checkpoints\tarrangement %s s of commits (median), no-shuffle %s s\n", m.Mode,
+			medianText(m.Arrangement.CheckpointSeconds), medianText(m.NoShuffle.CheckpointSeconds))
+	}
 	d := r.EfficiencyDetail
 	fmt.Fprintf(tw, "efficiency\t%.3f (executor %.0f rows/s, raw scan %.0f rows/s, %d workers, every column)\n", r.Efficiency, d.RowsPerSec, d.RawRowsPerSec, d.Workers)
 	fmt.Fprintf(tw, "efficiency, q0 columns\t%.3f (executor %.0f rows/s; the bare snapshot read: %.3f, %.0f rows/s)\n", d.EfficiencyQ0, d.RowsPerSecQ0, d.SnapshotReadEfficiencyQ0, d.SnapshotReadRowsPerSecQ0)
 	fmt.Fprintf(tw, "load average\t%s at start, %s at end\n", r.LoadAvgStart, r.LoadAvgEnd)
 	fmt.Fprintf(tw, "time\t%.1fs in all, %.1fs loading\n", r.Seconds, r.LoadSeconds)
 	return tw.Flush()
+}
+
+// medianText is the median of xs with two decimals, or "-" when xs is empty.
+func medianText(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	ys := slices.Clone(xs)
+	slices.Sort(ys)
+	m := ys[len(ys)/2]
+	if len(ys)%2 == 0 {
+		m = (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
+	}
+	return fmt.Sprintf("%.2f", m)
 }
 
 func ints(xs []int64) string {
