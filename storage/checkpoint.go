@@ -177,11 +177,11 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// (one it turns into a memtable of its own) a single pass: the metadata keys
 	// (table 0) first, then the merged runs. The merge is kept to be written after the
 	// row counts it changes.
-	// At most one per entry, so sized for every entry up front: a run holds one entry
-	// per key, so entries exceed the keys merged only by the keys written in more than
-	// one of the epochs committed together, where growing by doubling would copy the
-	// buffer again and again (a checkpoint of a view being backfilled merges hundreds
-	// of thousands of entries).
+	// At most one per entry, so sized for every entry up front (a checkpoint of a view
+	// being backfilled merges hundreds of thousands, which growing by doubling would
+	// copy at each doubling): a run holds one entry per key, so entries exceed the keys
+	// merged only by the keys rewritten across the epochs committed together, and the
+	// buffer is at most the size of the runs' own entries.
 	merged := slices.Grow(s.merged[:0], entries)
 	const maxPrefixSeeks = 64
 	var frontier []byte      // a copy of the key the last seek stood on

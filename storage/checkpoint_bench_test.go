@@ -25,9 +25,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 	for _, layout := range []string{"ascending", "interleaved", "ascending-200k"} {
 		b.Run(layout, func(b *testing.B) {
 			const stride = 64
-			rows := 50_000
+			// A copy: b.Run calls this more than once, and each call must see the
+			// sub-benchmark's own name.
+			rows, lay := 50_000, layout
 			if layout == "ascending-200k" {
-				rows, layout = 200_000, "ascending"
+				rows, lay = 200_000, "ascending"
 			}
 			s, err := storage.Open(b.TempDir(), storage.Options{})
 			if err != nil {
@@ -45,7 +47,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 				b.StopTimer()
 				ids := make([]int64, rows)
 				for j := range ids {
-					if layout == "ascending" {
+					if lay == "ascending" {
 						ids[j] = int64(i*rows + j)
 					} else {
 						ids[j] = int64(j*stride + i%stride)

@@ -12,11 +12,11 @@ import (
 // PoolAllocator is a memory.Allocator for hot paths: freed buffers go back to free
 // lists by power-of-two size class and are handed out again, so a pipeline that builds
 // and releases batches of the same shape allocates nothing in steady state. Buffers are
-// 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are; those of 32 KiB
-// classes and up are cache-coloured (see alignedMake), for a page more of heap each,
-// which Allocated does not count. Each class keeps
-// at most MaxPerClass buffers; buffers above 64 MiB are not pooled. Safe for concurrent
-// use.
+// 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are (Uninit gives an
+// allocator over the same lists that skips the zeroing); those of 32 KiB classes and up
+// are cache-coloured (see alignedMake), for a page more of heap each, which Allocated
+// does not count. Each class keeps at most MaxPerClass buffers; buffers above 64 MiB are
+// not pooled. Safe for concurrent use.
 type PoolAllocator struct {
 	MaxPerClass int // 0: 64
 	mu          sync.Mutex

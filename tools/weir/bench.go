@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -205,8 +206,9 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 			m.Arrangement.InsertTargetPerSec, ints(m.Arrangement.Inserted), m.NoShuffle.InsertTargetPerSec, ints(m.NoShuffle.Inserted))
 	}
 	for _, m := range r.Modes {
-		fmt.Fprintf(tw, "%s checkpoints\tarrangement %s s of commits (median), no-shuffle %s s\n", m.Mode,
-			medianText(m.Arrangement.CheckpointSeconds), medianText(m.NoShuffle.CheckpointSeconds))
+		fmt.Fprintf(tw, "%s checkpoints\tarrangement %s taking %s s (medians), no-shuffle %s taking %s s\n", m.Mode,
+			medianText(intsToFloats(m.Arrangement.Checkpoints), 0), medianText(m.Arrangement.CheckpointSeconds, 2),
+			medianText(intsToFloats(m.NoShuffle.Checkpoints), 0), medianText(m.NoShuffle.CheckpointSeconds, 2))
 	}
 	d := r.EfficiencyDetail
 	fmt.Fprintf(tw, "efficiency\t%.3f (executor %.0f rows/s, raw scan %.0f rows/s, %d workers, every column)\n", r.Efficiency, d.RowsPerSec, d.RawRowsPerSec, d.Workers)
@@ -216,8 +218,8 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 	return tw.Flush()
 }
 
-// medianText is the median of xs with two decimals, or "-" when xs is empty.
-func medianText(xs []float64) string {
+// medianText is the median of xs with prec decimals, or "-" when xs is empty.
+func medianText(xs []float64, prec int) string {
 	if len(xs) == 0 {
 		return "-"
 	}
@@ -227,7 +229,15 @@ func medianText(xs []float64) string {
 	if len(ys)%2 == 0 {
 		m = (ys[len(ys)/2-1] + ys[len(ys)/2]) / 2
 	}
-	return fmt.Sprintf("%.2f", m)
+	return strconv.FormatFloat(m, 'f', prec, 64)
+}
+
+func intsToFloats(xs []int) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }
 
 func ints(xs []int64) string {

@@ -134,7 +134,7 @@ func TestBenchBackfillText(t *testing.T) {
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"idle", "busy", "ratio", "efficiency", "(one pair)", "idle checkpoints", "s of commits (median)"} {
+	for _, s := range []string{"idle", "busy", "ratio", "efficiency", "(one pair)", "idle checkpoints", "s (medians), no-shuffle"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("no %q in output:\n%s", s, out.String())
 		}
