@@ -42,29 +42,14 @@ unit:
 race:
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
-# Go's fuzzing engine sometimes ends a short run with its own "context deadline
-# exceeded" (no failing input); such a run is retried once. A real failure writes its
-# input under testdata/fuzz and fails again.
+# Both run scripts/fuzz.sh, which retries once a run that Go's fuzzing engine ends with
+# its own "context deadline exceeded" and no failing input.
 fuzz-short:
-	@set -e; log=$$(mktemp); trap 'rm -f $$log' EXIT; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$pkg $$fn for $(FUZZTIME_SHORT)"; \
-		if $(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME_SHORT) $$pkg > $$log 2>&1; then cat $$log; else \
-			cat $$log; \
-			if grep -q "context deadline exceeded" $$log && ! grep -q "Failing input written" $$log; then \
-				echo "retrying $$fn once (the fuzzing engine's deadline error, no failing input)"; \
-				$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME_SHORT) $$pkg; \
-			else exit 1; fi; \
-		fi; \
-	done
+	@GO='$(GO)' bash scripts/fuzz.sh $(FUZZTIME_SHORT) $(FUZZ_TARGETS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 60s).
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$pkg $$fn for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) $$pkg; \
-	done
+	@GO='$(GO)' bash scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 ## generate: regenerate every *.gen.go from its schema file.
 generate:
