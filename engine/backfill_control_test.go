@@ -917,3 +917,43 @@ func TestBackfillRateLimitAcrossBarriers(t *testing.T) {
 		t.Fatalf("limit %d rows/s, barriers every 1ms: %d rows read in %v (%.0f rows/s), want at most %d", limit, read, elapsed, float64(read)/elapsed.Seconds(), bound)
 	}
 }
+
+// A node over its memory budget (Options.BackfillMemoryBudget; 1 byte here, so every
+// epoch is over it once it has written) holds its backfills back for the rest of each
+// epoch: they still finish, a few rows an epoch, and the views are right.
+func TestBackfillMemoryBudget(t *testing.T) {
+	seed := vectest.Seed(t)
+	rng := vectest.NewRand(seed)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e, err := engine.Open(ctx, "db", engine.Options{
+		FS: vfs.NewMem(), Mem: mem, BarrierInterval: 2 * time.Millisecond, ChannelCapacity: 4, ChunkSize: 32,
+		CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(), BackfillMemoryBudget: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctlClose(t, e)
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	preload(t, e, mem, rng, 1500)
+	ctlCheckpoint(t, e)
+	wctx, cancel := ctlTimeout(30 * time.Second)
+	defer cancel()
+	if err := e.CreateMV(wctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 2}); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	ctlCheckpoint(t, e)
+	checkViews(t, e, "memory budget")
+	p := progressOf(t, e, "mv1")
+	var held int64
+	for _, a := range p.Actors {
+		held += a.HeldBack
+	}
+	t.Logf("seed %d: %d rows backfilled, %d actor epochs held back", seed, p.RowsConsumed, held)
+	if !p.Done || held == 0 {
+		t.Fatalf("seed %d: done %v, %d epochs held back; want the budget to hold the backfill back", seed, p.Done, held)
+	}
+}

@@ -43,6 +43,13 @@ type Options struct {
 	// system's temporary directory).
 	BackfillBufferBudget int64
 	SpillDir             string
+	// BackfillMemoryBudget is the uncommitted bytes a node may hold (its sealed epochs
+	// and its state tables' writes since their seals, storage.Node.PendingBytes)
+	// before the backfills on it stop taking snapshot rows for the rest of each epoch
+	// (default 512 MiB; negative: no budget). When checkpoints take longer than the
+	// barrier interval, a backfill would otherwise keep reading into epochs that grow
+	// as long as the commits fall behind.
+	BackfillMemoryBudget int64
 	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
 	// upstream table's owners of its vnodes all run on its own node reads that node's
 	// uncommitted store instead of replicating the change stream.
@@ -117,6 +124,9 @@ func (o *Options) fill() error {
 	if o.BackfillWorkers == 0 {
 		o.BackfillWorkers = 2
 	}
+	if o.BackfillMemoryBudget == 0 {
+		o.BackfillMemoryBudget = DefaultBackfillMemoryBudget
+	}
 	if o.ChannelCapacity == 0 {
 		o.ChannelCapacity = 16
 	}
@@ -131,6 +141,9 @@ func (o *Options) fill() error {
 	}
 	return nil
 }
+
+// DefaultBackfillMemoryBudget is Options.BackfillMemoryBudget's default.
+const DefaultBackfillMemoryBudget = 512 << 20
 
 // Engine is an embedded streaming engine over one directory: tables, materialized
 // views kept up to date as the tables change, and consistent reads of both. It is safe
@@ -929,6 +942,9 @@ type ActorProgress struct {
 	// barrier, mostly the partial ones its workers were filling, since the actor
 	// started.
 	StopFlushed int64
+	// HeldBack counts the epochs in which the actor stopped taking snapshot rows
+	// because its node held more uncommitted bytes than Options.BackfillMemoryBudget.
+	HeldBack int64
 	// LocalReads: it reads its node's store (every upstream owner of its vnodes runs
 	// on its node, or a no-shuffle backfill); otherwise it replicates the change
 	// stream of upstream actors on other nodes.
@@ -975,7 +991,7 @@ func (e *Engine) Progress() []JobProgress {
 				}
 				st := a.backfill.Stats()
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
-					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, ReadyTaken: st.ReadyTaken, StopFlushed: st.StopFlushed, LocalReads: st.Local})
+					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, ReadyTaken: st.ReadyTaken, StopFlushed: st.StopFlushed, HeldBack: st.HeldBack, LocalReads: st.Local})
 				started = started && st.Started
 				p.RowsConsumed += st.Rows
 				p.VnodesCompleted += st.Completed

@@ -480,12 +480,22 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
 		NoShuffle:     n.scan.kind.kindName() == NoShuffleBackfill,
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
+		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
 	})
 	if err != nil {
 		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
 	}
 	a.backfill = bf
 	return bf, nil
+}
+
+// memoryPressure is a backfill's BackfillConfig.Pressure on node with budget bytes
+// (nil when budget is negative: no budget).
+func memoryPressure(node *storage.Node, budget int64) func() bool {
+	if budget < 0 {
+		return nil
+	}
+	return func() bool { return node.PendingBytes() >= budget }
 }
 
 // upstreamNode places a scan fragment's actor that owns vnodes on the node where the

@@ -58,7 +58,14 @@ type BackfillConfig struct {
 	// epochs is saved. The planner sets it only for upstream tables (which are never
 	// rescheduled, so their actors never leave the node).
 	LocalUpstream bool
-	Mem           memory.Allocator
+	// Pressure, when set, reports that the node holds more uncommitted state than it
+	// should (checkpoints falling behind what is written). While it does, an epoch
+	// that has snapshot rows takes no more snapshot batches: they would only grow the
+	// epoch that the next checkpoint must write, and the memory held until then.
+	// Upstream chunks still flow, the read stays open (its workers wait on their
+	// full channel), and the at-least-one-row rule is untouched.
+	Pressure func() bool
+	Mem      memory.Allocator
 }
 
 // readsNode reports whether the backfill reads the upstream through its node's view
@@ -97,6 +104,9 @@ type BackfillStats struct {
 	// delivered after ReadyTaken's: mostly the partial batches its workers were
 	// filling, whose rows would otherwise be read again in the next epoch.
 	StopFlushed int64
+	// HeldBack counts the epochs whose snapshot intake stopped early because the
+	// node's uncommitted state was over its budget (BackfillConfig.Pressure).
+	HeldBack int64
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than
 	// replicating the change stream.
@@ -165,6 +175,8 @@ type ArrangementBackfill struct {
 	nKept               int64 // barriers the snapshot read went on across
 	nReady              int64 // snapshot batches taken at barriers (takeReady)
 	nFlushed            int64 // and delivered by a stopped read (flushRead)
+	nHeld               int64 // epochs whose snapshot intake Pressure ended early
+	held                bool  // this epoch's was
 
 	mu    sync.Mutex
 	stats BackfillStats
@@ -366,6 +378,13 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 	var batches <-chan storage.SnapshotBatch
 	if b.snap != nil && !b.snapDone {
 		batches = b.snap.Batches()
+	}
+	if batches != nil && b.core.epochRows > 0 && b.cfg.Pressure != nil && b.cfg.Pressure() {
+		batches = nil // held back until the next barrier (see BackfillConfig.Pressure)
+		if !b.held {
+			b.held = true
+			b.nHeld++
+		}
 	}
 	// Upstream priority, with a share for the snapshot: right after an upstream
 	// message, the next message is a snapshot batch when one is ready, and when the
@@ -585,6 +604,7 @@ func (b *ArrangementBackfill) onBarrier(ctx context.Context, br *Barrier) error 
 	if err := b.cfg.Progress.Seal(uint64(br.Prev)); err != nil {
 		return fmt.Errorf("backfill of %s: barrier %d: %w", name, br.Curr, err)
 	}
+	b.held = false
 	b.publish()
 	b.applyMutation(br)
 	b.out = append(b.out, BarrierMessage(br))
@@ -633,7 +653,7 @@ func (b *ArrangementBackfill) publish() {
 	b.mu.Lock()
 	peak := max(b.stats.ReplicatedPeak, rb)
 	b.stats = BackfillStats{Rows: rows, Completed: completed, Owned: owned, Done: b.core.Phase() == done, Started: true, ReplicatedBytes: rb, ReplicatedPeak: peak,
-		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadyTaken: b.nReady, StopFlushed: b.nFlushed, Local: b.cfg.readsNode()}
+		SnapshotBatches: b.nBatches, UpstreamMessages: b.nUpstream, SpilledChunks: b.core.buf.spills, UpstreamRowsForwarded: b.forwarded, ReadsKept: b.nKept, ReadyTaken: b.nReady, StopFlushed: b.nFlushed, HeldBack: b.nHeld, Local: b.cfg.readsNode()}
 	b.mu.Unlock()
 }
 

@@ -324,6 +324,8 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			for _, r := range rs {
 				if !written[r] {
 					keep = append(keep, r)
+				} else {
+					n.setSealed(n.sealed - int64(r.bytes))
 				}
 			}
 			if len(keep) == 0 {

@@ -456,3 +456,80 @@ func TestConstructorsAndOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestNodePendingBytes follows Node.PendingBytes through writes, seals (a move, not a
+// change), a checkpoint that commits some epochs and not others, writers on two nodes,
+// a progress table's runs, and DropUncommitted.
+func TestNodePendingBytes(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := openStore(t, vfs.NewMem())
+	n0, n1 := s.AddNode(), s.AddNode()
+	w0, w1 := fullBidTable(t, n0), fullBidTable(t, n1)
+	want := func(what string, b0, b1 int64) {
+		t.Helper()
+		if g0, g1 := n0.PendingBytes(), n1.PendingBytes(); g0 != b0 || g1 != b1 {
+			t.Fatalf("%s: pending %d and %d, want %d and %d", what, g0, g1, b0, b1)
+		}
+	}
+	want("fresh", 0, 0)
+	writeBids(t, mem, w0, inserts(idRange(0, 100), bidVal{Price: 1, Channel: "web"}))
+	a := int64(w0.UnsealedBytes())
+	if a == 0 {
+		t.Fatal("no unsealed bytes after a write")
+	}
+	want("after a write", a, 0)
+	if err := w0.Seal(ep(1)); err != nil {
+		t.Fatal(err)
+	}
+	want("after its seal", a, 0)
+	if int64(n0.UncommittedBytes()) != a {
+		t.Fatalf("UncommittedBytes %d, want the sealed %d", n0.UncommittedBytes(), a)
+	}
+	// Epoch 2 on both nodes; a rewrite of a key counts its new value only.
+	writeBids(t, mem, w0, inserts(idRange(100, 150), bidVal{Price: 2, Channel: "app"}))
+	writeBids(t, mem, w1, inserts(idRange(1000, 1010), bidVal{Price: 3, Channel: "web"}))
+	b, c := int64(w0.UnsealedBytes()), int64(w1.UnsealedBytes())
+	want("epoch 2 unsealed", a+b, c)
+	for _, w := range []*storage.StateTable{w0, w1} {
+		if err := w.Seal(ep(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog, err := storage.NewProgressTable(n0, 900, "p", bidT, vnode.Full(bidT.VnodeCount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := n0.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = prog.Load(view)
+	view.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Set(3, storage.VnodeProgress{State: vec.Completed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Seal(ep(2)); err != nil {
+		t.Fatal(err)
+	}
+	p := n0.PendingBytes() - (a + b)
+	if p <= 0 {
+		t.Fatalf("a sealed progress run adds %d bytes", p)
+	}
+	want("epoch 2 sealed", a+b+p, c)
+	writeBids(t, mem, w0, inserts(idRange(200, 210), bidVal{Price: 4, Channel: "web"}))
+	d := int64(w0.UnsealedBytes())
+	if err := w0.Seal(ep(3)); err != nil {
+		t.Fatal(err)
+	}
+	mustCheckpoint(t, s, ep(2)) // epochs 1 and 2; epoch 3 stays
+	want("after checkpoint 2", d, 0)
+	writeBids(t, mem, w1, inserts(idRange(2000, 2005), bidVal{Price: 5, Channel: "web"}))
+	e := int64(w1.UnsealedBytes())
+	want("unsealed on n1", d, e)
+	s.DropUncommitted()
+	want("after DropUncommitted", 0, 0)
+}

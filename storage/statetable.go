@@ -47,7 +47,10 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 	if err := vec.CheckChunk(s.t, c); err != nil {
 		return fmt.Errorf("storage: write: %w", err)
 	}
-	return s.write(c, "write")
+	before := s.mt.bytes
+	err := s.write(c, "write")
+	s.node.unsealed.Add(int64(s.mt.bytes - before))
+	return err
 }
 
 // WriteEncoded applies rows already encoded by the table's kernels (vec.For of its
@@ -66,7 +69,10 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 // materialize's output, a hash agg's groups known stored or not). Write makes no
 // such assumption.
 func (s *StateTable) WriteEncoded(ops []vec.Op, at []int32, vn []uint16, keys, vals *vec.Bytes) error {
-	return s.writeEncoded(ops, at, vn, keys, vals, "write")
+	before := s.mt.bytes
+	err := s.writeEncoded(ops, at, vn, keys, vals, "write")
+	s.node.unsealed.Add(int64(s.mt.bytes - before))
+	return err
 }
 
 // Seal publishes the writes since the last Seal on the node as epoch, where every
@@ -81,6 +87,7 @@ func (s *StateTable) Seal(epoch uint64) error {
 		s.mt.unseal(r)
 		return err
 	}
+	s.node.unsealed.Add(-int64(r.bytes)) // addRun counted them as sealed
 	return nil
 }
 

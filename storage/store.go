@@ -269,6 +269,10 @@ func (s *Store) DropUncommitted() {
 	defer s.viewMu.Unlock()
 	for _, n := range s.nodes {
 		n.runs = map[uint32][]*run{}
+		// The state tables that wrote since their seals are discarded with their
+		// actors: recovery builds new ones.
+		n.setSealed(0)
+		n.unsealed.Store(0)
 	}
 }
 
@@ -288,6 +292,12 @@ type Node struct {
 	id    int
 	// runs per table, sorted by epoch; replaced (never mutated) under store.viewMu.
 	runs map[uint32][]*run
+	// sealed is the bytes of runs (kept with them, under store.viewMu), unsealed those
+	// written to the node's state tables since their last seal (added by their
+	// writers): PendingBytes.
+	sealed   int64
+	unsealed atomic.Int64
+	pending  atomic.Int64 // sealed, for readers without the lock
 }
 
 // Store is the committed store the node belongs to.
@@ -311,6 +321,7 @@ func (n *Node) addRun(r *run) error {
 	if floor := max(s.committed.Load(), s.checkpointing); r.epoch <= floor {
 		return fmt.Errorf("storage: seal of table %d at epoch %d, at or below the committed or committing epoch %d", r.table, r.epoch, floor)
 	}
+	n.setSealed(n.sealed + int64(r.bytes))
 	old := n.runs[r.table]
 	rs := make([]*run, 0, len(old)+1)
 	rs = append(rs, old...)
@@ -334,6 +345,20 @@ func (n *Node) UncommittedBytes() int {
 		}
 	}
 	return total
+}
+
+// PendingBytes is the key and value bytes the node holds that no checkpoint has
+// committed yet: its sealed runs, and what its state tables wrote since their last
+// seal. It is two atomic loads (safe from any goroutine), for a backfill to hold back
+// its snapshot read while checkpoints fall behind (engine.Options.BackfillMemoryBudget).
+// Rows rewritten within an epoch count once; writers' private buffers (replicated and
+// progress tables before their seal) do not count.
+func (n *Node) PendingBytes() int64 { return n.pending.Load() + n.unsealed.Load() }
+
+// setSealed sets the bytes of the node's runs; store.viewMu is held for writing.
+func (n *Node) setSealed(b int64) {
+	n.sealed = b
+	n.pending.Store(b)
 }
 
 // View is a consistent read state: a pebble snapshot, the committed epoch read through

@@ -132,6 +132,9 @@ func (r *runner) check(when string) error {
 			if a.ReadsKept > 0 {
 				r.rep.Sometimes["snapshot_read_kept"]++
 			}
+			if a.HeldBack > 0 {
+				r.rep.Sometimes["backfill_held_back_by_memory"]++
+			}
 			if a.Done {
 				continue
 			}

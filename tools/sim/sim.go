@@ -109,6 +109,7 @@ var (
 		"pause_during_tombstone_run",        // a range delete of 20+ rows while a backfill is paused or throttled
 		"view_over_backfilling_view",        // the view over a view created while its upstream view backfills
 		"checkpoint_while_backfilling",      // a checkpoint checked with a backfill under way (I2 checked)
+		"backfill_held_back_by_memory",      // an actor that stopped reading an epoch's snapshot over the memory budget
 	}
 )
 
@@ -295,12 +296,16 @@ func (r *runner) run() error {
 		BackfillWorkers: 1 + rng.IntN(3),
 		ChannelCapacity: 4 + rng.IntN(16),
 		MemTableSize:    64 << 20, // no flush, so no WAL rotation, while a fault is armed
-		Mem:             r.mem,
-		Logger:          r.opts.Logger,
-		Hooks:           engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
+		// A node over budget holds its backfills back (1 byte: every epoch once it
+		// has written). Chosen by the seed, not drawn, so that the schedules of the
+		// seeds stay what they were before the budget existed.
+		BackfillMemoryBudget: []int64{0, 0, 1, 64 << 10}[r.seed%4],
+		Mem:                  r.mem,
+		Logger:               r.opts.Logger,
+		Hooks:                engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
-	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d",
-		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity)
+	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default)",
+		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget)
 	r.keysByVnode()
 	if err := r.open(false); err != nil {
 		return err

@@ -1,0 +1,105 @@
+package executors_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// pacedBarriers is an idle upstream: a barrier every interval, nothing else.
+type pacedBarriers struct {
+	tab      *schema.Table
+	interval time.Duration
+	epoch    executors.Epoch
+}
+
+func (u *pacedBarriers) Next(ctx context.Context) (executors.Message, error) {
+	if u.epoch > 1 {
+		select {
+		case <-time.After(u.interval):
+		case <-ctx.Done():
+			return executors.Message{}, ctx.Err()
+		}
+	}
+	b := &executors.Barrier{Prev: u.epoch, Curr: u.epoch + 1}
+	u.epoch++
+	return executors.BarrierMessage(b), nil
+}
+
+func (u *pacedBarriers) Schema() *arrow.Schema { return u.tab.ArrowSchema() }
+func (u *pacedBarriers) Close() error          { return nil }
+
+// Memory pressure (BackfillConfig.Pressure): while it holds, an epoch that has
+// snapshot rows takes no more snapshot batches, so each epoch reads at most its
+// first batch plus the batches ready at its barrier (at most twice the read's
+// channel, one batch per worker); the backfill still finishes, with every row once.
+// Without pressure the same epochs read far more, and HeldBack stays 0.
+func TestBackfillHoldsBackUnderPressure(t *testing.T) {
+	const rows, batch, workers = 20000, 64, 2
+	bound := (1 + 2*workers) * batch
+	for _, pressure := range []bool{true, false} {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		tab := fairTable()
+		store, node, _ := committedUpstream(t, mem, tab, rows)
+		full := vnode.Full(tab.VnodeCount)
+		prog, err := storage.NewProgressTable(node, 2, "pressure_progress", tab, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls atomic.Int64
+		bf, err := executors.NewArrangementBackfill(&pacedBarriers{tab: tab, interval: 20 * time.Millisecond, epoch: 1}, executors.BackfillConfig{
+			Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
+			Node: node, Progress: prog, BatchSize: batch, Workers: workers, Mem: mem,
+			Pressure: func() bool { calls.Add(1); return pressure },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		total, epochRows, maxEpoch, barriers := 0, 0, 0, 0
+		for done := false; !done && barriers < 5000; {
+			m, err := bf.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Chunk != nil {
+				total += m.Chunk.NumRows()
+				epochRows += m.Chunk.NumRows()
+			}
+			if m.Barrier != nil {
+				barriers++
+				maxEpoch, epochRows = max(maxEpoch, epochRows), 0
+				done = bf.Stats().Done // the rows before this barrier are all out
+			}
+			m.Release()
+		}
+		st := bf.Stats()
+		if err := bf.Close(); err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		mem.AssertSize(t, 0)
+		t.Logf("pressure %v: %d rows in %d barriers, at most %d in an epoch, %d epochs held back, Pressure called %d times",
+			pressure, total, barriers, maxEpoch, st.HeldBack, calls.Load())
+		if !st.Done || total != rows || st.Rows != rows {
+			t.Fatalf("pressure %v: not done with every row once: %d rows emitted, stats %+v", pressure, total, st)
+		}
+		switch {
+		case pressure && (maxEpoch > bound || st.HeldBack == 0):
+			t.Fatalf("under pressure: an epoch of %d rows (want at most %d), %d epochs held back", maxEpoch, bound, st.HeldBack)
+		case !pressure && st.HeldBack != 0:
+			t.Fatalf("without pressure: %d epochs held back", st.HeldBack)
+		case !pressure && maxEpoch <= bound:
+			t.Logf("without pressure no epoch read more than %d rows: a slow machine; the bound above is then untested", bound)
+		}
+	}
+}
