@@ -57,6 +57,9 @@ type BackfillBenchOptions struct {
 	// each arrangement backfill actor (0: the engine's default, 2; a no-shuffle
 	// backfill always reads with one).
 	Workers int
+	// MemoryBudget is the engine's Options.BackfillMemoryBudget in bytes (0: the
+	// engine's default; negative: none).
+	MemoryBudget int64
 	// EfficiencyReps is the interleaved repetitions of the efficiency passes (default
 	// and minimum 5).
 	EfficiencyReps int
@@ -98,10 +101,12 @@ type BackfillResult struct {
 	BusyRate          float64 `json:"busy_rate,omitempty"`
 	BarrierIntervalMS float64 `json:"barrier_interval_ms"`
 	BackfillWorkers   int     `json:"backfill_workers"` // per arrangement actor
-	Nodes             int     `json:"nodes"`            // engine default
-	GOMAXPROCS        int     `json:"gomaxprocs"`
-	NumCPU            int     `json:"num_cpu"`
-	GoVersion         string  `json:"go_version"`
+	// MemoryBudget is the engine's BackfillMemoryBudget per node (-1: none).
+	MemoryBudget int64  `json:"backfill_memory_budget"`
+	Nodes        int    `json:"nodes"` // engine default
+	GOMAXPROCS   int    `json:"gomaxprocs"`
+	NumCPU       int    `json:"num_cpu"`
+	GoVersion    string `json:"go_version"`
 	// LoadAvg is /proc/loadavg at the start and end of the run ("" elsewhere).
 	LoadAvgStart string  `json:"loadavg_start,omitempty"`
 	LoadAvgEnd   string  `json:"loadavg_end,omitempty"`
@@ -270,7 +275,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}()
 	res = BackfillResult{
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
-		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), Nodes: 2,
+		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
 	}
 	if o.BusyRate > 0 {
@@ -499,7 +504,8 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 			res.checkpointSeconds += bs.CheckpointDuration.Seconds()
 		}
 	}
-	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers, Logger: b.log, OnBarrier: onBarrier})
+	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
+		BackfillMemoryBudget: b.o.MemoryBudget, Logger: b.log, OnBarrier: onBarrier})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
 	}
