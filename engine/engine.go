@@ -43,10 +43,11 @@ type Options struct {
 	// system's temporary directory).
 	BackfillBufferBudget int64
 	SpillDir             string
-	// BackfillMemoryBudget is the uncommitted bytes a node may hold (its sealed epochs
-	// and its state tables' writes since their seals, storage.Node.PendingBytes)
-	// before the backfills on it stop taking snapshot rows for the rest of each epoch
-	// (default 512 MiB; negative: no budget). When checkpoints take longer than the
+	// BackfillMemoryBudget is the uncommitted bytes a node may hold (storage.Node's
+	// PendingBytes: its sealed epochs and its state tables' writes since their seals)
+	// before the backfills on it stop taking snapshot batches for the rest of each
+	// epoch once it has some, but for those ready at its barrier (default 512 MiB;
+	// negative: no budget). When checkpoints take longer than the
 	// barrier interval, a backfill would otherwise keep reading into epochs that grow
 	// as long as the commits fall behind.
 	BackfillMemoryBudget int64
@@ -942,8 +943,9 @@ type ActorProgress struct {
 	// barrier, mostly the partial ones its workers were filling, since the actor
 	// started.
 	StopFlushed int64
-	// HeldBack counts the epochs in which the actor stopped taking snapshot rows
-	// because its node held more uncommitted bytes than Options.BackfillMemoryBudget.
+	// HeldBack counts the epochs in which the actor stopped taking snapshot batches
+	// before the barrier because its node held more uncommitted bytes than
+	// Options.BackfillMemoryBudget.
 	HeldBack int64
 	// LocalReads: it reads its node's store (every upstream owner of its vnodes runs
 	// on its node, or a no-shuffle backfill); otherwise it replicates the change

@@ -59,11 +59,14 @@ type BackfillConfig struct {
 	// rescheduled, so their actors never leave the node).
 	LocalUpstream bool
 	// Pressure, when set, reports that the node holds more uncommitted state than it
-	// should (checkpoints falling behind what is written). While it does, an epoch
-	// that has snapshot rows takes no more snapshot batches: they would only grow the
-	// epoch that the next checkpoint must write, and the memory held until then.
-	// Upstream chunks still flow, the read stays open (its workers wait on their
-	// full channel), and the at-least-one-row rule is untouched.
+	// should (checkpoints falling behind what is written). Once it does in an epoch
+	// that has snapshot rows, the epoch takes no more snapshot batches until its
+	// barrier (it is asked again at each step, which an idle upstream gives only at
+	// the barrier), except those its barrier takes ready (at most twice the read's
+	// channel, as at every barrier): more would only grow the epoch that the next
+	// checkpoint must write, and the memory held until then. Upstream chunks still
+	// flow, the read stays open (its workers wait on their full channel), and the
+	// at-least-one-row rule is untouched.
 	Pressure func() bool
 	Mem      memory.Allocator
 }
@@ -104,8 +107,9 @@ type BackfillStats struct {
 	// delivered after ReadyTaken's: mostly the partial batches its workers were
 	// filling, whose rows would otherwise be read again in the next epoch.
 	StopFlushed int64
-	// HeldBack counts the epochs whose snapshot intake stopped early because the
-	// node's uncommitted state was over its budget (BackfillConfig.Pressure).
+	// HeldBack counts the epochs in which the read, with rows already taken, found
+	// the node's uncommitted state over its budget (BackfillConfig.Pressure) and took
+	// no more batches until the barrier but those ready then.
 	HeldBack int64
 	// Local: the actor reads its node's store (a no-shuffle backfill, or an
 	// arrangement backfill whose upstream owners all run on its node) rather than

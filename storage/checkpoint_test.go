@@ -486,10 +486,16 @@ func TestNodePendingBytes(t *testing.T) {
 	if int64(n0.UncommittedBytes()) != a {
 		t.Fatalf("UncommittedBytes %d, want the sealed %d", n0.UncommittedBytes(), a)
 	}
-	// Epoch 2 on both nodes; a rewrite of a key counts its new value only.
+	// Epoch 2 on both nodes; a rewrite of a key counts its new value only, so a
+	// shorter one lowers the count.
+	writeBids(t, mem, w0, inserts(idRange(100, 150), bidVal{Price: 2, Channel: "a much longer channel name"}))
+	long := int64(w0.UnsealedBytes())
 	writeBids(t, mem, w0, inserts(idRange(100, 150), bidVal{Price: 2, Channel: "app"}))
 	writeBids(t, mem, w1, inserts(idRange(1000, 1010), bidVal{Price: 3, Channel: "web"}))
 	b, c := int64(w0.UnsealedBytes()), int64(w1.UnsealedBytes())
+	if b >= long {
+		t.Fatalf("rewriting 50 rows with shorter values: %d unsealed bytes, %d before", b, long)
+	}
 	want("epoch 2 unsealed", a+b, c)
 	for _, w := range []*storage.StateTable{w0, w1} {
 		if err := w.Seal(ep(2)); err != nil {
@@ -527,9 +533,20 @@ func TestNodePendingBytes(t *testing.T) {
 	}
 	mustCheckpoint(t, s, ep(2)) // epochs 1 and 2; epoch 3 stays
 	want("after checkpoint 2", d, 0)
+	// A refused seal (at the committed epoch) keeps its writes unsealed, counted once.
+	writeBids(t, mem, w0, inserts(idRange(300, 305), bidVal{Price: 6, Channel: "web"}))
+	f := int64(w0.UnsealedBytes())
+	if err := w0.Seal(ep(2)); err == nil {
+		t.Fatal("a seal at the committed epoch was accepted")
+	}
+	want("after a refused seal", d+f, 0)
+	if err := w0.Seal(ep(4)); err != nil {
+		t.Fatal(err)
+	}
+	want("after sealing them at epoch 4", d+f, 0)
 	writeBids(t, mem, w1, inserts(idRange(2000, 2005), bidVal{Price: 5, Channel: "web"}))
 	e := int64(w1.UnsealedBytes())
-	want("unsealed on n1", d, e)
+	want("unsealed on n1", d+f, e)
 	s.DropUncommitted()
 	want("after DropUncommitted", 0, 0)
 }

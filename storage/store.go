@@ -351,8 +351,8 @@ func (n *Node) UncommittedBytes() int {
 // committed yet: its sealed runs, and what its state tables wrote since their last
 // seal. It is two atomic loads (safe from any goroutine), for a backfill to hold back
 // its snapshot read while checkpoints fall behind (engine.Options.BackfillMemoryBudget).
-// Rows rewritten within an epoch count once; writers' private buffers (replicated and
-// progress tables before their seal) do not count.
+// Rows rewritten within an epoch count once. Progress tables count once sealed;
+// replicated tables, which keep their epochs to themselves, never count.
 func (n *Node) PendingBytes() int64 { return n.pending.Load() + n.unsealed.Load() }
 
 // setSealed sets the bytes of the node's runs; store.viewMu is held for writing.
