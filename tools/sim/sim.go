@@ -4,15 +4,16 @@
 // `weir sim` and the package's tests run the same harness.
 //
 // One seed is one run. Its generator decides the configuration (vnode counts 8 to 256,
-// nodes, checkpoints every 1 to 5 barriers, chunk and batch sizes), the data and every
-// step: writes (insert, update, pk-changing update, delete, range delete; keys skewed to
-// a few vnodes, some vnodes left empty, keys near the backfill positions), barriers,
-// views of five shapes (pass-through, filter, aggregate, join, a view over a view)
-// built by arrangement backfill, rescales, pause and resume, throttle changes, crashes
-// at named points (mid-epoch, before a checkpoint commits, after it commits, during a
-// rescale; the image of the file system at that point is reopened, keeping a random
-// share of unsynced data), pause on bootstrap, and I/O errors (disk full on a WAL
-// write, EIO on a WAL sync) injected through pebble's errorfs into one checkpoint.
+// nodes, checkpoints every 1 to 5 barriers, chunk and batch sizes; the seed alone picks
+// the backfill memory budget, 1 byte or 64 KiB in half of the seeds), the data and
+// every step: writes (insert, update, pk-changing update, delete, range delete; keys
+// skewed to a few vnodes, some vnodes left empty, keys near the backfill positions),
+// barriers, views of five shapes (pass-through, filter, aggregate, join, a view over a
+// view) built by arrangement backfill, rescales, pause and resume, throttle changes,
+// crashes at named points (mid-epoch, before a checkpoint commits, after it commits,
+// during a rescale; the image of the file system at that point is reopened, keeping a
+// random share of unsynced data), pause on bootstrap, and I/O errors (disk full on a
+// WAL write, EIO on a WAL sync) injected through pebble's errorfs into one checkpoint.
 //
 // Barriers are injected only by the simulation (a negative BarrierInterval), and the
 // schedule (configuration, steps, faults and their parameters) comes from its own
