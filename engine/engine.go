@@ -45,9 +45,9 @@ type Options struct {
 	SpillDir             string
 	// BackfillMemoryBudget is the uncommitted bytes a node may hold (storage.Node's
 	// PendingBytes: its sealed epochs and its state tables' writes since their seals)
-	// before the backfills on it stop taking snapshot batches for the rest of each
-	// epoch once it has some, but for those ready at its barrier (default 512 MiB;
-	// negative: no budget). When checkpoints take longer than the
+	// before the backfills on it stop taking snapshot batches, once their epoch has
+	// some, until a checkpoint commit brings it back under (but for the batches ready
+	// at the barrier; default 512 MiB; negative: no budget). When checkpoints take longer than the
 	// barrier interval, a backfill would otherwise keep reading into epochs that grow
 	// as long as the commits fall behind.
 	BackfillMemoryBudget int64

@@ -481,6 +481,7 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 		NoShuffle:     n.scan.kind.kindName() == NoShuffleBackfill,
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
 		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
+		Relief:        node.Store().CommitSignal, // a commit frees the epochs it writes
 	})
 	if err != nil {
 		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)

@@ -59,16 +59,21 @@ type BackfillConfig struct {
 	// rescheduled, so their actors never leave the node).
 	LocalUpstream bool
 	// Pressure, when set, reports that the node holds more uncommitted state than it
-	// should (checkpoints falling behind what is written). Once it does in an epoch
-	// that has snapshot rows, the epoch takes no more snapshot batches until its
-	// barrier (it is asked again at each step, which an idle upstream gives only at
-	// the barrier), except those its barrier takes ready (at most twice the read's
-	// channel, as at every barrier): more would only grow the epoch that the next
-	// checkpoint must write, and the memory held until then. Upstream chunks still
-	// flow, the read stays open (its workers wait on their full channel), and the
-	// at-least-one-row rule is untouched.
+	// should (checkpoints falling behind what is written). While it does in an epoch
+	// that has snapshot rows, the epoch takes no snapshot batch but those its barrier
+	// takes ready (at most twice the read's channel, as at every barrier): more would
+	// only grow the epoch that the next checkpoint must write, and the memory held
+	// until then. It is asked again at each upstream message and whenever the channel
+	// Relief gives is closed (nil Relief: at each upstream message only, which an idle
+	// upstream sends at the barrier). Upstream chunks still flow, the read stays open
+	// (its workers wait on their full channel), and the at-least-one-row rule is
+	// untouched.
 	Pressure func() bool
-	Mem      memory.Allocator
+	// Relief returns a channel closed when the pressure may have eased (the next
+	// checkpoint commit); it is asked before Pressure, so that an easing between the
+	// two is not missed.
+	Relief func() <-chan struct{}
+	Mem    memory.Allocator
 }
 
 // readsNode reports whether the backfill reads the upstream through its node's view
@@ -383,11 +388,19 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 	if b.snap != nil && !b.snapDone {
 		batches = b.snap.Batches()
 	}
+	var relief <-chan struct{}
 	if batches != nil && b.core.epochRows > 0 && b.cfg.Pressure != nil && b.cfg.Pressure() {
-		batches = nil // held back until the next barrier (see BackfillConfig.Pressure)
-		if !b.held {
-			b.held = true
-			b.nHeld++
+		if b.cfg.Relief != nil {
+			relief = b.cfg.Relief()
+		}
+		if relief == nil || b.cfg.Pressure() { // asked again: it may have eased meanwhile
+			batches = nil // held back (see BackfillConfig.Pressure)
+			if !b.held {
+				b.held = true
+				b.nHeld++
+			}
+		} else {
+			relief = nil
 		}
 	}
 	// Upstream priority, with a share for the snapshot: right after an upstream
@@ -421,6 +434,8 @@ func (b *ArrangementBackfill) step(ctx context.Context) error {
 		return b.onUpstream(ctx, p)
 	case sb, ok := <-batches:
 		return b.onBatch(sb, ok)
+	case <-relief: // ask Pressure again
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -103,3 +103,71 @@ func TestBackfillHoldsBackUnderPressure(t *testing.T) {
 		}
 	}
 }
+
+// Relief (BackfillConfig.Relief): a backfill held back by pressure asks again when the
+// channel Relief gave is closed (a checkpoint commit, in the engine), so it resumes
+// within the epoch instead of waiting for the barrier: here pressure eases 30 ms into a
+// 300 ms epoch, and that epoch reads far more than a held epoch can.
+func TestBackfillResumesOnRelief(t *testing.T) {
+	const rows, batch, workers = 20000, 64, 2
+	bound := (1 + 2*workers) * batch
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	tab := fairTable()
+	store, node, _ := committedUpstream(t, mem, tab, rows)
+	defer store.Close()
+	full := vnode.Full(tab.VnodeCount)
+	prog, err := storage.NewProgressTable(node, 2, "relief_progress", tab, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eased atomic.Bool
+	relief := make(chan struct{})
+	var easeOnce atomic.Bool
+	bf, err := executors.NewArrangementBackfill(&pacedBarriers{tab: tab, interval: 300 * time.Millisecond, epoch: 1}, executors.BackfillConfig{
+		Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
+		Node: node, Progress: prog, BatchSize: batch, Workers: workers, Mem: mem,
+		Pressure: func() bool {
+			if easeOnce.CompareAndSwap(false, true) { // first held: ease 30 ms later
+				time.AfterFunc(30*time.Millisecond, func() { eased.Store(true); close(relief) })
+			}
+			return !eased.Load()
+		},
+		Relief: func() <-chan struct{} { return relief },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	total, epochRows, barriers := 0, 0, 0
+	var epochs []int // rows per epoch; the first is before the first barrier
+	for done := false; !done && barriers < 1000; {
+		m, err := bf.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Chunk != nil {
+			total += m.Chunk.NumRows()
+			epochRows += m.Chunk.NumRows()
+		}
+		if m.Barrier != nil {
+			barriers++
+			epochs, epochRows = append(epochs, epochRows), 0
+			done = bf.Stats().Done
+		}
+		m.Release()
+	}
+	st := bf.Stats()
+	if err := bf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rows in %d barriers, rows per epoch %v, %d epochs held back", total, barriers, epochs, st.HeldBack)
+	if !st.Done || total != rows {
+		t.Fatalf("not done with every row once: %d rows emitted, stats %+v", total, st)
+	}
+	// The first epoch that reads (the second) is the one held and relieved: without
+	// the relief it would end at most bound rows in.
+	if st.HeldBack != 1 || len(epochs) < 2 || epochs[1] <= bound {
+		t.Fatalf("%d epochs held back, rows per epoch %v: want the held epoch to read on after the relief (more than %d rows)", st.HeldBack, epochs, bound)
+	}
+}

@@ -458,8 +458,9 @@ func TestConstructorsAndOptions(t *testing.T) {
 }
 
 // TestNodePendingBytes follows Node.PendingBytes through writes, seals (a move, not a
-// change), a checkpoint that commits some epochs and not others, writers on two nodes,
-// a progress table's runs, and DropUncommitted.
+// change), a checkpoint that commits some epochs and not others (and closes
+// CommitSignal's channel), writers on two nodes, a progress table's runs, and
+// DropUncommitted.
 func TestNodePendingBytes(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -531,8 +532,19 @@ func TestNodePendingBytes(t *testing.T) {
 	if err := w0.Seal(ep(3)); err != nil {
 		t.Fatal(err)
 	}
+	sig := s.CommitSignal()
+	select {
+	case <-sig:
+		t.Fatal("CommitSignal closed before a commit")
+	default:
+	}
 	mustCheckpoint(t, s, ep(2)) // epochs 1 and 2; epoch 3 stays
 	want("after checkpoint 2", d, 0)
+	select {
+	case <-sig:
+	default:
+		t.Fatal("CommitSignal still open after a commit")
+	}
 	// A refused seal (at the committed epoch) keeps its writes unsealed, counted once.
 	writeBids(t, mem, w0, inserts(idRange(300, 305), bidVal{Price: 6, Channel: "web"}))
 	f := int64(w0.UnsealedBytes())

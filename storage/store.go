@@ -256,6 +256,14 @@ func (s *Store) WaitCommitted(ctx context.Context, epoch uint64) error {
 	}
 }
 
+// CommitSignal returns a channel closed at the next checkpoint commit (a caller waits
+// on its own context too: a store that is closed or failed commits no more).
+func (s *Store) CommitSignal() <-chan struct{} {
+	s.viewMu.RLock()
+	defer s.viewMu.RUnlock()
+	return s.commitCh
+}
+
 // publishCommitLocked wakes the waiters of WaitCommitted; viewMu is held for writing.
 func (s *Store) publishCommitLocked() {
 	close(s.commitCh)
