@@ -47,9 +47,9 @@ type Options struct {
 	// PendingBytes: its sealed epochs and its state tables' writes since their seals)
 	// before the backfills on it stop taking snapshot batches, once their epoch has
 	// some, until a checkpoint commit brings it back under (but for the batches ready
-	// at the barrier; default 512 MiB; negative: no budget). When checkpoints take longer than the
-	// barrier interval, a backfill would otherwise keep reading into epochs that grow
-	// as long as the commits fall behind.
+	// at the barrier). Default 512 MiB; negative: no budget. When checkpoints take
+	// longer than the barrier interval, a backfill would otherwise keep reading into
+	// epochs that grow as long as the commits fall behind.
 	BackfillMemoryBudget int64
 	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
 	// upstream table's owners of its vnodes all run on its own node reads that node's

@@ -2,6 +2,7 @@ package executors_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,6 +39,35 @@ func (u *pacedBarriers) Next(ctx context.Context) (executors.Message, error) {
 func (u *pacedBarriers) Schema() *arrow.Schema { return u.tab.ArrowSchema() }
 func (u *pacedBarriers) Close() error          { return nil }
 
+// drainEpochs pulls bf until the barrier after which it is Done (at most limit
+// barriers): the rows emitted between barriers (the first count is before the first
+// barrier), their total, and bf's stats at the end; it closes bf.
+func drainEpochs(t *testing.T, bf *executors.ArrangementBackfill, limit int) (epochs []int, total int, st executors.BackfillStats) {
+	t.Helper()
+	ctx := context.Background()
+	epochRows := 0
+	for done := false; !done && len(epochs) < limit; {
+		m, err := bf.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Chunk != nil {
+			total += m.Chunk.NumRows()
+			epochRows += m.Chunk.NumRows()
+		}
+		if m.Barrier != nil {
+			epochs, epochRows = append(epochs, epochRows), 0
+			done = bf.Stats().Done // the rows before this barrier are all out
+		}
+		m.Release()
+	}
+	st = bf.Stats()
+	if err := bf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return epochs, total, st
+}
+
 // Memory pressure (BackfillConfig.Pressure): while it holds, an epoch that has
 // snapshot rows takes no more snapshot batches, so each epoch reads at most its
 // first batch plus the batches ready at its barrier (at most twice the read's
@@ -64,28 +94,8 @@ func TestBackfillHoldsBackUnderPressure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := context.Background()
-		total, epochRows, maxEpoch, barriers := 0, 0, 0, 0
-		for done := false; !done && barriers < 5000; {
-			m, err := bf.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.Chunk != nil {
-				total += m.Chunk.NumRows()
-				epochRows += m.Chunk.NumRows()
-			}
-			if m.Barrier != nil {
-				barriers++
-				maxEpoch, epochRows = max(maxEpoch, epochRows), 0
-				done = bf.Stats().Done // the rows before this barrier are all out
-			}
-			m.Release()
-		}
-		st := bf.Stats()
-		if err := bf.Close(); err != nil {
-			t.Fatal(err)
-		}
+		epochs, total, st := drainEpochs(t, bf, 5000)
+		barriers, maxEpoch := len(epochs), slices.Max(epochs)
 		store.Close()
 		mem.AssertSize(t, 0)
 		t.Logf("pressure %v: %d rows in %d barriers, at most %d in an epoch, %d epochs held back, Pressure called %d times",
@@ -138,30 +148,8 @@ func TestBackfillResumesOnRelief(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	total, epochRows, barriers := 0, 0, 0
-	var epochs []int // rows per epoch; the first is before the first barrier
-	for done := false; !done && barriers < 1000; {
-		m, err := bf.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Chunk != nil {
-			total += m.Chunk.NumRows()
-			epochRows += m.Chunk.NumRows()
-		}
-		if m.Barrier != nil {
-			barriers++
-			epochs, epochRows = append(epochs, epochRows), 0
-			done = bf.Stats().Done
-		}
-		m.Release()
-	}
-	st := bf.Stats()
-	if err := bf.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d rows in %d barriers, rows per epoch %v, %d epochs held back", total, barriers, epochs, st.HeldBack)
+	epochs, total, st := drainEpochs(t, bf, 1000) // rows per epoch; the first is before the first barrier
+	t.Logf("%d rows in %d barriers, rows per epoch %v, %d epochs held back", total, len(epochs), epochs, st.HeldBack)
 	if !st.Done || total != rows {
 		t.Fatalf("not done with every row once: %d rows emitted, stats %+v", total, st)
 	}

@@ -325,7 +325,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 				if !written[r] {
 					keep = append(keep, r)
 				} else {
-					n.setSealed(n.sealed - int64(r.bytes))
+					n.sealed.Add(-int64(r.bytes))
 				}
 			}
 			if len(keep) == 0 {

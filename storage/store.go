@@ -279,7 +279,7 @@ func (s *Store) DropUncommitted() {
 		n.runs = map[uint32][]*run{}
 		// The state tables that wrote since their seals are discarded with their
 		// actors: recovery builds new ones.
-		n.setSealed(0)
+		n.sealed.Store(0)
 		n.unsealed.Store(0)
 	}
 }
@@ -300,12 +300,10 @@ type Node struct {
 	id    int
 	// runs per table, sorted by epoch; replaced (never mutated) under store.viewMu.
 	runs map[uint32][]*run
-	// sealed is the bytes of runs (kept with them, under store.viewMu), unsealed those
-	// written to the node's state tables since their last seal (added by their
+	// sealed is the bytes of runs (changed with them, under store.viewMu), unsealed
+	// those written to the node's state tables since their last seal (added by their
 	// writers): PendingBytes.
-	sealed   int64
-	unsealed atomic.Int64
-	pending  atomic.Int64 // sealed, for readers without the lock
+	sealed, unsealed atomic.Int64
 }
 
 // Store is the committed store the node belongs to.
@@ -329,7 +327,7 @@ func (n *Node) addRun(r *run) error {
 	if floor := max(s.committed.Load(), s.checkpointing); r.epoch <= floor {
 		return fmt.Errorf("storage: seal of table %d at epoch %d, at or below the committed or committing epoch %d", r.table, r.epoch, floor)
 	}
-	n.setSealed(n.sealed + int64(r.bytes))
+	n.sealed.Add(int64(r.bytes))
 	old := n.runs[r.table]
 	rs := make([]*run, 0, len(old)+1)
 	rs = append(rs, old...)
@@ -361,13 +359,7 @@ func (n *Node) UncommittedBytes() int {
 // its snapshot read while checkpoints fall behind (engine.Options.BackfillMemoryBudget).
 // Rows rewritten within an epoch count once. Progress tables count once sealed;
 // replicated tables, which keep their epochs to themselves, never count.
-func (n *Node) PendingBytes() int64 { return n.pending.Load() + n.unsealed.Load() }
-
-// setSealed sets the bytes of the node's runs; store.viewMu is held for writing.
-func (n *Node) setSealed(b int64) {
-	n.sealed = b
-	n.pending.Store(b)
-}
+func (n *Node) PendingBytes() int64 { return n.sealed.Load() + n.unsealed.Load() }
 
 // View is a consistent read state: a pebble snapshot, the committed epoch read through
 // it, and (for a node's view) the node's sealed runs above that epoch. Release it when
