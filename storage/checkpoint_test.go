@@ -416,6 +416,68 @@ func TestIterBounds(t *testing.T) {
 	}
 }
 
+// TestReuseIterEmptyRange is the regression test of a reused iterator that skipped
+// rows: ReuseIter gave pebble a range whose lower bound was above its upper one (From
+// above Before), pebble's sstable iterator stood at the first key at or above that
+// lower bound, and, taking the next bounds (above the old upper one) to have moved
+// forward, pebble stepped on from there and skipped the rows before it. An empty
+// range now leaves pebble's iterator alone.
+func TestReuseIterEmptyRange(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s := openStore(t, vfs.NewMem())
+	n := s.AddNode()
+	kv := kvTable(1)
+	w, err := storage.NewStateTable(n, 9, kv, vnode.Full(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kvChunk(mem, kv, []int64{10, 20, 30, 40, 50})
+	err = w.Write(c)
+	c.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Seal(ep(1))
+	mustCheckpoint(t, s, ep(1))
+	if err := s.DB().Flush(); err != nil { // the rows in one sstable
+		t.Fatal(err)
+	}
+	pk := func(k int64) []byte { return kvPK(kv, k) }
+	view, err := n.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Release()
+	var it storage.Iter
+	defer it.Close()
+	for _, c := range []struct {
+		b    storage.IterBounds
+		want string
+	}{
+		{storage.IterBounds{From: pk(45), Before: pk(5)}, ""},
+		{storage.IterBounds{After: pk(15)}, "20 30 40 50"},
+		{storage.IterBounds{From: pk(35), Before: pk(25)}, ""},
+		{storage.IterBounds{From: pk(30)}, "30 40 50"},
+		{storage.IterBounds{After: pk(45), Before: pk(45)}, ""},
+		{storage.IterBounds{}, "10 20 30 40 50"},
+	} {
+		if err := w.ReuseIter(view, 0, c.b, &it); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for it.Next() {
+			got = append(got, fmt.Sprint(kvDecodeK(t, kv, it.PK())))
+		}
+		if err := it.Error(); err != nil {
+			t.Fatal(err)
+		}
+		if g := strings.Join(got, " "); g != c.want {
+			t.Errorf("reused iter %+v: %q, want %q", c.b, g, c.want)
+		}
+	}
+}
+
 // TestConstructorsAndOptions covers the checks of NewStateTable and Open's options.
 func TestConstructorsAndOptions(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())

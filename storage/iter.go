@@ -67,6 +67,9 @@ func (v *View) rangeIter(table uint32, lo, hi []byte, extra []*run) (*Iter, erro
 	if v == nil || v.snap == nil {
 		return nil, errors.New("the view is released")
 	}
+	if emptyRange(lo, hi) {
+		return &Iter{}, nil
+	}
 	pit, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
@@ -101,7 +104,7 @@ func (it *Iter) Next() bool {
 			it.pok = it.pit.Next()
 		}
 		if !it.pok {
-			it.err = it.pit.Error()
+			it.err = it.pitErr()
 			it.key, it.value = nil, nil
 			return false
 		}
@@ -125,7 +128,7 @@ func (it *Iter) Next() bool {
 			}
 		}
 		if min == nil {
-			it.err = it.pit.Error()
+			it.err = it.pitErr()
 			it.key, it.value = nil, nil
 			return false
 		}
@@ -146,6 +149,14 @@ func (it *Iter) Next() bool {
 		}
 		it.advancePast(min)
 	}
+}
+
+// pitErr is the pebble iterator's error (none when an empty range opened none).
+func (it *Iter) pitErr() error {
+	if it.pit == nil {
+		return nil
+	}
+	return it.pit.Error()
 }
 
 // advancePast moves every source positioned at key to its next key. The runs move
@@ -208,12 +219,22 @@ func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) err
 		return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
 	}
 	it.lo, it.hi = lo, hi
+	it.key, it.value, it.err = nil, nil, nil
+	clear(it.runs)
+	it.runs = it.runs[:0]
 	if it.pit != nil && (it.view != view || it.table != s.id) {
 		if err := it.pit.Close(); err != nil {
 			it.pit = nil
 			return fmt.Errorf("storage: iterate: table %s vnode %d: %w", s.t.Name, v, err)
 		}
 		it.pit = nil
+	}
+	if emptyRange(lo, hi) {
+		// Nothing to read, and the pebble iterator keeps its bounds: given a lower
+		// bound above its upper one, it would stay positioned past the next bounds
+		// it takes while taking them to have moved forward, and skip rows.
+		it.pok = false
+		return nil
 	}
 	if it.pit == nil {
 		pit, err := view.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi}) // pebble copies the bounds
@@ -225,14 +246,17 @@ func (s *StateTable) ReuseIter(view *View, v uint16, b IterBounds, it *Iter) err
 		it.pit.SetBounds(lo, hi) // pebble copies them
 	}
 	it.pok = it.pit.First()
-	it.key, it.value, it.err = nil, nil, nil
-	clear(it.runs)
-	it.runs = it.runs[:0]
 	for _, r := range view.runs[s.id] {
 		it.overlay(r.entries, lo, hi)
 	}
 	it.overlay(s.mt.sortedVnode(v), lo, hi) // the actor's unsealed writes, newest
 	return nil
+}
+
+// emptyRange reports whether [lo, hi) holds no key (hi nil: no upper bound): bounds
+// such as From above Before. Pebble is never given such bounds.
+func emptyRange(lo, hi []byte) bool {
+	return hi != nil && bytes.Compare(lo, hi) >= 0
 }
 
 // appendBounds appends to lo and hi the storage-key bounds [lo, hi) of vnode v of a

@@ -10,9 +10,11 @@ import (
 // Wrap wraps fs with errorfs, calling inj before every operation. Unlike a bare
 // errorfs.Wrap it also wraps the files that ReuseForWrite returns (pebble recycles WAL
 // files that way, and errorfs hands them out unwrapped), naming them by their new
-// name: without it, faults meant for the WAL miss every recycled log.
+// name: without it, faults meant for the WAL miss every recycled log. The FS is a
+// pointer, comparable whatever the injector is (pebble compares file systems when it
+// ingests an sstable).
 func Wrap(fs vfs.FS, inj errorfs.Injector) vfs.FS {
-	return reuseFS{FS: errorfs.Wrap(fs, inj), inj: inj}
+	return &reuseFS{FS: errorfs.Wrap(fs, inj), inj: inj}
 }
 
 type reuseFS struct {
@@ -21,7 +23,7 @@ type reuseFS struct {
 }
 
 // ReuseForWrite implements vfs.FS.
-func (r reuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+func (r *reuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := r.FS.ReuseForWrite(oldname, newname, category)
 	if err != nil {
 		return nil, err
