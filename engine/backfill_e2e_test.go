@@ -74,12 +74,17 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	if seed%2 == 1 {
 		budget = 512
 	}
+	// The other half commit every checkpoint by ingesting sstables.
+	ingest := 0
+	if seed%2 == 0 {
+		ingest = 1
+	}
 	spilled := int64(0)
 	open := func() *engine.Engine {
 		e, err := engine.Open(ctx, "db", engine.Options{
 			FS: fs, Mem: mem, BarrierInterval: 2 * time.Millisecond, CheckpointEvery: every, ChannelCapacity: 4,
 			ChunkSize: 32, CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
-			BackfillBufferBudget: budget, SpillDir: t.TempDir(),
+			BackfillBufferBudget: budget, SpillDir: t.TempDir(), IngestBytes: ingest,
 		})
 		if err != nil {
 			t.Fatalf("open: %v", err)
@@ -219,10 +224,15 @@ func TestNoShuffleBackfill(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()
+	ingest := 0 // odd seeds commit every checkpoint by ingesting sstables
+	if seed%2 == 1 {
+		ingest = 1
+	}
 	open := func() *engine.Engine {
 		e, err := engine.Open(ctx, "db", engine.Options{
 			FS: fs, Mem: mem, BarrierInterval: 2 * time.Millisecond, CheckpointEvery: 2, ChannelCapacity: 4,
 			ChunkSize: 32, CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
+			IngestBytes: ingest,
 		})
 		if err != nil {
 			t.Fatalf("open: %v", err)

@@ -64,6 +64,10 @@ type Options struct {
 	// CacheSize and MemTableSize size pebble (defaults: storage.Options').
 	CacheSize    int64
 	MemTableSize uint64
+	// IngestBytes is the checkpoint size from which a checkpoint is committed by
+	// ingesting sstables instead of a batch (storage.Options.IngestBytes: 0 is
+	// storage.DefaultIngestBytes, negative never).
+	IngestBytes int
 	// PauseOnBootstrap starts every job paused after open or recovery, until Resume.
 	PauseOnBootstrap bool
 	// Mem allocates Arrow buffers (default memory.DefaultAllocator).
@@ -184,7 +188,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	store, err := storage.Open(dir, storage.Options{FS: opts.FS, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize})
+	store, err := storage.Open(dir, storage.Options{FS: opts.FS, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

@@ -22,6 +22,9 @@ type CheckpointStats struct {
 	Keys    int // distinct keys written (puts and deletes)
 	Bytes   int // key and value bytes written
 	Catalog int // catalog entries written or deleted
+	// Ingested is the number of sstables the checkpoint was committed as (see
+	// Options.IngestBytes); 0 when it was committed as a batch.
+	Ingested int
 }
 
 // SetCatalog stages a catalog entry; the next checkpoint commits it with its data.
@@ -91,15 +94,19 @@ func (s *Store) Catalog() (map[string][]byte, error) {
 
 // Checkpoint commits epoch: every sealed run of every node with an epoch up to it, the
 // exact row-count changes they make, the staged catalog entries and the new committed
-// epoch, in one synced pebble batch. On error nothing is committed: the runs stay
-// sealed on their nodes, the committed epoch does not move, and a later checkpoint
-// may retry. Epochs must increase.
+// epoch, in one atomic, durable step: a synced pebble batch or, from
+// Options.IngestBytes written, sstables that pebble ingests together (cut where
+// committed keys lie between, so that a view's new vnode ranges go straight to the
+// last level; writes scattered among committed keys, which would need more than 64,
+// take the batch). On error nothing is committed: the runs stay sealed on their
+// nodes, the committed epoch does not move, and a later checkpoint may retry. Epochs
+// must increase.
 //
-// A failed WAL write or sync is fatal to pebble: the error is returned, and the store
-// then refuses views, checkpoints, row counts and the catalog (pebble would show the
-// failed epoch to new reads) until it is closed and reopened. The reopened store holds
-// the last committed epoch or, when only the sync failed, possibly this one, never a
-// mix.
+// A failed WAL write or sync is fatal to pebble (an ingest writes the WAL when it
+// overlaps pebble's memtable): the error is returned, and the store then refuses
+// views, checkpoints, row counts and the catalog (pebble would show the failed epoch
+// to new reads) until it is closed and reopened. The reopened store holds the last
+// committed epoch or, when only the sync failed, possibly this one, never a mix.
 func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
@@ -150,8 +157,6 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			entries += len(r.entries)
 		}
 	}
-	b := s.db.NewBatchWithSize(size + size/4)
-	defer b.Close()
 	type vnodeKey struct {
 		table uint32
 		vnode uint16
@@ -278,6 +283,23 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	}
 	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
 	slices.SortFunc(meta, entryLess)
+	if s.ingestBytes > 0 && st.Bytes >= s.ingestBytes && len(s.pendingDrops) == 0 {
+		files, buf, ok, err := ingestPlan(probe, meta, merged, s.ingestBuf)
+		s.ingestBuf = buf[:0]
+		if err != nil {
+			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
+		}
+		if ok {
+			if err := s.ingest(epoch, files); err != nil {
+				return st, s.commitFailed(epoch, err)
+			}
+			st.Ingested = len(files)
+			s.published(epoch, written)
+			return st, nil
+		}
+	}
+	b := s.db.NewBatchWithSize(size + size/4)
+	defer b.Close()
 	for _, es := range [][]entry{meta, merged} {
 		for _, e := range es {
 			if e.del {
@@ -301,20 +323,31 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		}
 	}
 	if err := commitSync(b); err != nil {
-		err = fmt.Errorf("storage: checkpoint %d: commit: %w", epoch, err)
-		var fe *fatalError
-		if errors.As(err, &fe) {
-			// Pebble applied the batch to its memtable without making it durable: new
-			// reads would see this epoch. Refuse them until a reopen decides.
-			s.failed.Store(&err)
-		}
-		return st, err
+		return st, s.commitFailed(epoch, err)
 	}
+	s.published(epoch, written)
+	return st, nil
+}
+
+// commitFailed is the error of a checkpoint whose commit (a batch or an ingest)
+// failed. A pebble fatal fault also fails the store: pebble may show the epoch to new
+// reads (a batch applied to its memtable, an ingest logged in a WAL that failed)
+// without having made it durable, so the store refuses them until a reopen decides.
+func (s *Store) commitFailed(epoch uint64, err error) error {
+	err = fmt.Errorf("storage: checkpoint %d: commit: %w", epoch, err)
+	var fe *fatalError
+	if errors.As(err, &fe) {
+		s.failed.Store(&err)
+	}
+	return err
+}
+
+// published ends a committed checkpoint: it clears the staged catalog entries and
+// drops, then advances the committed epoch and drops the runs now in pebble, together.
+// Only the runs this checkpoint wrote are dropped.
+func (s *Store) published(epoch uint64, written map[*run]bool) {
 	s.pendingCatalog = nil
 	s.pendingDrops = nil
-
-	// Publish: advance the committed epoch and drop the runs now in pebble, together.
-	// Only the runs this checkpoint wrote are dropped.
 	s.viewMu.Lock()
 	s.committed.Store(epoch)
 	s.publishCommitLocked()
@@ -336,7 +369,6 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		}
 	}
 	s.viewMu.Unlock()
-	return st, nil
 }
 
 // commitSync commits b with a WAL sync, returning pebble's Fatalf as an error.

@@ -304,7 +304,7 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	cr := &crasher{mem: vfs.NewCrashableMem(), rng: vectest.NewRand(seed ^ 0xC4A5), limit: budget(60, 20, 400)}
-	o := testOptions(faultFS(cr.mem, errorfs.InjectorFunc(cr.hook)))
+	o := seedOptions(faultFS(cr.mem, errorfs.InjectorFunc(cr.hook)), seed)
 	o.MemTableSize = 256 << 10 // rotate WALs and flush inside checkpoints
 	s, err := storage.Open("db", o)
 	if err != nil {
@@ -314,6 +314,7 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 	w := newBidWorkload(t, rng, mem, s, bidState{}, 0, nil)
 	cr.armed.Store(true)
 	var afterCommit []int // indexes of clones taken right after a checkpoint returned
+	ingested := 0         // checkpoints committed by ingesting sstables
 	for i := 1; i <= epochs; i++ {
 		e := ep(i)
 		c := w.committed
@@ -334,8 +335,12 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 		}
 		if rng.IntN(5) < 3 {
 			cr.set(fmt.Sprintf("checkpoint %d", i), true, c, e)
-			if _, err := s.Checkpoint(e); err != nil {
+			st, err := s.Checkpoint(e)
+			if err != nil {
 				t.Fatalf("checkpoint %d: %v", e, err)
+			}
+			if st.Ingested > 0 {
+				ingested++
 			}
 			w.committedAt(e)
 			cr.set(fmt.Sprintf("epoch %d committed", i), false, e)
@@ -353,6 +358,9 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 	cr.armed.Store(false)
 	// Clones taken right after a checkpoint returned must hold it whatever unsynced
 	// data they kept.
+	if seed%2 == 1 && ingested == 0 {
+		t.Errorf("no checkpoint of this seed was ingested (odd seeds ingest every one they can)")
+	}
 	for _, i := range afterCommit {
 		if i >= 0 && i < len(cr.points) && len(cr.points[i].allowed) != 1 {
 			t.Fatalf("clone %d: %s allows %v", i, cr.points[i].what, cr.points[i].allowed)
@@ -361,7 +369,7 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 	seen := map[string]int{}
 	for i, cp := range cr.points {
 		what := fmt.Sprintf("crash point %d: %s", i, cp.what)
-		s2, err := storage.Open("db", testOptions(cp.fs))
+		s2, err := storage.Open("db", seedOptions(cp.fs, seed))
 		if err != nil {
 			t.Fatalf("%s: reopen: %v", what, err)
 		}

@@ -46,6 +46,17 @@ func testOptions(fs vfs.FS) storage.Options {
 	return storage.Options{FS: fs, CacheSize: 8 << 20, MemTableSize: 1 << 20}
 }
 
+// seedOptions are testOptions for a seeded test: odd seeds commit every checkpoint by
+// ingesting sstables (IngestBytes 1), even seeds by batches (small checkpoints are
+// below the default IngestBytes), so that both commit paths meet every check.
+func seedOptions(fs vfs.FS, seed uint64) storage.Options {
+	o := testOptions(fs)
+	if seed%2 == 1 {
+		o.IngestBytes = 1
+	}
+	return o
+}
+
 // openStore opens a store in "db" on fs and closes it at the end of the test (unless
 // the test closed it first).
 func openStore(t testing.TB, fs vfs.FS) *storage.Store {

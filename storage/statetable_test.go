@@ -124,7 +124,7 @@ func TestStateTableRandomized(t *testing.T) {
 		})
 	}
 	t.Logf("%v", stats)
-	for _, k := range []string{"rows compared", "bounded iterations", "batched gets of live keys", "batched gets of missing keys", "reused iterations", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
+	for _, k := range []string{"ingested checkpoints", "rows compared", "bounded iterations", "batched gets of live keys", "batched gets of missing keys", "reused iterations", "gets of live keys", "gets of deleted keys", "gets of absent keys", "checkpoints", "refused chunks"} {
 		if stats[k] == 0 && !t.Failed() {
 			t.Errorf("no %s across the seeds", k)
 		}
@@ -138,7 +138,7 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 	rc := &recorder{mem: mem}
 	defer rc.release()
 	fs := vfs.NewMem()
-	s, err := storage.Open("db", testOptions(fs))
+	s, err := storage.Open("db", seedOptions(fs, seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,9 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 		if rng.IntN(2) == 0 {
 			j := lastCkpt + 1 + rng.IntN(i-lastCkpt)
 			phase = fmt.Sprintf("epoch %d after checkpoint %d", i, j)
-			mustCheckpoint(t, s, ep(j))
+			if mustCheckpoint(t, s, ep(j)).Ingested > 0 {
+				stats["ingested checkpoints"]++
+			}
 			m.checkpoint(ep(j))
 			lastCkpt = j
 			stats["checkpoints"]++
@@ -438,7 +440,7 @@ func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[st
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = storage.Open("db", testOptions(fs))
+	s, err = storage.Open("db", seedOptions(fs, seed))
 	if err != nil {
 		t.Fatal(err)
 	}

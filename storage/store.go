@@ -30,6 +30,11 @@ type Options struct {
 	// the store turns it into an error where pebble allows (see Checkpoint) instead
 	// of exiting the process.
 	Logger pebble.Logger
+	// IngestBytes is the size (key and value bytes written) from which a checkpoint is
+	// committed by writing its keys as sstables and ingesting them (no WAL, no
+	// memtable, and a view's new vnode ranges go straight to the last level) instead
+	// of as a synced batch. 0 means DefaultIngestBytes; negative, never.
+	IngestBytes int
 }
 
 func (o Options) pebbleOptions() (*pebble.Options, error) {
@@ -44,6 +49,12 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 		po.MemTableSize = 64 << 20
 	}
 	po.Logger = fatalLogger{o.Logger}
+	// Virtual sstables let an ingested sstable split a last-level file whose bounds
+	// span its keys but that holds none of them (a compaction's output that covers
+	// two actors' vnode ranges, between which a backfill goes on writing): the
+	// ingest then goes to the last level instead of above it, to be compacted down.
+	po.FormatMajorVersion = pebble.FormatVirtualSSTables
+	po.Experimental.IngestSplit = func() bool { return true }
 	var prof *block.CompressionProfile
 	switch o.Compression {
 	case "", "snappy":
@@ -131,6 +142,10 @@ func recoverFatal(err *error) {
 type Store struct {
 	db  *pebble.DB
 	dir string
+	po  *pebble.Options // what db was opened with (the ingest's sstable writer options)
+	// ingestBytes is Options.IngestBytes with its default: a checkpoint of at least
+	// that many bytes ingests sstables; negative, never.
+	ingestBytes int
 
 	// viewMu orders views against the end of checkpoints: a view is taken under
 	// RLock; a checkpoint advances committed and drops the runs it wrote under Lock.
@@ -143,6 +158,7 @@ type Store struct {
 	ckptMu         sync.Mutex
 	pendingCatalog map[string][]byte
 	merged         []entry // a checkpoint's merged writes, reused (under ckptMu)
+	ingestBuf      []byte  // the ingest plan's scratch key (under ckptMu)
 	pendingDrops   map[uint32]bool
 	closed         atomic.Bool
 	// commitCh is closed and replaced whenever committed advances (under viewMu), so
@@ -162,11 +178,19 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	po.EnsureDefaults() // the ingest's sstable writer options come from po
 	db, err := openPebble(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, commitCh: make(chan struct{})}
+	if err := resetIngestDir(po.FS, dir); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, dir: dir, po: po, ingestBytes: opts.IngestBytes, commitCh: make(chan struct{})}
+	if s.ingestBytes == 0 {
+		s.ingestBytes = DefaultIngestBytes
+	}
 	epoch, err := readEpoch(db)
 	if err != nil {
 		db.Close()

@@ -1,0 +1,156 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DefaultIngestBytes is the checkpoint size (key and value bytes) from which a
+// checkpoint is committed by ingesting sstables rather than by a batch: see
+// Options.IngestBytes.
+const DefaultIngestBytes = 8 << 20
+
+// maxIngestFiles is the most sstables one checkpoint ingests; a checkpoint whose keys
+// would need more (writes scattered among committed keys) is committed as a batch.
+const maxIngestFiles = 64
+
+// ingestDirName is the directory, in the store's, where a checkpoint writes the
+// sstables it ingests. Pebble links them into its own directory; what is left here
+// after a crash is removed when the store opens.
+const ingestDirName = "weir-ingest"
+
+// ingestPlan cuts a checkpoint's writes, meta and merged (each in ascending key
+// order, meta's keys all below merged's), into the sstables an ingest takes: one for
+// meta, and merged cut wherever the committed data has a key between two of its
+// consecutive keys of different tables or vnodes. An sstable then spans no committed
+// key it does not write, so that pebble can place it in the lowest level whose files
+// it does not overlap (the last, for a view's backfilled vnode ranges) instead of
+// putting it in L0 to be compacted down. It returns false when that needs more than
+// maxIngestFiles sstables.
+//
+// probe reads the committed data (pebble's memtables included); buf is scratch.
+func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]entry, []byte, bool, error) {
+	files := [][]entry{meta}
+	start := 0
+	for i := 1; i < len(merged); i++ {
+		prev, key := merged[i-1].key, merged[i].key
+		// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
+		if len(prev) >= KeyPrefixLen && len(key) >= KeyPrefixLen && bytes.Equal(prev[:KeyPrefixLen], key[:KeyPrefixLen]) {
+			continue
+		}
+		buf = append(append(buf[:0], prev...), 0) // the least key above prev
+		between := probe.SeekGE(buf) && bytes.Compare(probe.Key(), key) < 0
+		if err := probe.Error(); err != nil {
+			return nil, buf, false, err
+		}
+		if !between {
+			continue
+		}
+		if len(files) == maxIngestFiles {
+			return nil, buf, false, nil
+		}
+		files = append(files, merged[start:i])
+		start = i
+	}
+	if start < len(merged) {
+		if len(files) == maxIngestFiles {
+			return nil, buf, false, nil
+		}
+		files = append(files, merged[start:])
+	}
+	return files, buf, true, nil
+}
+
+// ingest writes each of files as an sstable under the store's ingest directory, up
+// to GOMAXPROCS at a time, and ingests them into pebble in one atomic step; the
+// sstables it wrote are removed (pebble keeps its own links). On error nothing is
+// committed, unless the error is a pebble fatal fault (see Checkpoint).
+func (s *Store) ingest(epoch uint64, files [][]entry) (err error) {
+	dir := s.po.FS.PathJoin(s.dir, ingestDirName)
+	paths := make([]string, len(files))
+	for i := range files {
+		paths[i] = s.po.FS.PathJoin(dir, fmt.Sprintf("%d-%d.sst", epoch, i))
+	}
+	defer func() {
+		for _, p := range paths {
+			if rerr := s.po.FS.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+				err = fmt.Errorf("remove ingested sstable %s: %w", p, rerr)
+			}
+		}
+	}()
+	// Level 0's options: those of the last level would let the writer mark a delete
+	// obsolete, which is right only for a file that ends in the last level.
+	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
+	errs := make([]error, len(files))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(len(files), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
+				errs[i] = writeSSTable(s.po.FS, paths[i], wo, files[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ingestFatal(s.db, paths)
+}
+
+// writeSSTable writes es, in ascending key order, as the sstable p, and syncs it.
+func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es []entry) error {
+	f, err := fs.Create(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("write sstable %s: %w", p, err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
+	for _, e := range es {
+		if e.del {
+			err = w.Delete(e.key)
+		} else {
+			err = w.Set(e.key, e.value)
+		}
+		if err != nil {
+			w.Close()
+			return fmt.Errorf("write sstable %s: %w", p, err)
+		}
+	}
+	if err := w.Close(); err != nil { // flushes and syncs the file
+		return fmt.Errorf("write sstable %s: %w", p, err)
+	}
+	return nil
+}
+
+// ingestFatal ingests paths, returning pebble's Fatalf (a failed WAL write of an
+// ingest that overlaps the memtable) as an error.
+func ingestFatal(db *pebble.DB, paths []string) (err error) {
+	defer recoverFatal(&err)
+	return db.Ingest(context.Background(), paths)
+}
+
+// resetIngestDir empties the store's ingest directory (sstables of a checkpoint that
+// a crash interrupted) and creates it.
+func resetIngestDir(fs vfs.FS, dir string) error {
+	d := fs.PathJoin(dir, ingestDirName)
+	if err := fs.RemoveAll(d); err != nil {
+		return fmt.Errorf("remove %s: %w", d, err)
+	}
+	if err := fs.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", d, err)
+	}
+	return nil
+}

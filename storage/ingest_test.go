@@ -1,0 +1,316 @@
+package storage_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// ingestWriter writes rows with exact ops through a state table, and keeps the
+// reference: storage key -> value of every row written.
+type ingestWriter struct {
+	st   *storage.StateTable
+	ref  map[string]string
+	next map[uint16]uint64 // per vnode, the next pk of its ascending writes
+}
+
+func ingestPK(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
+
+// write writes one row per (vnode, pk): an Insert of a value when put, a Delete
+// otherwise.
+func (w *ingestWriter) write(t *testing.T, put bool, rows ...[2]uint64) {
+	t.Helper()
+	var keys, vals vec.Bytes
+	var ops []vec.Op
+	var vn []uint16
+	for _, r := range rows {
+		v, pk := uint16(r[0]), ingestPK(r[1])
+		key := string(storage.AppendKey(nil, tableOf(w.st), v, pk))
+		_, existed := w.ref[key]
+		op := vec.Insert
+		val := []byte(fmt.Sprintf("%0100d", r[1]))
+		switch {
+		case put && existed:
+			op = vec.UpdateInsert
+		case !put:
+			op = vec.Delete
+			val = nil
+		}
+		keys.Append(pk)
+		vals.Append(val)
+		ops = append(ops, op)
+		vn = append(vn, v)
+		if put {
+			w.ref[key] = string(val)
+		} else {
+			delete(w.ref, key)
+		}
+	}
+	if err := w.st.WriteEncoded(ops, nil, vn, &keys, &vals); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tableOf(st *storage.StateTable) uint32 { return st.ID() }
+
+// ascend writes the next n rows of the writer's vnodes in (vnode, pk) order, perVnode
+// rows a vnode, as a view's backfill does.
+func (w *ingestWriter) ascend(t *testing.T, n, perVnode int) {
+	t.Helper()
+	var rows [][2]uint64
+	w.st.Vnodes().Iterate(func(v vnode.Vnode) bool {
+		for w.next[uint16(v)] < uint64(perVnode) && len(rows) < n {
+			rows = append(rows, [2]uint64{uint64(v), w.next[uint16(v)]})
+			w.next[uint16(v)]++
+		}
+		return len(rows) < n
+	})
+	w.write(t, true, rows...)
+}
+
+// checkIngestStore compares the table's committed rows and row counts with ref.
+func checkIngestStore(t *testing.T, s *storage.Store, table uint32, ref map[string]string, what string) {
+	t.Helper()
+	lo := binary.BigEndian.AppendUint32(nil, table)
+	hi := binary.BigEndian.AppendUint32(nil, table+1)
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	it, err := s.DB().NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	got := map[string]string{}
+	for ok := it.SeekGE(lo); ok && bytes.Compare(it.Key(), hi) < 0; ok = it.Next() {
+		got[string(it.Key())] = string(it.Value())
+	}
+	if !maps.Equal(got, ref) {
+		t.Fatalf("%s: %d committed rows, want %d (or their values differ)", what, len(got), len(ref))
+	}
+	n, err := s.TableRowCount(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(len(ref)) {
+		t.Fatalf("%s: row count %d, want %d", what, n, len(ref))
+	}
+	perVnode := map[uint16]int64{}
+	for k := range ref {
+		_, vn, _, _ := storage.SplitKey([]byte(k))
+		perVnode[vn]++
+	}
+	for _, vn := range slices.Sorted(maps.Keys(perVnode)) {
+		c, err := s.RowCount(table, vn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != perVnode[vn] {
+			t.Fatalf("%s: vnode %d row count %d, want %d", what, vn, c, perVnode[vn])
+		}
+	}
+}
+
+// TestCheckpointIngest commits a view's backfill as two actors write it (each its
+// vnode range in ascending order, on its own node) by ingesting sstables: every
+// checkpoint is ingested, the sstables of the view's rows land in the last level (the
+// plan cuts them where committed data lies between two actors' ranges), the rows and
+// row counts are exact through updates and deletes of committed rows, and a reopened
+// store holds them. Writes scattered among committed keys, which would need more than
+// the plan's most sstables, are committed as a batch.
+func TestCheckpointIngest(t *testing.T) {
+	const table, vnodes, perVnode, perEpoch = 9, 256, 300, 1000
+	fs := vfs.NewMem()
+	o := testOptions(fs)
+	o.IngestBytes = 1
+	s, err := storage.Open("db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	kv := kvTable(vnodes)
+	ref := map[string]string{}
+	var ws []*ingestWriter
+	for i := range 2 {
+		st, err := storage.NewStateTable(s.AddNode(), table, kv, vnode.FromRange(vnodes, i*vnodes/2, (i+1)*vnodes/2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, &ingestWriter{st: st, ref: ref, next: map[uint16]uint64{}})
+	}
+	seal := func(e int) {
+		for _, w := range ws {
+			if err := w.st.Seal(ep(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e := 0
+	for range 12 {
+		e++
+		for _, w := range ws {
+			w.ascend(t, perEpoch, perVnode)
+		}
+		seal(e)
+		s.SetCatalog(fmt.Sprintf("entry-%d", e), []byte("x"))
+		// The first has no committed rows between the two ranges to cut at.
+		if st, want := mustCheckpoint(t, s, ep(e)), min(e+1, 3); st.Ingested < want {
+			t.Fatalf("checkpoint %d: %d sstables ingested, want at least %d (metadata and the actors' ranges)", e, st.Ingested, want)
+		}
+		checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d", e))
+	}
+	m := s.DB().Metrics()
+	var ingested, last uint64
+	for l := range m.Levels {
+		ingested += m.Levels[l].TableBytesIngested
+	}
+	last = m.Levels[len(m.Levels)-1].TableBytesIngested
+	if last < ingested*9/10 {
+		t.Fatalf("%d of %d ingested bytes reached the last level, want 90%%", last, ingested)
+	}
+	t.Logf("%d of %d ingested bytes in the last level", last, ingested)
+
+	// Updates and deletes of committed rows, and new rows, in a few vnodes.
+	e++
+	ws[0].write(t, true, [2]uint64{0, 5}, [2]uint64{0, 6}, [2]uint64{1, 100_000})
+	ws[0].write(t, false, [2]uint64{0, 7}, [2]uint64{2, 9})
+	ws[1].write(t, false, [2]uint64{128, 1})
+	seal(e)
+	if st := mustCheckpoint(t, s, ep(e)); st.Ingested == 0 {
+		t.Fatalf("checkpoint %d of updates and deletes: committed as a batch", e)
+	}
+	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (updates and deletes)", e))
+
+	// A row between committed ones in each vnode holding rows: a cut at every vnode.
+	e++
+	for _, w := range ws {
+		var rows [][2]uint64
+		w.st.Vnodes().Iterate(func(v vnode.Vnode) bool {
+			if w.next[uint16(v)] > 0 {
+				rows = append(rows, [2]uint64{uint64(v), 200_000}) // above every pk
+			}
+			return true
+		})
+		w.write(t, true, rows...)
+	}
+	seal(e)
+	if st := mustCheckpoint(t, s, ep(e)); st.Ingested != 0 {
+		t.Fatalf("checkpoint %d of scattered rows: ingested as %d sstables, want a batch", e, st.Ingested)
+	}
+	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (scattered)", e))
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = storage.Open("db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CommittedEpoch(); got != ep(e) {
+		t.Fatalf("reopened at epoch %d, want %d", got, ep(e))
+	}
+	checkIngestStore(t, s, table, ref, "reopened")
+	cat, err := s.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat) != 12 {
+		t.Fatalf("catalog holds %d entries, want 12", len(cat))
+	}
+}
+
+// TestCheckpointIngestFaults fails one file operation of an ingesting checkpoint at a
+// time: creating, writing or syncing one of its sstables, or pebble's link (and then
+// copy) of it into its own directory. The checkpoint returns the error and commits nothing; the
+// store stays usable at the last committed epoch, and the same checkpoint, retried
+// once the fault is gone, commits every row.
+func TestCheckpointIngestFaults(t *testing.T) {
+	const table, vnodes = 9, 16
+	for _, c := range []struct {
+		name  string
+		match func(errorfs.Op) bool
+	}{
+		{"create", func(op errorfs.Op) bool { return op.Kind == errorfs.OpCreate && inIngestDir(op.Path) }},
+		{"write", func(op errorfs.Op) bool { return op.Kind == errorfs.OpFileWrite && inIngestDir(op.Path) }},
+		{"sync", func(op errorfs.Op) bool {
+			return (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) && inIngestDir(op.Path)
+		}},
+		// Pebble copies an sstable it cannot link.
+		{"link-and-copy", func(op errorfs.Op) bool {
+			return op.Kind == errorfs.OpLink || (op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, ".sst") && !inIngestDir(op.Path))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var armed atomic.Bool
+			hits := 0
+			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if armed.Load() && c.match(op) {
+					hits++
+					return syscall.EIO
+				}
+				return nil
+			})
+			o := testOptions(faultFS(vfs.NewMem(), inj))
+			o.IngestBytes = 1
+			s, err := storage.Open("db", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ref := map[string]string{}
+			st, err := storage.NewStateTable(s.AddNode(), table, kvTable(vnodes), vnode.Full(vnodes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &ingestWriter{st: st, ref: ref, next: map[uint16]uint64{}}
+			w.ascend(t, 500, 100)
+			if err := st.Seal(ep(1)); err != nil {
+				t.Fatal(err)
+			}
+			mustCheckpoint(t, s, ep(1))
+			committed := maps.Clone(ref)
+			w.ascend(t, 500, 100)
+			if err := st.Seal(ep(2)); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			_, err = s.Checkpoint(ep(2))
+			armed.Store(false)
+			if hits == 0 {
+				t.Fatal("no fault injected: the test tests nothing")
+			}
+			if !errors.Is(err, syscall.EIO) {
+				t.Fatalf("checkpoint with a failed %s: %v, want an error wrapping EIO", c.name, err)
+			}
+			if !strings.Contains(err.Error(), fmt.Sprint(ep(2))) {
+				t.Errorf("error %q does not name the epoch", err)
+			}
+			if got := s.CommittedEpoch(); got != ep(1) {
+				t.Fatalf("committed epoch %d after the failed checkpoint, want %d", got, ep(1))
+			}
+			checkIngestStore(t, s, table, committed, "after the failed checkpoint")
+			if st := mustCheckpoint(t, s, ep(2)); st.Ingested == 0 {
+				t.Fatal("the retried checkpoint was not ingested")
+			}
+			checkIngestStore(t, s, table, ref, "after the retry")
+		})
+	}
+}
+
+func inIngestDir(path string) bool { return strings.Contains(path, "weir-ingest") }
