@@ -148,6 +148,10 @@ type BackfillBuilds struct {
 	// rounds back to back, and its epochs (and their commits) grow.
 	Checkpoints       []int     `json:"checkpoints"`
 	CheckpointSeconds []float64 `json:"checkpoint_seconds"`
+	// BarrierSeconds is, per build, the time its barrier rounds took from injecting
+	// the barrier until every actor passed it on (engine.BarrierStats's Latency),
+	// summed: with CheckpointSeconds, most of a build whose rounds run back to back.
+	BarrierSeconds []float64 `json:"barrier_seconds"`
 	// Busy mode: the writer's target rate, and what it inserted during the build.
 	InsertTargetPerSec float64   `json:"insert_target_rows_per_sec,omitempty"`
 	Inserted           []int64   `json:"inserted_rows,omitempty"`
@@ -378,6 +382,7 @@ func (bb *BackfillBuilds) add(r buildResult) {
 	bb.BarrierBatches = append(bb.BarrierBatches, r.barrierBatches)
 	bb.Checkpoints = append(bb.Checkpoints, r.checkpoints)
 	bb.CheckpointSeconds = append(bb.CheckpointSeconds, r.checkpointSeconds)
+	bb.BarrierSeconds = append(bb.BarrierSeconds, r.barrierSeconds)
 	if r.rate > 0 {
 		bb.Inserted = append(bb.Inserted, r.inserted)
 		bb.InsertedPerSec = append(bb.InsertedPerSec, float64(r.inserted)/r.seconds)
@@ -477,6 +482,7 @@ type buildResult struct {
 	// checkpoints committed during the build, and the seconds their commits took
 	checkpoints       int
 	checkpointSeconds float64
+	barrierSeconds    float64 // the rounds' barrier latencies, summed
 }
 
 // build opens an engine on a fresh checkpoint of the golden store, times the
@@ -499,6 +505,9 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 	onBarrier := func(bs engine.BarrierStats) {
 		ckMu.Lock()
 		defer ckMu.Unlock()
+		if timing {
+			res.barrierSeconds += bs.Latency.Seconds()
+		}
 		if timing && bs.Checkpoint {
 			res.checkpoints++
 			res.checkpointSeconds += bs.CheckpointDuration.Seconds()

@@ -126,12 +126,15 @@ func TestBackfillBench(t *testing.T) {
 		}
 	}
 	// Every build commits at least the checkpoint that creates the view, and its
-	// commits take part of its time.
+	// commits and its barriers take part of its time.
 	for _, m := range res.Modes {
 		for _, k := range []BackfillBuilds{m.Arrangement, m.NoShuffle} {
 			if len(k.Checkpoints) != 1 || len(k.CheckpointSeconds) != 1 || k.Checkpoints[0] < 1 ||
 				!(k.CheckpointSeconds[0] > 0 && k.CheckpointSeconds[0] < k.Seconds[0]) {
 				t.Errorf("%s builds: checkpoints %v taking %v s, in builds of %v s", m.Mode, k.Checkpoints, k.CheckpointSeconds, k.Seconds)
+			}
+			if len(k.BarrierSeconds) != 1 || !(k.BarrierSeconds[0] > 0 && k.BarrierSeconds[0] < k.Seconds[0]) {
+				t.Errorf("%s builds: barrier latencies %v s, in builds of %v s", m.Mode, k.BarrierSeconds, k.Seconds)
 			}
 		}
 	}
