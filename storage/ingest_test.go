@@ -314,3 +314,72 @@ func TestCheckpointIngestFaults(t *testing.T) {
 }
 
 func inIngestDir(path string) bool { return strings.Contains(path, "weir-ingest") }
+
+// BenchmarkCheckpointBackfill commits the epochs of a view being backfilled, as an
+// idle build of weir bench backfill writes them: two actors on two nodes, each
+// writing the next 100,000 rows (170-byte values) of its half of 256 vnodes in
+// ascending order with exact ops (the vnodes sized to hold every row of the run), so that each checkpoint of 200,000 rows is
+// ingested (the write and the seal are not timed):
+//
+//	go test ./storage -run XXX -bench CheckpointBackfill -benchtime 20x
+func BenchmarkCheckpointBackfill(b *testing.B) {
+	const vnodes, perEpoch = 256, 100_000
+	perVnode := uint64(b.N*perEpoch+vnodes/2-1) / (vnodes / 2) // each actor's rows fit its vnodes
+	s, err := storage.Open(b.TempDir(), storage.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	kv := kvTable(vnodes)
+	type writer struct {
+		st   *storage.StateTable
+		v    uint16
+		next uint64
+	}
+	var ws []*writer
+	for i := range 2 {
+		st, err := storage.NewStateTable(s.AddNode(), 9, kv, vnode.FromRange(vnodes, i*vnodes/2, (i+1)*vnodes/2))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, &writer{st: st, v: uint16(i * vnodes / 2)})
+	}
+	value := bytes.Repeat([]byte{'v'}, 170)
+	var keys, vals vec.Bytes
+	ops := make([]vec.Op, perEpoch)
+	vn := make([]uint16, perEpoch)
+	rows := 0
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		for _, w := range ws {
+			keys.Reset()
+			vals.Reset()
+			for r := range perEpoch {
+				if w.next == perVnode {
+					w.v, w.next = w.v+1, 0
+				}
+				ops[r], vn[r] = vec.Insert, w.v
+				keys.Append(ingestPK(w.next))
+				vals.Append(value)
+				w.next++
+			}
+			if err := w.st.WriteEncoded(ops, nil, vn, &keys, &vals); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.st.Seal(ep(i + 1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		st, err := s.Checkpoint(ep(i + 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Ingested == 0 {
+			b.Fatal("the checkpoint was not ingested")
+		}
+		rows += st.Keys
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "keys/s")
+}
