@@ -194,6 +194,17 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	exhausted := false       // the last seek found nothing committed at or after its key
 	sought, free := false, 0 // the last read was a seek; keys it settled since
 	prefixSeeks, backoff := 0, 1
+	// The row count changes of the vnode whose keys are being merged (they come in key
+	// order, so a vnode's together), added to deltas when the next vnode starts.
+	var curVK vnodeKey
+	var curDelta int64
+	haveVK := false
+	flushDelta := func() {
+		if curDelta != 0 {
+			deltas[curVK] += curDelta
+		}
+		curDelta = 0
+	}
 	err = mergeRuns(live, func(e entry, b before) error {
 		key := e.key
 		var existed bool
@@ -243,11 +254,15 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		if err != nil {
 			return err
 		}
+		if vk := (vnodeKey{table, vnode}); !haveVK || vk != curVK {
+			flushDelta()
+			curVK, haveVK = vk, true
+		}
 		switch {
 		case e.del && existed:
-			deltas[vnodeKey{table, vnode}]--
+			curDelta--
 		case !e.del && !existed:
-			deltas[vnodeKey{table, vnode}]++
+			curDelta++
 		}
 		merged = append(merged, e)
 		st.Keys++
@@ -265,6 +280,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
+	flushDelta()
 	var meta []entry
 	for vk, d := range deltas {
 		if d == 0 {
@@ -378,10 +394,46 @@ func commitSync(b *pebble.Batch) (err error) {
 }
 
 // mergeRuns calls f with the final write of every key of runs (sorted by epoch, each
-// sorted by key), in ascending key order: of the writes of one key, that of the latest
-// run, with what the earliest run's write knew of the key before (its existence in
-// the committed data). It is a heap merge of one cursor per run.
+// sorted by key, one write a key), in ascending key order: of the writes of one key,
+// that of the latest run, with what the earliest run's write knew of the key before
+// (its existence in the committed data). Runs whose key ranges do not overlap (the
+// epochs of a view being backfilled: each actor's vnodes, and its progress rows) are
+// passed on one after the other; others take a heap merge of one cursor per run.
 func mergeRuns(runs []*run, f func(entry, before) error) error {
+	if rs, ok := disjointRuns(runs); ok {
+		for _, r := range rs {
+			for _, e := range r.entries {
+				if err := f(e, e.before); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return mergeRunsHeap(runs, f)
+}
+
+// disjointRuns returns the runs with entries in key order when each one's last key is
+// below the next one's first, and false when two overlap.
+func disjointRuns(runs []*run) ([]*run, bool) {
+	rs := make([]*run, 0, len(runs))
+	for _, r := range runs {
+		if len(r.entries) > 0 {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b *run) int { return bytes.Compare(a.entries[0].key, b.entries[0].key) })
+	for i := 1; i < len(rs); i++ {
+		prev := rs[i-1].entries
+		if bytes.Compare(prev[len(prev)-1].key, rs[i].entries[0].key) >= 0 {
+			return nil, false
+		}
+	}
+	return rs, true
+}
+
+// mergeRunsHeap is mergeRuns by a heap merge, for runs that may share keys.
+func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
 	h := make(runHeap, 0, len(runs))
 	for i, r := range runs {
 		if len(r.entries) > 0 {

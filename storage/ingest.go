@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,7 +47,8 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]e
 	for i := 1; i < len(merged); i++ {
 		prev, key := merged[i-1].key, merged[i].key
 		// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
-		if len(prev) >= KeyPrefixLen && len(key) >= KeyPrefixLen && bytes.Equal(prev[:KeyPrefixLen], key[:KeyPrefixLen]) {
+		if len(prev) >= KeyPrefixLen && len(key) >= KeyPrefixLen &&
+			binary.BigEndian.Uint32(prev) == binary.BigEndian.Uint32(key) && binary.BigEndian.Uint16(prev[4:]) == binary.BigEndian.Uint16(key[4:]) {
 			continue
 		}
 		buf = append(append(buf[:0], prev...), 0) // the least key above prev

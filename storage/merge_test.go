@@ -102,3 +102,74 @@ func merged(t *testing.T, runs [][]entry, withBefore bool) []string {
 	}
 	return got
 }
+
+// TestMergeRunsDisjoint checks the pass over runs whose key ranges do not overlap
+// (contiguous slices of sorted keys, given to the runs in a random epoch order)
+// against the heap merge, and that runs that do overlap, by one shared or interleaved
+// key, take the heap merge.
+func TestMergeRunsDisjoint(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	collect := func(merge func([]*run, func(entry, before) error) error, rs []*run) []string {
+		var got []string
+		if err := merge(rs, func(e entry, b before) error {
+			got = append(got, fmt.Sprintf("%s before %d", show(e), b))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for range 200 {
+		n := rng.IntN(40)
+		keys := make([]entry, n)
+		for i := range keys {
+			if rng.IntN(5) == 0 {
+				keys[i] = del(fmt.Sprintf("%03d", i))
+			} else {
+				keys[i] = put(fmt.Sprintf("%03d", i), fmt.Sprint(rng.IntN(100)))
+			}
+			keys[i].before = before(rng.IntN(3))
+		}
+		var parts [][]entry
+		for len(keys) > 0 {
+			k := 1 + rng.IntN(len(keys))
+			parts = append(parts, keys[:k])
+			keys = keys[k:]
+		}
+		rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+		var rs []*run
+		for i, p := range parts {
+			rs = append(rs, &run{epoch: uint64(i + 1), entries: p})
+			if rng.IntN(4) == 0 {
+				rs = append(rs, &run{epoch: uint64(i + 1)}) // empty runs are skipped
+			}
+		}
+		if _, ok := disjointRuns(rs); !ok {
+			t.Fatalf("seed %d: disjoint runs %v taken for overlapping", seed, parts)
+		}
+		if got, want := collect(mergeRuns, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: got %v, want %v", seed, got, want)
+		}
+		if len(parts) < 2 {
+			continue
+		}
+		// One run takes a key of another (the same key, a later epoch, or one inside
+		// its range): overlapping.
+		a, b := rs[rng.IntN(len(rs))], rs[rng.IntN(len(rs))]
+		if a == b || len(a.entries) == 0 || len(b.entries) == 0 {
+			continue
+		}
+		b.entries = slices.Clone(b.entries)
+		b.entries = append(b.entries, a.entries[rng.IntN(len(a.entries))])
+		slices.SortFunc(b.entries, entryLess)
+		b.entries = slices.CompactFunc(b.entries, func(x, y entry) bool { return string(x.key) == string(y.key) })
+		if _, ok := disjointRuns(rs); ok {
+			t.Fatalf("seed %d: overlapping runs taken for disjoint", seed)
+		}
+		if got, want := collect(mergeRuns, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: overlapping runs: got %v, want %v", seed, got, want)
+		}
+	}
+}
