@@ -98,15 +98,18 @@ func (s *Store) Catalog() (map[string][]byte, error) {
 // Options.IngestBytes written, sstables that pebble ingests together (cut where
 // committed keys lie between, so that a view's new vnode ranges go straight to the
 // last level; writes scattered among committed keys, which would need more than 64,
-// take the batch). On error nothing is committed: the runs stay sealed on their
-// nodes, the committed epoch does not move, and a later checkpoint may retry. Epochs
-// must increase.
+// and table drops take the batch). On error nothing is committed: the runs stay
+// sealed on their nodes, the committed epoch does not move, and a later checkpoint
+// may retry. Epochs must increase.
 //
-// A failed WAL write or sync is fatal to pebble (an ingest writes the WAL when it
-// overlaps pebble's memtable): the error is returned, and the store then refuses
-// views, checkpoints, row counts and the catalog (pebble would show the failed epoch
-// to new reads) until it is closed and reopened. The reopened store holds the last
-// committed epoch or, when only the sync failed, possibly this one, never a mix.
+// A failed WAL write or sync of a batch is fatal to pebble: the error is returned,
+// and the store then refuses views, checkpoints, row counts and the catalog (pebble
+// would show the failed epoch to new reads) until it is closed and reopened. The
+// reopened store holds the last committed epoch or, when only the sync failed,
+// possibly this one, never a mix. A failed sstable write of an ingest is an ordinary
+// error; a failed WAL rotation or write of an ingest that overlaps pebble's memtable
+// ends the process, as a failed WAL rotation does anywhere in pebble (see the notes
+// of errorfs_test.go).
 func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()

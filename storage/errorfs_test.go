@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,7 +18,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // What pebble v2 (v2.1.7) does with I/O errors, as these tests pin it down:
@@ -41,8 +44,10 @@ import (
 //     rotating the WAL (closing the old log or creating the next one, on a flush or
 //     when a commit fills the memtable), where rotateWAL panics with the raw error with
 //     its mutex unlocked and the unwinding unlock turns that into an unrecoverable
-//     "fatal error: sync: unlock of unlocked mutex". TestFatalFaultsEndProcess pins
-//     both down in child processes. During Open a failed MANIFEST write happens on the
+//     "fatal error: sync: unlock of unlocked mutex". So does a failed WAL rotation or
+//     write of a checkpoint's ingest that overlaps the memtable (pebble logs such an
+//     ingest in a WAL of its own, rotating twice). TestFatalFaultsEndProcess pins
+//     them down in child processes. During Open a failed MANIFEST write happens on the
 //     caller's goroutine and Open returns it as an error (TestOpenFault).
 //   - errorfs does not wrap the files ReuseForWrite returns (pebble recycles WAL files
 //     that way), so faults and crash points would silently miss recycled WALs; the
@@ -417,6 +422,7 @@ func TestFatalFaultsEndProcess(t *testing.T) {
 		{"manifest-on-flush", []string{"panic: MANIFEST", "no space left on device", "flush"}},
 		{"wal-rotation-on-flush", []string{"rotateWAL", "unlock of unlocked mutex"}},
 		{"wal-rotation-on-checkpoint", []string{"rotateWAL", "unlock of unlocked mutex", "Checkpoint"}},
+		{"wal-rotation-on-ingest", []string{"rotateWAL", "unlock of unlocked mutex", "handleIngestAsFlushable", "Checkpoint"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestFatalFaultsEndProcess$", "-test.count=1")
@@ -452,17 +458,44 @@ func fatalFaultChild(scenario string) {
 	})
 	o := testOptions(faultFS(fs, inj))
 	o.MemTableSize = 256 << 10
+	o.IngestBytes = 64 << 10
 	s, err := storage.Open("db", o)
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(3)
 	}
 	s.SetCatalog("x", make([]byte, 1000))
-	if _, err := s.Checkpoint(ep(1)); err != nil {
+	if _, err := s.Checkpoint(ep(1)); err != nil { // a batch: the memtable holds its keys
 		fmt.Println("checkpoint:", err)
 		os.Exit(3)
 	}
 	armed.Store(true)
+	if scenario == "wal-rotation-on-ingest" {
+		// 200 KiB of rows: an ingest, whose epoch key overlaps the memtable.
+		st, err := storage.NewStateTable(s.AddNode(), 9, kvTable(16), vnode.Full(16))
+		if err != nil {
+			fmt.Println("state table:", err)
+			os.Exit(3)
+		}
+		var keys, vals vec.Bytes
+		ops, vn := make([]vec.Op, 2000), make([]uint16, 2000)
+		for i := range ops {
+			ops[i], vn[i] = vec.Insert, uint16(i%16)
+			keys.Append(binary.BigEndian.AppendUint64(nil, uint64(i)))
+			vals.Append(make([]byte, 100))
+		}
+		if err := st.WriteEncoded(ops, nil, vn, &keys, &vals); err != nil {
+			fmt.Println("write:", err)
+			os.Exit(3)
+		}
+		if err := st.Seal(ep(2)); err != nil {
+			fmt.Println("seal:", err)
+			os.Exit(3)
+		}
+		cs, err := s.Checkpoint(ep(2))
+		fmt.Println("checkpoint returned:", cs.Ingested, err)
+		os.Exit(0)
+	}
 	if scenario == "wal-rotation-on-checkpoint" {
 		for i := 2; i < 100; i++ {
 			s.SetCatalog("x", make([]byte, 100<<10))

@@ -75,10 +75,12 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]e
 }
 
 // ingest writes each of files as an sstable under the store's ingest directory, up
-// to GOMAXPROCS at a time, and ingests them into pebble in one atomic step; the
-// sstables it wrote are removed (pebble keeps its own links). On error nothing is
-// committed, unless the error is a pebble fatal fault (see Checkpoint).
-func (s *Store) ingest(epoch uint64, files [][]entry) (err error) {
+// to GOMAXPROCS at a time, and ingests them into pebble in one atomic step. Pebble
+// removes the sstables it ingested; what is left of them (a failed write, a failed
+// ingest) is removed here, best-effort, since the epoch is committed or not by then
+// (and Open empties the directory). On error nothing is committed, unless the error
+// is a pebble fatal fault (see Checkpoint).
+func (s *Store) ingest(epoch uint64, files [][]entry) error {
 	dir := s.po.FS.PathJoin(s.dir, ingestDirName)
 	paths := make([]string, len(files))
 	for i := range files {
@@ -86,8 +88,8 @@ func (s *Store) ingest(epoch uint64, files [][]entry) (err error) {
 	}
 	defer func() {
 		for _, p := range paths {
-			if rerr := s.po.FS.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
-				err = fmt.Errorf("remove ingested sstable %s: %w", p, rerr)
+			if err := s.po.FS.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.po.Logger.Infof("storage: checkpoint %d: remove %s: %v", epoch, p, err)
 			}
 		}
 	}()

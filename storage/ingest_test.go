@@ -258,10 +258,10 @@ func TestCheckpointIngestFaults(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var armed atomic.Bool
-			hits := 0
+			var hits atomic.Int64 // the injector runs on the sstable writers' goroutines
 			inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
 				if armed.Load() && c.match(op) {
-					hits++
+					hits.Add(1)
 					return syscall.EIO
 				}
 				return nil
@@ -292,7 +292,7 @@ func TestCheckpointIngestFaults(t *testing.T) {
 			armed.Store(true)
 			_, err = s.Checkpoint(ep(2))
 			armed.Store(false)
-			if hits == 0 {
+			if hits.Load() == 0 {
 				t.Fatal("no fault injected: the test tests nothing")
 			}
 			if !errors.Is(err, syscall.EIO) {
@@ -311,6 +311,64 @@ func TestCheckpointIngestFaults(t *testing.T) {
 			checkIngestStore(t, s, table, ref, "after the retry")
 		})
 	}
+}
+
+// TestCheckpointIngestOverMemtable ingests a checkpoint that updates and deletes rows
+// a batch checkpoint left in pebble's memtable: pebble takes it as a "flushable"
+// ingest above the memtable, and every read (before its flush, after it, after a
+// reopen) sees the ingest's writes over the batch's.
+func TestCheckpointIngestOverMemtable(t *testing.T) {
+	const table, vnodes = 9, 16
+	o := testOptions(vfs.NewMem())
+	o.MemTableSize = 64 << 20 // nothing flushed but what the ingest forces
+	o.IngestBytes = 64 << 10
+	s, err := storage.Open("db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	ref := map[string]string{}
+	st, err := storage.NewStateTable(s.AddNode(), table, kvTable(vnodes), vnode.Full(vnodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &ingestWriter{st: st, ref: ref, next: map[uint16]uint64{}}
+	w.ascend(t, 160, 10) // 10 rows in each vnode, about 19 KiB: a batch
+	if err := st.Seal(ep(1)); err != nil {
+		t.Fatal(err)
+	}
+	if cs := mustCheckpoint(t, s, ep(1)); cs.Ingested != 0 {
+		t.Fatalf("checkpoint 1 ingested %d sstables, want a batch", cs.Ingested)
+	}
+	var upd, del [][2]uint64
+	for v := range uint64(vnodes) {
+		upd = append(upd, [2]uint64{v, 2}, [2]uint64{v, 7})
+		del = append(del, [2]uint64{v, 4})
+	}
+	w.write(t, true, upd...)
+	w.write(t, false, del...)
+	w.ascend(t, 2000, 200) // about 230 KiB more
+	if err := st.Seal(ep(2)); err != nil {
+		t.Fatal(err)
+	}
+	if cs := mustCheckpoint(t, s, ep(2)); cs.Ingested == 0 {
+		t.Fatal("checkpoint 2 was committed as a batch, want an ingest")
+	}
+	checkIngestStore(t, s, table, ref, "after the ingest")
+	if err := s.DB().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.DB().Metrics(); m.Flush.AsIngestCount == 0 {
+		t.Fatal("pebble flushed no ingest: it was not taken above the memtable")
+	}
+	checkIngestStore(t, s, table, ref, "after the flush")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = storage.Open("db", o); err != nil {
+		t.Fatal(err)
+	}
+	checkIngestStore(t, s, table, ref, "reopened")
 }
 
 func inIngestDir(path string) bool { return strings.Contains(path, "weir-ingest") }

@@ -158,14 +158,19 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	vi.idx = append(vi.idx, i)
 }
 
-// maxMemtableHint caps the entries a sealed memtable's map and slices are sized for
-// in the next epoch. The hint is what the epoch just sealed held (and so already
+// maxMemtableHint caps the entries a sealed memtable's slices are sized for in the
+// next epoch (at most 32 MiB), and maxMemtableMapHint those its map is sized for (at
+// most about 3.5 MiB). A hint is what the epoch just sealed held (and so already
 // allocated), plus an eighth: an epoch of a view being backfilled writes a few hundred
-// thousand rows, which slices grown by doubling from a lower cap copied at every
-// doubling (BenchmarkBackfillEpochs: 415 against 328 ns a key, medians of 4 pairs,
-// with a cap of 65,536). The cap bounds what one huge epoch makes its table allocate
-// at its next epoch's first write; the epoch after that is sized by that one.
-const maxMemtableHint = 1 << 20
+// thousand rows in ascending order (its map stays small), which slices grown by
+// doubling from a lower cap copied at every doubling (BenchmarkBackfillEpochs: 415
+// against 328 ns a key, medians of 4 pairs, with a cap of 65,536). The caps bound what
+// one huge epoch makes its table allocate at its next epoch's first write; the epoch
+// after that is sized by that one.
+const (
+	maxMemtableHint    = 1 << 19
+	maxMemtableMapHint = 1 << 16
+)
 
 // maxKeptScratch is the most entries of a seal's scratch slice kept for the next
 // seal (3.5 MiB).
@@ -264,7 +269,7 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	// epoch's first write (a table that stops writing holds none), and capped, so
 	// that one large epoch does not make every later one allocate large ones.
 	mt.hint = min(len(items)+len(items)/8, maxMemtableHint)
-	mt.mhint = min(len(mt.m)+len(mt.m)/8, maxMemtableHint)
+	mt.mhint = min(len(mt.m)+len(mt.m)/8, maxMemtableMapHint)
 	mt.m, mt.items, mt.at, mt.arena = nil, nil, nil, nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}

@@ -30,10 +30,14 @@ type Options struct {
 	// the store turns it into an error where pebble allows (see Checkpoint) instead
 	// of exiting the process.
 	Logger pebble.Logger
-	// IngestBytes is the size (key and value bytes written) from which a checkpoint is
-	// committed by writing its keys as sstables and ingesting them (no WAL, no
-	// memtable, and a view's new vnode ranges go straight to the last level) instead
-	// of as a synced batch. 0 means DefaultIngestBytes; negative, never.
+	// IngestBytes is the size (key and value bytes of the tables' writes; the
+	// metadata is not counted) from which a checkpoint is committed by writing its
+	// keys as sstables and ingesting them instead of as a synced batch: its data
+	// skips the WAL and the memtable, and a view's new vnode ranges mostly go straight
+	// to the last level. An ingest that overlaps pebble's memtable (whose keys a batch
+	// checkpoint wrote) rotates it and logs the ingest in a new WAL. A checkpoint that
+	// drops a table, or whose writes are scattered among committed keys, takes the
+	// batch. 0 means DefaultIngestBytes; negative, never.
 	IngestBytes int
 }
 
