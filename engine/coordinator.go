@@ -23,6 +23,9 @@ import (
 type BarrierStats struct {
 	Epoch      executors.Epoch // the barrier's Curr
 	Checkpoint bool
+	// Ingested is the number of sstables the checkpoint was committed as
+	// (storage.CheckpointStats.Ingested; 0 for a batch or no commit).
+	Ingested int
 	// Latency is from injecting the barrier until every actor passed it on;
 	// CheckpointDuration the commit of its checkpoint (0 for other barriers).
 	Latency, CheckpointDuration time.Duration
@@ -134,6 +137,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	// Commit.
 	collected := time.Now()
 	var ckpt time.Duration
+	ingested := 0 // sstables the checkpoint was ingested as
 	if b.IsCheckpoint() {
 		if spec.stage != nil {
 			if err := spec.stage(); err != nil {
@@ -145,11 +149,13 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			if h := e.opts.Hooks.BeforeCommit; h != nil {
 				h(b.Prev)
 			}
-			if _, err := e.store.Checkpoint(uint64(b.Prev)); err != nil {
+			cs, err := e.store.Checkpoint(uint64(b.Prev))
+			if err != nil {
 				e.store.DiscardStaged()
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				return nil, e.failed
 			}
+			ingested = cs.Ingested
 			if h := e.opts.Hooks.AfterCommit; h != nil {
 				h(b.Prev)
 			}
@@ -162,7 +168,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	e.prev = b.Curr
 	e.afterRound(b)
 	if e.opts.OnBarrier != nil {
-		e.opts.OnBarrier(BarrierStats{Epoch: b.Curr, Checkpoint: b.IsCheckpoint(), Latency: collected.Sub(started), CheckpointDuration: ckpt})
+		e.opts.OnBarrier(BarrierStats{Epoch: b.Curr, Checkpoint: b.IsCheckpoint(), Ingested: ingested, Latency: collected.Sub(started), CheckpointDuration: ckpt})
 	}
 	return b, nil
 }

@@ -34,6 +34,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -111,6 +112,7 @@ var (
 		"view_over_backfilling_view",        // the view over a view created while its upstream view backfills
 		"checkpoint_while_backfilling",      // a checkpoint checked with a backfill under way (I2 checked)
 		"backfill_held_back_by_memory",      // an actor that stopped reading an epoch's snapshot over the memory budget
+		"checkpoint_ingested",               // a checkpoint committed by ingesting sstables (half the seeds try every one)
 	}
 )
 
@@ -188,6 +190,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	if r.e != nil {
 		r.e.Crash()
 	}
+	rep.Sometimes["checkpoint_ingested"] += r.ingested.Load()
 	if errors.Is(err, errStop) {
 		return nil
 	}
@@ -199,6 +202,9 @@ type runner struct {
 	seed uint64
 	opts Options
 	rep  *Report
+	// ingested counts the checkpoints committed by ingesting sstables (the
+	// coordinator's OnBarrier adds to it).
+	ingested atomic.Int64
 	// rng draws the schedule (configuration, steps, faults, their parameters) and
 	// drng the data (keys and values), so that the schedule of a seed never depends
 	// on timing, even where the data does (keys near a backfill's position).
@@ -301,12 +307,20 @@ func (r *runner) run() error {
 		// has written). Chosen by the seed, not drawn, so that the schedules of the
 		// seeds stay what they were before the budget existed.
 		BackfillMemoryBudget: []int64{0, 0, 1, 64 << 10}[r.seed%4],
-		Mem:                  r.mem,
-		Logger:               r.opts.Logger,
-		Hooks:                engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
+		// Half the seeds commit every checkpoint they can by ingesting sstables (the
+		// others' checkpoints stay below the default size), chosen by the seed too.
+		IngestBytes: []int{0, 1}[r.seed/4%2],
+		OnBarrier: func(bs engine.BarrierStats) {
+			if bs.Ingested > 0 {
+				r.ingested.Add(1)
+			}
+		},
+		Mem:    r.mem,
+		Logger: r.opts.Logger,
+		Hooks:  engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
-	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default)",
-		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget)
+	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default)",
+		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes)
 	r.keysByVnode()
 	if err := r.open(false); err != nil {
 		return err
@@ -1292,9 +1306,12 @@ func (j *injector) disarm() bool {
 	return hit
 }
 
-// MaybeError implements errorfs.Injector.
+// MaybeError implements errorfs.Injector: it fails the WAL's writes or syncs, and
+// those of the sstables a checkpoint writes to ingest (a seed that ingests commits its
+// faulted checkpoint either way; a failed sstable is an ordinary error, which fails
+// the engine as a failed WAL write does).
 func (j *injector) MaybeError(op errorfs.Op) error {
-	if !strings.HasSuffix(op.Path, ".log") {
+	if !strings.HasSuffix(op.Path, ".log") && !strings.Contains(op.Path, "weir-ingest") {
 		return nil
 	}
 	j.mu.Lock()
