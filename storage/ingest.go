@@ -109,8 +109,10 @@ func (s *Store) ingest(epoch uint64, files [][]entry) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for _, err := range errs { // the first: the others are mostly the same fault
+		if err != nil {
+			return err
+		}
 	}
 	return ingestFatal(s.db, paths)
 }
