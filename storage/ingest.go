@@ -23,8 +23,15 @@ import (
 const DefaultIngestBytes = 8 << 20
 
 // maxIngestFiles is the most sstables one checkpoint ingests; a checkpoint whose keys
-// would need more (writes scattered among committed keys) is committed as a batch.
+// would need more (large writes scattered among committed keys) is committed as a
+// batch.
 const maxIngestFiles = 64
+
+// minIngestSegment is the size (key and value bytes) from which a run of a
+// checkpoint's keys with no committed key between them gets an sstable of its own;
+// consecutive smaller runs (a table's writes spread over its vnodes, among committed
+// rows) share one, which pebble places as it would a flush of them.
+const minIngestSegment = 256 << 10
 
 // ingestDirName is the directory, in the store's, where a checkpoint writes the
 // sstables it ingests. Pebble links them into its own directory; what is left here
@@ -33,43 +40,60 @@ const ingestDirName = "weir-ingest"
 
 // ingestPlan cuts a checkpoint's writes, meta and merged (each in ascending key
 // order, meta's keys all below merged's), into the sstables an ingest takes: one for
-// meta, and merged cut wherever the committed data has a key between two of its
-// consecutive keys of different tables or vnodes. An sstable then spans no committed
-// key it does not write, so that pebble can place it in the lowest level whose files
-// it does not overlap (the last, for a view's backfilled vnode ranges) instead of
-// putting it in L0 to be compacted down. It returns false when that needs more than
-// maxIngestFiles sstables.
+// meta, and merged cut into segments wherever the committed data has a key between
+// two of its consecutive keys of different tables or vnodes. A segment of at least
+// minIngestSegment bytes gets an sstable of its own: it spans no committed key it
+// does not write, so that pebble can place it in the lowest level whose files it does
+// not overlap (the last, for a view's backfilled vnode ranges) instead of putting it
+// in L0 to be compacted down. Consecutive smaller segments share one sstable. It
+// returns false when that needs more than maxIngestFiles sstables.
 //
 // probe reads the committed data (pebble's memtables included); buf is scratch.
 func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]entry, []byte, bool, error) {
 	files := [][]entry{meta}
-	start := 0
-	for i := 1; i < len(merged); i++ {
-		prev, key := merged[i-1].key, merged[i].key
-		// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
-		if len(prev) >= KeyPrefixLen && len(key) >= KeyPrefixLen &&
-			binary.BigEndian.Uint32(prev) == binary.BigEndian.Uint32(key) && binary.BigEndian.Uint16(prev[4:]) == binary.BigEndian.Uint16(key[4:]) {
-			continue
+	// The segment being built, merged[start:i], its bytes, and whether the file
+	// being built, merged[fileStart:start], holds small segments only (then a small
+	// segment joins it).
+	start, fileStart, size := 0, 0, 0
+	small := false
+	cut := func(i int) bool { // ends the segment merged[start:i]
+		big := size >= minIngestSegment
+		if small && !big {
+			start, size = i, 0 // joins the file of small segments
+			return true
 		}
-		buf = append(append(buf[:0], prev...), 0) // the least key above prev
-		between := probe.SeekGE(buf) && bytes.Compare(probe.Key(), key) < 0
-		if err := probe.Error(); err != nil {
-			return nil, buf, false, err
+		if start > fileStart {
+			files = append(files, merged[fileStart:start])
 		}
-		if !between {
-			continue
-		}
-		if len(files) == maxIngestFiles {
-			return nil, buf, false, nil
-		}
-		files = append(files, merged[start:i])
-		start = i
+		fileStart, start, size, small = start, i, 0, !big
+		return len(files) < maxIngestFiles
 	}
-	if start < len(merged) {
-		if len(files) == maxIngestFiles {
+	for i := range merged {
+		if i > 0 {
+			prev, key := merged[i-1].key, merged[i].key
+			// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
+			if len(prev) < KeyPrefixLen || len(key) < KeyPrefixLen ||
+				binary.BigEndian.Uint32(prev) != binary.BigEndian.Uint32(key) || binary.BigEndian.Uint16(prev[4:]) != binary.BigEndian.Uint16(key[4:]) {
+				buf = append(append(buf[:0], prev...), 0) // the least key above prev
+				between := probe.SeekGE(buf) && bytes.Compare(probe.Key(), key) < 0
+				if err := probe.Error(); err != nil {
+					return nil, buf, false, err
+				}
+				if between && !cut(i) {
+					return nil, buf, false, nil
+				}
+			}
+		}
+		size += len(merged[i].key) + len(merged[i].value)
+	}
+	if len(merged) > 0 {
+		if !cut(len(merged)) {
 			return nil, buf, false, nil
 		}
-		files = append(files, merged[start:])
+		files = append(files, merged[fileStart:])
+	}
+	if len(files) > maxIngestFiles {
+		return nil, buf, false, nil
 	}
 	return files, buf, true, nil
 }

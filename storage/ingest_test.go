@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,9 +24,10 @@ import (
 // ingestWriter writes rows with exact ops through a state table, and keeps the
 // reference: storage key -> value of every row written.
 type ingestWriter struct {
-	st   *storage.StateTable
-	ref  map[string]string
-	next map[uint16]uint64 // per vnode, the next pk of its ascending writes
+	st        *storage.StateTable
+	ref       map[string]string
+	next      map[uint16]uint64 // per vnode, the next pk of its ascending writes
+	valueSize int               // of the values written (0: 100 bytes)
 }
 
 func ingestPK(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
@@ -42,7 +44,7 @@ func (w *ingestWriter) write(t *testing.T, put bool, rows ...[2]uint64) {
 		key := string(storage.AppendKey(nil, tableOf(w.st), v, pk))
 		_, existed := w.ref[key]
 		op := vec.Insert
-		val := []byte(fmt.Sprintf("%0100d", r[1]))
+		val := []byte(fmt.Sprintf("%0*d", cmp.Or(w.valueSize, 100), r[1]))
 		switch {
 		case put && existed:
 			op = vec.UpdateInsert
@@ -132,8 +134,9 @@ func checkIngestStore(t *testing.T, s *storage.Store, table uint32, ref map[stri
 // checkpoint is ingested, the sstables of the view's rows land in the last level (the
 // plan cuts them where committed data lies between two actors' ranges), the rows and
 // row counts are exact through updates and deletes of committed rows, and a reopened
-// store holds them. Writes scattered among committed keys, which would need more than
-// the plan's most sstables, are committed as a batch.
+// store holds them. Small writes scattered among committed keys share an sstable;
+// large ones, which would need more than the plan's most sstables, are committed as
+// a batch.
 func TestCheckpointIngest(t *testing.T) {
 	const table, vnodes, perVnode, perEpoch = 9, 256, 300, 1000
 	fs := vfs.NewMem()
@@ -152,7 +155,8 @@ func TestCheckpointIngest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, &ingestWriter{st: st, ref: ref, next: map[uint16]uint64{}})
+		// 400-byte values: an actor's epoch, about 400 KiB, is a segment of its own.
+		ws = append(ws, &ingestWriter{st: st, ref: ref, next: map[uint16]uint64{}, valueSize: 400})
 	}
 	seal := func(e int) {
 		for _, w := range ws {
@@ -197,23 +201,45 @@ func TestCheckpointIngest(t *testing.T) {
 	}
 	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (updates and deletes)", e))
 
-	// A row between committed ones in each vnode holding rows: a cut at every vnode.
+	// A row above the committed ones in each vnode holding rows (a cut at every
+	// vnode): small segments, which share one sstable; and after them new rows in
+	// fresh vnodes, a segment of its own.
+	scattered := func(pk uint64) {
+		for _, w := range ws {
+			var rows [][2]uint64
+			w.st.Vnodes().Iterate(func(v vnode.Vnode) bool {
+				if w.next[uint16(v)] > 0 {
+					rows = append(rows, [2]uint64{uint64(v), pk}) // above every pk
+				}
+				return true
+			})
+			w.write(t, true, rows...)
+		}
+	}
 	e++
 	for _, w := range ws {
-		var rows [][2]uint64
-		w.st.Vnodes().Iterate(func(v vnode.Vnode) bool {
-			if w.next[uint16(v)] > 0 {
-				rows = append(rows, [2]uint64{uint64(v), 200_000}) // above every pk
-			}
-			return true
-		})
-		w.write(t, true, rows...)
+		w.valueSize = 0
 	}
+	scattered(200_000)
+	ws[1].ascend(t, 3000, perVnode) // about 350 KiB
 	seal(e)
-	if st := mustCheckpoint(t, s, ep(e)); st.Ingested != 0 {
-		t.Fatalf("checkpoint %d of scattered rows: ingested as %d sstables, want a batch", e, st.Ingested)
+	if st := mustCheckpoint(t, s, ep(e)); st.Ingested != 3 {
+		t.Fatalf("checkpoint %d of scattered rows and a new range: ingested as %d sstables, want 3 (metadata, the scattered rows, the range)", e, st.Ingested)
 	}
 	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (scattered)", e))
+
+	// The same with values of 300 KiB: a segment of its own each, more than an
+	// ingest takes, so a batch.
+	e++
+	for _, w := range ws {
+		w.valueSize = 300 << 10
+	}
+	scattered(300_000)
+	seal(e)
+	if st := mustCheckpoint(t, s, ep(e)); st.Ingested != 0 {
+		t.Fatalf("checkpoint %d of large scattered rows: ingested as %d sstables, want a batch", e, st.Ingested)
+	}
+	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (large scattered)", e))
 
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
