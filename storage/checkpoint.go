@@ -97,8 +97,8 @@ func (s *Store) Catalog() (map[string][]byte, error) {
 // epoch, in one atomic, durable step: a synced pebble batch or, from
 // Options.IngestBytes written, sstables that pebble ingests together (cut where
 // committed keys lie between, so that a view's new vnode ranges go straight to the
-// last level; writes scattered among committed keys, which would need more than 64,
-// and table drops take the batch). On error nothing is committed: the runs stay
+// last level; writes mostly scattered among committed keys, and table drops, take
+// the batch). On error nothing is committed: the runs stay
 // sealed on their nodes, the committed epoch does not move, and a later checkpoint
 // may retry. Epochs must increase.
 //
@@ -303,7 +303,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
 	slices.SortFunc(meta, entryLess)
 	if s.ingestBytes > 0 && st.Bytes >= s.ingestBytes && len(s.pendingDrops) == 0 {
-		files, buf, ok, err := ingestPlan(probe, meta, merged, s.ingestBuf)
+		files, buf, ok, err := ingestPlan(probe, meta, merged, s.ingestBytes/ingestSegmentDiv, s.ingestBuf)
 		s.ingestBuf = buf[:0]
 		if err != nil {
 			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)

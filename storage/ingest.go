@@ -27,11 +27,14 @@ const DefaultIngestBytes = 8 << 20
 // batch.
 const maxIngestFiles = 64
 
-// minIngestSegment is the size (key and value bytes) from which a run of a
-// checkpoint's keys with no committed key between them gets an sstable of its own;
-// consecutive smaller runs (a table's writes spread over its vnodes, among committed
-// rows) share one, which pebble places as it would a flush of them.
-const minIngestSegment = 256 << 10
+// ingestSegmentDiv sets the size from which a run of a checkpoint's keys with no
+// committed key between them gets an sstable of its own: IngestBytes / 32 (256 KiB
+// by default). Consecutive smaller runs (a table's writes spread over its vnodes,
+// among committed rows) share one, which pebble places as it would a flush of them;
+// and a checkpoint whose large runs do not hold half its bytes takes the batch, so
+// that scattered writes keep going through the memtable (ingested, they would add a
+// small sstable to L0 at every checkpoint).
+const ingestSegmentDiv = 32
 
 // ingestDirName is the directory, in the store's, where a checkpoint writes the
 // sstables it ingests. Pebble links them into its own directory; what is left here
@@ -42,22 +45,28 @@ const ingestDirName = "weir-ingest"
 // order, meta's keys all below merged's), into the sstables an ingest takes: one for
 // meta, and merged cut into segments wherever the committed data has a key between
 // two of its consecutive keys of different tables or vnodes. A segment of at least
-// minIngestSegment bytes gets an sstable of its own: it spans no committed key it
-// does not write, so that pebble can place it in the lowest level whose files it does
-// not overlap (the last, for a view's backfilled vnode ranges) instead of putting it
-// in L0 to be compacted down. Consecutive smaller segments share one sstable. It
-// returns false when that needs more than maxIngestFiles sstables.
+// minSegment bytes gets an sstable of its own: it spans no committed key it does not
+// write, so that pebble can place it in the lowest level whose files it does not
+// overlap (the last, for a view's backfilled vnode ranges) instead of putting it in
+// L0 to be compacted down. Consecutive smaller segments share one sstable. It returns
+// false when that needs more than maxIngestFiles sstables, or when the segments of
+// minSegment bytes or more hold less than half of merged's bytes.
 //
 // probe reads the committed data (pebble's memtables included); buf is scratch.
-func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]entry, []byte, bool, error) {
+func ingestPlan(probe *pebble.Iterator, meta, merged []entry, minSegment int, buf []byte) ([][]entry, []byte, bool, error) {
 	files := [][]entry{meta}
 	// The segment being built, merged[start:i], its bytes, and whether the file
 	// being built, merged[fileStart:start], holds small segments only (then a small
 	// segment joins it).
 	start, fileStart, size := 0, 0, 0
+	total, bigBytes := 0, 0
 	small := false
 	cut := func(i int) bool { // ends the segment merged[start:i]
-		big := size >= minIngestSegment
+		big := size >= minSegment
+		total += size
+		if big {
+			bigBytes += size
+		}
 		if small && !big {
 			start, size = i, 0 // joins the file of small segments
 			return true
@@ -92,7 +101,7 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, buf []byte) ([][]e
 		}
 		files = append(files, merged[fileStart:])
 	}
-	if len(files) > maxIngestFiles {
+	if len(files) > maxIngestFiles || 2*bigBytes < total {
 		return nil, buf, false, nil
 	}
 	return files, buf, true, nil

@@ -134,14 +134,14 @@ func checkIngestStore(t *testing.T, s *storage.Store, table uint32, ref map[stri
 // checkpoint is ingested, the sstables of the view's rows land in the last level (the
 // plan cuts them where committed data lies between two actors' ranges), the rows and
 // row counts are exact through updates and deletes of committed rows, and a reopened
-// store holds them. Small writes scattered among committed keys share an sstable;
-// large ones, which would need more than the plan's most sstables, are committed as
-// a batch.
+// store holds them. Small writes scattered among committed keys share an sstable
+// when a large range comes with them, and take the batch alone; large ones, which
+// would need more than the plan's most sstables, take the batch.
 func TestCheckpointIngest(t *testing.T) {
 	const table, vnodes, perVnode, perEpoch = 9, 256, 300, 1000
 	fs := vfs.NewMem()
 	o := testOptions(fs)
-	o.IngestBytes = 1
+	o.IngestBytes = 64 << 10 // runs of 2 KiB or more are large
 	s, err := storage.Open("db", o)
 	if err != nil {
 		t.Fatal(err)
@@ -190,11 +190,13 @@ func TestCheckpointIngest(t *testing.T) {
 	}
 	t.Logf("%d of %d ingested bytes in the last level", last, ingested)
 
-	// Updates and deletes of committed rows, and new rows, in a few vnodes.
+	// Updates and deletes of committed rows, and new rows, in a few vnodes, with the
+	// next range.
 	e++
 	ws[0].write(t, true, [2]uint64{0, 5}, [2]uint64{0, 6}, [2]uint64{1, 100_000})
 	ws[0].write(t, false, [2]uint64{0, 7}, [2]uint64{2, 9})
 	ws[1].write(t, false, [2]uint64{128, 1})
+	ws[1].ascend(t, perEpoch, perVnode)
 	seal(e)
 	if st := mustCheckpoint(t, s, ep(e)); st.Ingested == 0 {
 		t.Fatalf("checkpoint %d of updates and deletes: committed as a batch", e)
@@ -227,6 +229,18 @@ func TestCheckpointIngest(t *testing.T) {
 		t.Fatalf("checkpoint %d of scattered rows and a new range: ingested as %d sstables, want 3 (metadata, the scattered rows, the range)", e, st.Ingested)
 	}
 	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (scattered)", e))
+
+	// 15 small rows in each (1.7 KiB a vnode, 125 KiB in all): small runs only, so a
+	// batch.
+	e++
+	for i := range uint64(15) {
+		scattered(210_000 + i)
+	}
+	seal(e)
+	if st := mustCheckpoint(t, s, ep(e)); st.Ingested != 0 {
+		t.Fatalf("checkpoint %d of small scattered rows: ingested as %d sstables, want a batch", e, st.Ingested)
+	}
+	checkIngestStore(t, s, table, ref, fmt.Sprintf("epoch %d (small scattered)", e))
 
 	// The same with values of 300 KiB: a segment of its own each, more than an
 	// ingest takes, so a batch.

@@ -36,8 +36,9 @@ type Options struct {
 	// skips the WAL and the memtable, and a view's new vnode ranges mostly go straight
 	// to the last level. An ingest that overlaps pebble's memtable (whose keys a batch
 	// checkpoint wrote) rotates it and logs the ingest in a new WAL. A checkpoint that
-	// drops a table, or whose writes are scattered among committed keys, takes the
-	// batch. 0 means DefaultIngestBytes; negative, never.
+	// drops a table, or whose writes are mostly scattered among committed keys (runs
+	// below IngestBytes/32 between committed keys), takes the batch. 0 means
+	// DefaultIngestBytes; negative, never.
 	IngestBytes int
 }
 
