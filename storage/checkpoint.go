@@ -201,7 +201,6 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// order, so a vnode's together), added to deltas when the next vnode starts.
 	var curVK vnodeKey
 	var curDelta int64
-	haveVK := false
 	flushDelta := func() {
 		if curDelta != 0 {
 			deltas[curVK] += curDelta
@@ -257,9 +256,9 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		if err != nil {
 			return err
 		}
-		if vk := (vnodeKey{table, vnode}); !haveVK || vk != curVK {
+		if vk := (vnodeKey{table, vnode}); vk != curVK {
 			flushDelta()
-			curVK, haveVK = vk, true
+			curVK = vk
 		}
 		switch {
 		case e.del && existed:

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io/fs"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultIngestBytes is the checkpoint size (key and value bytes) from which a
@@ -36,10 +35,10 @@ const maxIngestFiles = 64
 // small sstable to L0 at every checkpoint).
 const ingestSegmentDiv = 32
 
-// ingestDirName is the directory, in the store's, where a checkpoint writes the
-// sstables it ingests. Pebble links them into its own directory; what is left here
-// after a crash is removed when the store opens.
-const ingestDirName = "weir-ingest"
+// IngestDirName is the directory, in the store's, where a checkpoint writes the
+// sstables it ingests (fault injectors name its files by it). Pebble links them into
+// its own directory; what is left here after a crash is removed when the store opens.
+const IngestDirName = "weir-ingest"
 
 // ingestPlan cuts a checkpoint's writes, meta and merged (each in ascending key
 // order, meta's keys all below merged's), into the sstables an ingest takes: one for
@@ -114,7 +113,7 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, minSegment int, bu
 // (and Open empties the directory). On error nothing is committed, unless the error
 // is a pebble fatal fault (see Checkpoint).
 func (s *Store) ingest(epoch uint64, files [][]entry) error {
-	dir := s.po.FS.PathJoin(s.dir, ingestDirName)
+	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
 	paths := make([]string, len(files))
 	for i := range files {
 		paths[i] = s.po.FS.PathJoin(dir, fmt.Sprintf("%d-%d.sst", epoch, i))
@@ -129,23 +128,13 @@ func (s *Store) ingest(epoch uint64, files [][]entry) error {
 	// Level 0's options: those of the last level would let the writer mark a delete
 	// obsolete, which is right only for a file that ends in the last level.
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
-	errs := make([]error, len(files))
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for range min(len(files), runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
-				errs[i] = writeSSTable(s.po.FS, paths[i], wo, files[i])
-			}
-		}()
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range files {
+		g.Go(func() error { return writeSSTable(s.po.FS, paths[i], wo, files[i]) })
 	}
-	wg.Wait()
-	for _, err := range errs { // the first: the others are mostly the same fault
-		if err != nil {
-			return err
-		}
+	if err := g.Wait(); err != nil { // the first: the others are mostly the same fault
+		return err
 	}
 	return ingestFatal(s.db, paths)
 }
@@ -184,7 +173,7 @@ func ingestFatal(db *pebble.DB, paths []string) (err error) {
 // resetIngestDir empties the store's ingest directory (sstables of a checkpoint that
 // a crash interrupted) and creates it.
 func resetIngestDir(fs vfs.FS, dir string) error {
-	d := fs.PathJoin(dir, ingestDirName)
+	d := fs.PathJoin(dir, IngestDirName)
 	if err := fs.RemoveAll(d); err != nil {
 		return fmt.Errorf("remove %s: %w", d, err)
 	}

@@ -411,7 +411,7 @@ func TestCheckpointIngestOverMemtable(t *testing.T) {
 	checkIngestStore(t, s, table, ref, "reopened")
 }
 
-func inIngestDir(path string) bool { return strings.Contains(path, "weir-ingest") }
+func inIngestDir(path string) bool { return strings.Contains(path, storage.IngestDirName) }
 
 // BenchmarkCheckpointBackfill commits the epochs of a view being backfilled, as an
 // idle build of weir bench backfill writes them: two actors on two nodes, each

@@ -48,6 +48,7 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/internal/faultfs"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
@@ -1311,7 +1312,7 @@ func (j *injector) disarm() bool {
 // faulted checkpoint either way; a failed sstable is an ordinary error, which fails
 // the engine as a failed WAL write does).
 func (j *injector) MaybeError(op errorfs.Op) error {
-	if !strings.HasSuffix(op.Path, ".log") && !strings.Contains(op.Path, "weir-ingest") {
+	if !strings.HasSuffix(op.Path, ".log") && !strings.Contains(op.Path, storage.IngestDirName) {
 		return nil
 	}
 	j.mu.Lock()
