@@ -23,6 +23,7 @@ type ctlOptions struct {
 	interval         time.Duration // BarrierInterval; -1: barriers on demand only
 	chunk            int           // ChunkSize
 	pauseOnBootstrap bool
+	memoryBudget     int64 // BackfillMemoryBudget
 }
 
 func openCtl(t *testing.T, fs vfs.FS, mem memory.Allocator, o ctlOptions) *engine.Engine {
@@ -33,6 +34,7 @@ func openCtl(t *testing.T, fs vfs.FS, mem memory.Allocator, o ctlOptions) *engin
 	e, err := engine.Open(context.Background(), "db", engine.Options{
 		FS: fs, Mem: mem, BarrierInterval: o.interval, ChannelCapacity: 4, ChunkSize: o.chunk,
 		PauseOnBootstrap: o.pauseOnBootstrap, CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(),
+		BackfillMemoryBudget: o.memoryBudget,
 	})
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -927,13 +929,7 @@ func TestBackfillMemoryBudget(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e, err := engine.Open(ctx, "db", engine.Options{
-		FS: vfs.NewMem(), Mem: mem, BarrierInterval: 2 * time.Millisecond, ChannelCapacity: 4, ChunkSize: 32,
-		CacheSize: 4 << 20, MemTableSize: 1 << 20, Logger: quietLogger(), BackfillMemoryBudget: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: 2 * time.Millisecond, memoryBudget: 1})
 	defer ctlClose(t, e)
 	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
@@ -403,17 +404,24 @@ func TestIterBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for it.Next() {
-			got = append(got, fmt.Sprint(kvDecodeK(t, kv, it.PK())))
-		}
+		g := kvKs(t, kv, it)
 		if err := it.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if g := strings.Join(got, " "); g != c.want {
+		if g != c.want {
 			t.Errorf("iter (%x, %x): %q, want %q", c.after, c.before, g, c.want)
 		}
 	}
+}
+
+// kvKs reads it to its end and returns the k of each kv row, space-separated.
+func kvKs(t *testing.T, kv *schema.Table, it *storage.Iter) string {
+	t.Helper()
+	var got []string
+	for it.Next() {
+		got = append(got, fmt.Sprint(kvDecodeK(t, kv, it.PK())))
+	}
+	return strings.Join(got, " ")
 }
 
 // TestReuseIterEmptyRange is the regression test of a reused iterator that skipped
@@ -465,14 +473,11 @@ func TestReuseIterEmptyRange(t *testing.T) {
 		if err := w.ReuseIter(view, 0, c.b, &it); err != nil {
 			t.Fatal(err)
 		}
-		var got []string
-		for it.Next() {
-			got = append(got, fmt.Sprint(kvDecodeK(t, kv, it.PK())))
-		}
+		g := kvKs(t, kv, &it)
 		if err := it.Error(); err != nil {
 			t.Fatal(err)
 		}
-		if g := strings.Join(got, " "); g != c.want {
+		if g != c.want {
 			t.Errorf("reused iter %+v: %q, want %q", c.b, g, c.want)
 		}
 	}
