@@ -15,13 +15,21 @@ import (
 // 64-byte aligned and zeroed on Allocate, as memory.GoAllocator's are (Uninit gives an
 // allocator over the same lists that skips the zeroing); those of 32 KiB classes and up
 // are cache-coloured (see alignedMake), for a page more of heap each, which Allocated
-// does not count. Each class keeps at most MaxPerClass buffers; buffers above 64 MiB are
-// not pooled. Safe for concurrent use.
+// does not count. As memory.GoAllocator's, a buffer's capacity is its length: arrow-go's
+// compute kernels write a buffer up to its capacity while tracking its length, so the
+// rest of the class's room stays hidden until Reallocate or Free (which are only ever
+// given this pool's own buffers) take it back. Each class keeps at most MaxPerClass
+// buffers; buffers above 64 MiB are not pooled. Safe for concurrent use.
 type PoolAllocator struct {
 	MaxPerClass int // 0: 64
-	mu          sync.Mutex
-	free        [maxClass + 1][][]byte
-	allocated   atomic.Int64
+	// Poison makes Free fill each buffer with PoisonByte before it goes back to its
+	// free list, for tests: code that reads a buffer after releasing it then reads
+	// garbage, which a comparison against a reference catches, rather than the bytes
+	// it expected (which it would find until another user took the buffer).
+	Poison    bool
+	mu        sync.Mutex
+	free      [maxClass + 1][][]byte
+	allocated atomic.Int64
 }
 
 const (
@@ -77,7 +85,7 @@ func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 	p.allocated.Add(int64(size))
 	c := classOf(size)
 	if c > maxClass {
-		return alignedMake(size, size)
+		return alignedMake(size, size, 0)
 	}
 	p.mu.Lock()
 	l := p.free[c]
@@ -86,14 +94,33 @@ func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 		l[n-1] = nil
 		p.free[c] = l[:n-1]
 		p.mu.Unlock()
-		b = b[:size]
+		b = b[:size:size]
 		if zero {
 			clear(b)
 		}
 		return b
 	}
 	p.mu.Unlock()
-	return alignedMake(size, 1<<c)
+	return alignedMake(size, 1<<c, c)[:size:size]
+}
+
+// classBuf is b with the whole capacity of its class when it is a pooled class's
+// buffer, from its header, and ok false for any other (empty, or above the largest
+// class). It panics on a buffer this pool did not make.
+func classBuf(b []byte) (full []byte, c int, ok bool) {
+	if cap(b) == 0 {
+		return nil, 0, false
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	hdr := (*[headerLen]byte)(unsafe.Add(p, -headerLen))
+	if hdr[0] != poolMagic {
+		panic("vec: PoolAllocator given a buffer it did not allocate")
+	}
+	c = int(hdr[1])
+	if c < minClass || c > maxClass {
+		return nil, 0, false
+	}
+	return unsafe.Slice((*byte)(p), 1<<c), c, true
 }
 
 // alignedMake returns a 64-byte aligned buffer. A buffer of a class of colorMin or
@@ -104,21 +131,32 @@ func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 // offset in its page, where they contend for the same cache sets and trip the CPU's
 // 4 KiB address-aliasing check. (Smaller objects come from size-class spans, which
 // already spread their offsets.)
-func alignedMake(size, capacity int) []byte {
-	extra := alignment
+func alignedMake(size, capacity, class int) []byte {
+	extra := 2 * alignment
 	color := 0
 	if capacity >= colorMin {
-		extra = colorPage + alignment
+		extra += colorPage
 		color = nextColor()
 	}
 	buf := make([]byte, capacity+extra)
-	shift := 0
-	if r := int(uintptrOf(buf) % alignment); r != 0 {
-		shift = alignment - r
+	shift := alignment - int(uintptrOf(buf)%alignment)
+	if shift < headerLen {
+		shift += alignment
 	}
 	shift += color
+	buf[shift-2], buf[shift-1] = poolMagic, byte(class)
 	return buf[shift : shift+size : shift+capacity]
 }
+
+// Every buffer alignedMake makes is preceded by a header of headerLen bytes in the
+// same allocation: poolMagic, then its class (0 for a buffer above the largest class,
+// which is never pooled). Free and Reallocate read the class there, as the buffers
+// they are given hide the class's room (see PoolAllocator), and a shrunk buffer's
+// capacity no longer tells it.
+const (
+	headerLen = 2
+	poolMagic = 0x5A
+)
 
 // colorPage is the page size of alignedMake's colouring; colorMin the smallest
 // capacity it colours (the heap's objects of 32 KiB and more start page-aligned).
@@ -137,13 +175,23 @@ func nextColor() int { return int(colors.Add(1)%(colorPage/alignment)) * alignme
 func (p *PoolAllocator) Reallocate(size int, b []byte) []byte { return p.reallocate(size, b, true) }
 
 func (p *PoolAllocator) reallocate(size int, b []byte, zero bool) []byte {
-	if size <= cap(b) {
+	room := cap(b)
+	full, _, pooled := classBuf(b)
+	if pooled {
+		room = cap(full)
+	}
+	if size <= room {
 		p.allocated.Add(int64(size - len(b)))
+		nb := b
+		if pooled {
+			nb = full
+		}
+		nb = nb[:size:size]
 		if zero && size > len(b) {
 			// A pooled buffer's spare capacity may hold an earlier user's bytes.
-			clear(b[len(b):size])
+			clear(nb[len(b):])
 		}
-		return b[:size]
+		return nb
 	}
 	nb := p.allocate(size, zero)
 	copy(nb, b)
@@ -151,12 +199,20 @@ func (p *PoolAllocator) reallocate(size int, b []byte, zero bool) []byte {
 	return nb
 }
 
+// PoisonByte is what a PoolAllocator with Poison fills freed buffers with.
+const PoisonByte = 0xA5
+
 // Free returns b to its class's free list.
 func (p *PoolAllocator) Free(b []byte) {
 	p.allocated.Add(-int64(len(b)))
-	c := bits.Len(uint(cap(b))) - 1
-	if cap(b) == 0 || cap(b) != 1<<c || c < minClass || c > maxClass {
+	full, c, ok := classBuf(b)
+	if !ok {
 		return
+	}
+	if p.Poison {
+		for i := range full {
+			full[i] = PoisonByte
+		}
 	}
 	max := p.MaxPerClass
 	if max == 0 {
@@ -164,7 +220,7 @@ func (p *PoolAllocator) Free(b []byte) {
 	}
 	p.mu.Lock()
 	if len(p.free[c]) < max {
-		p.free[c] = append(p.free[c], b[:0])
+		p.free[c] = append(p.free[c], full[:0])
 	}
 	p.mu.Unlock()
 }

@@ -1,10 +1,15 @@
 package vec_test
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
@@ -24,11 +29,11 @@ func allZero(b []byte) bool {
 func TestPoolReuse(t *testing.T) {
 	p := vec.NewPoolAllocator()
 	a := p.Allocate(100)
-	if len(a) != 100 || cap(a) != 128 {
-		t.Fatalf("Allocate(100): len %d cap %d, want 100 and the 128-byte class", len(a), cap(a))
+	if len(a) != 100 || cap(a) != 100 {
+		t.Fatalf("Allocate(100): len %d cap %d, want both 100 (as memory.GoAllocator's)", len(a), cap(a))
 	}
-	for i := range a[:cap(a)] {
-		a[:cap(a)][i] = 0xAA
+	for i := range a {
+		a[i] = 0xAA
 	}
 	p.Free(a)
 	b := p.Allocate(120) // same class
@@ -152,8 +157,15 @@ func TestPoolMaxPerClass(t *testing.T) {
 	if reused != 2 {
 		t.Fatalf("%d buffers reused, want MaxPerClass = 2", reused)
 	}
-	// A buffer that did not come from the pool (capacity not a class size) is dropped.
-	p.Free(make([]byte, 100))
+	// A buffer that did not come from the pool breaks the allocator's contract: Free
+	// panics rather than pool memory of unknown size (here the two bytes before the
+	// buffer, where a pool's header would be, are in the same allocation).
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "did not allocate") {
+			t.Fatalf("Free of a foreign buffer: recovered %v", r)
+		}
+	}()
+	p.Free(make([]byte, 102)[2:])
 }
 
 // TestPoolConcurrent hammers one pool from many goroutines (run it with -race): no
@@ -275,7 +287,7 @@ func TestPoolColors(t *testing.T) {
 		t.Errorf("16 buffers of 32 KiB start at %d offsets into their pages, want at least 8", len(offsets))
 	}
 	for i := 0; i < 4; i++ {
-		if b := p.Allocate(100); addr(b)%64 != 0 || cap(b) != 128 {
+		if b := p.Allocate(100); addr(b)%64 != 0 || cap(b) != 100 {
 			t.Fatalf("small buffer: address %#x, cap %d", addr(b), cap(b))
 		}
 	}
@@ -312,8 +324,8 @@ func TestPoolUninit(t *testing.T) {
 	p.Free(a)
 	u := vec.UninitOf(p)
 	b := u.Allocate(100)
-	if len(b) != 100 || cap(b) != 128 || &b[0] != &a[0] {
-		t.Fatalf("Uninit().Allocate(100): len %d cap %d, reused %v; want the freed 128-byte buffer", len(b), cap(b), &b[0] == &a[0])
+	if len(b) != 100 || cap(b) != 100 || &b[0] != &a[0] {
+		t.Fatalf("Uninit().Allocate(100): len %d cap %d, reused %v; want the freed 128-byte buffer, as 100 bytes", len(b), cap(b), &b[0] == &a[0])
 	}
 	if b[0] != 0xAA {
 		t.Fatalf("Uninit().Allocate zeroed the reused buffer (b[0] = %#x)", b[0])
@@ -338,5 +350,128 @@ func TestPoolUninit(t *testing.T) {
 	g := memory.NewGoAllocator()
 	if vec.UninitOf(g) != memory.Allocator(g) {
 		t.Fatal("UninitOf of an allocator without Uninit is not that allocator")
+	}
+}
+
+// TestPoolPoison checks that a poisoning pool fills a freed buffer, to its capacity
+// and also when the class's list is full (the buffer is dropped, but a reader that
+// kept it must not find its old bytes), and that a buffer handed out again is zeroed
+// by Allocate and left poisoned by the Uninit allocator.
+func TestPoolPoison(t *testing.T) {
+	p := &vec.PoolAllocator{Poison: true, MaxPerClass: 1}
+	poisoned := func(b []byte) bool {
+		for _, x := range b[:cap(b)] {
+			if x != vec.PoisonByte {
+				return false
+			}
+		}
+		return true
+	}
+	a, b := p.Allocate(100), p.Allocate(100)
+	for i := range a {
+		a[i], b[i] = 1, 2
+	}
+	p.Free(a)
+	p.Free(b) // the list holds a: b is dropped
+	if !poisoned(a) || !poisoned(b) {
+		t.Fatalf("freed buffers not poisoned: % x / % x", a[:8], b[:8])
+	}
+	u := p.Uninit().Allocate(100)
+	if addr(u) != addr(a) || !poisoned(u) {
+		t.Fatal("the Uninit allocator did not hand out the freed buffer as it was")
+	}
+	p.Free(u)
+	if z := p.Allocate(100); addr(z) != addr(a) || !allZero(z) {
+		t.Fatal("Allocate did not zero a poisoned buffer it handed out again")
+	}
+	q := vec.NewPoolAllocator()
+	c := q.Allocate(64)
+	c[0] = 7
+	q.Free(c)
+	if c[0] != 7 {
+		t.Fatal("a pool without Poison wrote into a freed buffer")
+	}
+}
+
+// TestPoolCapacityHidden checks that a buffer's capacity is its length through
+// Allocate, growing and shrinking Reallocates, and reuse: arrow-go's compute kernels
+// write up to a buffer's capacity while tracking its length, and a Take of strings
+// over a pool that showed its class's room panicked. A grow inside the class keeps
+// the buffer (and zeroes what it grows by); a shrunk buffer (as arrow's builders
+// leave theirs) goes back to the class it was made for, where the next buffer of its
+// first size is looked for.
+func TestPoolCapacityHidden(t *testing.T) {
+	p := vec.NewPoolAllocator()
+	a := p.Allocate(100)
+	for i := range a {
+		a[i] = 1
+	}
+	b := p.Reallocate(120, a) // inside the 128-byte class
+	if addr(b) != addr(a) || len(b) != 120 || cap(b) != 120 || b[99] != 1 || !allZero(b[100:]) {
+		t.Fatalf("Reallocate(120): moved %v, len %d cap %d, kept %d, grown zero %v", addr(b) != addr(a), len(b), cap(b), b[99], allZero(b[100:]))
+	}
+	c := p.Reallocate(129, b) // past the class: a new buffer
+	if addr(c) == addr(b) || len(c) != 129 || cap(c) != 129 || c[99] != 1 {
+		t.Fatalf("Reallocate(129): moved %v, len %d cap %d", addr(c) != addr(b), len(c), cap(c))
+	}
+	if r := p.Allocate(128); addr(r) != addr(a) { // b went back to its class
+		t.Fatal("the buffer Reallocate left was not freed to its class")
+	}
+	d := p.Reallocate(60, c) // shrink: 60 bytes of the 256-byte buffer
+	if addr(d) != addr(c) || len(d) != 60 || cap(d) != 60 {
+		t.Fatalf("Reallocate(60): moved %v, len %d cap %d", addr(d) != addr(c), len(d), cap(d))
+	}
+	p.Free(d)
+	if e := p.Allocate(64); addr(e) == addr(c) {
+		t.Fatal("a shrunk buffer was freed to the class of its new size")
+	}
+	if e := p.Allocate(200); addr(e) != addr(c) || cap(e) != 200 {
+		t.Fatal("a shrunk buffer was not freed to the class it was made for")
+	}
+}
+
+// TestPoolArrowTake runs arrow-go's Take over strings allocated from the pool, as the
+// hash join does. Its kernel sizes the output's bytes by the input's mean length and
+// then trusts the buffer's capacity: with a pool that showed its class's room (a
+// 192-byte reservation in a 256-byte class) it wrote past the buffer's length,
+// dropping bytes and then panicking. Here one value in fifty is long and the take
+// picks long values.
+func TestPoolArrowTake(t *testing.T) {
+	p := vec.NewPoolAllocator()
+	mem := memory.NewCheckedAllocator(p)
+	defer mem.AssertSize(t, 0)
+	ctx := compute.WithAllocator(context.Background(), mem)
+	value := func(i int) string {
+		if i%50 == 0 {
+			return strings.Repeat(string(rune('a'+i/50)), 100)
+		}
+		return ""
+	}
+	sb := array.NewStringBuilder(mem)
+	defer sb.Release()
+	for i := 0; i < 300; i++ {
+		sb.Append(value(i))
+	}
+	src := sb.NewStringArray()
+	defer src.Release()
+	for n := 1; n < 200; n++ {
+		ib := array.NewInt64Builder(mem)
+		for i := 0; i < n; i++ {
+			ib.Append(int64(i % 6 * 50))
+		}
+		idx := ib.NewArray()
+		ib.Release()
+		out, err := compute.TakeArray(ctx, src, idx)
+		idx.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := out.(*array.String)
+		for i := 0; i < n; i++ {
+			if want := value(i % 6 * 50); s.Value(i) != want {
+				t.Fatalf("take of %d: value %d is %q, want %q", n, i, s.Value(i), want)
+			}
+		}
+		out.Release()
 	}
 }
