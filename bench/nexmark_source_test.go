@@ -96,7 +96,7 @@ func rowsOf(t *testing.T, k gen.Kind, c *vec.Chunk) []string {
 }
 
 func checkedMem(t *testing.T) *memory.CheckedAllocator {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	return mem
 }

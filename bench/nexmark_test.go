@@ -14,6 +14,7 @@ import (
 	"github.com/seed04fbb902/weir/bench/nexmark/gen"
 	"github.com/seed04fbb902/weir/bench/nexmark/queries"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -122,7 +123,7 @@ func releaseAll(m map[string][]arrow.RecordBatch) {
 func TestNexmarkViews(t *testing.T) {
 	seed := vectest.Seed(t)
 	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()

@@ -59,7 +59,7 @@ func TestActorDispatchFailureReleasesOnce(t *testing.T) {
 	for n := 1; n <= 4; n++ {
 		for k := 0; k < n; k++ {
 			t.Run(fmt.Sprintf("%d dispatchers, #%d fails", n, k), func(t *testing.T) {
-				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 				defer mem.AssertSize(t, 0)
 				b := array.NewInt64Builder(mem)
 				b.AppendValues([]int64{1, 2, 3}, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -127,7 +128,7 @@ func writeU(t *testing.T, e *engine.Engine, mem memory.Allocator, op func(contex
 // An Aggregate or Join plan that cannot run gets an error naming what is wrong, and
 // changes nothing; the engine goes on working.
 func TestBadAggJoinInput(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
@@ -264,7 +265,7 @@ func TestBadAggJoinInput(t *testing.T) {
 // An aggregate view, a join view and an aggregate over a join follow their tables
 // through inserts, deletes and updates made before and after they are created.
 func TestAggJoinEndToEnd(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, -1, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -142,7 +143,7 @@ func ctlTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 // lift the pause; after Resume the backfills finish and every view is right.
 func TestBackfillPauseResume(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
@@ -238,7 +239,7 @@ func ctlCheckMV3(t *testing.T, e *engine.Engine, when string) {
 // the backfill finishes right.
 func TestBackfillRateLimit(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	const chunk, limit = 64, 200
@@ -350,7 +351,7 @@ func TestBackfillRateLimit(t *testing.T) {
 func TestBackfillPauseOnBootstrap(t *testing.T) {
 	t.Run("created paused", func(t *testing.T) {
 		rng := vectest.NewRand(vectest.Seed(t))
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 		defer mem.AssertSize(t, 0)
 		ctx := context.Background()
 		e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: 2 * time.Millisecond})
@@ -399,7 +400,7 @@ func TestBackfillPauseOnBootstrap(t *testing.T) {
 
 	t.Run("reopened paused", func(t *testing.T) {
 		rng := vectest.NewRand(vectest.Seed(t))
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 		defer mem.AssertSize(t, 0)
 		ctx := context.Background()
 		fs := vfs.NewMem()
@@ -468,7 +469,7 @@ func TestBackfillDropCancels(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			seed := vectest.Seed(t)
 			rng := vectest.NewRand(seed)
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			ctx := context.Background()
 			e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: 5 * time.Millisecond})
@@ -570,7 +571,7 @@ func TestBackfillDropCancels(t *testing.T) {
 // row has been read exactly once (nothing writes meanwhile).
 func TestBackfillProgress(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
@@ -681,7 +682,7 @@ func TestBackfillProgress(t *testing.T) {
 func TestBackfillBusyUpstream(t *testing.T) {
 	seed := vectest.Seed(t)
 	rng := vectest.NewRand(seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: 2 * time.Millisecond})
@@ -753,7 +754,7 @@ func TestBackfillBusyUpstream(t *testing.T) {
 // paused, and it reads no snapshot row until Resume (I5).
 func TestBackfillCreatedWhileEnginePaused(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
@@ -793,7 +794,7 @@ func TestBackfillCreatedWhileEnginePaused(t *testing.T) {
 // nothing until Resume.
 func TestBackfillCreateMVWhileEnginePaused(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
@@ -833,7 +834,7 @@ func TestBackfillPauseAcrossRescale(t *testing.T) {
 	for _, mode := range []string{"created paused, resumed", "engine paused"} {
 		t.Run(mode, func(t *testing.T) {
 			rng := vectest.NewRand(vectest.Seed(t))
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			ctx := context.Background()
 			e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: -1})
@@ -896,7 +897,7 @@ func TestBackfillPauseAcrossRescale(t *testing.T) {
 // one actor reads about 5 rows a second, not one row per barrier.
 func TestBackfillRateLimitAcrossBarriers(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	const chunk, limit = 16, 5
@@ -926,7 +927,7 @@ func TestBackfillRateLimitAcrossBarriers(t *testing.T) {
 func TestBackfillMemoryBudget(t *testing.T) {
 	seed := vectest.Seed(t)
 	rng := vectest.NewRand(seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openCtl(t, vfs.NewMem(), mem, ctlOptions{interval: 2 * time.Millisecond, memoryBudget: 1})

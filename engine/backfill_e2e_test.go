@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -64,7 +65,7 @@ func TestBackfillEndToEnd(t *testing.T) {
 
 func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	rng := vectest.NewRand(seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()
@@ -220,7 +221,7 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 func TestNoShuffleBackfill(t *testing.T) {
 	seed := vectest.Seed(t)
 	rng := vectest.NewRand(seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()
@@ -345,7 +346,7 @@ func TestLocalReadsSaveMemory(t *testing.T) {
 // Actors that a rescale starts while the engine is paused stay paused until Resume.
 func TestRescaleWhilePaused(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, -1, 1)

@@ -80,7 +80,7 @@ func TestBackpressure(t *testing.T) {
 	for _, tc := range backpressureCases {
 		t.Run(tc.name, func(t *testing.T) {
 			const capacity, total = 3, 400
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			rng := vectest.NewRand(vectest.Seed(t))
 			k := tables.BidKernels()
@@ -224,7 +224,7 @@ func TestBackpressure(t *testing.T) {
 func TestBackpressureCancel(t *testing.T) {
 	for _, tc := range backpressureCases {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			d, _, chans := bpDispatcher(t, tc.kind, tc.outs, 0, mem)
 			defer d.Close()

@@ -138,7 +138,7 @@ func biKVRows(lo, hi int64) []kvRow {
 // writing to the store; the same reopen fails again, and once the row is repaired
 // the engine opens and the view is whole.
 func TestBadInputCorruptProgress(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 
@@ -360,7 +360,7 @@ func TestBadInputCheckpointIOFault(t *testing.T) {
 		{"create-view/wal-sync-eio", walSync, syscall.EIO, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			ctx := context.Background()
 			fs := vfs.NewCrashableMem()
@@ -526,7 +526,7 @@ func biRecord(mem memory.Allocator, cols ...biCol) arrow.RecordBatch {
 // extra), and writes nothing: after a checkpoint the table and the view over it are
 // as before. Rows of a good record written next to the bad ones do land.
 func TestBadInputRecordShape(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e, err := biOpen(vfs.NewMem(), mem)
@@ -612,7 +612,7 @@ func TestBadInputRecordShape(t *testing.T) {
 // entry, job or checkpoint, and the store holds exactly what it held before. The
 // failed names stay free.
 func TestBadInputPlanCreatesNothing(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewMem()
@@ -709,7 +709,7 @@ func TestBadInputPlanCreatesNothing(t *testing.T) {
 // outside the pk, vnode count out of range, an unknown type) fails naming the table
 // and the field, and creates nothing.
 func TestBadInputTableDefinition(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e, err := biOpen(vfs.NewMem(), mem)

@@ -69,7 +69,7 @@ func newDispatcher(t *testing.T, kind executors.DispatcherKind, mem memory.Alloc
 }
 
 func TestNewDispatcher(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	k := tables.BidKernels()
 	n := k.Table().VnodeCount
@@ -156,7 +156,7 @@ func TestNewDispatcher(t *testing.T) {
 
 // TestBroadcastSharesChunks: every output gets the same chunk, retained, not copied.
 func TestBroadcastSharesChunks(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(vectest.Seed(t))
 	d, f := newDispatcher(t, executors.Broadcast, mem, 10, 11, 12)
@@ -205,7 +205,7 @@ func TestDispatcherStop(t *testing.T) {
 		{"simple, another actor", executors.Simple, []executors.ActorID{10}, nil, []executors.ActorID{1, 11}, []executors.ActorID{10}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			rng := vectest.NewRand(vectest.Seed(t))
 			ctx := context.Background()
@@ -345,7 +345,7 @@ func TestDispatcherUpdateErrors(t *testing.T) {
 			executors.DispatcherUpdate{AddOutputs: specOutputs(11)}, true, "no output factory", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			d, f := newDispatcher(t, tc.kind, mem, tc.outs...)
 			defer d.Close()
@@ -370,7 +370,7 @@ func TestDispatcherUpdateErrors(t *testing.T) {
 	}
 
 	// An update for the same actor's dispatcher to another fragment is not ours.
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	d, f := newDispatcher(t, executors.Simple, mem, 10)
 	defer d.Close()
@@ -428,7 +428,7 @@ type chunkInfo struct {
 }
 
 func runRescale(t *testing.T, tc rescaleCase) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	seed := vectest.Seed(t)
 	k := tables.BidKernels()

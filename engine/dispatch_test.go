@@ -106,7 +106,7 @@ func checkRouting(t *testing.T, k vec.Kernels, in *vec.Chunk, mapping vnode.Mapp
 }
 
 func TestHashDispatcher(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	rng := vectest.NewRand(vectest.Seed(t))

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -310,7 +311,7 @@ func TestEndToEnd(t *testing.T) {
 
 func runEndToEnd(t *testing.T, seed uint64) {
 	rng := vectest.NewRand(seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewCrashableMem()

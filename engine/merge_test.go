@@ -28,7 +28,7 @@ func tagged(mem memory.Allocator, epoch, input int) *vec.Chunk {
 }
 
 func TestMergeAlignsBarriers(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	seed := vectest.Seed(t)
 	const inputs, epochs = 3, 40
@@ -175,7 +175,7 @@ func TestMergeUpdates(t *testing.T) {
 	}
 
 	for round := 0; round < 10; round++ {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		chans := map[executors.ActorID]chan executors.Message{}
 		var initial []engine.MergeInput
@@ -329,7 +329,7 @@ func drainChan(c chan executors.Message) {
 // TestMergeUpdateErrors: a new input must start with the barrier that adds it, an
 // added input must be new, and adding one needs a connect function.
 func TestMergeUpdateErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	upd := func(add ...executors.ActorID) *executors.Barrier {
 		return &executors.Barrier{Prev: 3, Curr: 4, Kind: executors.Checkpoint, Mutation: executors.Update{

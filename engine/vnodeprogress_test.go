@@ -16,7 +16,7 @@ import (
 // Completed and the rows add up to at most what the job read; at the end every vnode is
 // Completed, owned by one of the view's actors, and the rows add up to the table's.
 func TestVnodeProgress(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, 2*time.Millisecond, 1)

@@ -126,7 +126,7 @@ func (u *busyUpstream) Close() error {
 // half of the messages of each epoch instead of one row per barrier. The share is
 // logged: go test -run TestBackfillFairness -v ./executors/
 func TestBackfillFairness(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	tab := fairTable()
 	const rows = 20000

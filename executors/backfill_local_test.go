@@ -44,7 +44,7 @@ func (s *scripted) Close() error          { return nil }
 func TestLocalReadIgnoresChangesSealedAhead(t *testing.T) {
 	for _, noShuffle := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noshuffle=%v", noShuffle), func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			tab := fairTable()
 			store, node, st := committedUpstream(t, mem, tab, 100)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/vec"
 
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
@@ -77,7 +78,7 @@ func TestBackfillHoldsBackUnderPressure(t *testing.T) {
 	const rows, batch, workers = 20000, 64, 2
 	bound := (1 + 2*workers) * batch
 	for _, pressure := range []bool{true, false} {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 		tab := fairTable()
 		store, node, _ := committedUpstream(t, mem, tab, rows)
 		full := vnode.Full(tab.VnodeCount)
@@ -121,7 +122,7 @@ func TestBackfillHoldsBackUnderPressure(t *testing.T) {
 func TestBackfillResumesOnRelief(t *testing.T) {
 	const rows, batch, workers = 20000, 64, 2
 	bound := (1 + 2*workers) * batch
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	tab := fairTable()
 	store, node, _ := committedUpstream(t, mem, tab, rows)

@@ -62,7 +62,7 @@ func TestBackfillFlushesPartialBatchesAtBarrier(t *testing.T) {
 // sent, more than one, not up to the vnode's last key).
 func barrierTakeScenario(t *testing.T, loaded, batchSize int, pause time.Duration, quiet bool, maxEpochs int) (executors.BackfillStats, int) {
 	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	tab := fairTable()
 	store, node, st := committedUpstream(t, mem, tab, loaded)

@@ -121,7 +121,7 @@ type bfFix struct {
 // newBFFix returns a fixture whose upstream holds rows (committed).
 func newBFFix(t *testing.T, rows ...fixRow) *bfFix {
 	t.Helper()
-	f := &bfFix{t: t, tab: fixTable(), mem: memory.NewCheckedAllocator(memory.NewGoAllocator()),
+	f := &bfFix{t: t, tab: fixTable(), mem: memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true}),
 		vnOfG: map[int16]uint16{}, model: map[string]fixRow{}, show: map[string]string{}}
 	f.k = vec.NewGeneric(f.tab)
 	f.dec = newBFDecoder(f.tab, fixS2)
@@ -463,7 +463,7 @@ func (f *bfFix) replicate(a *fixActor, ch *vec.Chunk) {
 		if !ch.Visible(i) {
 			continue
 		}
-		r := fixRow{f.vnOfG[g.Value(i)], k.Value(i), v.Value(i)}
+		r := fixRow{f.vnOfG[g.Value(i)], k.Value(i), strings.Clone(v.Value(i))} // the chunk's buffer goes back to the pool
 		key := f.key(r)
 		if op.IsInsert() {
 			a.rep[key] = r
@@ -772,7 +772,7 @@ func TestBackfillRegressDeletesDuringRescale(t *testing.T) {
 // and vnode, and snapshot batches of vnodes not owned or already Completed are refused.
 func TestBackfillRegressBadProgressShape(t *testing.T) {
 	tab := fixTable()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	if _, err := newBackfillCore(tab, nil, fixS2, vnode.Full(fixVnodes), vec.NewPositions(fixVnodes+1), make([]int64, fixVnodes+1), mem); err == nil {
 		t.Fatalf("positions over %d vnodes of a %d-vnode table accepted", fixVnodes+1, fixVnodes)

@@ -55,7 +55,7 @@ func dmlReplace(rec arrow.RecordBatch, i int, name string, a arrow.Array) arrow.
 }
 
 func TestDMLChunk(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	bid := tables.BidTable()
 	for _, n := range []int{0, 1, 5} {
@@ -99,7 +99,7 @@ func TestDMLChunk(t *testing.T) {
 // TestDMLChunkUpdateAllTypes duplicates random rows of random tables (every type,
 // NULLs included) for updates.
 func TestDMLChunkUpdateAllTypes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(vectest.Seed(t))
 	for i := 0; i < 50; i++ {
@@ -124,7 +124,7 @@ func TestDMLChunkUpdateAllTypes(t *testing.T) {
 }
 
 func TestDMLChunkBadRecords(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	bid := tables.BidTable()
 	good := dmlBids(mem, 3)
@@ -200,7 +200,7 @@ func TestDMLKind(t *testing.T) {
 // TestDMLThroughMaterialize checks the table semantics of each kind end to end: DML
 // chunks into the table's Materialize.
 func TestDMLThroughMaterialize(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	store := mvOpenStore(t)

@@ -551,7 +551,7 @@ func (c *hgCounters) add(o hgCounters) {
 
 func runHashAggRandom(t *testing.T, seed uint64, crash bool) (cnt hgCounters) {
 	start := time.Now()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	store := mvOpenStore(t)
@@ -649,7 +649,7 @@ func hgEpoch(t *testing.T, mem memory.Allocator, rows []hgOpRow, epoch int) []ex
 // group whose last row goes is deleted, an update pair moving a row between groups
 // updates both, NULL keys form a group, and FILTER ignores NULL and false.
 func TestHashAggRules(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	cfg := executors.HashAggConfig{GroupBy: []int{hgK1, hgK2}, VnodeCount: 4, Aggs: []executors.AggCall{
@@ -764,7 +764,7 @@ func TestHashAggConfigErrors(t *testing.T) {
 // TestHashAggFirstBarrierWaits checks that after the first barrier nothing is read
 // until the store's committed epoch reaches its Prev.
 func TestHashAggFirstBarrierWaits(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	cfg := executors.HashAggConfig{GroupBy: []int{hgK1}, Aggs: []executors.AggCall{{Kind: executors.AggCountStar}}}
@@ -864,7 +864,7 @@ func BenchmarkHashAgg(b *testing.B) {
 // would outlive the group and later be written again as new. The barrier refuses it,
 // as it refuses a negative count; until then the row counts stay exact.
 func TestHashAggGroupEmptiedWithValues(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	cfg := executors.HashAggConfig{GroupBy: []int{hgK1, hgK2}, VnodeCount: 4, Aggs: []executors.AggCall{

@@ -403,7 +403,7 @@ func TestHashJoinRandom(t *testing.T) {
 
 func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 	start := time.Now()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	store := mvOpenStore(t)
@@ -485,7 +485,7 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 // TestHashJoinEOF: inputs that end stop taking part in the alignment, and the join
 // ends when both have; Close after a partial read releases everything.
 func TestHashJoinEOF(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	a := newHJActor(t, store.AddNode(), mem, hjCfg())
@@ -522,7 +522,7 @@ func TestHashJoinEOF(t *testing.T) {
 // TestHashJoinConfigErrors: mismatched key types and a state table of the wrong shape
 // are refused.
 func TestHashJoinConfigErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	node := store.AddNode()
@@ -553,7 +553,7 @@ func TestHashJoinConfigErrors(t *testing.T) {
 // itself: the probe must include it (regression: an exclusive lower bound skipped
 // every such row, so auction ⋈ bid on auction.id found almost nothing).
 func TestHashJoinPKIsKey(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	store := mvOpenStore(t)
 	node := store.AddNode()

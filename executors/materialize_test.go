@@ -549,7 +549,7 @@ func TestMaterializeRandom(t *testing.T) {
 }
 
 func runMaterializeRandom(t *testing.T, tab *schema.Table, seed uint64) mvCounters {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	rng := vectest.NewRand(seed)
@@ -827,7 +827,7 @@ func TestMaterializeRules(t *testing.T) {
 		{"U+11t", "+11t"},                    // an UpdateInsert without its UpdateDelete
 		{"+12 U-12 U+12f", "+12 U-12 U+12f"}, // NULL values
 	}
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	store := mvOpenStore(t)
@@ -908,7 +908,7 @@ func TestMaterializeRules(t *testing.T) {
 // on at once but reads nothing after it until that barrier's epoch is committed, and
 // then sees what the previous owner (on another node) wrote in it.
 func TestMaterializeFirstBarrierWaits(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	store := mvOpenStore(t)
@@ -1027,7 +1027,7 @@ func TestMaterializeFirstBarrierWaits(t *testing.T) {
 // ---- errors ---------------------------------------------------------------------
 
 func TestMaterializeErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	tab := mvKVTable()

@@ -83,7 +83,7 @@ func TestBarrierValidate(t *testing.T) {
 }
 
 func TestMessageOwnership(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	b := tables.NewBidBuilder(mem)
 	defer b.Release()

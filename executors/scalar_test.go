@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -178,7 +179,7 @@ func normalizeWant(t *testing.T, c temporalCase) string {
 // function and size as one array (with an offset), each error case alone, over both
 // timestamp types.
 func TestTemporalData(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := exec.WithAllocator(context.Background(), mem)
 	cases := readTemporalCases(t)
@@ -252,7 +253,7 @@ func TestTemporalData(t *testing.T) {
 
 // TestTemporalTypes: result types, rejected argument types, and scalar arguments.
 func TestTemporalTypes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := exec.WithAllocator(context.Background(), mem)
 
@@ -386,7 +387,7 @@ func TestTemporalTypes(t *testing.T) {
 // TestBetween: lo <= x <= hi, NULL when any argument is NULL (unlike SQL's three-valued
 // BETWEEN, which gives FALSE for 1 BETWEEN 2 AND NULL).
 func TestBetween(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := exec.WithAllocator(context.Background(), mem)
 	type v = *int64
@@ -478,7 +479,7 @@ var refSizes = []time.Duration{time.Microsecond, time.Millisecond, time.Second, 
 // random timestamps: near the epoch, near window and day boundaries, and over most of the
 // int64 range; with NULLs, offsets and both timestamp types.
 func TestTemporalRandom(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := exec.WithAllocator(context.Background(), mem)
 	rng, seed := vectest.Rand(t)

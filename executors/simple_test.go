@@ -39,7 +39,7 @@ func randomBids(t *testing.T, mem memory.Allocator, chunks int) ([]executors.Mes
 }
 
 func TestFilter(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	msgs, inputs := randomBids(t, mem, 30)
@@ -115,7 +115,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestProject(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	msgs, inputs := randomBids(t, mem, 10)

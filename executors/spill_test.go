@@ -14,7 +14,7 @@ import (
 // several epochs; and it leaks no memory.
 func TestEpochBufferRoundTrip(t *testing.T) {
 	rng, seed := vectest.Rand(t)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	for i := 0; i < 20; i++ {
 		tab := vectest.RandomTable(rng, fmt.Sprintf("t%d", i))

@@ -33,7 +33,7 @@ func windowTable() *schema.Table {
 // reference, rows with a timestamp in the extremes (where a window bound overflows, an
 // error) are avoided by clamping the random values.
 func TestTumbleProject(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	rng, seed := vectest.Rand(t)

@@ -63,7 +63,7 @@ func expectState(t testing.TB, what string, want, got bidState) {
 // row counts through inserts, deletes (of present and of missing keys), updates and
 // pk-changing updates.
 func TestCheckpointBasics(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n0, n1 := s.AddNode(), s.AddNode()
@@ -225,7 +225,7 @@ func TestCheckpointBasics(t *testing.T) {
 // until the checkpoint commits them with its data, survive a refused checkpoint, and
 // survive a reopen; staged entries that no checkpoint committed do not.
 func TestCatalogCommitsWithCheckpoint(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	fs := vfs.NewMem()
 	s, err := storage.Open("db", testOptions(fs))
@@ -317,7 +317,7 @@ func TestCatalogCommitsWithCheckpoint(t *testing.T) {
 // TestGetReturnsCopy: a value read from a sealed run must not alias the run, which
 // every reader of the node shares.
 func TestGetReturnsCopy(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
@@ -356,7 +356,7 @@ func TestGetReturnsCopy(t *testing.T) {
 }
 
 func TestIterBounds(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
@@ -431,7 +431,7 @@ func kvKs(t *testing.T, kv *schema.Table, it *storage.Iter) string {
 // forward, pebble stepped on from there and skipped the rows before it. An empty
 // range now leaves pebble's iterator alone.
 func TestReuseIterEmptyRange(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
@@ -485,7 +485,7 @@ func TestReuseIterEmptyRange(t *testing.T) {
 
 // TestConstructorsAndOptions covers the checks of NewStateTable and Open's options.
 func TestConstructorsAndOptions(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
@@ -529,7 +529,7 @@ func TestConstructorsAndOptions(t *testing.T) {
 // CommitSignal's channel), writers on two nodes, a progress table's runs, and
 // DropUncommitted.
 func TestNodePendingBytes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n0, n1 := s.AddNode(), s.AddNode()

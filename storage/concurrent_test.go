@@ -147,7 +147,7 @@ func decodeBidPrice(val []byte) (int64, error) {
 // the view's committed epoch. Run it with -race.
 func TestConcurrentViews(t *testing.T) {
 	seed := vectest.Seed(t)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	nodes := []*storage.Node{s.AddNode(), s.AddNode()}

@@ -300,7 +300,7 @@ func TestCrashDuringCheckpoints(t *testing.T) {
 }
 
 func runCrashScenario(t *testing.T, seed uint64, epochs int) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	cr := &crasher{mem: vfs.NewCrashableMem(), rng: vectest.NewRand(seed ^ 0xC4A5), limit: budget(60, 20, 400)}

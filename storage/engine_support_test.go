@@ -56,7 +56,7 @@ func TestWaitCommitted(t *testing.T) {
 
 // DropUncommitted discards sealed runs: a node view then shows only committed rows.
 func TestDropUncommitted(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()
@@ -107,7 +107,7 @@ func TestDropUncommitted(t *testing.T) {
 // StageDropTable deletes a table's rows and row counts in the next checkpoint, and
 // leaves other tables alone; runs of the dropped table still on nodes are not written.
 func TestStageDropTable(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()

@@ -168,7 +168,7 @@ func TestCheckpointIOFault(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			seed := vectest.Seed(t)
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			rng := vectest.NewRand(seed)
 			fs := vfs.NewCrashableMem()
@@ -274,7 +274,7 @@ func TestRandomIOFaults(t *testing.T) {
 }
 
 func runRandomIOFaults(t *testing.T, seed uint64, epochs int) map[string]int {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	fs := vfs.NewMem()

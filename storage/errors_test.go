@@ -114,7 +114,7 @@ func halfOwnedBids(t *testing.T) (*storage.Store, *storage.Node, *storage.StateT
 // actor does not own, is an error naming the table and the column or vnode, and
 // nothing of it is written, not even its valid rows.
 func TestStateTableWriteErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s, n, w, own := halfOwnedBids(t)
 	p := newBidPlacer()
@@ -185,7 +185,7 @@ func TestStateTableWriteErrors(t *testing.T) {
 // wrong S2 shape (column count, type, NULL in a NOT NULL column) and rows outside the
 // actor's vnodes are errors naming the table and column or vnode, and write nothing.
 func TestReplicatedTableErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	own := vnode.FromRange(bidT.VnodeCount, 100, 200)
@@ -292,7 +292,7 @@ func TestReplicatedTableErrors(t *testing.T) {
 // out of range or a row in a vnode the actor does not own is an error naming the
 // table, and writes nothing.
 func TestStateTableWriteEncoded(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s, n, w, own := halfOwnedBids(t)
 	p := newBidPlacer()

@@ -303,7 +303,7 @@ func TestProgressRoundTrip(t *testing.T) {
 // progCheckInspectable decodes the committed progress rows with the generic value codec
 // of the derived schema and checks every column against the progress written.
 func progCheckInspectable(t *testing.T, s *Store, p *ProgressTable, up *schema.Table, want map[uint16]VnodeProgress) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	pt := p.Schema()
 	if pt.Name != progName || len(pt.Columns) != len(up.PK)+3 {
@@ -839,7 +839,7 @@ func TestProgressRescale(t *testing.T) {
 // through the row codec, byte for byte.
 func TestProgressRandomPositions(t *testing.T) {
 	rng, seed := vectest.Rand(t)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	for i := range 60 {
 		up := vectest.RandomTable(rng, "rnd")

@@ -76,7 +76,7 @@ func TestReplicatedTableRandomized(t *testing.T) {
 }
 
 func runReplicatedRandomized(t *testing.T, seed uint64, epochs int) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	rc := &recorder{mem: mem}
@@ -252,7 +252,7 @@ func runReplicatedRandomized(t *testing.T, seed uint64, epochs int) {
 // TestReplicatedOldView: a view taken before a checkpoint must keep seeing the
 // replicated epochs above its own epoch even after a newer view has dropped them.
 func TestReplicatedOldView(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	kv := kvTable(1)

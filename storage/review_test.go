@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
@@ -55,7 +56,7 @@ func TestCloseRacingReaders(t *testing.T) {
 // A snapshot source built on an older replicated view sees the private epochs that
 // view covered, as ReplicatedTable.Iter does, even after a newer view dropped them.
 func TestReplicatedSourceOlderView(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	s.AddNode()
@@ -108,7 +109,7 @@ func TestReplicatedSourceOlderView(t *testing.T) {
 
 // Merging committed rows with an overlapping sealed run allocates nothing per row.
 func TestMergeIterAllocations(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()

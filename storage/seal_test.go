@@ -7,13 +7,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
 // A seal at or below the committed epoch breaks the barrier protocol: it is refused,
 // and the writes stay unsealed, to be sealed at a valid epoch and committed.
 func TestSealBelowCommittedIsRefused(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	s := openStore(t, vfs.NewMem())
 	n := s.AddNode()

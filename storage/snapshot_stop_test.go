@@ -100,7 +100,7 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 			{"its last 64 rows", pks[len(pks)-stopCheckRows-1], true},
 		} {
 			what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows) from %s", seed, names[i], v, most, c.from)
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			b := snapStopFirst(t, what, src, VnodeStart{Vnode: v, After: c.after}, mem)
 			if b.Rows != stopCheckRows || b.End != c.ending {
 				t.Fatalf("%s: a stopped read gave a batch of %d rows, end %v; want %d rows, end %v", what, b.Rows, b.End, stopCheckRows, c.ending)

@@ -323,7 +323,7 @@ func TestSnapshotRandom(t *testing.T) {
 }
 
 func snapRandomRound(t *testing.T, rng *rand.Rand, seed uint64, round int) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	tbl := snapTable(rng, fmt.Sprintf("t%d", round))
 	const id = 3
@@ -692,7 +692,7 @@ func TestSnapshotLimiter(t *testing.T) {
 func TestSnapshotReadOne(t *testing.T) {
 	rng, seed := vectest.Rand(t)
 	s, m := snapBidStore(t, 3000, seed)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	node := s.AddNode()
 	view, err := node.View()
@@ -780,7 +780,7 @@ func TestSnapshotErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer view.Release()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	// Both decode paths: the generated row decoder, and the generic kernels' batch decode.
 	for _, k := range []vec.Kernels{nil, vec.NewGeneric(m.t)} {
 		r, err = OpenSnapshot(context.Background(), ViewSource(view, snapBidID, m.t), SnapshotRequest{Vnodes: snapAllVnodes(m.t), Projection: snapQ0, Workers: 2, Mem: mem, Kernels: k})

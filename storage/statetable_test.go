@@ -132,7 +132,7 @@ func TestStateTableRandomized(t *testing.T) {
 }
 
 func runStateTableRandomized(t *testing.T, seed uint64, epochs int, stats map[string]int) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	rc := &recorder{mem: mem}

@@ -57,7 +57,9 @@ func appendRows(out []urow, t *schema.Table, rec arrow.RecordBatch) []urow {
 				case *array.Int64:
 					u.vals[col.Name] = a.Value(i)
 				case *array.String:
-					u.vals[col.Name] = a.Value(i)
+					// Value aliases the batch's buffer, which goes back to the
+					// engine's pool when the reader is released.
+					u.vals[col.Name] = strings.Clone(a.Value(i))
 				}
 			}
 			line = append(line, col.Name+"="+vectest.FormatValue(a, i))

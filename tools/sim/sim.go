@@ -181,7 +181,9 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		ctx: ctx, seed: seed, opts: opts, rep: rep,
 		rng:  rand.New(rand.NewPCG(seed, seed^0x5eed5eed)),
 		drng: rand.New(rand.NewPCG(seed, seed^0xda7a)),
-		mem:  memory.NewCheckedAllocator(memory.NewGoAllocator()),
+		// The engine's default allocator is a pool: the sim's poisons what is freed, so
+		// that a buffer read after its release reads garbage and fails the comparison.
+		mem:  memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true}),
 		fs:   vfs.NewCrashableMem(),
 		refs: map[executors.Epoch]state{},
 		cur:  newState(),
