@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 func str(s string) *string { return &s }
@@ -33,7 +36,7 @@ func catalogState(t *testing.T, e *engine.Engine) string {
 
 // Bad input gets a clear error naming what is wrong, and changes nothing.
 func TestBadInput(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
@@ -124,7 +127,7 @@ func TestBadInput(t *testing.T) {
 // Drop, a view over a view that blocks the drop, a no-shuffle view, rate limits and
 // pause state survive a reopen; the catalog is rebuilt from the store.
 func TestCatalogAcrossReopen(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	fs := vfs.NewMem()
@@ -275,7 +278,7 @@ func TestPauseOnBootstrap(t *testing.T) {
 // recover from the last checkpoint: the failing epoch's writes are gone, the round
 // reports the error, and the engine goes on.
 func TestActorFailureRecovers(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
@@ -319,4 +322,70 @@ func TestActorFailureRecovers(t *testing.T) {
 	if n := checkViews(t, e, "after recovery"); n != 3 {
 		t.Fatalf("t has %d rows, want 3 (k = 1, 2, 5; the failed epoch's rows are gone)", n)
 	}
+}
+
+// StorageMetrics reports pebble's metrics of the engine's store while it is open (a
+// committed insert is in the WAL; a Flush shows as a flush), and nil once closed.
+func TestStorageMetrics(t *testing.T) {
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rec := kvRecord(mem, []kvRow{{k: 1, v: 20, s: str("a")}, {k: 2, v: 30}})
+	defer rec.Release()
+	if err := e.Insert(ctx, "t", rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := e.StorageMetrics()
+	if m == nil || m.WAL.BytesWritten == 0 {
+		t.Fatalf("after a committed insert: metrics %v", m)
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m2 := e.StorageMetrics(); m2.Flush.Count <= m.Flush.Count || m2.Levels[0].TablesFlushed == 0 {
+		t.Fatalf("after Flush: %d flushes (%d before), %d tables flushed", m2.Flush.Count, m.Flush.Count, m2.Levels[0].TablesFlushed)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := e.StorageMetrics(); m != nil {
+		t.Fatal("metrics of a closed engine")
+	}
+}
+
+// An engine opened under profiler labels keeps them on its actors' goroutines, under
+// the actors' own (a CPU profile of a process with several engines tells them apart).
+func TestOpenLabels(t *testing.T) {
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	var e *engine.Engine
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("weir_test_engine", "e42"), func(ctx context.Context) {
+		e, err = engine.Open(ctx, "db", engine.Options{FS: vfs.NewMem(), Mem: mem, BarrierInterval: -1, Logger: quietLogger()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.CreateTable(context.Background(), kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var dump bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&dump, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(dump.String(), "\n") {
+		if strings.HasPrefix(l, "# labels:") && strings.Contains(l, `"weir_actor"`) && strings.Contains(l, `"weir_test_engine":"e42"`) {
+			return
+		}
+	}
+	t.Fatalf("no actor goroutine has the labels of Open's context:\n%s", dump.String())
 }

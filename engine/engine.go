@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
@@ -61,8 +64,11 @@ type Options struct {
 	// FS is the file system of the store (default: the OS's). Tests use pebble's
 	// in-memory and crashable file systems.
 	FS vfs.FS
-	// CacheSize and MemTableSize size pebble (defaults: storage.Options').
+	// CacheSize and MemTableSize size pebble (defaults: storage.Options'); Cache,
+	// when set, is a block cache shared with other engines or stores instead of one
+	// of CacheSize (storage.Options.Cache).
 	CacheSize    int64
+	Cache        *pebble.Cache
 	MemTableSize uint64
 	// IngestBytes is the checkpoint size from which a checkpoint is committed by
 	// ingesting sstables instead of a batch (storage.Options.IngestBytes: 0 is
@@ -70,7 +76,9 @@ type Options struct {
 	IngestBytes int
 	// PauseOnBootstrap starts every job paused after open or recovery, until Resume.
 	PauseOnBootstrap bool
-	// Mem allocates Arrow buffers (default memory.DefaultAllocator).
+	// Mem allocates Arrow buffers (default: a vec.PoolAllocator of the engine's own,
+	// so that the batches its actors build and release, such as a backfill's snapshot
+	// batches, reuse the same buffers rather than make garbage for every row read).
 	Mem memory.Allocator
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -139,7 +147,7 @@ func (o *Options) fill() error {
 		return fmt.Errorf("engine: ChannelCapacity %d, want >= 1", o.ChannelCapacity)
 	}
 	if o.Mem == nil {
-		o.Mem = memory.DefaultAllocator
+		o.Mem = vec.NewPoolAllocator()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -160,6 +168,10 @@ type Engine struct {
 	nodes []*storage.Node
 	mem   memory.Allocator
 	log   *slog.Logger
+
+	// labels is a context with the profiler labels of Open's (and nothing else of
+	// it): the actors' goroutines set theirs on top of it. Set once, at Open.
+	labels context.Context
 
 	// mu serialises barrier rounds, DDL and the fields below.
 	mu         sync.Mutex
@@ -184,15 +196,19 @@ type Engine struct {
 // Open opens (or creates) the engine in dir: it reads the catalog and the committed
 // epoch, rebuilds every actor and sends the first barrier; every table and view then
 // holds exactly its state at the last checkpoint.
+//
+// The engine's goroutines (its actors and their workers, the coordinator, pebble's)
+// keep the profiler labels of ctx, under their own: a process that runs several
+// engines opens each under pprof.Do to tell them apart in a CPU profile.
 func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	store, err := storage.Open(dir, storage.Options{FS: opts.FS, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes})
+	store, err := storage.Open(dir, storage.Options{FS: opts.FS, Cache: opts.Cache, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap}
+	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx)}
 	for i := 0; i < opts.Nodes; i++ {
 		e.nodes = append(e.nodes, store.AddNode())
 	}
@@ -248,6 +264,19 @@ func (e *Engine) close(checkpoint bool) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// labelsOf is a background context with the profiler labels of ctx.
+func labelsOf(ctx context.Context) context.Context {
+	var kv []string
+	pprof.ForLabels(ctx, func(k, v string) bool {
+		kv = append(kv, k, v)
+		return true
+	})
+	if len(kv) == 0 {
+		return context.Background()
+	}
+	return pprof.WithLabels(context.Background(), pprof.Labels(kv...))
 }
 
 // usable is checked by every call under e.mu.
@@ -319,6 +348,17 @@ func (e *Engine) Flush() error {
 		return fmt.Errorf("engine: flush: %w", err)
 	}
 	return nil
+}
+
+// StorageMetrics is pebble's metrics of the engine's store: its levels, compactions,
+// flushes and ingests. It is nil once the engine is closed or has failed.
+func (e *Engine) StorageMetrics() *pebble.Metrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.usable() != nil {
+		return nil
+	}
+	return e.store.DB().Metrics()
 }
 
 // TableOptions configure a new table.

@@ -130,7 +130,7 @@ type graph struct {
 }
 
 func newGraph(e *Engine) *graph {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(e.labels)
 	return &graph{
 		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}),
 		edges: map[edge]chan executors.Message{}, actors: map[executors.ActorID]*actor{},

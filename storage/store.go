@@ -21,8 +21,12 @@ import (
 // workload: a large block cache so that repeated backfill scans stay warm, 64 MiB
 // memtables, and Snappy block compression (cheap to decompress on the scan path).
 type Options struct {
-	FS           vfs.FS // default: the OS file system
-	CacheSize    int64  // block cache bytes; default 256 MiB
+	FS        vfs.FS // default: the OS file system
+	CacheSize int64  // block cache bytes; default 256 MiB
+	// Cache, when set, is a block cache shared with other stores (pebble.NewCache)
+	// instead of one of CacheSize of the store's own. The store takes a reference
+	// of its own for as long as it is open; the caller Unrefs its own when done.
+	Cache        *pebble.Cache
 	MemTableSize uint64 // default 64 MiB
 	Compression  string // "snappy" (default), "zstd", "minlz" or "none"
 	// Logger receives pebble's messages; nil discards them. Pebble's Fatalf (a fault it
@@ -43,7 +47,7 @@ type Options struct {
 }
 
 func (o Options) pebbleOptions() (*pebble.Options, error) {
-	po := &pebble.Options{FS: o.FS, CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, Logger: o.Logger}
+	po := &pebble.Options{FS: o.FS, Cache: o.Cache, CacheSize: o.CacheSize, MemTableSize: o.MemTableSize, Logger: o.Logger}
 	if po.FS == nil {
 		po.FS = vfs.Default
 	}
