@@ -152,6 +152,21 @@ type BackfillBuilds struct {
 	// the barrier until every actor passed it on (engine.BarrierStats's Latency),
 	// summed: with CheckpointSeconds, most of a build whose rounds run back to back.
 	BarrierSeconds []float64 `json:"barrier_seconds"`
+	// The store's LSM during each build (engine.StorageMetrics, after CreateMV
+	// returns less before it starts): sstables ingested by checkpoints and their
+	// bytes, the bytes of those that pebble had to place in L0 (they overlap
+	// committed keys; a compaction rewrites them later), the ingests that overlapped
+	// the memtable (pebble queues those behind a memtable flush), the bytes written
+	// by memtable flushes and by compactions, and the block cache's hits and misses
+	// (every read of the build: the snapshot's and the view's writes' lookups).
+	IngestedTables   []uint64 `json:"ingested_tables"`
+	IngestedBytes    []uint64 `json:"ingested_bytes"`
+	IngestedBytesL0  []uint64 `json:"ingested_bytes_l0"`
+	FlushableIngests []uint64 `json:"flushable_ingests"`
+	FlushedBytes     []uint64 `json:"flushed_bytes"`
+	CompactedBytes   []uint64 `json:"compacted_bytes"`
+	CacheHits        []uint64 `json:"block_cache_hits"`
+	CacheMisses      []uint64 `json:"block_cache_misses"`
 	// Busy mode: the writer's target rate, and what it inserted during the build.
 	InsertTargetPerSec float64   `json:"insert_target_rows_per_sec,omitempty"`
 	Inserted           []int64   `json:"inserted_rows,omitempty"`
@@ -383,6 +398,14 @@ func (bb *BackfillBuilds) add(r buildResult) {
 	bb.Checkpoints = append(bb.Checkpoints, r.checkpoints)
 	bb.CheckpointSeconds = append(bb.CheckpointSeconds, r.checkpointSeconds)
 	bb.BarrierSeconds = append(bb.BarrierSeconds, r.barrierSeconds)
+	bb.IngestedTables = append(bb.IngestedTables, r.lsm.ingestedTables)
+	bb.IngestedBytes = append(bb.IngestedBytes, r.lsm.ingestedBytes)
+	bb.IngestedBytesL0 = append(bb.IngestedBytesL0, r.lsm.ingestedBytesL0)
+	bb.FlushableIngests = append(bb.FlushableIngests, r.lsm.flushableIngests)
+	bb.FlushedBytes = append(bb.FlushedBytes, r.lsm.flushedBytes)
+	bb.CompactedBytes = append(bb.CompactedBytes, r.lsm.compactedBytes)
+	bb.CacheHits = append(bb.CacheHits, r.lsm.cacheHits)
+	bb.CacheMisses = append(bb.CacheMisses, r.lsm.cacheMisses)
 	if r.rate > 0 {
 		bb.Inserted = append(bb.Inserted, r.inserted)
 		bb.InsertedPerSec = append(bb.InsertedPerSec, float64(r.inserted)/r.seconds)
@@ -414,6 +437,13 @@ type backfillBench struct {
 	builds      int    // clones made so far
 	passes      uint32 // efficiency passes run so far (progress table ids)
 	log         *slog.Logger
+	// cache is the block cache of every build's engine (storage.Options.Cache). A
+	// build opens an engine on a fresh clone of the golden store only to start from
+	// the same state; sharing one cache keeps the memory of its blocks allocated
+	// from build to build, as in an engine that has run a while, instead of paging in
+	// a new cache's worth at every build (each block a fresh C allocation). Each
+	// engine has its own cache ids, so no build finds another's blocks.
+	cache *pebble.Cache
 }
 
 func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBench, error) {
@@ -426,11 +456,13 @@ func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBen
 		logOut = io.Discard
 	}
 	b := &backfillBench{o: o, dir: d, goldenDir: filepath.Join(d, "golden"), table: tables.BidTable(), mem: vec.NewPoolAllocator(),
-		log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		cache: pebble.NewCache(buildCacheSize),
+		log:   slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fail := func(err error) (*backfillBench, error) {
 		if b.golden != nil {
 			b.golden.Close()
 		}
+		b.cache.Unref()
 		os.RemoveAll(d)
 		return nil, fmt.Errorf("bench: backfill: setup: %w", err)
 	}
@@ -458,7 +490,11 @@ func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBen
 	return b, nil
 }
 
+// buildCacheSize is the block cache of the builds' engines: storage's default.
+const buildCacheSize = 256 << 20
+
 func (b *backfillBench) close() error {
+	defer b.cache.Unref()
 	err := b.golden.Close()
 	if rerr := os.RemoveAll(b.dir); err == nil {
 		err = rerr
@@ -483,12 +519,58 @@ type buildResult struct {
 	checkpoints       int
 	checkpointSeconds float64
 	barrierSeconds    float64 // the rounds' barrier latencies, summed
+	lsm               lsmDelta
+}
+
+// lsmDelta is what a build did to the store's LSM (see BackfillBuilds).
+type lsmDelta struct {
+	ingestedTables, ingestedBytes, ingestedBytesL0, flushedBytes, compactedBytes uint64
+	flushableIngests, cacheHits, cacheMisses                                     uint64
+}
+
+// lsmTotals reads the cumulative counters of m that lsmDelta differences. It sums
+// the levels itself: pebble's Metrics.Total counts the WAL and ingests as flushed.
+func lsmTotals(m *pebble.Metrics) lsmDelta {
+	var d lsmDelta
+	for i := range m.Levels {
+		l := &m.Levels[i]
+		d.ingestedTables += l.TablesIngested
+		d.ingestedBytes += l.TableBytesIngested
+		d.flushedBytes += l.TableBytesFlushed
+		d.compactedBytes += l.TableBytesCompacted
+	}
+	d.ingestedBytesL0 = m.Levels[0].TableBytesIngested
+	d.flushableIngests = m.Flush.AsIngestCount
+	d.cacheHits, d.cacheMisses = uint64(m.BlockCache.Hits), uint64(m.BlockCache.Misses)
+	return d
+}
+
+func (d lsmDelta) sub(o lsmDelta) lsmDelta {
+	return lsmDelta{d.ingestedTables - o.ingestedTables, d.ingestedBytes - o.ingestedBytes,
+		d.ingestedBytesL0 - o.ingestedBytesL0, d.flushedBytes - o.flushedBytes, d.compactedBytes - o.compactedBytes,
+		d.flushableIngests - o.flushableIngests, d.cacheHits - o.cacheHits, d.cacheMisses - o.cacheMisses}
 }
 
 // build opens an engine on a fresh checkpoint of the golden store, times the
 // creation of a pass-through view over bid by backfill kind (with a writer inserting
 // rate rows/s meanwhile when rate > 0), checks its job, drops it and closes.
+//
+// The build runs under the profiler label weir_build (kind and mode, such as
+// "arrangement_idle"), which the engine's goroutines and pebble's inherit, as the
+// engine is opened inside it: go tool pprof -tagfocus 'weir_build=^arrangement_idle$'
+// FILE shows those builds (warm-ups included) and nothing else.
 func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rate float64) (res buildResult, err error) {
+	mode := modeIdle
+	if rate > 0 {
+		mode = modeBusy
+	}
+	pprof.Do(ctx, pprof.Labels("weir_build", kindName(kind)+"_"+mode), func(ctx context.Context) {
+		res, err = b.buildLabeled(ctx, kind, rate)
+	})
+	return res, err
+}
+
+func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKind, rate float64) (res buildResult, err error) {
 	b.builds++
 	dir := filepath.Join(b.dir, fmt.Sprintf("build-%d", b.builds))
 	if err := b.golden.DB().Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
@@ -513,7 +595,7 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 			res.checkpointSeconds += bs.CheckpointDuration.Seconds()
 		}
 	}
-	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
+	e, err := engine.Open(ctx, dir, engine.Options{Cache: b.cache, BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
 		BackfillMemoryBudget: b.o.MemoryBudget, Logger: b.log, OnBarrier: onBarrier})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
@@ -531,9 +613,13 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 	ckMu.Lock()
 	timing = true
 	ckMu.Unlock()
+	lsm0 := lsmTotals(e.StorageMetrics())
 	cpu0, t0 := processCPU(), time.Now()
 	err = e.CreateMV(ctx, view, engine.Scan(b.table.Name), engine.MVOptions{Backfill: kind, Parallelism: b.o.Parallelism})
 	wall, cpu := time.Since(t0), processCPU()-cpu0
+	if m := e.StorageMetrics(); m != nil {
+		res.lsm = lsmTotals(m).sub(lsm0)
+	}
 	ckMu.Lock()
 	timing = false
 	ckMu.Unlock()

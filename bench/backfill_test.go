@@ -136,6 +136,14 @@ func TestBackfillBench(t *testing.T) {
 			if len(k.BarrierSeconds) != 1 || !(k.BarrierSeconds[0] > 0 && k.BarrierSeconds[0] < k.Seconds[0]) {
 				t.Errorf("%s builds: barrier latencies %v s, in builds of %v s", m.Mode, k.BarrierSeconds, k.Seconds)
 			}
+			// The LSM figures: one per build; the snapshot read misses the cache
+			// (each build's engine is new), and nothing was ingested into L0 that
+			// was not ingested.
+			if len(k.IngestedTables) != 1 || len(k.IngestedBytes) != 1 || len(k.IngestedBytesL0) != 1 || len(k.FlushableIngests) != 1 ||
+				len(k.FlushedBytes) != 1 || len(k.CompactedBytes) != 1 || len(k.CacheHits) != 1 || len(k.CacheMisses) != 1 ||
+				k.CacheMisses[0] == 0 || k.IngestedBytesL0[0] > k.IngestedBytes[0] {
+				t.Errorf("%s builds: LSM figures %+v", m.Mode, k)
+			}
 		}
 	}
 	t.Logf("%s", data)

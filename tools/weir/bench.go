@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -19,24 +20,42 @@ import (
 )
 
 func newBench() *cobra.Command {
-	var cpuprofile string
+	var cpuprofile, memprofile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run Weir's benchmarks",
 	}
 	cmd.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
+	cmd.PersistentFlags().StringVar(&memprofile, "memprofile", "", "write a heap profile at the end of the run to this file: what the run allocated (go tool pprof -sample_index=alloc_space) and what it still held")
 	for _, sub := range []*cobra.Command{newBenchSnapshot(), newBenchBackfill(), newBenchNexmark()} {
 		run := sub.RunE
 		sub.RunE = func(c *cobra.Command, args []string) error {
-			if cpuprofile == "" {
-				return run(c, args)
+			var mem *os.File
+			if memprofile != "" {
+				// Created first, so that a path that cannot be written fails the run
+				// before it starts, not after.
+				f, err := os.Create(memprofile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				mem = f
 			}
-			stop, err := startCPUProfile(cpuprofile)
-			if err != nil {
-				return err
+			stop := func() error { return nil }
+			if cpuprofile != "" {
+				var err error
+				if stop, err = startCPUProfile(cpuprofile); err != nil {
+					if mem != nil {
+						mem.Close()
+					}
+					return err
+				}
 			}
-			err = run(c, args)
-			return errors.Join(err, stop())
+			err := run(c, args)
+			err = errors.Join(err, stop())
+			if mem != nil {
+				err = errors.Join(err, writeHeapProfile(mem))
+			}
+			return err
 		}
 		cmd.AddCommand(sub)
 	}
@@ -60,6 +79,20 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// writeHeapProfile writes the heap profile into f (after a collection, so that its
+// in-use figures are current) and closes f.
+func writeHeapProfile(f *os.File) error {
+	runtime.GC()
+	err := pprof.Lookup("heap").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--memprofile %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 func newBenchSnapshot() *cobra.Command {

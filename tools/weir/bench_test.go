@@ -151,29 +151,43 @@ func TestBenchBackfillBadRows(t *testing.T) {
 	}
 }
 
-// TestBenchCPUProfile checks that --cpuprofile writes a profile (gzipped protobuf) of
-// the run, and that a file it cannot create is an error naming it.
-func TestBenchCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	root := newRoot()
-	root.SetOut(&bytes.Buffer{})
-	root.SetArgs([]string{"bench", "snapshot", "--rows", "500", "--workers", "1", "--reps", "5", "--dir", t.TempDir(), "--cpuprofile", path})
-	if err := root.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
-		t.Fatalf("the profile is not gzipped: %d bytes starting %x", len(data), data[:min(len(data), 4)])
-	}
-	bad := filepath.Join(t.TempDir(), "missing", "cpu.pprof")
-	root = newRoot()
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&bytes.Buffer{})
-	root.SetArgs([]string{"bench", "snapshot", "--rows", "500", "--dir", t.TempDir(), "--cpuprofile", bad})
-	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Fatalf("--cpuprofile %s: %v", bad, err)
+// TestBenchProfiles checks that --cpuprofile and --memprofile write profiles
+// (gzipped protobuf) of the run, alone and together, and that a file either cannot
+// create is an error naming it.
+func TestBenchProfiles(t *testing.T) {
+	for _, flags := range [][]string{{"--cpuprofile"}, {"--memprofile"}, {"--cpuprofile", "--memprofile"}} {
+		t.Run(strings.Join(flags, ","), func(t *testing.T) {
+			args := []string{"bench", "snapshot", "--rows", "500", "--workers", "1", "--reps", "5", "--dir", t.TempDir()}
+			var paths []string
+			for _, f := range flags {
+				p := filepath.Join(t.TempDir(), strings.TrimPrefix(f, "--")+".pprof")
+				paths, args = append(paths, p), append(args, f, p)
+			}
+			root := newRoot()
+			root.SetOut(&bytes.Buffer{})
+			root.SetArgs(args)
+			if err := root.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range paths {
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+					t.Fatalf("%s is not gzipped: %d bytes starting %x", p, len(data), data[:min(len(data), 4)])
+				}
+			}
+			for _, f := range flags {
+				bad := filepath.Join(t.TempDir(), "missing", "x.pprof")
+				root = newRoot()
+				root.SetOut(&bytes.Buffer{})
+				root.SetErr(&bytes.Buffer{})
+				root.SetArgs([]string{"bench", "snapshot", "--rows", "500", "--dir", t.TempDir(), f, bad})
+				if err := root.Execute(); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), f) {
+					t.Fatalf("%s %s: %v", f, bad, err)
+				}
+			}
+		})
 	}
 }
