@@ -60,6 +60,9 @@ type BackfillBenchOptions struct {
 	// MemoryBudget is the engine's Options.BackfillMemoryBudget in bytes (0: the
 	// engine's default; negative: none).
 	MemoryBudget int64
+	// GoAllocator gives the builds' engines Arrow's Go allocator instead of their
+	// default, a vec.PoolAllocator each (to compare the two).
+	GoAllocator bool
 	// EfficiencyReps is the interleaved repetitions of the efficiency passes (default
 	// and minimum 5).
 	EfficiencyReps int
@@ -102,11 +105,14 @@ type BackfillResult struct {
 	BarrierIntervalMS float64 `json:"barrier_interval_ms"`
 	BackfillWorkers   int     `json:"backfill_workers"` // per arrangement actor
 	// MemoryBudget is the engine's BackfillMemoryBudget per node (-1: none).
-	MemoryBudget int64  `json:"backfill_memory_budget"`
-	Nodes        int    `json:"nodes"` // engine default
-	GOMAXPROCS   int    `json:"gomaxprocs"`
-	NumCPU       int    `json:"num_cpu"`
-	GoVersion    string `json:"go_version"`
+	MemoryBudget int64 `json:"backfill_memory_budget"`
+	// Allocator is the builds' engines' Arrow allocator: "pool" (their default) or
+	// "go" (GoAllocator).
+	Allocator  string `json:"allocator"`
+	Nodes      int    `json:"nodes"` // engine default
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"num_cpu"`
+	GoVersion  string `json:"go_version"`
 	// LoadAvg is /proc/loadavg at the start and end of the run ("" elsewhere).
 	LoadAvgStart string  `json:"loadavg_start,omitempty"`
 	LoadAvgEnd   string  `json:"loadavg_end,omitempty"`
@@ -295,6 +301,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	res = BackfillResult{
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
+		Allocator:  map[bool]string{false: "pool", true: "go"}[o.GoAllocator],
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
 	}
 	if o.BusyRate > 0 {
@@ -490,6 +497,15 @@ func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBen
 	return b, nil
 }
 
+// buildMem is the Arrow allocator of a build's engine: nil (the engine's default
+// pool) unless GoAllocator.
+func (b *backfillBench) buildMem() memory.Allocator {
+	if b.o.GoAllocator {
+		return memory.NewGoAllocator()
+	}
+	return nil
+}
+
 // buildCacheSize is the block cache of the builds' engines: storage's default.
 const buildCacheSize = 256 << 20
 
@@ -596,7 +612,7 @@ func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKi
 		}
 	}
 	e, err := engine.Open(ctx, dir, engine.Options{Cache: b.cache, BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
-		BackfillMemoryBudget: b.o.MemoryBudget, Logger: b.log, OnBarrier: onBarrier})
+		BackfillMemoryBudget: b.o.MemoryBudget, Logger: b.log, OnBarrier: onBarrier, Mem: b.buildMem()})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
 	}

@@ -214,6 +214,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
 	f.Int64Var(&o.MemoryBudget, "memory-budget", 0, "the engine's backfill memory budget per node, in bytes (0: the engine's default, 512 MiB; negative: none)")
+	f.BoolVar(&o.GoAllocator, "go-allocator", false, "give the builds' engines Arrow's Go allocator instead of their default pool")
 	f.BoolVar(&warmup, "warmup", true, "run an untimed build of each kind before the timed ones")
 	f.BoolVar(&o.EfficiencyOnly, "efficiency-only", false, "measure the efficiency passes only, no builds")
 	f.BoolVar(&o.Verify, "verify", false, "count each view's rows after its build (slow)")
