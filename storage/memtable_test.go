@@ -312,3 +312,74 @@ func BenchmarkBackfillEpochs(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEpoch), "ns/key")
 }
+
+// Epochs large enough to reuse pooled insertion-order slices (minPooledEpoch and up):
+// across seals of a table writing new keys, overwrites and keys below earlier ones,
+// every run holds exactly its epoch's entries in order, runs sealed earlier do not
+// change when later epochs fill reused slices, and a slice given back holds no entry
+// (no pointer into a sealed arena).
+func TestMemtableEpochSlicesReused(t *testing.T) {
+	seed := vectest.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	mt := newMemtable()
+	type sealed struct {
+		r    *run
+		want []string
+	}
+	var runs []sealed
+	render := func(es []entry) []string {
+		out := make([]string, len(es))
+		for i, e := range es {
+			out[i] = fmt.Sprintf("%x=%x/%v", e.key, e.value, e.del)
+		}
+		return out
+	}
+	for epoch := 0; epoch < 6; epoch++ {
+		n := minPooledEpoch + rng.IntN(minPooledEpoch)
+		want := map[string]entry{}
+		for i := 0; i < n; i++ {
+			var id [4]byte
+			binary.BigEndian.PutUint32(id[:], uint32(rng.IntN(3*n)))
+			k := AppendKey(nil, 9, uint16(rng.IntN(4)), id[:])
+			v := []byte(fmt.Sprintf("e%d-%d", epoch, i))
+			del := rng.IntN(9) == 0
+			mt.put(k, v, del)
+			want[string(k)] = entry{key: k, value: v, del: del}
+		}
+		r := mt.seal(9, uint64(epoch))
+		keys := slices.Sorted(maps.Keys(want))
+		es := make([]entry, len(keys))
+		for i, k := range keys {
+			es[i] = want[k]
+		}
+		runs = append(runs, sealed{r, render(es)})
+		for i, s := range runs {
+			if got := render(s.r.entries); !slices.Equal(got, s.want) {
+				t.Fatalf("seed %d: after epoch %d, run %d holds %d entries, want %d (first difference at %d)", seed, epoch, i, len(got), len(s.want), firstDiff(got, s.want))
+			}
+		}
+	}
+	items := make([]entry, 0, minPooledEpoch)
+	items = append(items, entry{key: []byte("k"), value: []byte("v")})
+	putEpochSlices(items, make([]int, 0, minPooledEpoch))
+	if e := items[:1][0]; e.key != nil || e.value != nil {
+		t.Fatalf("a slice given back still holds %q=%q", e.key, e.value)
+	}
+	// A small table's hint takes no pooled slice; nor does one four times too large.
+	if items, at := epochSlices(minPooledEpoch - 1); cap(items) != minPooledEpoch-1 || cap(at) != minPooledEpoch-1 {
+		t.Fatalf("hint %d: slices of %d and %d", minPooledEpoch-1, cap(items), cap(at))
+	}
+	putEpochSlices(make([]entry, 0, 8*minPooledEpoch), make([]int, 0, 8*minPooledEpoch))
+	if items, _ := epochSlices(minPooledEpoch); cap(items) > 4*minPooledEpoch {
+		t.Fatalf("hint %d took a pooled slice of %d", minPooledEpoch, cap(items))
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"sync"
 	"unsafe"
 )
 
@@ -137,7 +138,7 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	}
 	k := mt.copy(key)
 	if mt.items == nil && mt.hint > 0 {
-		mt.items, mt.at = make([]entry, 0, mt.hint), make([]int, 0, mt.hint)
+		mt.items, mt.at = epochSlices(mt.hint)
 	}
 	i := len(mt.items)
 	if vi != nil && vi.mapped {
@@ -270,11 +271,71 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	// that one large epoch does not make every later one allocate large ones.
 	mt.hint = min(len(items)+len(items)/8, maxMemtableHint)
 	mt.mhint = min(len(mt.m)+len(mt.m)/8, maxMemtableMapHint)
+	putEpochSlices(mt.items, mt.at)
 	mt.m, mt.items, mt.at, mt.arena = nil, nil, nil, nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}
 	return &run{table: table, epoch: epoch, entries: items, bytes: size, spans: spans}
 }
+
+// epochItems and epochAt keep the insertion-order slices of sealed memtables (their
+// items and at; the run a seal makes is a copy) for the next epoch of any table: a
+// view being backfilled writes a few hundred thousand keys an epoch, and fresh
+// slices for each (sized by the hint) were a fifth of what an idle build allocated.
+// A sync.Pool empties at garbage collections, so tables that stop writing hold
+// nothing, as before.
+var epochItems, epochAt sync.Pool
+
+// epochSlices returns empty items and at slices with room for hint entries: pooled
+// ones when the pool's next fit (room for hint, and not four times more: a small
+// table does not hold a large table's slices for an epoch), new ones otherwise.
+func epochSlices(hint int) ([]entry, []int) {
+	var items []entry
+	var at []int
+	if hint >= minPooledEpoch {
+		if p, _ := epochItems.Get().(*[]entry); p != nil {
+			if c := cap(*p); c >= hint && c <= 4*hint {
+				items = *p
+			} else {
+				epochItems.Put(p)
+			}
+		}
+		if p, _ := epochAt.Get().(*[]int); p != nil {
+			if c := cap(*p); c >= hint && c <= 4*hint {
+				at = *p
+			} else {
+				epochAt.Put(p)
+			}
+		}
+	}
+	if items == nil {
+		items = make([]entry, 0, hint)
+	}
+	if at == nil {
+		at = make([]int, 0, hint)
+	}
+	return items, at
+}
+
+// putEpochSlices gives a sealed memtable's items and at to the next epoch's first
+// write, cleared (the items point into the sealed arena, which must not stay
+// reachable through them). Slices beyond the largest hint are left to the collector,
+// as are those of tables too small to need a hint.
+func putEpochSlices(items []entry, at []int) {
+	if c := cap(items); c >= minPooledEpoch && c <= maxMemtableHint*2 {
+		clear(items)
+		items = items[:0]
+		epochItems.Put(&items)
+	}
+	if c := cap(at); c >= minPooledEpoch && c <= maxMemtableHint*2 {
+		at = at[:0]
+		epochAt.Put(&at)
+	}
+}
+
+// minPooledEpoch is the smallest slice putEpochSlices keeps: below it a table's
+// epochs are small, and making their slices costs little.
+const minPooledEpoch = 4096
 
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
 
