@@ -444,13 +444,6 @@ type backfillBench struct {
 	builds      int    // clones made so far
 	passes      uint32 // efficiency passes run so far (progress table ids)
 	log         *slog.Logger
-	// cache is the block cache of every build's engine (storage.Options.Cache). A
-	// build opens an engine on a fresh clone of the golden store only to start from
-	// the same state; sharing one cache keeps the memory of its blocks allocated
-	// from build to build, as in an engine that has run a while, instead of paging in
-	// a new cache's worth at every build (each block a fresh C allocation). Each
-	// engine has its own cache ids, so no build finds another's blocks.
-	cache *pebble.Cache
 }
 
 func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBench, error) {
@@ -463,13 +456,11 @@ func newBackfillBench(ctx context.Context, o BackfillBenchOptions) (*backfillBen
 		logOut = io.Discard
 	}
 	b := &backfillBench{o: o, dir: d, goldenDir: filepath.Join(d, "golden"), table: tables.BidTable(), mem: vec.NewPoolAllocator(),
-		cache: pebble.NewCache(buildCacheSize),
-		log:   slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fail := func(err error) (*backfillBench, error) {
 		if b.golden != nil {
 			b.golden.Close()
 		}
-		b.cache.Unref()
 		os.RemoveAll(d)
 		return nil, fmt.Errorf("bench: backfill: setup: %w", err)
 	}
@@ -506,11 +497,7 @@ func (b *backfillBench) buildMem() memory.Allocator {
 	return nil
 }
 
-// buildCacheSize is the block cache of the builds' engines: storage's default.
-const buildCacheSize = 256 << 20
-
 func (b *backfillBench) close() error {
-	defer b.cache.Unref()
 	err := b.golden.Close()
 	if rerr := os.RemoveAll(b.dir); err == nil {
 		err = rerr
@@ -611,7 +598,7 @@ func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKi
 			res.checkpointSeconds += bs.CheckpointDuration.Seconds()
 		}
 	}
-	e, err := engine.Open(ctx, dir, engine.Options{Cache: b.cache, BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
+	e, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: b.o.BarrierInterval, BackfillWorkers: b.o.Workers,
 		BackfillMemoryBudget: b.o.MemoryBudget, Logger: b.log, OnBarrier: onBarrier, Mem: b.buildMem()})
 	if err != nil {
 		return res, fmt.Errorf("bench: backfill: %w", err)
@@ -629,7 +616,11 @@ func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKi
 	ckMu.Lock()
 	timing = true
 	ckMu.Unlock()
-	lsm0 := lsmTotals(e.StorageMetrics())
+	m0 := e.StorageMetrics()
+	if m0 == nil {
+		return res, fmt.Errorf("bench: backfill: %s build: the engine closed before the build", kindName(kind))
+	}
+	lsm0 := lsmTotals(m0)
 	cpu0, t0 := processCPU(), time.Now()
 	err = e.CreateMV(ctx, view, engine.Scan(b.table.Name), engine.MVOptions{Backfill: kind, Parallelism: b.o.Parallelism})
 	wall, cpu := time.Since(t0), processCPU()-cpu0

@@ -140,12 +140,9 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	}
 	defer os.RemoveAll(dir)
 	// The generator's batches (written, then released by the engine's DML path) come
-	// from the Go heap; the engines take their default allocator, a pool each. Every
-	// engine shares one block cache, as backfill builds do (see backfillBench.cache).
+	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	cache := pebble.NewCache(buildCacheSize)
-	defer cache.Unref()
-	opts := engine.Options{Cache: cache, BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := engine.Options{BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
 	e, err := engine.Open(ctx, goldenDir, opts)

@@ -64,11 +64,8 @@ type Options struct {
 	// FS is the file system of the store (default: the OS's). Tests use pebble's
 	// in-memory and crashable file systems.
 	FS vfs.FS
-	// CacheSize and MemTableSize size pebble (defaults: storage.Options'); Cache,
-	// when set, is a block cache shared with other engines or stores instead of one
-	// of CacheSize (storage.Options.Cache).
+	// CacheSize and MemTableSize size pebble (defaults: storage.Options').
 	CacheSize    int64
-	Cache        *pebble.Cache
 	MemTableSize uint64
 	// IngestBytes is the checkpoint size from which a checkpoint is committed by
 	// ingesting sstables instead of a batch (storage.Options.IngestBytes: 0 is
@@ -76,10 +73,19 @@ type Options struct {
 	IngestBytes int
 	// PauseOnBootstrap starts every job paused after open or recovery, until Resume.
 	PauseOnBootstrap bool
-	// Mem allocates Arrow buffers (default: a vec.PoolAllocator of the engine's own,
-	// so that the batches its actors build and release, such as a backfill's snapshot
-	// batches, reuse the same buffers rather than make garbage for every row read).
+	// Mem allocates Arrow buffers. The default is a vec.PoolAllocator of the engine's
+	// own, so that the batches its actors build and release (a backfill's snapshot
+	// batches, by the million) reuse their buffers instead of making garbage; the
+	// records Scan hands out then come from Arrow's Go allocator, so that values
+	// taken from them (an array.String's Value aliases its buffer) stay valid after
+	// the record's Release, as the collector keeps them. A Mem the caller sets is used
+	// for both: with a pool, a value kept past Release must be copied.
 	Mem memory.Allocator
+	// Cache is a pebble block cache (pebble.NewCache) to share with other engines or
+	// stores of the process instead of one of CacheSize of the engine's own
+	// (storage.Options.Cache); CacheSize is then not used. Each engine reserves its
+	// memtables' size in it, and StorageMetrics reports the whole cache's figures.
+	Cache *pebble.Cache
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
 	// OnBarrier, when set, is called after every barrier round (by the coordinator,
@@ -172,6 +178,13 @@ type Engine struct {
 	// labels is a context with the profiler labels of Open's (and nothing else of
 	// it): the actors' goroutines set theirs on top of it. Set once, at Open.
 	labels context.Context
+	// scanMem allocates the records Scan hands out: Options.Mem when the caller set
+	// it, else Arrow's Go allocator (see Options.Mem). Set once, at Open.
+	scanMem memory.Allocator
+	// storeMu guards storeClosed, set when close closes the store, for the readers
+	// that do not take mu (StorageMetrics).
+	storeMu     sync.RWMutex
+	storeClosed bool
 
 	// mu serialises barrier rounds, DDL and the fields below.
 	mu         sync.Mutex
@@ -201,6 +214,10 @@ type Engine struct {
 // keep the profiler labels of ctx, under their own: a process that runs several
 // engines opens each under pprof.Do to tell them apart in a CPU profile.
 func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
+	scanMem := opts.Mem
+	if scanMem == nil {
+		scanMem = memory.DefaultAllocator
+	}
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
@@ -208,7 +225,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx)}
+	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem}
 	for i := 0; i < opts.Nodes; i++ {
 		e.nodes = append(e.nodes, store.AddNode())
 	}
@@ -260,6 +277,9 @@ func (e *Engine) close(checkpoint bool) error {
 	if e.g != nil {
 		e.g.teardown()
 	}
+	e.storeMu.Lock()
+	e.storeClosed = true
+	e.storeMu.Unlock()
 	if err := e.store.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -351,11 +371,13 @@ func (e *Engine) Flush() error {
 }
 
 // StorageMetrics is pebble's metrics of the engine's store: its levels, compactions,
-// flushes and ingests. It is nil once the engine is closed or has failed.
+// flushes and ingests. It does not wait for a barrier round or a checkpoint in
+// progress. Its block cache figures are those of the whole cache, which other stores
+// may share (Options.Cache). It is nil once the engine is closed.
 func (e *Engine) StorageMetrics() *pebble.Metrics {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.usable() != nil {
+	e.storeMu.RLock()
+	defer e.storeMu.RUnlock()
+	if e.storeClosed {
 		return nil
 	}
 	return e.store.DB().Metrics()

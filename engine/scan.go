@@ -52,14 +52,15 @@ func (s *Snapshot) Release() {
 
 // Scan reads every row of a table or view, vnode by vnode (rows of one vnode in pk
 // order), as Arrow records of at most Options.ChunkSize rows with the table's columns.
-// The reader holds the snapshot until it is released.
+// The reader holds the snapshot until it is released. The records come from Arrow's
+// Go allocator unless Options.Mem was set (then from it: see Options.Mem).
 func (s *Snapshot) Scan(ctx context.Context, name string) (array.RecordReader, error) {
 	o, ok := s.objs[name]
 	if !ok {
 		return nil, fmt.Errorf("scan %s: no table or materialized view of that name", name)
 	}
 	t := o.t
-	req := storage.SnapshotRequest{BatchSize: s.e.opts.ChunkSize, Workers: 1, Buffer: 2, Mem: s.e.mem}
+	req := storage.SnapshotRequest{BatchSize: s.e.opts.ChunkSize, Workers: 1, Buffer: 2, Mem: s.e.scanMem}
 	for v := 0; v < t.VnodeCount; v++ {
 		req.Vnodes = append(req.Vnodes, storage.VnodeStart{Vnode: uint16(v)})
 	}

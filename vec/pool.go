@@ -1,6 +1,7 @@
 package vec
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,14 @@ import (
 // compute kernels write a buffer up to its capacity while tracking its length, so the
 // rest of the class's room stays hidden until Reallocate or Free (which are only ever
 // given this pool's own buffers) take it back. Each class keeps at most MaxPerClass
-// buffers; buffers above 64 MiB are not pooled. Safe for concurrent use.
+// buffers, and all of them at most MaxBytes; buffers above 64 MiB are not pooled.
+// Safe for concurrent use.
 type PoolAllocator struct {
 	MaxPerClass int // 0: 64
+	// MaxBytes caps the bytes the free lists hold in all (classes' capacities): a
+	// buffer freed beyond it is left to the collector, so that a burst of large
+	// buffers (a long epoch's backfill buffer) is not kept for good. 0: 64 MiB.
+	MaxBytes int64
 	// Poison makes Free fill each buffer with PoisonByte before it goes back to its
 	// free list, for tests: code that reads a buffer after releasing it then reads
 	// garbage, which a comparison against a reference catches, rather than the bytes
@@ -29,6 +35,7 @@ type PoolAllocator struct {
 	Poison    bool
 	mu        sync.Mutex
 	free      [maxClass + 1][][]byte
+	pooled    int64 // bytes in the free lists (under mu)
 	allocated atomic.Int64
 }
 
@@ -93,6 +100,7 @@ func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 		b := l[n-1]
 		l[n-1] = nil
 		p.free[c] = l[:n-1]
+		p.pooled -= 1 << c
 		p.mu.Unlock()
 		b = b[:size:size]
 		if zero {
@@ -106,22 +114,28 @@ func (p *PoolAllocator) allocate(size int, zero bool) []byte {
 
 // classBuf is b with the whole capacity of its class when it is a pooled class's
 // buffer, from its header, and ok false for any other (empty, or above the largest
-// class). It panics on a buffer this pool did not make.
+// class). Given a buffer this pool did not make (which breaks the allocator's
+// contract), it reads the bytes before it and, all but surely, panics.
 func classBuf(b []byte) (full []byte, c int, ok bool) {
 	if cap(b) == 0 {
 		return nil, 0, false
 	}
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	hdr := (*[headerLen]byte)(unsafe.Add(p, -headerLen))
-	if hdr[0] != poolMagic {
+	if binary.LittleEndian.Uint32(hdr[:4]) != headerMagic(p) {
 		panic("vec: PoolAllocator given a buffer it did not allocate")
 	}
-	c = int(hdr[1])
+	c = int(hdr[4])
 	if c < minClass || c > maxClass {
 		return nil, 0, false
 	}
 	return unsafe.Slice((*byte)(p), 1<<c), c, true
 }
+
+// headerMagic is the first word of the header of the buffer at p: a constant mixed
+// with the buffer's address, so that bytes before a foreign buffer match it only by
+// a one in four billion chance.
+func headerMagic(p unsafe.Pointer) uint32 { return 0x5A17C0DE ^ uint32(uintptr(p)) }
 
 // alignedMake returns a 64-byte aligned buffer. A buffer of a class of colorMin or
 // more also starts at the next of 64 cache-line offsets into its page (cache
@@ -132,7 +146,7 @@ func classBuf(b []byte) (full []byte, c int, ok bool) {
 // 4 KiB address-aliasing check. (Smaller objects come from size-class spans, which
 // already spread their offsets.)
 func alignedMake(size, capacity, class int) []byte {
-	extra := 2 * alignment
+	extra := alignment + headerLen
 	color := 0
 	if capacity >= colorMin {
 		extra += colorPage
@@ -144,19 +158,18 @@ func alignedMake(size, capacity, class int) []byte {
 		shift += alignment
 	}
 	shift += color
-	buf[shift-2], buf[shift-1] = poolMagic, byte(class)
+	hdr := buf[shift-headerLen : shift]
+	binary.LittleEndian.PutUint32(hdr[:4], headerMagic(unsafe.Pointer(&buf[shift])))
+	hdr[4] = byte(class)
 	return buf[shift : shift+size : shift+capacity]
 }
 
 // Every buffer alignedMake makes is preceded by a header of headerLen bytes in the
-// same allocation: poolMagic, then its class (0 for a buffer above the largest class,
-// which is never pooled). Free and Reallocate read the class there, as the buffers
-// they are given hide the class's room (see PoolAllocator), and a shrunk buffer's
-// capacity no longer tells it.
-const (
-	headerLen = 2
-	poolMagic = 0x5A
-)
+// same allocation: headerMagic, then its class (0 for a buffer above the largest
+// class, which is never pooled). Free and Reallocate read the class there, as the
+// buffers they are given hide the class's room (see PoolAllocator), and a shrunk
+// buffer's capacity no longer tells it.
+const headerLen = 8
 
 // colorPage is the page size of alignedMake's colouring; colorMin the smallest
 // capacity it colours (the heap's objects of 32 KiB and more start page-aligned).
@@ -218,11 +231,26 @@ func (p *PoolAllocator) Free(b []byte) {
 	if max == 0 {
 		max = 64
 	}
+	maxBytes := p.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultPoolMaxBytes
+	}
 	p.mu.Lock()
-	if len(p.free[c]) < max {
+	if len(p.free[c]) < max && p.pooled+1<<c <= maxBytes {
 		p.free[c] = append(p.free[c], full[:0])
+		p.pooled += 1 << c
 	}
 	p.mu.Unlock()
+}
+
+// DefaultPoolMaxBytes is PoolAllocator.MaxBytes's default.
+const DefaultPoolMaxBytes = 64 << 20
+
+// Pooled is the bytes the free lists hold (classes' capacities).
+func (p *PoolAllocator) Pooled() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pooled
 }
 
 // Allocated is the number of bytes handed out and not yet freed.

@@ -158,14 +158,14 @@ func TestPoolMaxPerClass(t *testing.T) {
 		t.Fatalf("%d buffers reused, want MaxPerClass = 2", reused)
 	}
 	// A buffer that did not come from the pool breaks the allocator's contract: Free
-	// panics rather than pool memory of unknown size (here the two bytes before the
+	// panics rather than pool memory of unknown size (here the eight bytes before the
 	// buffer, where a pool's header would be, are in the same allocation).
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "did not allocate") {
 			t.Fatalf("Free of a foreign buffer: recovered %v", r)
 		}
 	}()
-	p.Free(make([]byte, 102)[2:])
+	p.Free(make([]byte, 108)[8:])
 }
 
 // TestPoolConcurrent hammers one pool from many goroutines (run it with -race): no
@@ -473,5 +473,34 @@ func TestPoolArrowTake(t *testing.T) {
 			}
 		}
 		out.Release()
+	}
+}
+
+// TestPoolMaxBytes checks the cap on the bytes the free lists hold: buffers freed
+// beyond it are dropped, Pooled counts classes' capacities, and taking a buffer
+// back out makes room again.
+func TestPoolMaxBytes(t *testing.T) {
+	p := &vec.PoolAllocator{MaxBytes: 300}
+	var bufs [][]byte
+	for i := 0; i < 3; i++ {
+		bufs = append(bufs, p.Allocate(100)) // 128-byte class
+	}
+	for _, b := range bufs {
+		p.Free(b)
+	}
+	if n := p.Pooled(); n != 256 {
+		t.Fatalf("Pooled() = %d after freeing three 128-byte buffers under a 300-byte cap, want 256", n)
+	}
+	b := p.Allocate(128)
+	if n := p.Pooled(); n != 128 {
+		t.Fatalf("Pooled() = %d after taking one back, want 128", n)
+	}
+	p.Free(b)
+	p.Free(p.Allocate(1000)) // 1 KiB class: over the cap, dropped
+	if n := p.Pooled(); n != 256 {
+		t.Fatalf("Pooled() = %d, want 256", n)
+	}
+	if d := vec.NewPoolAllocator(); d.MaxBytes != 0 || vec.DefaultPoolMaxBytes != 64<<20 {
+		t.Fatalf("default cap %d", vec.DefaultPoolMaxBytes)
 	}
 }

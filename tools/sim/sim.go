@@ -183,7 +183,10 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		drng: rand.New(rand.NewPCG(seed, seed^0xda7a)),
 		// The engine's default allocator is a pool: the sim's poisons what is freed, so
 		// that a buffer read after its release reads garbage and fails the comparison.
-		mem:  memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true}),
+		// It is given bare (its Allocated is the leak check), so that the engine's
+		// decoders take its Uninit allocator, whose reused buffers are poisoned too (a
+		// memory.CheckedAllocator around it would hide Uninit).
+		mem:  &vec.PoolAllocator{Poison: true},
 		fs:   vfs.NewCrashableMem(),
 		refs: map[executors.Epoch]state{},
 		cur:  newState(),
@@ -213,7 +216,7 @@ type runner struct {
 	// on timing, even where the data does (keys near a backfill's position).
 	rng  *rand.Rand
 	drng *rand.Rand
-	mem  *memory.CheckedAllocator
+	mem  *vec.PoolAllocator
 
 	fs  *vfs.MemFS
 	inj injector
@@ -757,7 +760,7 @@ func (r *runner) finish() error {
 		r.fail("engine error", "close: %v", err)
 		return errStop
 	}
-	if n := r.mem.CurrentAlloc(); n != 0 {
+	if n := r.mem.Allocated(); n != 0 {
 		r.fail("memory", "%d bytes of Arrow memory left allocated after close", n)
 	}
 	return nil

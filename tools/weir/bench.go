@@ -26,7 +26,7 @@ func newBench() *cobra.Command {
 		Short: "Run Weir's benchmarks",
 	}
 	cmd.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
-	cmd.PersistentFlags().StringVar(&memprofile, "memprofile", "", "write a heap profile at the end of the run to this file: what the run allocated (go tool pprof -sample_index=alloc_space) and what it still held")
+	cmd.PersistentFlags().StringVar(&memprofile, "memprofile", "", "write a heap profile at the end of the run to this file: what the run allocated (go tool pprof -sample_index=alloc_space) and what it still held (allocators' free lists included)")
 	for _, sub := range []*cobra.Command{newBenchSnapshot(), newBenchBackfill(), newBenchNexmark()} {
 		run := sub.RunE
 		sub.RunE = func(c *cobra.Command, args []string) error {
@@ -46,6 +46,7 @@ func newBench() *cobra.Command {
 				if stop, err = startCPUProfile(cpuprofile); err != nil {
 					if mem != nil {
 						mem.Close()
+						os.Remove(mem.Name()) // nothing was profiled
 					}
 					return err
 				}
