@@ -7,13 +7,53 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// maxKeptMerge is the most entries of a checkpoint's merge buffer kept for the next
-// checkpoint (3.5 MiB); a larger one, from a checkpoint of a large epoch, is dropped.
-const maxKeptMerge = 1 << 16
+// maxKeptMerge is the most entries of a checkpoint's merge buffer its store keeps for
+// the next checkpoint (3.5 MiB). A larger one, from a checkpoint of a large epoch (a
+// view being backfilled writes a few hundred thousand keys an epoch), goes to
+// mergeBufs, up to maxPooledMerge entries (56 MiB), and beyond that is dropped.
+const (
+	maxKeptMerge   = 1 << 16
+	maxPooledMerge = 1 << 20
+)
+
+// mergeBufs keeps the large merge buffers of checkpoints for the next large
+// checkpoint of any store. A sync.Pool empties at garbage collections, so a store
+// whose epochs become small does not hold one for good.
+var mergeBufs sync.Pool
+
+// mergeBuf is an empty merge buffer with room for n entries: the store's own, or a
+// pooled one when the store's is smaller and the pool's next is large enough.
+func (s *Store) mergeBuf(n int) []entry {
+	buf := s.merged[:0]
+	if cap(buf) < n && n > maxKeptMerge {
+		if p, _ := mergeBufs.Get().(*[]entry); p != nil {
+			if cap(*p) >= n {
+				buf = *p
+			} else {
+				mergeBufs.Put(p)
+			}
+		}
+	}
+	return slices.Grow(buf, n)
+}
+
+// keepMergeBuf clears merged (its entries point into the runs) and keeps it for the
+// next checkpoint: on the store when small, in mergeBufs when large.
+func (s *Store) keepMergeBuf(merged []entry) {
+	clear(merged)
+	switch c := cap(merged); {
+	case c <= maxKeptMerge:
+		s.merged = merged[:0]
+	case c <= maxPooledMerge:
+		m := merged[:0]
+		mergeBufs.Put(&m)
+	}
+}
 
 // CheckpointStats describes one committed checkpoint.
 type CheckpointStats struct {
@@ -190,7 +230,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// copy at each doubling): a run holds one entry per key, so entries exceed the keys
 	// merged only by the keys rewritten across the epochs committed together, and the
 	// buffer is at most the size of the runs' own entries.
-	merged := slices.Grow(s.merged[:0], entries)
+	merged := s.mergeBuf(entries)
 	const maxPrefixSeeks = 64
 	var frontier []byte      // a copy of the key the last seek stood on
 	haveFrontier := false    // a seek found a committed key at or after its key
@@ -271,14 +311,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		st.Bytes += len(key) + len(e.value)
 		return nil
 	})
-	defer func() { // keep the memory for the next checkpoint (not a huge one), not the runs
-		clear(merged)
-		if cap(merged) <= maxKeptMerge {
-			s.merged = merged[:0]
-		} else {
-			s.merged = nil
-		}
-	}()
+	defer func() { s.keepMergeBuf(merged) }() // the memory for the next checkpoint, not the runs
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}

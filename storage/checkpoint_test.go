@@ -629,3 +629,47 @@ func TestNodePendingBytes(t *testing.T) {
 	s.DropUncommitted()
 	want("after DropUncommitted", 0, 0)
 }
+
+// Checkpoints large enough for their merge buffers to go through the shared pool
+// (more than 65,536 entries), the second with inserts, overwrites of committed rows
+// and deletes: the committed state and its row counts are exact, and a view taken
+// before the second checkpoint keeps its state after that checkpoint reused a buffer.
+// (Not under -race: the cost is the helpers' row placement, not concurrency.)
+func TestCheckpointLargeMergeBuffers(t *testing.T) {
+	if raceEnabled {
+		t.Skip("large single-goroutine checkpoints; run without -race")
+	}
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	s := openStore(t, vfs.NewMem())
+	n := s.AddNode()
+	w, p := fullBidTable(t, n), newBidPlacer()
+	const perEpoch = 70_000
+	committed := bidState{}
+	ops := inserts(idRange(0, perEpoch), bidVal{Price: 1, Channel: "e1"})
+	writeBids(t, mem, w, ops)
+	w.Seal(ep(1))
+	mustCheckpoint(t, s, ep(1))
+	committed.apply(ops)
+
+	ops = inserts(idRange(perEpoch, 2*perEpoch), bidVal{Price: 2, Channel: "e2"})
+	for id := int64(0); id < perEpoch; id += 7 { // overwrite committed rows
+		ops = append(ops, bidOp{Op: vec.Insert, ID: id, V: bidVal{Price: -2, Channel: "upd"}})
+	}
+	for id := int64(3); id < perEpoch; id += 11 { // delete committed rows
+		ops = append(ops, bidOp{Op: vec.Delete, ID: id})
+	}
+	writeBids(t, mem, w, ops)
+	w.Seal(ep(2))
+	before, err := n.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Release()
+	mustCheckpoint(t, s, ep(2))
+	committed.apply(ops)
+	got, _ := readBidsAt(t, s, nil, w, p)
+	expectState(t, "after the second checkpoint", committed, got)
+	checkRowCounts(t, s, bidTableID, p.counts(committed), bidT.VnodeCount)
+	expectState(t, "view taken before the second checkpoint", committed, readBids(t, w, before, p))
+}
