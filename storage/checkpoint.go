@@ -22,8 +22,8 @@ const (
 )
 
 // mergeBufs keeps the large merge buffers of checkpoints for the next large
-// checkpoint of any store. A sync.Pool empties at garbage collections, so a store
-// whose epochs become small does not hold one for good.
+// checkpoint of any store. A sync.Pool lets go of what it holds within two garbage
+// collections, so a store whose epochs become small does not hold one for long.
 var mergeBufs sync.Pool
 
 // mergeBuf is an empty merge buffer with room for n entries: the store's own, or a

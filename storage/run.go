@@ -282,8 +282,9 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 // items and at; the run a seal makes is a copy) for the next epoch of any table: a
 // view being backfilled writes a few hundred thousand keys an epoch, and fresh
 // slices for each (sized by the hint) were a fifth of what an idle build allocated.
-// A sync.Pool empties at garbage collections, so tables that stop writing hold
-// nothing, as before.
+// A sync.Pool lets go of what it holds within two garbage collections (it may hold
+// a pair of slices per P until then), so tables that stop writing hold nothing for
+// long, as before.
 var epochItems, epochAt sync.Pool
 
 // epochSlices returns empty items and at slices with room for hint entries: pooled
