@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -22,21 +21,16 @@ const (
 )
 
 // mergeBufs keeps the large merge buffers of checkpoints for the next large
-// checkpoint of any store. A sync.Pool lets go of what it holds within two garbage
-// collections, so a store whose epochs become small does not hold one for long.
-var mergeBufs sync.Pool
+// checkpoint of any store.
+var mergeBufs slicePool[entry]
 
 // mergeBuf is an empty merge buffer with room for n entries: the store's own, or a
 // pooled one when the store's is smaller and the pool's next is large enough.
 func (s *Store) mergeBuf(n int) []entry {
 	buf := s.merged[:0]
 	if cap(buf) < n && n > maxKeptMerge {
-		if p, _ := mergeBufs.Get().(*[]entry); p != nil {
-			if cap(*p) >= n {
-				buf = *p
-			} else {
-				mergeBufs.Put(p)
-			}
+		if p := mergeBufs.get(n, maxPooledMerge); p != nil {
+			buf = p
 		}
 	}
 	return slices.Grow(buf, n)
@@ -45,13 +39,12 @@ func (s *Store) mergeBuf(n int) []entry {
 // keepMergeBuf clears merged (its entries point into the runs) and keeps it for the
 // next checkpoint: on the store when small, in mergeBufs when large.
 func (s *Store) keepMergeBuf(merged []entry) {
-	clear(merged)
 	switch c := cap(merged); {
 	case c <= maxKeptMerge:
+		clear(merged)
 		s.merged = merged[:0]
 	case c <= maxPooledMerge:
-		m := merged[:0]
-		mergeBufs.Put(&m)
+		mergeBufs.put(merged)
 	}
 }
 

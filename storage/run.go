@@ -278,14 +278,41 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	return &run{table: table, epoch: epoch, entries: items, bytes: size, spans: spans}
 }
 
+// slicePool keeps empty slices for reuse across tables and stores. A sync.Pool lets
+// go of what it holds within two garbage collections (it may hold some per P until
+// then), so a table or store whose work becomes small holds nothing for long.
+type slicePool[T any] struct{ p sync.Pool }
+
+// get returns an empty pooled slice with room for n to most elements, or nil (the
+// pool's next slice, outside those bounds, is kept).
+func (sp *slicePool[T]) get(n, most int) []T {
+	p, _ := sp.p.Get().(*[]T)
+	if p == nil {
+		return nil
+	}
+	if c := cap(*p); c >= n && c <= most {
+		return (*p)[:0]
+	}
+	sp.p.Put(p)
+	return nil
+}
+
+// put keeps s, cleared (its elements may point into memory that must not stay
+// reachable through it).
+func (sp *slicePool[T]) put(s []T) {
+	clear(s)
+	s = s[:0]
+	sp.p.Put(&s)
+}
+
 // epochItems and epochAt keep the insertion-order slices of sealed memtables (their
 // items and at; the run a seal makes is a copy) for the next epoch of any table: a
 // view being backfilled writes a few hundred thousand keys an epoch, and fresh
 // slices for each (sized by the hint) were a fifth of what an idle build allocated.
-// A sync.Pool lets go of what it holds within two garbage collections (it may hold
-// a pair of slices per P until then), so tables that stop writing hold nothing for
-// long, as before.
-var epochItems, epochAt sync.Pool
+var (
+	epochItems slicePool[entry]
+	epochAt    slicePool[int]
+)
 
 // epochSlices returns empty items and at slices with room for hint entries: pooled
 // ones when the pool's next fit (room for hint, and not four times more: a small
@@ -294,20 +321,7 @@ func epochSlices(hint int) ([]entry, []int) {
 	var items []entry
 	var at []int
 	if hint >= minPooledEpoch {
-		if p, _ := epochItems.Get().(*[]entry); p != nil {
-			if c := cap(*p); c >= hint && c <= 4*hint {
-				items = *p
-			} else {
-				epochItems.Put(p)
-			}
-		}
-		if p, _ := epochAt.Get().(*[]int); p != nil {
-			if c := cap(*p); c >= hint && c <= 4*hint {
-				at = *p
-			} else {
-				epochAt.Put(p)
-			}
-		}
+		items, at = epochItems.get(hint, 4*hint), epochAt.get(hint, 4*hint)
 	}
 	if items == nil {
 		items = make([]entry, 0, hint)
@@ -319,18 +333,14 @@ func epochSlices(hint int) ([]entry, []int) {
 }
 
 // putEpochSlices gives a sealed memtable's items and at to the next epoch's first
-// write, cleared (the items point into the sealed arena, which must not stay
-// reachable through them). Slices beyond the largest hint are left to the collector,
-// as are those of tables too small to need a hint.
+// write. Slices beyond the largest hint are left to the collector, as are those of
+// tables too small to need a hint.
 func putEpochSlices(items []entry, at []int) {
 	if c := cap(items); c >= minPooledEpoch && c <= maxMemtableHint*2 {
-		clear(items)
-		items = items[:0]
-		epochItems.Put(&items)
+		epochItems.put(items)
 	}
 	if c := cap(at); c >= minPooledEpoch && c <= maxMemtableHint*2 {
-		at = at[:0]
-		epochAt.Put(&at)
+		epochAt.put(at)
 	}
 }
 
