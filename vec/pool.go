@@ -188,17 +188,12 @@ func nextColor() int { return int(colors.Add(1)%(colorPage/alignment)) * alignme
 func (p *PoolAllocator) Reallocate(size int, b []byte) []byte { return p.reallocate(size, b, true) }
 
 func (p *PoolAllocator) reallocate(size int, b []byte, zero bool) []byte {
-	room := cap(b)
-	full, _, pooled := classBuf(b)
-	if pooled {
-		room = cap(full)
+	nb := b
+	if full, _, ok := classBuf(b); ok {
+		nb = full // the class's room, hidden from the user
 	}
-	if size <= room {
+	if size <= cap(nb) {
 		p.allocated.Add(int64(size - len(b)))
-		nb := b
-		if pooled {
-			nb = full
-		}
 		nb = nb[:size:size]
 		if zero && size > len(b) {
 			// A pooled buffer's spare capacity may hold an earlier user's bytes.
@@ -206,7 +201,7 @@ func (p *PoolAllocator) reallocate(size int, b []byte, zero bool) []byte {
 		}
 		return nb
 	}
-	nb := p.allocate(size, zero)
+	nb = p.allocate(size, zero)
 	copy(nb, b)
 	p.Free(b)
 	return nb
