@@ -12,10 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/schema"
-	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
@@ -128,14 +126,8 @@ func writeU(t *testing.T, e *engine.Engine, mem memory.Allocator, op func(contex
 // An Aggregate or Join plan that cannot run gets an error naming what is wrong, and
 // changes nothing; the engine goes on working.
 func TestBadAggJoinInput(t *testing.T) {
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e, mem := kvEngine(t)
 	if err := e.CreateTable(ctx, uT(), engine.TableOptions{Parallelism: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,14 +257,8 @@ func TestBadAggJoinInput(t *testing.T) {
 // An aggregate view, a join view and an aggregate over a join follow their tables
 // through inserts, deletes and updates made before and after they are created.
 func TestAggJoinEndToEnd(t *testing.T) {
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e, mem := kvEngine(t)
 	if err := e.CreateTable(ctx, uT(), engine.TableOptions{Parallelism: 3}); err != nil {
 		t.Fatal(err)
 	}

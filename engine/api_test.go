@@ -36,14 +36,8 @@ func catalogState(t *testing.T, e *engine.Engine) string {
 
 // Bad input gets a clear error naming what is wrong, and changes nothing.
 func TestBadInput(t *testing.T) {
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e, mem := kvEngine(t)
 	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -327,14 +321,8 @@ func TestActorFailureRecovers(t *testing.T) {
 // StorageMetrics reports pebble's metrics of the engine's store while it is open (a
 // committed insert is in the WAL; a Flush shows as a flush), and nil once closed.
 func TestStorageMetrics(t *testing.T) {
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e, mem := kvEngine(t)
 	rec := kvRecord(mem, []kvRow{{k: 1, v: 20, s: str("a")}, {k: 2, v: 30}})
 	defer rec.Release()
 	if err := e.Insert(ctx, "t", rec); err != nil {

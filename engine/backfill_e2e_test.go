@@ -346,14 +346,8 @@ func TestLocalReadsSaveMemory(t *testing.T) {
 // Actors that a rescale starts while the engine is paused stay paused until Resume.
 func TestRescaleWhilePaused(t *testing.T) {
 	rng := vectest.NewRand(vectest.Seed(t))
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-		t.Fatal(err)
-	}
+	e, mem := kvEngine(t)
 	preload(t, e, mem, rng, 2000)
 	if err := e.Pause(ctx); err != nil {
 		t.Fatal(err)

@@ -282,6 +282,23 @@ func (w *writer) halt() {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// kvEngine is openEngine on a memory file system, with barriers on demand and a
+// checkpoint at each, over a poisoning pool, with table t (kvT) created with 2 actors.
+// The test's cleanup closes the engine, then checks that no Arrow memory is left.
+func kvEngine(t *testing.T) (*engine.Engine, *memory.CheckedAllocator) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	e := openEngine(t, vfs.NewMem(), mem, -1, 1)
+	t.Cleanup(func() {
+		e.Close()
+		mem.AssertSize(t, 0)
+	})
+	if err := e.CreateTable(context.Background(), kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return e, mem
+}
+
 func openEngine(t *testing.T, fs vfs.FS, mem memory.Allocator, interval time.Duration, every int) *engine.Engine {
 	t.Helper()
 	e, err := engine.Open(context.Background(), "db", engine.Options{

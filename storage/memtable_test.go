@@ -25,13 +25,6 @@ func TestMemtableSortedCache(t *testing.T) {
 			want []string
 		}
 		var kept []held
-		render := func(es []entry) []string {
-			out := make([]string, len(es))
-			for i, e := range es {
-				out[i] = fmt.Sprintf("%x=%x/%v", e.key, e.value, e.del)
-			}
-			return out
-		}
 		for step := 0; step < 200; step++ {
 			switch r := rng.IntN(10); {
 			case r < 6:
@@ -47,14 +40,14 @@ func TestMemtableSortedCache(t *testing.T) {
 					}
 				}
 				slices.SortFunc(want, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
-				if !slices.Equal(render(got), render(want)) {
+				if !slices.Equal(renderEntries(got), renderEntries(want)) {
 					t.Fatalf("seed %d step %d: sortedVnode(%d) differs from a fresh sort", seed, step, v)
 				}
-				kept = append(kept, held{got, render(got)})
+				kept = append(kept, held{got, renderEntries(got)})
 			}
 		}
 		for i, h := range kept {
-			if !slices.Equal(render(h.got), h.want) {
+			if !slices.Equal(renderEntries(h.got), h.want) {
 				t.Fatalf("seed %d: result %d changed after later writes", seed, i)
 			}
 		}
@@ -327,13 +320,6 @@ func TestMemtableEpochSlicesReused(t *testing.T) {
 		want []string
 	}
 	var runs []sealed
-	render := func(es []entry) []string {
-		out := make([]string, len(es))
-		for i, e := range es {
-			out[i] = fmt.Sprintf("%x=%x/%v", e.key, e.value, e.del)
-		}
-		return out
-	}
 	for epoch := 0; epoch < 6; epoch++ {
 		n := minPooledEpoch + rng.IntN(minPooledEpoch)
 		want := map[string]entry{}
@@ -352,9 +338,9 @@ func TestMemtableEpochSlicesReused(t *testing.T) {
 		for i, k := range keys {
 			es[i] = want[k]
 		}
-		runs = append(runs, sealed{r, render(es)})
+		runs = append(runs, sealed{r, renderEntries(es)})
 		for i, s := range runs {
-			if got := render(s.r.entries); !slices.Equal(got, s.want) {
+			if got := renderEntries(s.r.entries); !slices.Equal(got, s.want) {
 				t.Fatalf("seed %d: after epoch %d, run %d holds %d entries, want %d (first difference at %d)", seed, epoch, i, len(got), len(s.want), firstDiff(got, s.want))
 			}
 		}
@@ -382,4 +368,13 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// renderEntries is es as "key=value/del" lines, hex.
+func renderEntries(es []entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = fmt.Sprintf("%x=%x/%v", e.key, e.value, e.del)
+	}
+	return out
 }

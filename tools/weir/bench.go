@@ -245,7 +245,7 @@ func printBackfillResult(w io.Writer, r bench.BackfillResult, asJSON bool) error
 		fmt.Fprintf(tw, "%s checkpoints\tarrangement %s taking %s s (medians), no-shuffle %s taking %s s\n", m.Mode,
 			medianText(intsToFloats(m.Arrangement.Checkpoints), 0), medianText(m.Arrangement.CheckpointSeconds, 2),
 			medianText(intsToFloats(m.NoShuffle.Checkpoints), 0), medianText(m.NoShuffle.CheckpointSeconds, 2))
-		fmt.Fprintf(tw, "%s barriers	arrangement %s s, no-shuffle %s s (medians of their latencies summed per build)\n", m.Mode,
+		fmt.Fprintf(tw, "%s barriers\tarrangement %s s, no-shuffle %s s (medians of their latencies summed per build)\n", m.Mode,
 			medianText(m.Arrangement.BarrierSeconds, 2), medianText(m.NoShuffle.BarrierSeconds, 2))
 	}
 	d := r.EfficiencyDetail
