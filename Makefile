@@ -18,8 +18,16 @@ FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
 BENCHTIME      ?= 1s
 BENCHCOUNT     ?= 1
+# The weir command (demo, sim, soak and the engine benches) is built without cgo by
+# default: pebble then allocates its block cache from the Go heap instead of with C's
+# calloc, which on these machines made builds fault in less fresh memory (README, "cgo
+# and pebble's block cache"; bench/RESULTS.md). WEIR_CGO=1 builds it with cgo.
+WEIR_CGO ?= 0
+WEIR      = CGO_ENABLED=$(WEIR_CGO) $(GO) run ./tools/weir
+ROWS     ?= 2000000
+REPS     ?= 5
 
-.PHONY: all demo test sim soak bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
+.PHONY: all demo test sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
 
 all: test
 
@@ -28,7 +36,7 @@ include mk/peers.mk
 ## demo: the Nexmark views built by arrangement backfill while events flow, through
 ## rescales, a throttle, a pause and a crash, each verified against its oracle.
 demo: generate
-	$(GO) run ./tools/weir demo $(DEMO_FLAGS)
+	$(WEIR) demo $(DEMO_FLAGS)
 
 ## test: vet, unit tests, -race on the concurrent packages, short fuzzing.
 test: vet unit race fuzz-short
@@ -61,10 +69,15 @@ check-generated: generate
 		echo "go generate ./... changed the tree:"; git status --porcelain; git diff --stat; exit 1; \
 	fi
 
+## bench-backfill: arrangement ÷ no-shuffle backfill of ROWS bid rows, REPS builds of
+## each kind per upstream mode, and the executor's efficiency (issue 5).
+bench-backfill:
+	$(WEIR) bench backfill --rows $(ROWS) --reps $(REPS) --json --quiet
+
 ## bench-nexmark: the Nexmark views by arrangement and no-shuffle backfill (EVENTS events).
 EVENTS ?= 1000000
 bench-nexmark:
-	$(GO) run ./tools/weir bench nexmark --events $(EVENTS) --json
+	$(WEIR) bench nexmark --events $(EVENTS) --json
 
 ## bench: the snapshot read path and kernel benchmarks (see bench/RESULTS.md).
 bench:
@@ -75,12 +88,12 @@ bench:
 ## seeds 1-20 through TestSim, and seeds 1-3 again under -race.)
 SEEDS ?= 1-300
 sim:
-	$(GO) run ./tools/weir sim --seeds $(SEEDS) --json
+	$(WEIR) sim --seeds $(SEEDS) --json
 
 ## soak: the simulation for SOAK_DURATION (default 60m), seeds from 1000 on.
 SOAK_DURATION ?= 60m
 soak:
-	$(GO) run ./tools/weir sim --seeds 1000-100000000 --duration $(SOAK_DURATION) --json
+	$(WEIR) sim --seeds 1000-100000000 --duration $(SOAK_DURATION) --json
 
 ## lint: gofmt, go vet and staticcheck (pinned in go.mod).
 lint: vet

@@ -113,6 +113,12 @@ type BackfillResult struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	NumCPU     int    `json:"num_cpu"`
 	GoVersion  string `json:"go_version"`
+	// Cgo is whether the binary was built with cgo (CGO_ENABLED=1), and GOGC the GOGC
+	// it ran with ("" when unset). With cgo, pebble allocates its block cache with C's
+	// calloc, outside the Go heap; without it, from the Go heap (see README, "cgo and
+	// pebble's block cache").
+	Cgo  bool   `json:"cgo"`
+	GOGC string `json:"gogc"`
 	// LoadAvg is /proc/loadavg at the start and end of the run ("" elsewhere).
 	LoadAvgStart string  `json:"loadavg_start,omitempty"`
 	LoadAvgEnd   string  `json:"loadavg_end,omitempty"`
@@ -158,6 +164,11 @@ type BackfillBuilds struct {
 	// the barrier until every actor passed it on (engine.BarrierStats's Latency),
 	// summed: with CheckpointSeconds, most of a build whose rounds run back to back.
 	BarrierSeconds []float64 `json:"barrier_seconds"`
+	// MinorFaults is the process's minor page faults during each build, and GCs the
+	// garbage collections: memory the build touched for the first time since the
+	// heap grew or gave pages back costs a fault each 4 KiB.
+	MinorFaults []int64  `json:"minor_faults"`
+	GCs         []uint32 `json:"gcs"`
 	// The store's LSM during each build (engine.StorageMetrics, after CreateMV
 	// returns less before it starts): sstables ingested by checkpoints and their
 	// bytes, the bytes of those that pebble had to place in L0 (they overlap
@@ -194,6 +205,10 @@ type BackfillEfficiency struct {
 	RawNsPerRowCPU float64 `json:"raw_cpu_ns_per_row"`
 	CoresUsed      float64 `json:"cores_used"`
 	RawCoresUsed   float64 `json:"raw_cores_used"`
+	// CacheMisses and RawCacheMisses are the golden store's block cache misses in a
+	// pass, median: each a block read from its file (and, with cgo, a calloc).
+	CacheMisses    float64 `json:"cache_misses"`
+	RawCacheMisses float64 `json:"raw_cache_misses"`
 	// The same with S2 = Q0 (auction, bidder, price, date_time: 4 of 7 columns).
 	EfficiencyQ0 float64 `json:"efficiency_q0"`
 	RowsPerSecQ0 float64 `json:"rows_per_sec_q0"`
@@ -302,7 +317,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
 		Allocator:  map[bool]string{false: "pool", true: "go"}[o.GoAllocator],
-		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: cgoEnabled(), GOGC: os.Getenv("GOGC"), LoadAvgStart: loadAvg(),
 	}
 	if o.BusyRate > 0 {
 		res.BusyFraction = 0 // not used
@@ -405,6 +420,8 @@ func (bb *BackfillBuilds) add(r buildResult) {
 	bb.Checkpoints = append(bb.Checkpoints, r.checkpoints)
 	bb.CheckpointSeconds = append(bb.CheckpointSeconds, r.checkpointSeconds)
 	bb.BarrierSeconds = append(bb.BarrierSeconds, r.barrierSeconds)
+	bb.MinorFaults = append(bb.MinorFaults, r.faults)
+	bb.GCs = append(bb.GCs, r.gcs)
 	bb.IngestedTables = append(bb.IngestedTables, r.lsm.ingestedTables)
 	bb.IngestedBytes = append(bb.IngestedBytes, r.lsm.ingestedBytes)
 	bb.IngestedBytesL0 = append(bb.IngestedBytesL0, r.lsm.ingestedBytesL0)
@@ -516,6 +533,8 @@ type buildResult struct {
 	seconds, cores float64
 	snapshotRows   int64
 	barrierBatches int64
+	faults         int64   // minor page faults during the build
+	gcs            uint32  // garbage collections during the build
 	rate           float64 // the busy writer's target rows/s (0: idle)
 	inserted       int64
 	// checkpoints committed during the build, and the seconds their commits took
@@ -621,9 +640,13 @@ func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKi
 		return res, fmt.Errorf("bench: backfill: %s build: the engine closed before the build", kindName(kind))
 	}
 	lsm0 := lsmTotals(m0)
-	cpu0, t0 := processCPU(), time.Now()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	faults0, cpu0, t0 := processFaults(), processCPU(), time.Now()
 	err = e.CreateMV(ctx, view, engine.Scan(b.table.Name), engine.MVOptions{Backfill: kind, Parallelism: b.o.Parallelism})
-	wall, cpu := time.Since(t0), processCPU()-cpu0
+	wall, cpu, faults := time.Since(t0), processCPU()-cpu0, processFaults()-faults0
+	runtime.ReadMemStats(&ms1)
+	res.faults, res.gcs = faults, ms1.NumGC-ms0.NumGC
 	if m := e.StorageMetrics(); m != nil {
 		res.lsm = lsmTotals(m).sub(lsm0)
 	}
@@ -794,6 +817,8 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 		case p.q0:
 			name = "executor_q0"
 		}
+		misses0 := b.golden.DB().Metrics().BlockCache.Misses
+		defer func() { st.cacheMisses = b.golden.DB().Metrics().BlockCache.Misses - misses0 }()
 		pprof.Do(ctx, pprof.Labels("weir_pass", name), func(ctx context.Context) {
 			switch {
 			case p.raw:
@@ -814,7 +839,7 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 			return 0, res, err
 		}
 	}
-	var eff, effQ0, effRead, rate, rateQ0, rateRead, raw, barriers, ns, rawNs, cores, rawCores []float64
+	var eff, effQ0, effRead, rate, rateQ0, rateRead, raw, barriers, ns, rawNs, cores, rawCores, misses, rawMisses []float64
 	for rep := 0; rep < b.o.EfficiencyReps; rep++ {
 		order := slices.Clone(passes)
 		if rep%2 == 1 {
@@ -840,7 +865,9 @@ func (b *backfillBench) measureEfficiency(ctx context.Context) (float64, Backfil
 		rawNs = append(rawNs, float64(r.cpu.Nanoseconds())/float64(r.rows))
 		cores = append(cores, a.cpu.Seconds()/a.wall.Seconds())
 		rawCores = append(rawCores, r.cpu.Seconds()/r.wall.Seconds())
+		misses, rawMisses = append(misses, float64(a.cacheMisses)), append(rawMisses, float64(r.cacheMisses))
 	}
+	res.CacheMisses, res.RawCacheMisses = median(misses), median(rawMisses)
 	res.EfficiencyQ0 = median(effQ0)
 	res.SnapshotReadEfficiencyQ0, res.SnapshotReadRowsPerSecQ0 = median(effRead), median(rateRead)
 	res.RowsPerSec, res.RowsPerSecQ0, res.RawRowsPerSec = median(rate), median(rateQ0), median(raw)

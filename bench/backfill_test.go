@@ -144,6 +144,9 @@ func TestBackfillBench(t *testing.T) {
 				k.CacheMisses[0] == 0 || k.IngestedBytesL0[0] > k.IngestedBytes[0] {
 				t.Errorf("%s builds: LSM figures %+v", m.Mode, k)
 			}
+			if len(k.MinorFaults) != 1 || len(k.GCs) != 1 || k.MinorFaults[0] < 0 {
+				t.Errorf("%s builds: minor faults %v, GCs %v", m.Mode, k.MinorFaults, k.GCs)
+			}
 		}
 	}
 	t.Logf("%s", data)

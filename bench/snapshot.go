@@ -247,6 +247,8 @@ type passStats struct {
 	wall    time.Duration
 	cpu     time.Duration // process CPU time
 	mallocs uint64        // snapshot reads: Go heap allocations
+	// cacheMisses is the store's block cache misses during the pass (efficiency passes)
+	cacheMisses int64
 }
 
 func (p passStats) rate() float64 { return float64(p.rows) / p.wall.Seconds() }

@@ -1,6 +1,9 @@
 package bench
 
-import "math"
+import (
+	"math"
+	"runtime/debug"
+)
 
 // RatioStats summarises the ratios of paired builds: rep i's arrangement seconds ÷ rep
 // i's no-shuffle seconds, two builds run one after the other (their order alternating
@@ -62,4 +65,18 @@ var t975 = [...]float64{
 // factor, which widens the interval slightly (the exact factor falls to 1.960).
 func tQuantile975(df int) float64 {
 	return t975[min(df, len(t975))-1]
+}
+
+// cgoEnabled reports whether the running binary was built with cgo.
+func cgoEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return s.Value == "1"
+		}
+	}
+	return false
 }

@@ -67,3 +67,11 @@ func TestTQuantile975(t *testing.T) {
 		}
 	}
 }
+
+// TestCgoEnabled checks the build setting the backfill bench reports against the cgo
+// build constraint this test binary was compiled under.
+func TestCgoEnabled(t *testing.T) {
+	if got := cgoEnabled(); got != builtWithCgo {
+		t.Fatalf("cgoEnabled() = %v, but the binary was built with cgo %v", got, builtWithCgo)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build cgo
+
+package bench
+
+const builtWithCgo = true
