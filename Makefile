@@ -18,12 +18,12 @@ FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
 BENCHTIME      ?= 1s
 BENCHCOUNT     ?= 1
-# The weir command (demo, sim, soak and the engine benches) is built without cgo by
-# default: pebble then allocates its block cache from the Go heap instead of with C's
-# calloc, which on these machines made builds fault in less fresh memory (README, "cgo
-# and pebble's block cache"; bench/RESULTS.md). WEIR_CGO=1 builds it with cgo.
-WEIR_CGO ?= 0
-WEIR      = CGO_ENABLED=$(WEIR_CGO) $(GO) run ./tools/weir
+# WEIR_CGO=0 (or 1) builds the weir command (demo, sim, soak and the engine benches)
+# without (or with) cgo; empty, Go's default. Without cgo pebble allocates its block
+# cache and memtables from the Go heap instead of with C's calloc (README, "cgo and
+# pebble's block cache"; bench/RESULTS.md, "Page faults, and cgo").
+WEIR_CGO ?=
+WEIR      = $(if $(WEIR_CGO),CGO_ENABLED=$(WEIR_CGO) )$(GO) run ./tools/weir
 ROWS     ?= 2000000
 REPS     ?= 5
 
