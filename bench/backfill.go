@@ -119,6 +119,9 @@ type BackfillResult struct {
 	// pebble's block cache").
 	Cgo  bool   `json:"cgo"`
 	GOGC string `json:"gogc"`
+	// Env is the other environment variables that change how the runtime or C's
+	// allocator behave, those set: GODEBUG, GOMEMLIMIT, GLIBC_TUNABLES.
+	Env map[string]string `json:"env,omitempty"`
 	// LoadAvg is /proc/loadavg at the start and end of the run ("" elsewhere).
 	LoadAvgStart string  `json:"loadavg_start,omitempty"`
 	LoadAvgEnd   string  `json:"loadavg_end,omitempty"`
@@ -319,7 +322,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
 		Allocator:  map[bool]string{false: "pool", true: "go"}[o.GoAllocator],
-		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: cgoEnabled(), GOGC: os.Getenv("GOGC"), LoadAvgStart: loadAvg(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: cgoEnabled(), GOGC: os.Getenv("GOGC"), Env: runtimeEnv(), LoadAvgStart: loadAvg(),
 	}
 	if o.BusyRate > 0 {
 		res.BusyFraction = 0 // not used

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 )
 
@@ -79,4 +80,19 @@ func cgoEnabled() bool {
 		}
 	}
 	return false
+}
+
+// runtimeEnv returns those of GODEBUG, GOMEMLIMIT and GLIBC_TUNABLES that are set
+// (nil when none is).
+func runtimeEnv() map[string]string {
+	var env map[string]string
+	for _, k := range []string{"GODEBUG", "GOMEMLIMIT", "GLIBC_TUNABLES"} {
+		if v, ok := os.LookupEnv(k); ok {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[k] = v
+		}
+	}
+	return env
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"maps"
 	"math"
+	"os"
 	"testing"
 )
 
@@ -73,5 +75,18 @@ func TestTQuantile975(t *testing.T) {
 func TestCgoEnabled(t *testing.T) {
 	if got := cgoEnabled(); got != builtWithCgo {
 		t.Fatalf("cgoEnabled() = %v, but the binary was built with cgo %v", got, builtWithCgo)
+	}
+}
+
+// TestRuntimeEnv: the variables set are reported, the others left out.
+func TestRuntimeEnv(t *testing.T) {
+	t.Setenv("GODEBUG", "madvdontneed=0")
+	t.Setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+	t.Setenv("GOMEMLIMIT", "") // restores the variable at cleanup; then unset it
+	os.Unsetenv("GOMEMLIMIT")
+	got := runtimeEnv()
+	want := map[string]string{"GODEBUG": "madvdontneed=0", "GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("runtimeEnv() = %v, want %v", got, want)
 	}
 }
