@@ -185,9 +185,10 @@ at --busy-fraction of the snapshot rate of the idle builds of the same kind, or 
 --reps, the order of the kinds alternates and medians are reported; ratio is
 arrangement seconds ÷ no-shuffle seconds.
 
-It also reports efficiency: the arrangement backfill executor, driven with no engine
-over the same rows into a discarding sink (2 workers, every column), in rows/s ÷ a
-raw pebble scan of the same vnodes with 2 goroutines, medians of interleaved passes.
+It also reports efficiency, measured after the builds: the arrangement backfill
+executor, driven with no engine over the same rows into a discarding sink (2 workers,
+every column), in rows/s ÷ a raw pebble scan of the same vnodes with 2 goroutines,
+medians of interleaved passes.
 
 Progress lines go to stderr (see --quiet).`,
 		Args: cobra.NoArgs,
