@@ -114,9 +114,9 @@ type BackfillResult struct {
 	NumCPU     int    `json:"num_cpu"`
 	GoVersion  string `json:"go_version"`
 	// Cgo is whether the binary was built with cgo (CGO_ENABLED=1), and GOGC the GOGC
-	// it ran with ("" when unset). With cgo, pebble allocates its block cache with C's
-	// calloc, outside the Go heap; without it, from the Go heap (see README, "cgo and
-	// pebble's block cache").
+	// it ran with ("" when unset). With cgo, pebble allocates its block cache and
+	// memtables with C's calloc, outside the Go heap; without it, from the Go heap
+	// (see README, "cgo and pebble's block cache").
 	Cgo  bool   `json:"cgo"`
 	GOGC string `json:"gogc"`
 	// Env is the other environment variables that change how the runtime or C's
@@ -243,10 +243,10 @@ var benchKinds = []engine.BackfillKind{engine.ArrangementBackfill, engine.NoShuf
 //     fill is not held through the builds): over the golden store, an
 //     executors.ArrangementBackfill with no engine (its input gives barriers every
 //     BarrierInterval and one as soon as every vnode is Completed, its sink counts
-//     and releases chunks until Done) against the
-//     raw pebble scan of SnapshotBench, both with 2 workers (the executor with S2 =
-//     every column and with Q0; SnapshotBench's bare snapshot read of Q0 too); a
-//     warm-up pass of each, then EfficiencyReps interleaved repetitions; medians.
+//     and releases chunks until Done) against the raw pebble scan of SnapshotBench,
+//     both with 2 workers (the executor with S2 = every column and with Q0;
+//     SnapshotBench's bare snapshot read of Q0 too); a warm-up pass of each, then
+//     EfficiencyReps interleaved repetitions; medians.
 //  3. Builds: every build runs on a fresh engine opened on a pebble checkpoint of the
 //     golden store (hard-linked sstables), so each starts from identical data: in
 //     busy mode earlier builds' inserts would otherwise grow the table for later ones.
@@ -322,7 +322,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
 		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
 		Allocator:  map[bool]string{false: "pool", true: "go"}[o.GoAllocator],
-		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: cgoEnabled(), GOGC: os.Getenv("GOGC"), Env: runtimeEnv(), LoadAvgStart: loadAvg(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: builtWithCgo, GOGC: os.Getenv("GOGC"), Env: runtimeEnv(), LoadAvgStart: loadAvg(),
 	}
 	if o.BusyRate > 0 {
 		res.BusyFraction = 0 // not used
@@ -657,11 +657,14 @@ func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKi
 	lsm0 := lsmTotals(m0)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	faults0, cpu0, t0 := processFaults(), processCPU(), time.Now()
+	cpu0, faults0 := processUsage()
+	t0 := time.Now()
 	err = e.CreateMV(ctx, view, engine.Scan(b.table.Name), engine.MVOptions{Backfill: kind, Parallelism: b.o.Parallelism})
-	wall, cpu, faults := time.Since(t0), processCPU()-cpu0, processFaults()-faults0
+	wall := time.Since(t0)
+	cpu1, faults1 := processUsage()
+	cpu := cpu1 - cpu0
 	runtime.ReadMemStats(&ms1)
-	res.faults, res.gcs = faults, ms1.NumGC-ms0.NumGC
+	res.faults, res.gcs = faults1-faults0, ms1.NumGC-ms0.NumGC
 	if m := e.StorageMetrics(); m != nil {
 		res.lsm = lsmTotals(m).sub(lsm0)
 	}

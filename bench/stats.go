@@ -3,7 +3,7 @@ package bench
 import (
 	"math"
 	"os"
-	"runtime/debug"
+	"time"
 )
 
 // RatioStats summarises the ratios of paired builds: rep i's arrangement seconds ÷ rep
@@ -68,18 +68,10 @@ func tQuantile975(df int) float64 {
 	return t975[min(df, len(t975))-1]
 }
 
-// cgoEnabled reports whether the running binary was built with cgo.
-func cgoEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "CGO_ENABLED" {
-			return s.Value == "1"
-		}
-	}
-	return false
+// processCPU is the CPU time (user and system) the process has used so far.
+func processCPU() time.Duration {
+	cpu, _ := processUsage()
+	return cpu
 }
 
 // runtimeEnv returns those of GODEBUG, GOMEMLIMIT and GLIBC_TUNABLES that are set

@@ -1,5 +1,0 @@
-//go:build cgo
-
-package bench
-
-const builtWithCgo = true
