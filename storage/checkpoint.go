@@ -12,9 +12,10 @@ import (
 )
 
 // maxKeptMerge is the most entries of a checkpoint's merge buffer its store keeps for
-// the next checkpoint (3.5 MiB). A larger one, from a checkpoint of a large epoch (a
-// view being backfilled writes a few hundred thousand keys an epoch), goes to
-// mergeBufs, up to maxPooledMerge entries (56 MiB), and beyond that is dropped.
+// the next checkpoint (3.5 MiB). A larger one, from a heap merge of large epochs whose
+// runs overlap (a table rewriting its keys), goes to mergeBufs, up to maxPooledMerge
+// entries (56 MiB), and beyond that is dropped. Runs that do not overlap, such as a
+// view's being backfilled, need no buffer (see mergeRuns).
 const (
 	maxKeptMerge   = 1 << 16
 	maxPooledMerge = 1 << 20
@@ -216,14 +217,14 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	defer probe.Close()
 	// The batch is written in key order, which makes pebble's sort of a large batch
 	// (one it turns into a memtable of its own) a single pass: the metadata keys
-	// (table 0) first, then the merged runs. The merge is kept to be written after the
-	// row counts it changes.
-	// At most one per entry, so sized for every entry up front (a checkpoint of a view
-	// being backfilled merges hundreds of thousands, which growing by doubling would
-	// copy at each doubling): a run holds one entry per key, so entries exceed the keys
-	// merged only by the keys rewritten across the epochs committed together, and the
-	// buffer is at most the size of the runs' own entries.
-	merged := s.mergeBuf(entries)
+	// (table 0) first, then the merged runs. The merged writes are kept to be written
+	// after the row counts they change: runs that do not overlap (a view being
+	// backfilled) are their own entries, not copied; a heap merge's go to a buffer
+	// sized for every entry up front (a checkpoint merges up to hundreds of thousands,
+	// which growing by doubling would copy at each doubling): a run holds one entry
+	// per key, so entries exceed the keys merged only by the keys rewritten across the
+	// epochs committed together, and the buffer is at most the size of the runs' own
+	// entries.
 	const maxPrefixSeeks = 64
 	var frontier []byte      // a copy of the key the last seek stood on
 	haveFrontier := false    // a seek found a committed key at or after its key
@@ -240,7 +241,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		}
 		curDelta = 0
 	}
-	err = mergeRuns(live, func(e entry, b before) error {
+	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(e entry, b before) error {
 		key := e.key
 		var existed bool
 		switch b {
@@ -299,12 +300,13 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 		case !e.del && !existed:
 			curDelta++
 		}
-		merged = append(merged, e)
 		st.Keys++
 		st.Bytes += len(key) + len(e.value)
 		return nil
 	})
-	defer func() { s.keepMergeBuf(merged) }() // the memory for the next checkpoint, not the runs
+	if buf != nil {
+		defer s.keepMergeBuf(buf) // the memory for the next checkpoint, not the runs
+	}
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
@@ -344,7 +346,7 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	}
 	b := s.db.NewBatchWithSize(size + size/4)
 	defer b.Close()
-	for _, es := range [][]entry{meta, merged} {
+	for _, es := range append(entryChunks{meta}, merged...) {
 		for _, e := range es {
 			if e.del {
 				err = b.Delete(e.key, nil)
@@ -424,21 +426,55 @@ func commitSync(b *pebble.Batch) (err error) {
 // mergeRuns calls f with the final write of every key of runs (sorted by epoch, each
 // sorted by key, one write a key), in ascending key order: of the writes of one key,
 // that of the latest run, with what the earliest run's write knew of the key before
-// (its existence in the committed data). Runs whose key ranges do not overlap (the
-// epochs of a view being backfilled: each actor's vnodes, and its progress rows) are
-// passed on one after the other; others take a heap merge of one cursor per run.
-func mergeRuns(runs []*run, f func(entry, before) error) error {
+// (its existence in the committed data); and returns those writes, in the same order.
+// Runs whose key ranges do not overlap (the epochs of a view being backfilled: each
+// actor's vnodes, and its progress rows) are passed on one after the other, and the
+// writes returned are their own entries, not copied. Others take a heap merge of one
+// cursor per run, whose writes are appended to the buffer buf returns (it is called
+// only then); that buffer is returned too, for reuse (nil when not called).
+func mergeRuns(runs []*run, buf func() []entry, f func(entry, before) error) (entryChunks, []entry, error) {
 	if rs, ok := disjointRuns(runs); ok {
+		out := make(entryChunks, 0, len(rs))
 		for _, r := range rs {
 			for _, e := range r.entries {
 				if err := f(e, e.before); err != nil {
-					return err
+					return nil, nil, err
 				}
 			}
+			out = append(out, r.entries)
 		}
-		return nil
+		return out, nil, nil
 	}
-	return mergeRunsHeap(runs, f)
+	merged := buf()
+	err := mergeRunsHeap(runs, func(e entry, b before) error {
+		if err := f(e, b); err != nil {
+			return err
+		}
+		merged = append(merged, e)
+		return nil
+	})
+	return entryChunks{merged}, merged, err
+}
+
+// entryChunks are writes in ascending key order, held in consecutive slices: a
+// checkpoint's merged writes, without copying the runs they come from into one.
+type entryChunks [][]entry
+
+// span returns entries [a, b) of c (counting across its slices) as chunks of their
+// own, sharing c's memory.
+func (c entryChunks) span(a, b int) entryChunks {
+	var out entryChunks
+	for _, es := range c {
+		if b <= 0 {
+			break
+		}
+		lo, hi := max(a, 0), min(b, len(es))
+		if lo < hi {
+			out = append(out, es[lo:hi])
+		}
+		a, b = a-len(es), b-len(es)
+	}
+	return out
 }
 
 // disjointRuns returns the runs with entries in key order when each one's last key is

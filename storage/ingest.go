@@ -52,11 +52,11 @@ const IngestDirName = "weir-ingest"
 // minSegment bytes or more hold less than half of merged's bytes.
 //
 // probe reads the committed data (pebble's memtables included); buf is scratch.
-func ingestPlan(probe *pebble.Iterator, meta, merged []entry, minSegment int, buf []byte) ([][]entry, []byte, bool, error) {
-	files := [][]entry{meta}
+func ingestPlan(probe *pebble.Iterator, meta []entry, merged entryChunks, minSegment int, buf []byte) ([]entryChunks, []byte, bool, error) {
+	files := []entryChunks{{meta}}
 	// The segment being built, merged[start:i], its bytes, and whether the file
 	// being built, merged[fileStart:start], holds small segments only (then a small
-	// segment joins it).
+	// segment joins it); positions count across merged's slices.
 	start, fileStart, size := 0, 0, 0
 	total, bigBytes := 0, 0
 	small := false
@@ -71,34 +71,40 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, minSegment int, bu
 			return true
 		}
 		if start > fileStart {
-			files = append(files, merged[fileStart:start])
+			files = append(files, merged.span(fileStart, start))
 		}
 		fileStart, start, size, small = start, i, 0, !big
 		return len(files) < maxIngestFiles
 	}
-	for i := range merged {
-		if i > 0 {
-			prev, key := merged[i-1].key, merged[i].key
-			// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
-			if len(prev) < KeyPrefixLen || len(key) < KeyPrefixLen ||
-				binary.BigEndian.Uint32(prev) != binary.BigEndian.Uint32(key) || binary.BigEndian.Uint16(prev[4:]) != binary.BigEndian.Uint16(key[4:]) {
-				buf = append(append(buf[:0], prev...), 0) // the least key above prev
-				between := probe.SeekGE(buf) && bytes.Compare(probe.Key(), key) < 0
-				if err := probe.Error(); err != nil {
-					return nil, buf, false, err
-				}
-				if between && !cut(i) {
-					return nil, buf, false, nil
+	var prev []byte // the key before
+	i := 0
+	for _, es := range merged {
+		for j := range es {
+			key := es[j].key
+			if i > 0 {
+				// Keys share their table and vnode prefix (KeyPrefixLen bytes) within a vnode.
+				if len(prev) < KeyPrefixLen || len(key) < KeyPrefixLen ||
+					binary.BigEndian.Uint32(prev) != binary.BigEndian.Uint32(key) || binary.BigEndian.Uint16(prev[4:]) != binary.BigEndian.Uint16(key[4:]) {
+					buf = append(append(buf[:0], prev...), 0) // the least key above prev
+					between := probe.SeekGE(buf) && bytes.Compare(probe.Key(), key) < 0
+					if err := probe.Error(); err != nil {
+						return nil, buf, false, err
+					}
+					if between && !cut(i) {
+						return nil, buf, false, nil
+					}
 				}
 			}
+			size += len(key) + len(es[j].value)
+			prev = key
+			i++
 		}
-		size += len(merged[i].key) + len(merged[i].value)
 	}
-	if len(merged) > 0 {
-		if !cut(len(merged)) {
+	if i > 0 {
+		if !cut(i) {
 			return nil, buf, false, nil
 		}
-		files = append(files, merged[fileStart:])
+		files = append(files, merged.span(fileStart, i))
 	}
 	if len(files) > maxIngestFiles || 2*bigBytes < total {
 		return nil, buf, false, nil
@@ -112,7 +118,7 @@ func ingestPlan(probe *pebble.Iterator, meta, merged []entry, minSegment int, bu
 // ingest) is removed here, best-effort, since the epoch is committed or not by then
 // (and Open empties the directory). On error nothing is committed, unless the error
 // is a pebble fatal fault (see Checkpoint).
-func (s *Store) ingest(epoch uint64, files [][]entry) error {
+func (s *Store) ingest(epoch uint64, files []entryChunks) error {
 	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
 	paths := make([]string, len(files))
 	for i := range files {
@@ -140,21 +146,23 @@ func (s *Store) ingest(epoch uint64, files [][]entry) error {
 }
 
 // writeSSTable writes es, in ascending key order, as the sstable p, and syncs it.
-func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es []entry) error {
+func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es entryChunks) error {
 	f, err := fs.Create(p, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("write sstable %s: %w", p, err)
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), wo)
-	for _, e := range es {
-		if e.del {
-			err = w.Delete(e.key)
-		} else {
-			err = w.Set(e.key, e.value)
-		}
-		if err != nil {
-			w.Close()
-			return fmt.Errorf("write sstable %s: %w", p, err)
+	for _, c := range es {
+		for _, e := range c {
+			if e.del {
+				err = w.Delete(e.key)
+			} else {
+				err = w.Set(e.key, e.value)
+			}
+			if err != nil {
+				w.Close()
+				return fmt.Errorf("write sstable %s: %w", p, err)
+			}
 		}
 	}
 	if err := w.Close(); err != nil { // flushes and syncs the file

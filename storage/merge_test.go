@@ -89,7 +89,7 @@ func merged(t *testing.T, runs [][]entry, withBefore bool) []string {
 		rs = append(rs, &run{epoch: uint64(i + 1), entries: es})
 	}
 	var got []string
-	err := mergeRuns(rs, func(e entry, b before) error {
+	err := mergeAll(t, rs, func(e entry, b before) error {
 		if withBefore {
 			got = append(got, fmt.Sprintf("%s before %d", show(e), b))
 		} else {
@@ -103,6 +103,40 @@ func merged(t *testing.T, runs [][]entry, withBefore bool) []string {
 	return got
 }
 
+// mergeAll is mergeRuns with a check that the writes it returns are those it passed to
+// f, in the same order, and that it copies them into its buffer only when the runs
+// overlap.
+func mergeAll(t *testing.T, rs []*run, f func(entry, before) error) error {
+	t.Helper()
+	var seen []entry
+	bufs := 0
+	out, buf, err := mergeRuns(rs, func() []entry { bufs++; return make([]entry, 0, 1) }, func(e entry, b before) error {
+		seen = append(seen, e)
+		return f(e, b)
+	})
+	if err != nil {
+		return err
+	}
+	_, disjoint := disjointRuns(rs)
+	if disjoint && (bufs != 0 || buf != nil) || !disjoint && (bufs != 1 || len(out) != 1 || len(buf) != len(seen)) {
+		t.Fatalf("runs disjoint %v: %d buffers asked for, %d writes buffered, %d slices returned", disjoint, bufs, len(buf), len(out))
+	}
+	got := slices.Concat(out...)
+	if !slices.EqualFunc(got, seen, func(a, b entry) bool { return show(a) == show(b) }) {
+		t.Fatalf("mergeRuns returned %d writes, passed %d on: %v against %v", len(got), len(seen), got, seen)
+	}
+	for lo := 0; lo <= len(got) && len(got) <= 64; lo++ { // every span of a small merge
+		for hi := lo; hi <= len(got); hi++ {
+			sp := out.span(lo, hi)
+			if slices.ContainsFunc(sp, func(es []entry) bool { return len(es) == 0 }) ||
+				!slices.EqualFunc(slices.Concat(sp...), got[lo:hi], func(a, b entry) bool { return show(a) == show(b) }) {
+				t.Fatalf("span(%d, %d) of %d writes in %d slices: %v, want %v", lo, hi, len(got), len(out), sp, got[lo:hi])
+			}
+		}
+	}
+	return nil
+}
+
 // TestMergeRunsDisjoint checks the pass over runs whose key ranges do not overlap
 // (contiguous slices of sorted keys, given to the runs in a random epoch order)
 // against the heap merge, and that runs that do overlap, by one shared or interleaved
@@ -111,6 +145,7 @@ func TestMergeRunsDisjoint(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
+	viaMergeAll := func(rs []*run, f func(entry, before) error) error { return mergeAll(t, rs, f) }
 	collect := func(merge func([]*run, func(entry, before) error) error, rs []*run) []string {
 		var got []string
 		if err := merge(rs, func(e entry, b before) error {
@@ -149,7 +184,7 @@ func TestMergeRunsDisjoint(t *testing.T) {
 		if _, ok := disjointRuns(rs); !ok {
 			t.Fatalf("seed %d: disjoint runs %v taken for overlapping", seed, parts)
 		}
-		if got, want := collect(mergeRuns, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+		if got, want := collect(viaMergeAll, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: got %v, want %v", seed, got, want)
 		}
 		if len(parts) < 2 {
@@ -168,7 +203,7 @@ func TestMergeRunsDisjoint(t *testing.T) {
 		if _, ok := disjointRuns(rs); ok {
 			t.Fatalf("seed %d: overlapping runs taken for disjoint", seed)
 		}
-		if got, want := collect(mergeRuns, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+		if got, want := collect(viaMergeAll, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: overlapping runs: got %v, want %v", seed, got, want)
 		}
 	}
