@@ -250,6 +250,8 @@ var benchKinds = []engine.BackfillKind{engine.ArrangementBackfill, engine.NoShuf
 //  3. Builds: every build runs on a fresh engine opened on a pebble checkpoint of the
 //     golden store (hard-linked sstables), so each starts from identical data: in
 //     busy mode earlier builds' inserts would otherwise grow the table for later ones.
+//     Before each, the process collects its garbage and returns the freed heap to
+//     the operating system (settleMemory), so each starts from the same memory too.
 //     A build is CreateMV(pass-through view over bid, MVOptions{Backfill: kind,
 //     Parallelism}), which returns once the backfill is done, timed; then DropMV, a
 //     checkpoint and Close. After an untimed warm-up build of each kind (unless
@@ -609,6 +611,7 @@ func (b *backfillBench) build(ctx context.Context, kind engine.BackfillKind, rat
 
 func (b *backfillBench) buildLabeled(ctx context.Context, kind engine.BackfillKind, rate float64) (res buildResult, err error) {
 	b.builds++
+	settleMemory()
 	dir := filepath.Join(b.dir, fmt.Sprintf("build-%d", b.builds))
 	if err := b.golden.DB().Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 		return res, fmt.Errorf("bench: backfill: clone the store: %w", err)

@@ -400,7 +400,7 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, err
 	}
-	runtime.GC()
+	settleMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapInuse

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"os"
+	"runtime/debug"
 	"time"
 )
 
@@ -67,6 +68,14 @@ var t975 = [...]float64{
 func tQuantile975(df int) float64 {
 	return t975[min(df, len(t975))-1]
 }
+
+// settleMemory collects the garbage and returns the freed heap to the operating system
+// (debug.FreeOSMemory), so that every timed build starts from the same state of the
+// process's memory. Without it a build inherited the pages of the one before: the Go
+// runtime gives freed memory back only gradually, so a build after a larger one found
+// its heap already mapped, and one after a smaller one took a page fault for each page
+// it grew by, which made a build's time depend on which kind ran before it.
+func settleMemory() { debug.FreeOSMemory() }
 
 // processCPU is the CPU time (user and system) the process has used so far.
 func processCPU() time.Duration {

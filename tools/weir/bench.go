@@ -179,7 +179,8 @@ under --dir) with --parallelism actors, bulk-loads --rows rows into it, then tim
 CreateMV of a pass-through view over bid (which returns once the backfill is done) with
 arrangement and with no-shuffle backfill, --parallelism actors each. Every build runs
 on a fresh engine opened on a checkpoint of the loaded store, so each starts from the
-same data. Idle: no writes meanwhile. Busy: a writer inserts new bid rows, every 10ms,
+same data, and after a collection that returns the freed heap to the operating system,
+so each starts from the same memory. Idle: no writes meanwhile. Busy: a writer inserts new bid rows, every 10ms,
 at --busy-fraction of the snapshot rate of the idle builds of the same kind, or at
 --busy-rate rows/s for both kinds; --modes picks idle or busy builds alone. With
 --reps, the order of the kinds alternates and medians are reported; ratio is
