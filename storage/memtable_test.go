@@ -34,8 +34,8 @@ func TestMemtableSortedCache(t *testing.T) {
 				v := uint16(rng.IntN(3))
 				got := mt.sortedVnode(v)
 				var want []entry
-				for _, e := range mt.items {
-					if keyVnode(e.key) == v {
+				for i := range mt.n {
+					if e := *mt.item(i); keyVnode(e.key) == v {
 						want = append(want, e)
 					}
 				}
@@ -271,11 +271,11 @@ func BenchmarkSeal(b *testing.B) {
 // below their vnode's largest.
 func sealSortAll(mt *memtable) []entry {
 	vns := slices.Sorted(maps.Keys(mt.vnodes))
-	items := make([]entry, 0, len(mt.items))
+	items := make([]entry, 0, mt.n)
 	for _, v := range vns {
 		from := len(items)
 		for _, i := range mt.vnodes[v].idx {
-			items = append(items, mt.items[i])
+			items = append(items, *mt.item(i))
 		}
 		if part := items[from:]; !slices.IsSortedFunc(part, entryLess) {
 			slices.SortFunc(part, entryLess)
@@ -306,12 +306,12 @@ func BenchmarkBackfillEpochs(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perEpoch), "ns/key")
 }
 
-// Epochs large enough to reuse pooled insertion-order slices (minPooledEpoch and up):
-// across seals of a table writing new keys, overwrites and keys below earlier ones,
-// every run holds exactly its epoch's entries in order, runs sealed earlier do not
-// change when later epochs fill reused slices, and a slice given back holds no entry
-// (no pointer into a sealed arena).
-func TestMemtableEpochSlicesReused(t *testing.T) {
+// Epochs of one to four item blocks, which later epochs reuse (itemBlocks): across
+// seals of a table writing new keys, overwrites and keys below earlier ones, every run
+// holds exactly its epoch's entries in order, runs sealed earlier do not change when
+// later epochs fill reused blocks, and a block given back holds no entry (no pointer
+// into a sealed arena).
+func TestMemtableItemBlocksReused(t *testing.T) {
 	seed := vectest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 11))
 	mt := newMemtable()
@@ -321,7 +321,7 @@ func TestMemtableEpochSlicesReused(t *testing.T) {
 	}
 	var runs []sealed
 	for epoch := 0; epoch < 6; epoch++ {
-		n := minPooledEpoch + rng.IntN(minPooledEpoch)
+		n := 1 + rng.IntN(4*itemBlockLen)
 		want := map[string]entry{}
 		for i := 0; i < n; i++ {
 			var id [4]byte
@@ -332,7 +332,18 @@ func TestMemtableEpochSlicesReused(t *testing.T) {
 			mt.put(k, v, del)
 			want[string(k)] = entry{key: k, value: v, del: del}
 		}
+		if mt.len() > n || len(mt.blocks) != (mt.len()+itemBlockLen-1)/itemBlockLen {
+			t.Fatalf("seed %d: epoch %d: %d items in %d blocks after %d writes", seed, epoch, mt.len(), len(mt.blocks), n)
+		}
+		blocks := slices.Clone(mt.blocks)
 		r := mt.seal(9, uint64(epoch))
+		for bi, b := range blocks {
+			for j := range b.items {
+				if e := b.items[j]; e.key != nil || e.value != nil {
+					t.Fatalf("seed %d: epoch %d: block %d given back holds %q=%q at %d", seed, epoch, bi, e.key, e.value, j)
+				}
+			}
+		}
 		keys := slices.Sorted(maps.Keys(want))
 		es := make([]entry, len(keys))
 		for i, k := range keys {
@@ -344,20 +355,6 @@ func TestMemtableEpochSlicesReused(t *testing.T) {
 				t.Fatalf("seed %d: after epoch %d, run %d holds %d entries, want %d (first difference at %d)", seed, epoch, i, len(got), len(s.want), firstDiff(got, s.want))
 			}
 		}
-	}
-	items := make([]entry, 0, minPooledEpoch)
-	items = append(items, entry{key: []byte("k"), value: []byte("v")})
-	putEpochSlices(items, make([]int, 0, minPooledEpoch))
-	if e := items[:1][0]; e.key != nil || e.value != nil {
-		t.Fatalf("a slice given back still holds %q=%q", e.key, e.value)
-	}
-	// A small table's hint takes no pooled slice; nor does one four times too large.
-	if items, at := epochSlices(minPooledEpoch - 1); cap(items) != minPooledEpoch-1 || cap(at) != minPooledEpoch-1 {
-		t.Fatalf("hint %d: slices of %d and %d", minPooledEpoch-1, cap(items), cap(at))
-	}
-	putEpochSlices(make([]entry, 0, 8*minPooledEpoch), make([]int, 0, 8*minPooledEpoch))
-	if items, _ := epochSlices(minPooledEpoch); cap(items) > 4*minPooledEpoch {
-		t.Fatalf("hint %d took a pooled slice of %d", minPooledEpoch, cap(items))
 	}
 }
 

@@ -57,9 +57,14 @@ func (r *run) span(v uint16) (start, end int) {
 type memtable struct {
 	// m maps key -> index in items for the vnodes whose keys were not all written in
 	// ascending order (vnodeItems.mapped); the keys alias the arena.
-	m     map[string]int
-	items []entry
-	bytes int
+	m map[string]int
+	// blocks hold the items, in insertion order, itemBlockLen a block (item i is
+	// item(i)); n is their number. Fixed-size blocks never copy their items as an
+	// epoch grows, and are pooled (itemBlocks) from one seal to the next write, of
+	// any table, however its epochs' sizes vary.
+	blocks []*itemBlock
+	n      int
+	bytes  int
 	// arena holds the keys and values written: blocks that are appended to, never
 	// changed or reused, so that the entries (and the runs sealed from them) can
 	// alias them. block is the size of the next block: it doubles from
@@ -67,13 +72,11 @@ type memtable struct {
 	// writes a few rows an epoch (a progress table) holds small blocks.
 	arena []byte
 	block int
-	// hint and mhint size the slices and the map of the next epoch, allocated at its
-	// first write (see seal).
-	hint, mhint int
+	// mhint sizes the map of the next epoch, made at its first use (see seal).
+	mhint int
 	// vnodes index items by the vnode of their key, with a sorted cache each (for
-	// sortedVnode); at[i] is item i's position in its vnode's list.
+	// sortedVnode); an item's block holds its position in its vnode's list (at).
 	vnodes map[uint16]*vnodeItems
-	at     []int
 	// scratch holds a vnode's keys written below its largest while a seal sorts them
 	// (empty between seals).
 	scratch []entry
@@ -100,6 +103,45 @@ type vnodeItems struct {
 
 func newMemtable() *memtable { return &memtable{vnodes: map[uint16]*vnodeItems{}} }
 
+// itemBlockLen is the number of items an itemBlock holds (56 KiB of entries).
+const (
+	itemBlockShift = 10
+	itemBlockLen   = 1 << itemBlockShift
+)
+
+// itemBlock is one block of a memtable's items: the entries, and each one's position
+// in its vnode's list.
+type itemBlock struct {
+	items [itemBlockLen]entry
+	at    [itemBlockLen]int32
+}
+
+// itemBlocks keeps the blocks of sealed memtables, cleared, for the next epoch's
+// writes. A sync.Pool lets go of what it holds within two garbage collections, so a
+// store whose writes become small holds nothing for long.
+var itemBlocks = sync.Pool{New: func() any { return new(itemBlock) }}
+
+// item returns item i.
+func (mt *memtable) item(i int) *entry {
+	return &mt.blocks[i>>itemBlockShift].items[i&(itemBlockLen-1)]
+}
+
+// at returns item i's position in its vnode's list.
+func (mt *memtable) at(i int) int {
+	return int(mt.blocks[i>>itemBlockShift].at[i&(itemBlockLen-1)])
+}
+
+// releaseBlocks gives the memtable's blocks back to itemBlocks, cleared (their
+// entries point into the arena, which the runs sealed from them keep using).
+func (mt *memtable) releaseBlocks() {
+	for i, b := range mt.blocks {
+		clear(b.items[:min(itemBlockLen, mt.n-i*itemBlockLen)])
+		itemBlocks.Put(b)
+		mt.blocks[i] = nil
+	}
+	mt.blocks, mt.n = mt.blocks[:0], 0
+}
+
 // keyVnode is the vnode of a storage key (0 for a key too short to have one).
 func keyVnode(key []byte) uint16 {
 	if len(key) < KeyPrefixLen {
@@ -124,10 +166,10 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 			mt.mapVnode(vi)
 		}
 		if i, ok := mt.m[string(key)]; ok {
-			if mt.at[i] < vi.cached {
+			if mt.at(i) < vi.cached {
 				vi.stale = true
 			}
-			e := &mt.items[i]
+			e := mt.item(i)
 			mt.bytes += len(value) - len(e.value)
 			// An overwrite gets its own allocation: in the arena, a key rewritten
 			// many times an epoch would hold every version until the seal.
@@ -137,20 +179,22 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		}
 	}
 	k := mt.copy(key)
-	if mt.items == nil && mt.hint > 0 {
-		mt.items, mt.at = epochSlices(mt.hint)
-	}
-	i := len(mt.items)
+	i := mt.n
 	if vi != nil && vi.mapped {
 		mt.mapPut(k, i)
 	}
-	mt.items = append(mt.items, entry{key: k, value: mt.copy(value), del: del, before: b})
-	mt.bytes += len(k) + len(value)
+	if i&(itemBlockLen-1) == 0 {
+		mt.blocks = append(mt.blocks, itemBlocks.Get().(*itemBlock))
+	}
 	if vi == nil {
 		vi = &vnodeItems{}
 		mt.vnodes[v] = vi
 	}
-	mt.at = append(mt.at, len(vi.idx))
+	blk, j := mt.blocks[i>>itemBlockShift], i&(itemBlockLen-1)
+	blk.items[j] = entry{key: k, value: mt.copy(value), del: del, before: b}
+	blk.at[j] = int32(len(vi.idx))
+	mt.n++
+	mt.bytes += len(k) + len(value)
 	if vi.max == nil || bytes.Compare(k, vi.max) > 0 {
 		vi.max = k
 	} else {
@@ -159,19 +203,11 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	vi.idx = append(vi.idx, i)
 }
 
-// maxMemtableHint caps the entries a sealed memtable's slices are sized for in the
-// next epoch (at most 32 MiB), and maxMemtableMapHint those its map is sized for (at
-// most about 3.5 MiB). A hint is what the epoch just sealed held (and so already
-// allocated), plus an eighth: an epoch of a view being backfilled writes a few hundred
-// thousand rows in ascending order (its map stays small), which slices grown by
-// doubling from a lower cap copied at every doubling (BenchmarkBackfillEpochs: 415
-// against 328 ns a key, medians of 4 pairs, with a cap of 65,536). The caps bound what
-// one huge epoch makes its table allocate at its next epoch's first write; the epoch
-// after that is sized by that one.
-const (
-	maxMemtableHint    = 1 << 19
-	maxMemtableMapHint = 1 << 16
-)
+// maxMemtableMapHint caps the keys a sealed memtable's map is sized for in the next
+// epoch (about 3.5 MiB): a hint is what the epoch just sealed mapped, plus an eighth;
+// the cap bounds what one huge epoch of rewrites makes its table allocate at its next
+// epoch's first use of the map.
+const maxMemtableMapHint = 1 << 16
 
 // maxKeptScratch is the most entries of a seal's scratch slice kept for the next
 // seal (3.5 MiB).
@@ -201,7 +237,7 @@ func (mt *memtable) copy(b []byte) []byte {
 // mapVnode puts the keys of vi, written in ascending order so far, into the map.
 func (mt *memtable) mapVnode(vi *vnodeItems) {
 	for _, i := range vi.idx {
-		mt.mapPut(mt.items[i].key, i)
+		mt.mapPut(mt.item(i).key, i)
 	}
 	vi.mapped = true
 }
@@ -224,9 +260,9 @@ func (mt *memtable) getIn(vi *vnodeItems, key []byte) (entry, bool) {
 		return entry{}, false
 	}
 	if !vi.mapped { // idx is in key order
-		j := sort.Search(len(vi.idx), func(j int) bool { return bytes.Compare(mt.items[vi.idx[j]].key, key) >= 0 })
-		if j < len(vi.idx) && bytes.Equal(mt.items[vi.idx[j]].key, key) {
-			return mt.items[vi.idx[j]], true
+		j := sort.Search(len(vi.idx), func(j int) bool { return bytes.Compare(mt.item(vi.idx[j]).key, key) >= 0 })
+		if j < len(vi.idx) && bytes.Equal(mt.item(vi.idx[j]).key, key) {
+			return *mt.item(vi.idx[j]), true
 		}
 		return entry{}, false
 	}
@@ -234,10 +270,10 @@ func (mt *memtable) getIn(vi *vnodeItems, key []byte) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	return mt.items[i], true
+	return *mt.item(i), true
 }
 
-func (mt *memtable) len() int { return len(mt.items) }
+func (mt *memtable) len() int { return mt.n }
 
 // seal sorts the memtable into a run and leaves the memtable empty. Keys sort by
 // vnode first, so the run is each vnode's items in vnode order, each vnode sorted on
@@ -252,7 +288,7 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 		vns = append(vns, v)
 	}
 	slices.Sort(vns)
-	items := make([]entry, 0, len(mt.items))
+	items := make([]entry, 0, mt.n)
 	spans := make([]vnodeSpan, 0, len(vns))
 	for _, v := range vns {
 		vi := mt.vnodes[v]
@@ -265,14 +301,13 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 		spans = append(spans, vnodeSpan{vnode: v, start: from, end: len(items)})
 	}
 	// The next epoch of a table usually writes as many keys as this one, in the same
-	// way: slices sized for them, and a map sized for the keys that needed it, are not
-	// rehashed or copied at every doubling while they fill. They are made at the
-	// epoch's first write (a table that stops writing holds none), and capped, so
-	// that one large epoch does not make every later one allocate large ones.
-	mt.hint = min(len(items)+len(items)/8, maxMemtableHint)
+	// way: a map sized for the keys that needed it is not rehashed at every doubling
+	// while it fills. It is made at the epoch's first use (a table that stops writing
+	// holds none), and capped, so that one large epoch does not make every later one
+	// allocate a large one.
 	mt.mhint = min(len(mt.m)+len(mt.m)/8, maxMemtableMapHint)
-	putEpochSlices(mt.items, mt.at)
-	mt.m, mt.items, mt.at, mt.arena = nil, nil, nil, nil
+	mt.releaseBlocks()
+	mt.m, mt.arena = nil, nil
 	mt.bytes = 0
 	mt.vnodes = map[uint16]*vnodeItems{}
 	return &run{table: table, epoch: epoch, entries: items, bytes: size, spans: spans}
@@ -305,49 +340,6 @@ func (sp *slicePool[T]) put(s []T) {
 	sp.p.Put(&s)
 }
 
-// epochItems and epochAt keep the insertion-order slices of sealed memtables (their
-// items and at; the run a seal makes is a copy) for the next epoch of any table: a
-// view being backfilled writes a few hundred thousand keys an epoch, and fresh
-// slices for each (sized by the hint) were a fifth of what an idle build allocated.
-var (
-	epochItems slicePool[entry]
-	epochAt    slicePool[int]
-)
-
-// epochSlices returns empty items and at slices with room for hint entries: pooled
-// ones when the pool's next fit (room for hint, and not four times more: a small
-// table does not hold a large table's slices for an epoch), new ones otherwise.
-func epochSlices(hint int) ([]entry, []int) {
-	var items []entry
-	var at []int
-	if hint >= minPooledEpoch {
-		items, at = epochItems.get(hint, 4*hint), epochAt.get(hint, 4*hint)
-	}
-	if items == nil {
-		items = make([]entry, 0, hint)
-	}
-	if at == nil {
-		at = make([]int, 0, hint)
-	}
-	return items, at
-}
-
-// putEpochSlices gives a sealed memtable's items and at to the next epoch's first
-// write. Slices beyond the largest hint are left to the collector, as are those of
-// tables too small to need a hint.
-func putEpochSlices(items []entry, at []int) {
-	if c := cap(items); c >= minPooledEpoch && c <= maxMemtableHint*2 {
-		epochItems.put(items)
-	}
-	if c := cap(at); c >= minPooledEpoch && c <= maxMemtableHint*2 {
-		epochAt.put(at)
-	}
-}
-
-// minPooledEpoch is the smallest slice putEpochSlices keeps: below it a table's
-// epochs are small, and making their slices costs little.
-const minPooledEpoch = 4096
-
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
 
 // appendSorted appends the items of vi to items in key order. The keys written above
@@ -356,7 +348,7 @@ func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
 func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 	if len(vi.below) == 0 {
 		for _, i := range vi.idx {
-			items = append(items, mt.items[i])
+			items = append(items, *mt.item(i))
 		}
 		return items
 	}
@@ -370,12 +362,12 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 			b++
 			continue
 		}
-		items = append(items, mt.items[i])
+		items = append(items, *mt.item(i))
 	}
 	asc := len(items) - from
 	o := mt.scratch[:0]
 	for _, p := range vi.below {
-		o = append(o, mt.items[vi.idx[p]])
+		o = append(o, *mt.item(vi.idx[p]))
 	}
 	slices.SortFunc(o, entryLess)
 	items = append(items, o...)
@@ -398,7 +390,12 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 
 // sorted returns the memtable's entries sorted by key, without sealing it.
 func (mt *memtable) sorted() []entry {
-	return slices.SortedFunc(slices.Values(mt.items), entryLess)
+	out := make([]entry, mt.n)
+	for i := range out {
+		out[i] = *mt.item(i)
+	}
+	slices.SortFunc(out, entryLess)
+	return out
 }
 
 // sortedVnode returns the entries of vnode v sorted by key. The result must not be
@@ -413,7 +410,7 @@ func (mt *memtable) sortedVnode(v uint16) []entry {
 	fresh := func(idx []int) []entry {
 		out := make([]entry, len(idx))
 		for k, i := range idx {
-			out[k] = mt.items[i]
+			out[k] = *mt.item(i)
 		}
 		slices.SortFunc(out, entryLess)
 		return out
