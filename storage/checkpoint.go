@@ -431,7 +431,10 @@ func commitSync(b *pebble.Batch) (err error) {
 // actor's vnodes, and its progress rows) are passed on one after the other, and the
 // writes returned are their own entries, not copied. Others take a heap merge of one
 // cursor per run, whose writes are appended to the buffer buf returns (it is called
-// only then); that buffer is returned too, for reuse (nil when not called).
+// only then); that buffer is returned too, for reuse (nil when not called). The
+// writes returned alias the runs: the sstable writers read them until the checkpoint
+// is committed, which holds only because a sealed run's entries are never changed or
+// reused (see run); the buffer returned is the only memory to pool.
 func mergeRuns(runs []*run, buf func() []entry, f func(entry, before) error) (entryChunks, []entry, error) {
 	if rs, ok := disjointRuns(runs); ok {
 		out := make(entryChunks, 0, len(rs))

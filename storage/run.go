@@ -28,7 +28,9 @@ const (
 )
 
 // run is a sealed epoch of one writer: its final write per key, sorted by key. A run
-// is immutable once sealed, so readers share it without locks.
+// is immutable once sealed, so readers share it without locks, and its entries and
+// the arena they point into are never pooled or reused: views, iterators and a
+// checkpoint's sstable writers (mergeRuns) read them with no count of their readers.
 type run struct {
 	table   uint32
 	epoch   uint64
