@@ -54,8 +54,8 @@ type BackfillBenchOptions struct {
 	// the executor of the efficiency passes (default: the engine's, 100ms).
 	BarrierInterval time.Duration
 	// Workers is the engine's Options.BackfillWorkers: the snapshot read goroutines of
-	// each arrangement backfill actor (0: the engine's default, 2; a no-shuffle
-	// backfill always reads with one).
+	// each arrangement backfill actor (0: the engine's default,
+	// engine.DefaultBackfillWorkers; a no-shuffle backfill always reads with one).
 	Workers int
 	// MemoryBudget is the engine's Options.BackfillMemoryBudget in bytes (0: the
 	// engine's default; negative: none).
@@ -322,7 +322,7 @@ func RunBackfillBench(ctx context.Context, o BackfillBenchOptions) (res Backfill
 	}()
 	res = BackfillResult{
 		Rows: o.Rows, Parallelism: o.Parallelism, Reps: o.Reps, BusyFraction: o.BusyFraction, BusyRate: o.BusyRate,
-		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, 2), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
+		BarrierIntervalMS: float64(o.BarrierInterval) / float64(time.Millisecond), BackfillWorkers: cmp.Or(o.Workers, engine.DefaultBackfillWorkers(runtime.GOMAXPROCS(0))), MemoryBudget: cmp.Or(max(o.MemoryBudget, -1), engine.DefaultBackfillMemoryBudget), Nodes: 2,
 		Allocator:  map[bool]string{false: "pool", true: "go"}[o.GoAllocator],
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Cgo: builtWithCgo, GOGC: os.Getenv("GOGC"), Env: runtimeEnv(), LoadAvgStart: loadAvg(),
 	}

@@ -43,8 +43,8 @@ type NexmarkBenchOptions struct {
 	// kinds' order alternating by rep; the result reports the median build.
 	Reps int
 	// Workers is the engine's Options.BackfillWorkers: the snapshot read goroutines
-	// of each arrangement backfill actor (0: the engine's default, 2; a no-shuffle
-	// backfill always reads with one).
+	// of each arrangement backfill actor (0: the engine's default,
+	// engine.DefaultBackfillWorkers; a no-shuffle backfill always reads with one).
 	Workers int
 }
 

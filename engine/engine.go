@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -38,8 +39,9 @@ type Options struct {
 	CheckpointEvery int
 	// ChunkSize is the most rows per batch of a scan (default 1024).
 	ChunkSize int
-	// BackfillWorkers is the number of goroutines each backfill actor reads its
-	// snapshot with (default 2).
+	// BackfillWorkers is the number of goroutines each arrangement backfill actor
+	// reads its snapshot with (default: DefaultBackfillWorkers, 1 or 2 by the cores;
+	// a no-shuffle backfill reads with one).
 	BackfillWorkers int
 	// BackfillBufferBudget is the memory each backfill actor's epoch buffer of
 	// upstream changes may hold before it spills to SpillDir (default 64 MiB; "": the
@@ -141,7 +143,10 @@ func (o *Options) fill() error {
 		return fmt.Errorf("engine: ChunkSize %d, want >= 1", o.ChunkSize)
 	}
 	if o.BackfillWorkers == 0 {
-		o.BackfillWorkers = 2
+		o.BackfillWorkers = DefaultBackfillWorkers(runtime.GOMAXPROCS(0))
+	}
+	if o.BackfillWorkers < 0 {
+		return fmt.Errorf("engine: BackfillWorkers %d, want >= 1", o.BackfillWorkers)
 	}
 	if o.BackfillMemoryBudget == 0 {
 		o.BackfillMemoryBudget = DefaultBackfillMemoryBudget
@@ -163,6 +168,17 @@ func (o *Options) fill() error {
 
 // DefaultBackfillMemoryBudget is Options.BackfillMemoryBudget's default.
 const DefaultBackfillMemoryBudget = 512 << 20
+
+// DefaultBackfillWorkers is Options.BackfillWorkers' default for a process of procs
+// cores (GOMAXPROCS): half of them, at least 1 and at most 2. A build is bound by its
+// checkpoints as soon as its readers outrun the commits, and the commits (encoding
+// and writing sstables, on up to GOMAXPROCS goroutines) share the cores with the
+// readers: on 2 cores a second reader per actor made no build faster, and cost
+// arrangement's idle builds more CPU than no-shuffle's single reader, most of it in pebble's allocation of
+// block cache blocks from more threads (bench/RESULTS.md, "The checkpoint's merge
+// copy, settled memory, the memtable's item blocks"). The cap of 2 is the default
+// every earlier measurement used; more cores than this machine's were not measured.
+func DefaultBackfillWorkers(procs int) int { return min(max(procs/2, 1), 2) }
 
 // Engine is an embedded streaming engine over one directory: tables, materialized
 // views kept up to date as the tables change, and consistent reads of both. It is safe

@@ -214,7 +214,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.Float64Var(&o.BusyRate, "busy-rate", 0, "busy writer's rate in rows/s, the same for both kinds (0: --busy-fraction)")
 	f.StringSliceVar(&o.Modes, "modes", []string{"idle", "busy"}, "upstream modes to build in (busy alone needs --busy-rate)")
 	f.DurationVar(&o.BarrierInterval, "barrier-interval", 100*time.Millisecond, "the engine's barrier interval (and the efficiency passes')")
-	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, 2)")
+	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, half of GOMAXPROCS, between 1 and 2)")
 	f.IntVar(&o.EfficiencyReps, "efficiency-reps", 5, "interleaved repetitions of the efficiency passes (at least 5)")
 	f.Int64Var(&o.MemoryBudget, "memory-budget", 0, "the engine's backfill memory budget per node, in bytes (0: the engine's default, 512 MiB; negative: none)")
 	f.BoolVar(&o.GoAllocator, "go-allocator", false, "give the builds' engines Arrow's Go allocator instead of their default pool")
