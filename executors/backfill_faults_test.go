@@ -1,0 +1,300 @@
+package executors_test
+
+// Two faults of TESTING.md and DESIGN.md §6 that need the executor itself (its input,
+// its snapshot workers and its rate limiter), not the state machine alone: an upstream
+// error in the finishing phase, and long runs of deleted keys while throttled.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// fallible is an input that returns what is sent on c: a message, or an error.
+type fallible struct {
+	tab *schema.Table
+	c   chan fallibleNext
+}
+
+type fallibleNext struct {
+	m   executors.Message
+	err error
+}
+
+func (f *fallible) Next(ctx context.Context) (executors.Message, error) {
+	select {
+	case n := <-f.c:
+		return n.m, n.err
+	case <-ctx.Done():
+		return executors.Message{}, ctx.Err()
+	}
+}
+func (f *fallible) Schema() *arrow.Schema { return f.tab.ArrowSchema() }
+func (f *fallible) Close() error          { return nil }
+
+// nextResult is one return of ArrangementBackfill.Next.
+type nextResult struct {
+	m   executors.Message
+	err error
+}
+
+// pullAll calls bf.Next on its own goroutine until it returns an error, sending each
+// result on the returned channel (buffered, so the goroutine never waits for the test).
+func pullAll(ctx context.Context, bf *executors.ArrangementBackfill) <-chan nextResult {
+	out := make(chan nextResult, 1<<12)
+	go func() {
+		defer close(out)
+		for {
+			m, err := bf.Next(ctx)
+			out <- nextResult{m, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// waitFor polls cond every millisecond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: still waiting for %s", what)
+		}
+	}
+}
+
+// DESIGN.md §6, the third fault of the reference implementation: an upstream error in
+// the finishing phase (every vnode Completed, the next barrier not yet come) is
+// returned, not swallowed; and so is one after the backfill is done, when it passes
+// everything through. Each case gets a fresh backfill over the same committed rows.
+func TestBackfillFinishingReturnsUpstreamError(t *testing.T) {
+	for _, phase := range []string{"finishing", "done"} {
+		t.Run(phase, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+			defer mem.AssertSize(t, 0)
+			tab := fairTable()
+			const loaded = 300
+			store, node, _ := committedUpstream(t, mem, tab, loaded)
+			defer store.Close()
+			full := vnode.Full(tab.VnodeCount)
+			prog, err := storage.NewProgressTable(node, 2, "fault_progress", tab, full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &fallible{tab: tab, c: make(chan fallibleNext, 4)}
+			bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
+				Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
+				Node: node, Progress: prog, Workers: 2, Mem: mem, LocalUpstream: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			in.c <- fallibleNext{m: executors.BarrierMessage(&executors.Barrier{Prev: 1, Curr: 2, Kind: executors.Checkpoint})}
+			results := pullAll(ctx, bf)
+			// The snapshot is read to its end with no second barrier: the backfill is
+			// then finishing (every vnode Completed, not Done).
+			waitFor(t, "every vnode Completed", func() bool { s := bf.Stats(); return s.Started && s.Completed == s.Owned })
+			if s := bf.Stats(); s.Done || s.Rows != loaded {
+				t.Fatalf("after the snapshot's end: %+v, want %d rows and not done", s, loaded)
+			}
+			if phase == "done" {
+				in.c <- fallibleNext{m: executors.BarrierMessage(&executors.Barrier{Prev: 2, Curr: 3, Kind: executors.Checkpoint})}
+				waitFor(t, "the backfill done", func() bool { return bf.Stats().Done })
+				// Pass-through: an upstream chunk comes out as it is, projected.
+				in.c <- fallibleNext{m: executors.ChunkMessage(fairChunk(t, mem, tab, loaded, 3))}
+			}
+			broke := errors.New("upstream actor failed")
+			in.c <- fallibleNext{err: broke}
+			rows, barriers, passed := 0, 0, 0
+			var got error
+			for r := range results {
+				if r.err != nil {
+					got = r.err
+					continue
+				}
+				switch {
+				case r.m.Barrier != nil:
+					barriers++
+				case r.m.Chunk != nil && barriers >= 2:
+					passed += r.m.Chunk.NumRows()
+				case r.m.Chunk != nil:
+					rows += r.m.Chunk.NumRows()
+				}
+				r.m.Release()
+			}
+			if !errors.Is(got, broke) {
+				t.Fatalf("Next returned %v, want the upstream's error", got)
+			}
+			if !strings.Contains(got.Error(), "backfill of "+tab.Name) {
+				t.Errorf("error %q does not name the upstream table %s", got, tab.Name)
+			}
+			want := map[string][2]int{"finishing": {1, 0}, "done": {2, 3}}[phase]
+			if rows != loaded || barriers != want[0] || passed != want[1] {
+				t.Fatalf("before the error: %d snapshot rows, %d barriers, %d rows passed through; want %d, %d, %d",
+					rows, barriers, passed, loaded, want[0], want[1])
+			}
+			if err := bf.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TESTING.md layer 3, "long tombstone runs while throttled to 1 row/s": every vnode is
+// one long run of deleted keys around at most one live key. Throttled to 1 row/s the
+// backfill consumes no more rows than its tokens allow and never stalls a barrier
+// while it skips the deleted keys; paused it consumes none, even once the limit is
+// lifted; resumed, every barrier makes progress even when barriers come back to back,
+// and it finishes within a few barriers (I5); and the view ends with exactly the live
+// rows, each once.
+func TestBackfillTombstoneRunsThrottled(t *testing.T) {
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	tab := fairTable()
+	const loaded, every = 8000, 2000 // live keys 0, 2000, 4000, 6000 over 8 vnodes
+	store, node, st := committedUpstream(t, mem, tab, loaded)
+	defer store.Close()
+	b := vec.NewChunkBuilder(mem, tab)
+	for k := range loaded {
+		if k%every != 0 {
+			if err := b.AppendRow(vec.Delete, int64(k), int64(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dels, err := b.Build()
+	b.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Write(dels)
+	dels.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Seal(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Checkpoint(2); err != nil {
+		t.Fatal(err)
+	}
+
+	full := vnode.Full(tab.VnodeCount)
+	prog, err := storage.NewProgressTable(node, 2, "tomb_progress", tab, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &scripted{tab: tab, c: make(chan executors.Message, 4)}
+	one := int64(1)
+	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
+		Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
+		Node: node, Progress: prog, Workers: 2, Mem: mem, LocalUpstream: true, RateLimit: &one,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	rows := map[[2]int64]int{}
+	epoch := executors.Epoch(2)
+	// barrier sends the next barrier (with m) and pulls the backfill until it comes
+	// out, applying the rows before it; it fails when that takes a second or more.
+	barrier := func(m executors.Mutation) {
+		t.Helper()
+		in.c <- executors.BarrierMessage(&executors.Barrier{Prev: epoch, Curr: epoch + 1, Kind: executors.Checkpoint, Mutation: m})
+		epoch++
+		t0 := time.Now()
+		for {
+			msg, err := bf.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.Chunk != nil {
+				applyKV(t, rows, msg.Chunk, nil)
+			}
+			isBarrier := msg.Barrier != nil
+			msg.Release()
+			if isBarrier {
+				break
+			}
+		}
+		if d := time.Since(t0); d >= time.Second {
+			t.Fatalf("barrier %d took %v to pass through the backfill", epoch, d)
+		}
+	}
+	start := time.Now()
+	barrier(nil) // the first barrier: passed on, then progress is loaded
+	epochs := func(n int, m executors.Mutation) {
+		for i := range n {
+			time.Sleep(40 * time.Millisecond)
+			if i == n-1 {
+				barrier(m)
+			} else {
+				barrier(nil)
+			}
+		}
+	}
+	// Throttled: rows up to the first token plus one a second (the barriers' "at least
+	// one row" reads take tokens too), and some progress: the first token goes to a
+	// live key past a run of deleted ones, or to the end of a vnode with none.
+	epochs(15, executors.Pause{})
+	s := bf.Stats()
+	if limit := 2 + int64(time.Since(start).Seconds()); s.Rows > limit || s.Rows+int64(s.Completed) == 0 {
+		t.Fatalf("throttled to 1 row/s for %v: %d snapshot rows and %d vnodes Completed, want at most %d rows and some progress",
+			time.Since(start), s.Rows, s.Completed, limit)
+	}
+	// Paused, and the limit lifted while paused: no snapshot row at all, barriers
+	// still flowing.
+	epochs(1, executors.Throttle{Limits: map[executors.FragmentID]*int64{1: nil}})
+	epochs(8, executors.Resume{})
+	if p := bf.Stats(); p.Rows != s.Rows || p.Completed != s.Completed {
+		t.Fatalf("paused: snapshot rows went from %d to %d, vnodes Completed from %d to %d", s.Rows, p.Rows, s.Completed, p.Completed)
+	}
+	// Resumed, unthrottled. Barriers back to back, so that each read is stopped
+	// before its workers get far: each barrier still makes progress (the "at least
+	// one row" read skips a whole run of deleted keys to the next live key or the
+	// vnode's end).
+	for range 2 {
+		before := bf.Stats()
+		barrier(nil)
+		if after := bf.Stats(); !after.Done && after.Rows == before.Rows && after.Completed == before.Completed {
+			t.Fatalf("a barrier with no progress: %+v, then %+v", before, after)
+		}
+	}
+	// Then at the pace of the barriers above: done within a few of them.
+	for n := 0; !bf.Stats().Done; n++ {
+		if n == 5 {
+			t.Fatalf("not done 5 paced barriers after the limit was lifted: %+v", bf.Stats())
+		}
+		time.Sleep(40 * time.Millisecond)
+		barrier(nil)
+	}
+	if got := bf.Stats().Rows; got != loaded/every {
+		t.Fatalf("%d snapshot rows, want the %d live keys", got, loaded/every)
+	}
+	for k := 0; k < loaded; k += every {
+		if n := rows[[2]int64{int64(k), int64(k)}]; n != 1 {
+			t.Fatalf("live key %d emitted %d times net, want once", k, n)
+		}
+	}
+	if len(rows) != loaded/every {
+		t.Fatalf("the view has %d distinct rows, want %d: %v", len(rows), loaded/every, rows)
+	}
+}
