@@ -25,7 +25,9 @@ BENCHCOUNT     ?= 1
 WEIR_CGO ?=
 WEIR      = $(if $(WEIR_CGO),CGO_ENABLED=$(WEIR_CGO) )$(GO) run ./tools/weir
 ROWS     ?= 2000000
-REPS     ?= 5
+# 15 builds of each kind per mode: the paired ratios' 95% interval is then about ±4%
+# (bench/RESULTS.md, "One reader per actor"); 5 gave about ±10%.
+REPS     ?= 15
 
 .PHONY: all demo test sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
 
@@ -74,10 +76,12 @@ check-generated: generate
 bench-backfill:
 	$(WEIR) bench backfill --rows $(ROWS) --reps $(REPS) --json --quiet
 
-## bench-nexmark: the Nexmark views by arrangement and no-shuffle backfill (EVENTS events).
-EVENTS ?= 1000000
+## bench-nexmark: the Nexmark views by arrangement and no-shuffle backfill (EVENTS events,
+## NEXMARK_REPS builds of each view per kind and mode).
+EVENTS       ?= 1000000
+NEXMARK_REPS ?= 5
 bench-nexmark:
-	$(WEIR) bench nexmark --events $(EVENTS) --json
+	$(WEIR) bench nexmark --events $(EVENTS) --reps $(NEXMARK_REPS) --json
 
 ## bench: the snapshot read path and kernel benchmarks (see bench/RESULTS.md).
 bench:
