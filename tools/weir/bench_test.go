@@ -130,7 +130,7 @@ func TestBenchBackfillText(t *testing.T) {
 	root := newRoot()
 	var out bytes.Buffer
 	root.SetOut(&out)
-	root.SetArgs([]string{"bench", "backfill", "--rows", "2000", "--barrier-interval", "20ms", "--quiet", "--dir", t.TempDir()})
+	root.SetArgs([]string{"bench", "backfill", "--rows", "2000", "--reps", "1", "--barrier-interval", "20ms", "--quiet", "--dir", t.TempDir()})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
 	}
