@@ -25,8 +25,8 @@ BENCHCOUNT     ?= 1
 WEIR_CGO ?=
 WEIR      = $(if $(WEIR_CGO),CGO_ENABLED=$(WEIR_CGO) )$(GO) run ./tools/weir
 ROWS     ?= 2000000
-# 15 builds of each kind per mode: the paired ratios' 95% interval is then about ±4%
-# (bench/RESULTS.md, "One reader per actor"); 5 gave about ±10%.
+# 15 builds of each kind per mode: the idle builds' paired 95% interval is then about
+# ±5% (bench/RESULTS.md, "One reader per actor"); 5 gave about ±10%.
 REPS     ?= 15
 
 .PHONY: all demo test sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
