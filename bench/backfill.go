@@ -38,7 +38,7 @@ const EngineBidTableID uint32 = 1
 type BackfillBenchOptions struct {
 	Rows        int    // bid rows to load (required)
 	Parallelism int    // actors of the bid table and of each view (default 2)
-	Reps        int    // builds of each kind in each mode; medians are reported (default 1)
+	Reps        int    // builds of each kind in each mode; medians are reported (default 1; weir bench backfill passes 5)
 	Dir         string // parent of the temporary directory; "": the system temp dir
 	// BusyFraction is the busy writer's rate as a fraction of the idle snapshot rate
 	// of the same kind (default 0.1).
