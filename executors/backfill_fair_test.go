@@ -31,7 +31,7 @@ func fairTable() *schema.Table {
 	return t
 }
 
-func fairChunk(t *testing.T, mem memory.Allocator, tab *schema.Table, from, n int) *vec.Chunk {
+func fairChunk(t testing.TB, mem memory.Allocator, tab *schema.Table, from, n int) *vec.Chunk {
 	t.Helper()
 	b := vec.NewChunkBuilder(mem, tab)
 	defer b.Release()
@@ -47,10 +47,20 @@ func fairChunk(t *testing.T, mem memory.Allocator, tab *schema.Table, from, n in
 	return c
 }
 
+// fairVnodes is the vnode of each key 0..n-1 of tab (fairTable's layout).
+func fairVnodes(t testing.TB, mem memory.Allocator, tab *schema.Table, n int) []uint16 {
+	t.Helper()
+	all := fairChunk(t, mem, tab, 0, n)
+	defer all.Release()
+	vn := make([]uint16, n)
+	vec.For(tab).Vnodes(all, vn)
+	return vn
+}
+
 // committedUpstream opens an in-memory store with one node and commits rows rows of
 // tab (k = v = 0..rows-1) under table id 1 at epoch 1, through a state table on the
 // node, which it returns too. The caller closes the store.
-func committedUpstream(t *testing.T, mem memory.Allocator, tab *schema.Table, rows int) (*storage.Store, *storage.Node, *storage.StateTable) {
+func committedUpstream(t testing.TB, mem memory.Allocator, tab *schema.Table, rows int) (*storage.Store, *storage.Node, *storage.StateTable) {
 	t.Helper()
 	store, err := storage.Open("db", storage.Options{FS: vfs.NewMem(), CacheSize: 4 << 20, MemTableSize: 1 << 20})
 	if err != nil {

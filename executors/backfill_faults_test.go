@@ -162,100 +162,126 @@ func TestBackfillFinishingReturnsUpstreamError(t *testing.T) {
 	}
 }
 
+// tombstoneUpstream commits loaded rows of fairTable (k = v = 0..loaded-1) at epoch 1,
+// then deletes every key that is not a multiple of every and seals the deletes at
+// epoch 2, committing them too with commit (else they stay on the node, sealed). It
+// checks that every vnode keeps a live key, so that a token always buys a row. The
+// caller closes the store.
+func tombstoneUpstream(t testing.TB, mem memory.Allocator, tab *schema.Table, loaded, every int, commit bool) (*storage.Store, *storage.Node) {
+	t.Helper()
+	live := make([]int, tab.VnodeCount)
+	for k, vn := range fairVnodes(t, mem, tab, loaded) {
+		if k%every == 0 {
+			live[vn]++
+		}
+	}
+	if slices.Contains(live, 0) {
+		t.Fatalf("live keys per vnode %v: a vnode has none", live)
+	}
+	store, node, st := committedUpstream(t, mem, tab, loaded)
+	for from := 0; from < loaded; from += 100_000 {
+		b := vec.NewChunkBuilder(mem, tab)
+		for k := from; k < min(from+100_000, loaded); k++ {
+			if k%every != 0 {
+				if err := b.AppendRow(vec.Delete, int64(k), int64(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		dels, err := b.Build()
+		b.Release()
+		if err == nil {
+			err = st.Write(dels)
+			dels.Release()
+		}
+		if err != nil {
+			store.Close()
+			t.Fatal(err)
+		}
+	}
+	err := st.Seal(2)
+	if err == nil && commit {
+		_, err = store.Checkpoint(2)
+	}
+	if err != nil {
+		store.Close()
+		t.Fatal(err)
+	}
+	return store, node
+}
+
+// localBackfill is a backfill of every vnode of tab on node (table id 1, reading the
+// node's store), fed by in, with its progress in table 2 and the rate limit given.
+func localBackfill(t testing.TB, in executors.Executor, tab *schema.Table, node *storage.Node, mem memory.Allocator, limit *int64) *executors.ArrangementBackfill {
+	t.Helper()
+	full := vnode.Full(tab.VnodeCount)
+	prog, err := storage.NewProgressTable(node, 2, "local_progress", tab, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
+		Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
+		Node: node, Progress: prog, Workers: 2, Mem: mem, LocalUpstream: true, RateLimit: limit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bf
+}
+
+// passBarrier sends the barrier {prev, prev+1} (a checkpoint, with m) on in and pulls bf
+// until the barrier comes out, handing each chunk before it to each (which must not
+// keep it) and releasing it; it returns how long that took.
+func passBarrier(t testing.TB, ctx context.Context, bf *executors.ArrangementBackfill, in *scripted, prev executors.Epoch, m executors.Mutation, each func(*vec.Chunk)) time.Duration {
+	t.Helper()
+	in.c <- executors.BarrierMessage(&executors.Barrier{Prev: prev, Curr: prev + 1, Kind: executors.Checkpoint, Mutation: m})
+	t0 := time.Now()
+	for {
+		msg, err := bf.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Chunk != nil && each != nil {
+			each(msg.Chunk)
+		}
+		isBarrier := msg.Barrier != nil
+		msg.Release()
+		if isBarrier {
+			return time.Since(t0)
+		}
+	}
+}
+
 // TESTING.md layer 3, "long tombstone runs while throttled to 1 row/s": one key in 250
 // is live, so every vnode is long runs of deleted keys between a few live ones.
-// Throttled to 1 row/s the
-// backfill consumes no more rows than its tokens allow and never stalls a barrier
-// while it skips the deleted keys; paused it consumes none, even once the limit is
-// lifted; resumed, every barrier makes progress even when barriers come back to back,
-// and it finishes within a few barriers (I5); and the view ends with exactly the live
-// rows, each once.
+// Throttled to 1 row/s the backfill consumes no more rows than its tokens allow and
+// never stalls a barrier while it skips the deleted keys; paused it consumes none,
+// even once the limit is lifted; resumed, every barrier makes progress even when
+// barriers come back to back, and it finishes within a few barriers (I5); and the
+// view ends with exactly the live rows, each once. (What the skips cost the read
+// while it waits for tokens: BenchmarkBackfillThrottledTombstoneRuns.)
 func TestBackfillTombstoneRunsThrottled(t *testing.T) {
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	tab := fairTable()
 	const loaded, every = 8000, 250 // 32 live keys: 0, 250, 500, ...
-	store, node, st := committedUpstream(t, mem, tab, loaded)
+	store, node := tombstoneUpstream(t, mem, tab, loaded, every, true)
 	defer store.Close()
-	// Every vnode has a live key, so that a token always buys a row.
-	all := fairChunk(t, mem, tab, 0, loaded)
-	vnOf := make([]uint16, loaded)
-	vec.For(tab).Vnodes(all, vnOf)
-	all.Release()
-	live := make([]int, tab.VnodeCount)
-	for k := 0; k < loaded; k += every {
-		live[vnOf[k]]++
-	}
-	if slices.Contains(live, 0) {
-		t.Fatalf("live keys per vnode %v: a vnode has none", live)
-	}
-	b := vec.NewChunkBuilder(mem, tab)
-	for k := range loaded {
-		if k%every != 0 {
-			if err := b.AppendRow(vec.Delete, int64(k), int64(k)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	dels, err := b.Build()
-	b.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Write(dels)
-	dels.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Seal(2); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Checkpoint(2); err != nil {
-		t.Fatal(err)
-	}
-
-	full := vnode.Full(tab.VnodeCount)
-	prog, err := storage.NewProgressTable(node, 2, "tomb_progress", tab, full)
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := &scripted{tab: tab, c: make(chan executors.Message, 4)}
 	one := int64(1)
-	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
-		Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
-		Node: node, Progress: prog, Workers: 2, Mem: mem, LocalUpstream: true, RateLimit: &one,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bf := localBackfill(t, in, tab, node, mem, &one)
 	defer bf.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	rows := map[[2]int64]int{}
 	epoch := executors.Epoch(2)
-	// barrier sends the next barrier (with m) and pulls the backfill until it comes
-	// out, applying the rows before it; it fails when that takes a second or more.
+	// barrier passes the next barrier (with m), applying the rows before it; it fails
+	// when that takes a second or more.
 	barrier := func(m executors.Mutation) {
 		t.Helper()
-		in.c <- executors.BarrierMessage(&executors.Barrier{Prev: epoch, Curr: epoch + 1, Kind: executors.Checkpoint, Mutation: m})
-		epoch++
-		t0 := time.Now()
-		for {
-			msg, err := bf.Next(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if msg.Chunk != nil {
-				applyKV(t, rows, msg.Chunk, nil)
-			}
-			isBarrier := msg.Barrier != nil
-			msg.Release()
-			if isBarrier {
-				break
-			}
-		}
-		if d := time.Since(t0); d >= time.Second {
+		d := passBarrier(t, ctx, bf, in, epoch, m, func(c *vec.Chunk) { applyKV(t, rows, c, nil) })
+		if epoch++; d >= time.Second {
 			t.Fatalf("barrier %d took %v to pass through the backfill", epoch, d)
 		}
 	}

@@ -68,10 +68,7 @@ func barrierTakeScenario(t *testing.T, loaded, batchSize int, pause time.Duratio
 	store, node, st := committedUpstream(t, mem, tab, loaded)
 	defer store.Close()
 	// Each vnode's keys in pk order, and the vnode of each key.
-	all := fairChunk(t, mem, tab, 0, loaded)
-	vnOf := make([]uint16, loaded)
-	vec.For(tab).Vnodes(all, vnOf)
-	all.Release()
+	vnOf := fairVnodes(t, mem, tab, loaded)
 	keysOf := make([][]int64, tab.VnodeCount)
 	idx := make([]int, loaded) // k's index in keysOf[vnOf[k]]
 	for k, v := range vnOf {

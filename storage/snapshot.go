@@ -94,11 +94,13 @@ type VnodeStart struct {
 }
 
 // SnapshotLimiter is the rate-limit hook of a snapshot read. A worker calls it before
-// reading each batch of vnode v, with want = the batch size; it returns how many rows
-// the batch may hold (1 to want), blocking until they are granted, or an error (ctx is
-// done when the read is closed or stopped). The batch may hold fewer rows than
-// granted when the vnode ends or the read is stopped (see SnapshotRequest.Unused). It
-// is called from several workers at once.
+// reading each batch of vnode v, with want = the batch size, and before it moves its
+// iterator to the batch's first row (which skips the deleted keys before it); it
+// returns how many rows the batch may hold (1 to want), blocking until they are
+// granted, or an error (ctx is done when the read is closed or stopped). The batch may
+// hold fewer rows than granted, none at all when the vnode had no row left, when the
+// vnode ends or the read is stopped (see SnapshotRequest.Unused). It is called from
+// several workers at once.
 type SnapshotLimiter func(ctx context.Context, v uint16, want int) (int, error)
 
 // SnapshotRequest describes a snapshot read.
@@ -414,11 +416,38 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 		return err
 	}
 	defer it.Close()
-	ok := it.Next()
+	// ok: the vnode may have a row left; moved: the iterator is on a row not read yet.
+	// An unlimited read moves on as it reads (fill looks one row ahead); a rate-limited
+	// one moves only once it holds the next batch's tokens (see fill).
+	limited := r.limit != nil
+	ok, moved := true, false
+	if !limited {
+		ok, moved = it.Next(), true
+	}
 	for {
 		var b SnapshotBatch
 		if ok && r.stopping.Load() {
 			return nil
+		}
+		want, granted := r.batch, 0
+		if ok && limited {
+			n, err := r.limit(r.wait, vs.Vnode, want)
+			if err != nil {
+				if r.ctx.Err() != nil {
+					return r.stopped()
+				}
+				if r.wait.Err() != nil && errors.Is(err, r.wait.Err()) {
+					return nil // stopped while waiting for tokens
+				}
+				return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, vs.Vnode, err)
+			}
+			if n < 1 || n > want {
+				return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limiter granted %d rows (want 1 to %d)", r.src.Table().Name, vs.Vnode, n, want)
+			}
+			want, granted = n, n
+		}
+		if ok && !moved {
+			ok = it.Next()
 		}
 		if !ok {
 			if err := it.Error(); err != nil {
@@ -426,30 +455,14 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 			}
 			b = SnapshotBatch{Vnode: vs.Vnode, End: true}
 		} else {
-			want := r.batch
-			if r.limit != nil {
-				n, err := r.limit(r.wait, vs.Vnode, want)
-				if err != nil {
-					if r.ctx.Err() != nil {
-						return r.stopped()
-					}
-					if r.wait.Err() != nil && errors.Is(err, r.wait.Err()) {
-						return nil // stopped while waiting for tokens
-					}
-					return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, vs.Vnode, err)
-				}
-				if n < 1 || n > want {
-					return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limiter granted %d rows (want 1 to %d)", r.src.Table().Name, vs.Vnode, n, want)
-				}
-				want = n
-			}
-			b, ok, err = w.fill(it, vs.Vnode, want)
+			b, ok, err = w.fill(it, vs.Vnode, want, !limited)
 			if err != nil {
 				return err
 			}
-			if r.limit != nil && r.unused != nil && b.Rows < want {
-				r.unused(want - b.Rows)
-			}
+			moved = !limited
+		}
+		if granted > b.Rows && r.unused != nil {
+			r.unused(granted - b.Rows)
 		}
 		select {
 		case r.out <- b:
@@ -494,7 +507,7 @@ func ReadOne(src VnodeSource, v uint16, after []byte, proj vec.Projection, mem m
 		return SnapshotBatch{}, err
 	}
 	defer w.release()
-	b, _, err := w.fill(it, v, 1)
+	b, _, err := w.fill(it, v, 1, true)
 	return b, err
 }
 
@@ -546,16 +559,23 @@ func (w *snapWorker) release() {
 	}
 }
 
-// fill reads up to want rows from it, which is positioned on a row, into a batch. It
-// returns whether it is positioned on a further row (false: the vnode is exhausted or
-// the iterator failed; the caller checks it.Error()).
-func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, error) {
+// fill reads up to want rows from it, which is positioned on a row, into a batch.
+// With ahead, it moves the iterator past every row it reads and returns whether that
+// found a further row (false: the vnode is exhausted or the iterator failed; the
+// caller checks it.Error()), so that a batch that ends its vnode says so (End).
+// Without ahead, a batch that reaches want rows, or that a stop cuts, leaves the
+// iterator on its last row and returns true; the caller moves it on (Iter.Next)
+// before the next fill. A rate-limited read does so once it holds the next batch's
+// tokens: moving on skips every deleted key up to the next live row, and a stop that
+// came while the read waited for tokens would throw that work away, for the next
+// epoch's read to repeat (over a long run of deleted keys, at every barrier).
+func (w *snapWorker) fill(it *Iter, v uint16, want int, ahead bool) (SnapshotBatch, bool, error) {
 	w.rd.Begin(want)
 	var n int
 	var ok bool
 	var err error
 	if len(it.runs) == 0 {
-		n, ok, err = w.fillCommitted(it, want)
+		n, ok, err = w.fillCommitted(it, want, ahead)
 	} else {
 		ok = true
 		for ok {
@@ -565,8 +585,12 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 			}
 			w.last = append(w.last[:0], it.PK()...)
 			n++
+			cut := n == want || n&(stopCheckRows-1) == 0 && w.stopped()
+			if cut && !ahead {
+				break
+			}
 			ok = it.Next()
-			if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
+			if cut {
 				break
 			}
 		}
@@ -589,8 +613,9 @@ func (w *snapWorker) fill(it *Iter, v uint16, want int) (SnapshotBatch, bool, er
 // last row. A stopping read (SnapshotReader.Stop) ends the batch early, at a multiple
 // of stopCheckRows. When the vnode ends before the batch does, the last key read is
 // gone; the iterator is then moved back to the vnode's last key, which is that row's
-// (the bounds and the pebble snapshot are fixed). It leaves it in Iter's state.
-func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool, err error) {
+// (the bounds and the pebble snapshot are fixed). It leaves it in Iter's state: on
+// the batch's last row when the batch was cut without ahead (see fill).
+func (w *snapWorker) fillCommitted(it *Iter, want int, ahead bool) (n int, ok bool, err error) {
 	pit := it.pit
 	val := it.value
 	cut := false // the batch ended on a row whose key is copied
@@ -601,6 +626,10 @@ func (w *snapWorker) fillCommitted(it *Iter, want int) (n int, ok bool, err erro
 		n++
 		if n == want || n&(stopCheckRows-1) == 0 && w.stopped() {
 			w.last = append(w.last[:0], pit.Key()[KeyPrefixLen:]...)
+			if !ahead { // stay on this row: Iter.Next moves on from it
+				it.pok, it.key, it.value = true, pit.Key(), val
+				return n, true, nil
+			}
 			cut = true
 			ok = pit.Next()
 			break

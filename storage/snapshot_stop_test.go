@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -68,9 +69,11 @@ func (ss *snapStopStore) sources(t *testing.T) (names []string, srcs []VnodeSour
 // A read stopped while its worker fills a batch hands that batch over, cut at
 // stopCheckRows rows, not marked End, with the LastPK of its last row; the channel
 // then closes with no error, and a read from that LastPK gives the rest of the vnode.
-// A cut that falls on the vnode's last row marks the batch End. The limiter here
-// stops the read just before the worker fills its first batch, so the cut is
-// deterministic.
+// The limiter here stops the read just before the worker fills its first batch, so
+// the cut is deterministic; a rate-limited read does not look past the cut, so a cut
+// on the vnode's last row is not End either (the rest is an End alone). The worker's
+// fill itself, stopped, marks such a cut End when it looks ahead (an unlimited read)
+// and leaves its iterator on the row when it does not.
 func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 	_, seed := vectest.Rand(t)
 	ss := newSnapStopStore(t, 20000, 5000, seed)
@@ -101,9 +104,10 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 		} {
 			what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows) from %s", seed, names[i], v, most, c.from)
 			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+			snapStopFill(t, what, src, VnodeStart{Vnode: v, After: c.after}, c.ending, mem)
 			b := snapStopFirst(t, what, src, VnodeStart{Vnode: v, After: c.after}, mem)
-			if b.Rows != stopCheckRows || b.End != c.ending {
-				t.Fatalf("%s: a stopped read gave a batch of %d rows, end %v; want %d rows, end %v", what, b.Rows, b.End, stopCheckRows, c.ending)
+			if b.Rows != stopCheckRows || b.End {
+				t.Fatalf("%s: a stopped read gave a batch of %d rows, end %v; want %d rows, not end", what, b.Rows, b.End, stopCheckRows)
 			}
 			rows, refs := m.vnodeRows(snapBidID, v, c.after)
 			snapCheckRows(t, what, m, snapQ0, b, rows, refs, 0)
@@ -112,6 +116,53 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 			snapReadRest(t, what, m, src, rest)
 			mem.AssertSize(t, 0)
 		}
+	}
+}
+
+// snapStopFill fills one batch from vs with a stopped worker, looking ahead and not:
+// both cut at stopCheckRows rows; looking ahead, the batch is End when the cut is the
+// vnode's last row (ending) and fill reports no further row; not looking ahead, it is
+// never End, fill reports one, and the iterator stays on the cut row, so that its next
+// step finds a further row exactly when the cut is not the last.
+func snapStopFill(t *testing.T, what string, src VnodeSource, vs VnodeStart, ending bool, mem memory.Allocator) {
+	t.Helper()
+	k, proj, sch, err := snapshotSetup(src, nil, snapQ0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ahead := range []bool{true, false} {
+		w, err := newSnapWorker(src.Table(), k, proj, sch, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.stop = new(atomic.Bool)
+		w.stop.Store(true)
+		it, err := src.Iter(vs.Vnode, vs.After)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !it.Next() {
+			t.Fatalf("%s: no row", what)
+		}
+		b, ok, err := w.fill(it, vs.Vnode, 4096, ahead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEnd := ahead && ending
+		if b.Rows != stopCheckRows || b.End != wantEnd || ok == wantEnd {
+			t.Fatalf("%s: a stopped fill (ahead %v) gave %d rows, end %v, ok %v; want %d rows, end %v", what, ahead, b.Rows, b.End, ok, stopCheckRows, wantEnd)
+		}
+		if !ahead {
+			if !bytes.Equal(it.PK(), b.LastPK) {
+				t.Fatalf("%s: a fill that did not look ahead left its iterator on %x, not on its last row %x", what, it.PK(), b.LastPK)
+			}
+			if more := it.Next(); more == ending {
+				t.Fatalf("%s: after a fill that did not look ahead, a further row: %v (the cut ends the vnode: %v)", what, more, ending)
+			}
+		}
+		b.Release()
+		it.Close()
+		w.release()
 	}
 }
 
@@ -301,4 +352,85 @@ func TestSnapshotStopRandom(t *testing.T) {
 		snapWaitGoroutines(t, base)
 	}
 	t.Logf("seed %d: %d batches cut short by a stop in %d rounds", seed, cuts, rounds)
+}
+
+// iterRecorder is a VnodeSource that keeps the iterators it opens.
+type iterRecorder struct {
+	VnodeSource
+	its []*Iter
+}
+
+func (s *iterRecorder) Iter(v uint16, after []byte) (*Iter, error) {
+	it, err := s.VnodeSource.Iter(v, after)
+	if err == nil {
+		s.its = append(s.its, it)
+	}
+	return it, err
+}
+
+// A rate-limited read moves its iterator to a batch's first row only once it holds
+// the batch's tokens: while it waits for them, the iterator is still on the last row
+// it read. Moving on skips every deleted key before the next live row, so a read that
+// moved first and was then stopped in the wait (a barrier, for a backfill throttled
+// to a row per second or so) would throw that work away, and the next epoch's read
+// would skip the same run of deleted keys again, at every barrier. Here the second
+// call of the limiter stops the read and waits; the iterator must then be on the
+// first batch's one row, and the read must end with that batch alone, not End.
+func TestSnapshotLimitedReadMovesOnlyWithTokens(t *testing.T) {
+	_, seed := vectest.Rand(t)
+	ss := newSnapStopStore(t, 5000, 1000, seed)
+	names, srcs, models, release := ss.sources(t)
+	defer release()
+	for i, src := range srcs {
+		m := models[i]
+		var v uint16
+		var most int
+		for cand := range ss.committed.t.VnodeCount {
+			if pks, _ := m.vnodeRows(snapBidID, uint16(cand), nil); len(pks) > most {
+				v, most = uint16(cand), len(pks)
+			}
+		}
+		pks, _ := m.vnodeRows(snapBidID, v, nil)
+		what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows)", seed, names[i], v, most)
+		rec := &iterRecorder{VnodeSource: src}
+		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+		var r *SnapshotReader
+		opened := make(chan struct{})
+		calls := 0
+		var onRow []byte // the iterator's row at the second call
+		req := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
+			Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
+				<-opened
+				if calls++; calls == 1 {
+					return 1, nil
+				}
+				if it := rec.its[0]; it.Key() != nil {
+					onRow = bytes.Clone(it.PK())
+				}
+				r.Stop()
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}}
+		var err error
+		r, err = OpenSnapshot(context.Background(), rec, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(opened)
+		var got []SnapshotBatch
+		for b := range r.Batches() {
+			got = append(got, b)
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("%s: a stopped read's error: %v", what, err)
+		}
+		if len(got) != 1 || got[0].Rows != 1 || got[0].End || !bytes.Equal(got[0].LastPK, pks[0]) {
+			t.Fatalf("%s: %d batches (first: %d rows, end %v), want one of the vnode's first row, not End", what, len(got), got[0].Rows, got[0].End)
+		}
+		if calls != 2 || !bytes.Equal(onRow, pks[0]) {
+			t.Fatalf("%s: at the limiter's call %d the iterator was on %x, want the row read, %x (the next is %x)", what, calls, onRow, pks[0], pks[1])
+		}
+		got[0].Release()
+		mem.AssertSize(t, 0)
+	}
 }
