@@ -94,13 +94,14 @@ type VnodeStart struct {
 }
 
 // SnapshotLimiter is the rate-limit hook of a snapshot read. A worker calls it before
-// reading each batch of vnode v, with want = the batch size, and before it moves its
-// iterator to the batch's first row (which skips the deleted keys before it); it
-// returns how many rows the batch may hold (1 to want), blocking until they are
-// granted, or an error (ctx is done when the read is closed or stopped). The batch may
-// hold fewer rows than granted, none at all when the vnode had no row left, when the
-// vnode ends or the read is stopped (see SnapshotRequest.Unused). It is called from
-// several workers at once.
+// each batch of vnode v, with want = the batch size, and before it moves its iterator
+// onto the batch's first row (or opens it, for the vnode's first batch): moving on
+// skips the deleted keys before that row, work that a stop during the wait would
+// otherwise throw away. It returns how many rows the batch may hold (1 to want),
+// blocking until they are granted, or an error (ctx is done when the read is closed
+// or stopped). A batch holds fewer rows than granted when the vnode ends (none when
+// it had no row left) or the read is stopped; see SnapshotRequest.Unused. It is
+// called from several workers at once.
 type SnapshotLimiter func(ctx context.Context, v uint16, want int) (int, error)
 
 // SnapshotRequest describes a snapshot read.
@@ -145,7 +146,9 @@ type SnapshotBatch struct {
 	// Rows is the number of rows.
 	Rows int
 	// End reports that the vnode has no rows after this batch's: its snapshot is
-	// exhausted. An empty vnode gets one batch with Rows 0 and End set.
+	// exhausted. An empty vnode gets one batch with Rows 0 and End set; so may a
+	// rate-limited read's vnode after the batch of its last row, when that batch took
+	// every row granted (see fill).
 	End bool
 }
 
@@ -411,59 +414,69 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 	if r.ctx.Err() != nil {
 		return r.stopped()
 	}
+	// A rate-limited read holds a batch's tokens before it moves its iterator onto the
+	// batch's first row: opening the iterator moves it onto the vnode's first row after
+	// the position, so the first batch's tokens come before the open (see fill).
+	// granted: the tokens held for the next batch.
+	limited := r.limit != nil
+	granted := 0
+	if limited {
+		if r.stopping.Load() {
+			return nil
+		}
+		n, stop, err := r.take(vs.Vnode)
+		if stop {
+			return err
+		}
+		granted = n
+	}
 	it, err := r.src.Iter(vs.Vnode, vs.After)
 	if err != nil {
+		r.giveBack(granted)
 		return err
 	}
 	defer it.Close()
 	// ok: the vnode may have a row left; moved: the iterator is on a row not read yet.
-	// An unlimited read moves on as it reads (fill looks one row ahead); a rate-limited
-	// one moves only once it holds the next batch's tokens (see fill).
-	limited := r.limit != nil
-	ok, moved := true, false
-	if !limited {
-		ok, moved = it.Next(), true
-	}
+	// An unlimited read moves on as it reads (fill looks one row ahead); a limited one
+	// moves on once it holds the next batch's tokens.
+	ok, moved := it.Next(), true
 	for {
-		var b SnapshotBatch
-		if ok && r.stopping.Load() {
+		// A stop ends the read before it takes tokens for another batch (a batch
+		// whose tokens are held is read, and the stop cuts it: see fill).
+		if ok && granted == 0 && r.stopping.Load() {
 			return nil
 		}
-		want, granted := r.batch, 0
-		if ok && limited {
-			n, err := r.limit(r.wait, vs.Vnode, want)
-			if err != nil {
-				if r.ctx.Err() != nil {
-					return r.stopped()
-				}
-				if r.wait.Err() != nil && errors.Is(err, r.wait.Err()) {
-					return nil // stopped while waiting for tokens
-				}
-				return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, vs.Vnode, err)
+		if ok && limited && granted == 0 {
+			n, stop, err := r.take(vs.Vnode)
+			if stop {
+				return err
 			}
-			if n < 1 || n > want {
-				return fmt.Errorf("storage: snapshot of table %s vnode %d: rate limiter granted %d rows (want 1 to %d)", r.src.Table().Name, vs.Vnode, n, want)
-			}
-			want, granted = n, n
+			granted = n
 		}
 		if ok && !moved {
 			ok = it.Next()
 		}
+		var b SnapshotBatch
 		if !ok {
 			if err := it.Error(); err != nil {
+				r.giveBack(granted)
 				return fmt.Errorf("storage: snapshot of table %s vnode %d: %w", r.src.Table().Name, vs.Vnode, err)
 			}
 			b = SnapshotBatch{Vnode: vs.Vnode, End: true}
 		} else {
+			want := r.batch
+			if limited {
+				want = granted
+			}
 			b, ok, err = w.fill(it, vs.Vnode, want, !limited)
 			if err != nil {
+				r.giveBack(granted)
 				return err
 			}
 			moved = !limited
 		}
-		if granted > b.Rows && r.unused != nil {
-			r.unused(granted - b.Rows)
-		}
+		r.giveBack(granted - b.Rows)
+		granted = 0
 		select {
 		case r.out <- b:
 		case <-r.ctx.Done():
@@ -473,6 +486,33 @@ func (r *SnapshotReader) readVnode(w *snapWorker, vs VnodeStart) error {
 		if b.End || r.stopping.Load() {
 			return nil
 		}
+	}
+}
+
+// take waits for the tokens of vnode v's next batch (SnapshotRequest.Limit): n rows
+// granted, or stop when the read ends here, with an error unless it was stopped or
+// closed while it waited.
+func (r *SnapshotReader) take(v uint16) (n int, stop bool, err error) {
+	n, err = r.limit(r.wait, v, r.batch)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return 0, true, r.stopped()
+		}
+		if r.wait.Err() != nil && errors.Is(err, r.wait.Err()) {
+			return 0, true, nil // stopped while waiting for tokens
+		}
+		return 0, true, fmt.Errorf("storage: snapshot of table %s vnode %d: rate limit: %w", r.src.Table().Name, v, err)
+	}
+	if n < 1 || n > r.batch {
+		return 0, true, fmt.Errorf("storage: snapshot of table %s vnode %d: rate limiter granted %d rows (want 1 to %d)", r.src.Table().Name, v, n, r.batch)
+	}
+	return n, false, nil
+}
+
+// giveBack returns n tokens granted for rows not read (SnapshotRequest.Unused).
+func (r *SnapshotReader) giveBack(n int) {
+	if n > 0 && r.unused != nil {
+		r.unused(n)
 	}
 }
 
