@@ -90,19 +90,8 @@ func TestBackfillFinishingReturnsUpstreamError(t *testing.T) {
 			const loaded = 300
 			store, node, _ := committedUpstream(t, mem, tab, loaded)
 			defer store.Close()
-			full := vnode.Full(tab.VnodeCount)
-			prog, err := storage.NewProgressTable(node, 2, "fault_progress", tab, full)
-			if err != nil {
-				t.Fatal(err)
-			}
 			in := &fallible{tab: tab, c: make(chan fallibleNext, 4)}
-			bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
-				Actor: 1, Fragment: 1, Upstream: tab, UpstreamID: 1, S2: []int{0, 1}, Vnodes: full,
-				Node: node, Progress: prog, Workers: 2, Mem: mem, LocalUpstream: true,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			bf := localBackfill(t, in, tab, node, mem, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			in.c <- fallibleNext{m: executors.BarrierMessage(&executors.Barrier{Prev: 1, Curr: 2, Kind: executors.Checkpoint})}

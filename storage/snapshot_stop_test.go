@@ -119,6 +119,36 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 	}
 }
 
+// snapStoppedRead opens the read that mk returns over src, reads its channel to the
+// close and returns the batches, failing unless the read ends with no error. The
+// request's limiter may call r for the reader: it is set before the limiter's first
+// call returns (the limiter waits for it).
+func snapStoppedRead(t *testing.T, what string, src VnodeSource, mk func(r func() *SnapshotReader) SnapshotRequest) []SnapshotBatch {
+	t.Helper()
+	var r *SnapshotReader
+	opened := make(chan struct{})
+	req := mk(func() *SnapshotReader { <-opened; return r })
+	limit := req.Limit
+	req.Limit = func(ctx context.Context, v uint16, want int) (int, error) {
+		<-opened
+		return limit(ctx, v, want)
+	}
+	var err error
+	r, err = OpenSnapshot(context.Background(), src, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(opened)
+	var got []SnapshotBatch
+	for b := range r.Batches() {
+		got = append(got, b)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("%s: a stopped read's error: %v", what, err)
+	}
+	return got
+}
+
 // snapStopFill fills one batch from vs with a stopped worker, looking ahead and not:
 // both cut at stopCheckRows rows; looking ahead, the batch is End when the cut is the
 // vnode's last row (ending) and fill reports no further row; not looking ahead, it is
@@ -184,30 +214,16 @@ func snapReadRest(t *testing.T, what string, m *snapModel, src VnodeSource, rest
 // batch the read must then deliver.
 func snapStopFirst(t *testing.T, what string, src VnodeSource, vs VnodeStart, mem memory.Allocator) SnapshotBatch {
 	t.Helper()
-	var r *SnapshotReader
-	opened := make(chan struct{})
 	calls := 0
-	req := SnapshotRequest{Vnodes: []VnodeStart{vs}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
-		Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
-			<-opened
-			if calls++; calls == 1 {
-				r.Stop()
-			}
-			return want, nil
-		}}
-	var err error
-	r, err = OpenSnapshot(context.Background(), src, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	close(opened)
-	var got []SnapshotBatch
-	for b := range r.Batches() {
-		got = append(got, b)
-	}
-	if err := r.Err(); err != nil {
-		t.Fatalf("%s: a stopped read's error: %v", what, err)
-	}
+	got := snapStoppedRead(t, what, src, func(r func() *SnapshotReader) SnapshotRequest {
+		return SnapshotRequest{Vnodes: []VnodeStart{vs}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
+			Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
+				if calls++; calls == 1 {
+					r().Stop()
+				}
+				return want, nil
+			}}
+	})
 	if len(got) != 1 {
 		for i := range got {
 			got[i].Release()
@@ -396,37 +412,23 @@ func TestSnapshotLimitedReadMovesOnlyWithTokens(t *testing.T) {
 		what := fmt.Sprintf("seed %d: %s: vnode %d (%d rows)", seed, names[i], v, most)
 		rec := &iterRecorder{VnodeSource: src}
 		mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-		var r *SnapshotReader
-		opened := make(chan struct{})
 		calls, openedFirst := 0, 0
 		var onRow []byte // the iterator's row at the second call
-		req := SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
-			Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
-				<-opened
-				if calls++; calls == 1 {
-					openedFirst = len(rec.its)
-					return 1, nil
-				}
-				if it := rec.its[0]; it.Key() != nil {
-					onRow = bytes.Clone(it.PK())
-				}
-				r.Stop()
-				<-ctx.Done()
-				return 0, ctx.Err()
-			}}
-		var err error
-		r, err = OpenSnapshot(context.Background(), rec, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		close(opened)
-		var got []SnapshotBatch
-		for b := range r.Batches() {
-			got = append(got, b)
-		}
-		if err := r.Err(); err != nil {
-			t.Fatalf("%s: a stopped read's error: %v", what, err)
-		}
+		got := snapStoppedRead(t, what, rec, func(r func() *SnapshotReader) SnapshotRequest {
+			return SnapshotRequest{Vnodes: []VnodeStart{{Vnode: v}}, Projection: snapQ0, BatchSize: 4096, Workers: 1, Mem: mem,
+				Limit: func(ctx context.Context, _ uint16, want int) (int, error) {
+					if calls++; calls == 1 {
+						openedFirst = len(rec.its)
+						return 1, nil
+					}
+					if it := rec.its[0]; it.Key() != nil {
+						onRow = bytes.Clone(it.PK())
+					}
+					r().Stop()
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}}
+		})
 		if len(got) != 1 || got[0].Rows != 1 || got[0].End || !bytes.Equal(got[0].LastPK, pks[0]) {
 			for i := range got {
 				got[i].Release()
