@@ -22,7 +22,9 @@ import (
 	"github.com/seed04fbb902/weir/vnode"
 )
 
-// fallible is an input that returns what is sent on c: a message, or an error.
+// fallible is an input that returns what is sent on c: a message, or an error. It is
+// scripted with errors on the same channel, so that an error comes out after every
+// message sent before it.
 type fallible struct {
 	tab *schema.Table
 	c   chan fallibleNext
