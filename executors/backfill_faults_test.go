@@ -27,10 +27,11 @@ import (
 // message sent before it.
 type fallible struct {
 	tab *schema.Table
-	c   chan fallibleNext
+	c   chan nextResult
 }
 
-type fallibleNext struct {
+// nextResult is one return of an executor's Next.
+type nextResult struct {
 	m   executors.Message
 	err error
 }
@@ -45,12 +46,6 @@ func (f *fallible) Next(ctx context.Context) (executors.Message, error) {
 }
 func (f *fallible) Schema() *arrow.Schema { return f.tab.ArrowSchema() }
 func (f *fallible) Close() error          { return nil }
-
-// nextResult is one return of ArrangementBackfill.Next.
-type nextResult struct {
-	m   executors.Message
-	err error
-}
 
 // pullAll calls bf.Next on its own goroutine until it returns an error, sending each
 // result on the returned channel (buffered, so the goroutine never waits for the test).
@@ -92,11 +87,11 @@ func TestBackfillFinishingReturnsUpstreamError(t *testing.T) {
 			const loaded = 300
 			store, node, _ := committedUpstream(t, mem, tab, loaded)
 			defer store.Close()
-			in := &fallible{tab: tab, c: make(chan fallibleNext, 4)}
+			in := &fallible{tab: tab, c: make(chan nextResult, 4)}
 			bf := localBackfill(t, in, tab, node, mem, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			in.c <- fallibleNext{m: executors.BarrierMessage(&executors.Barrier{Prev: 1, Curr: 2, Kind: executors.Checkpoint})}
+			in.c <- nextResult{m: executors.BarrierMessage(&executors.Barrier{Prev: 1, Curr: 2, Kind: executors.Checkpoint})}
 			results := pullAll(ctx, bf)
 			defer func() { // on every path: stop the puller, release what it pulled, close
 				cancel()
@@ -114,13 +109,13 @@ func TestBackfillFinishingReturnsUpstreamError(t *testing.T) {
 				t.Fatalf("after the snapshot's end: %+v, want %d rows and not done", s, loaded)
 			}
 			if phase == "done" {
-				in.c <- fallibleNext{m: executors.BarrierMessage(&executors.Barrier{Prev: 2, Curr: 3, Kind: executors.Checkpoint})}
+				in.c <- nextResult{m: executors.BarrierMessage(&executors.Barrier{Prev: 2, Curr: 3, Kind: executors.Checkpoint})}
 				waitFor(t, "the backfill done", func() bool { return bf.Stats().Done })
 				// Pass-through: an upstream chunk comes out as it is, projected.
-				in.c <- fallibleNext{m: executors.ChunkMessage(fairChunk(t, mem, tab, loaded, 3))}
+				in.c <- nextResult{m: executors.ChunkMessage(fairChunk(t, mem, tab, loaded, 3))}
 			}
 			broke := errors.New("upstream actor failed")
-			in.c <- fallibleNext{err: broke}
+			in.c <- nextResult{err: broke}
 			rows, barriers, passed := 0, 0, 0
 			var got error
 			for r := range results {

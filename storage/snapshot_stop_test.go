@@ -121,13 +121,13 @@ func TestSnapshotStopCutsTheBatchBeingFilled(t *testing.T) {
 
 // snapStoppedRead opens the read that mk returns over src, reads its channel to the
 // close and returns the batches, failing unless the read ends with no error. The
-// request's limiter may call r for the reader: it is set before the limiter's first
-// call returns (the limiter waits for it).
+// request's limiter may call r for the reader: every call of it waits until the read
+// is open.
 func snapStoppedRead(t *testing.T, what string, src VnodeSource, mk func(r func() *SnapshotReader) SnapshotRequest) []SnapshotBatch {
 	t.Helper()
 	var r *SnapshotReader
 	opened := make(chan struct{})
-	req := mk(func() *SnapshotReader { <-opened; return r })
+	req := mk(func() *SnapshotReader { return r })
 	limit := req.Limit
 	req.Limit = func(ctx context.Context, v uint16, want int) (int, error) {
 		<-opened
