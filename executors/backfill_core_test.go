@@ -26,6 +26,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/internal/invariants"
 	"github.com/seed04fbb902/weir/internal/testschemas"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
@@ -1556,7 +1557,7 @@ func TestBackfillCoreRandom(t *testing.T) {
 	base := vectest.Seed(t)
 	seeds := 2000
 	switch {
-	case raceEnabled:
+	case invariants.RaceEnabled:
 		seeds = 250
 	case testing.Short():
 		seeds = 500

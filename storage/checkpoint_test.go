@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/internal/invariants"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -636,7 +637,7 @@ func TestNodePendingBytes(t *testing.T) {
 // before the second checkpoint keeps its state after that checkpoint reused a buffer.
 // (Not under -race: the cost is the helpers' row placement, not concurrency.)
 func TestCheckpointLargeMergeBuffers(t *testing.T) {
-	if raceEnabled {
+	if invariants.RaceEnabled {
 		t.Skip("large single-goroutine checkpoints; run without -race")
 	}
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})

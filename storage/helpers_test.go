@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/seed04fbb902/weir/bench/nexmark/tables"
 	"github.com/seed04fbb902/weir/internal/faultfs"
+	"github.com/seed04fbb902/weir/internal/invariants"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -35,7 +36,7 @@ func scale(short, long_ int) int {
 // budget is scale with a smaller default under the race detector, for the tests whose
 // cost is pebble and file-system cloning rather than concurrency of ours.
 func budget(short, race, long_ int) int {
-	if raceEnabled && !*long {
+	if invariants.RaceEnabled && !*long {
 		return race
 	}
 	return scale(short, long_)

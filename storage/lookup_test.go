@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/internal/invariants"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
@@ -106,7 +107,7 @@ func BenchmarkLookup(b *testing.B) {
 // TestGetManyAllocs checks that GetMany reuses its Lookup: reading a batch of
 // committed and missing pks allocates nothing per row in steady state.
 func TestGetManyAllocs(t *testing.T) {
-	if raceEnabled {
+	if invariants.RaceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector (sync.Pool drops items at random)")
 	}
 	node, st := committedBids(t, 2000, 1)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/internal/invariants"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
@@ -156,7 +157,7 @@ func TestMergeIterAllocations(t *testing.T) {
 			t.Fatalf("%d rows, want %d", rows, len(ks))
 		}
 	})
-	if allocs > 50 && !raceEnabled {
+	if allocs > 50 && !invariants.RaceEnabled {
 		t.Fatalf("%.0f allocations to merge %d rows: some are per row", allocs, len(ks))
 	}
 	if _, _, err := st.Get(nil, 0, kvPK(kt, 1)); err == nil {

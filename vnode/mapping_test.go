@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seed04fbb902/weir/internal/invariants"
 )
 
 func TestEvenSplit(t *testing.T) {
@@ -342,7 +344,7 @@ func TestRebalancePairs(t *testing.T) {
 		switch {
 		case count > 256:
 			sample = 100
-		case raceEnabled:
+		case invariants.RaceEnabled:
 			sample = 400
 		}
 		if sample < len(pairs) {
@@ -378,7 +380,7 @@ func TestRebalanceRandom(t *testing.T) {
 		if count > 256 {
 			rounds = 30
 		}
-		if raceEnabled {
+		if invariants.RaceEnabled {
 			rounds /= 5
 		}
 		for range rounds {

@@ -32,13 +32,14 @@ var allowed = []struct {
 	{"bench/nexmark/", []string{"schema", "vec", "bench/nexmark/"}},
 	{"internal/testschemas", []string{"schema", "vec"}},
 	{"internal/faultfs", nil},
+	{"internal/invariants", nil},
 	{"internal/layering", nil},
 	{"tools/", []string{"*"}},
 	{"bench", []string{"*"}},
 }
 
 // fixtures may be imported by any package's tests: they sit on vec and schema only.
-var fixtures = []string{"vec/vectest", "internal/testschemas", "internal/faultfs", "bench/nexmark/tables"}
+var fixtures = []string{"vec/vectest", "internal/testschemas", "internal/faultfs", "internal/invariants", "bench/nexmark/tables"}
 
 func rule(rel string) ([]string, bool) {
 	for _, r := range allowed {

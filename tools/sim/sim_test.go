@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seed04fbb902/weir/internal/invariants"
 )
 
 var (
@@ -24,7 +26,7 @@ func TestSim(t *testing.T) {
 	n := *simSeeds
 	if n == 0 {
 		n = 20
-		if raceEnabled || testing.Short() {
+		if invariants.RaceEnabled || testing.Short() {
 			n = 3
 		}
 	}

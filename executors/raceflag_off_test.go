@@ -1,5 +1,0 @@
-//go:build !race
-
-package executors
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package storage_test
-
-const raceEnabled = false
