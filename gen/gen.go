@@ -6,14 +6,26 @@
 //
 // Every template reads the kind table in kinds.go; output is deterministic (it depends
 // only on the schema, the package name and the schema file's base name) and gofmt'ed.
+//
+// Every identifier a generated file declares, and every method on its types, is spelt
+// from schema's table of generated identifiers (schema.Ident, Table.Ident,
+// Table.ColumnIdent, Ident.Methods); the validator checks schemas against the same
+// table, renaming a column whose Go name is a method of a generated type with the
+// columns as fields (suffix Col, schema.ReservedColumnNames) and refusing tables whose
+// identifiers collide. Generate refuses, too, tables of one file name (FileName);
+// names that Go's build rules would skip or restrict to one platform are changed.
+// The tests check that a generated file declares exactly the table's identifiers, and
+// that a schema mapping a table or column onto any of them, or onto a name Go or the
+// generated code uses, generates code that compiles or is refused.
 package gen
 
 import (
 	"bytes"
 	"fmt"
+	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/dave/jennifer/jen"
 	"github.com/seed04fbb902/weir/schema"
@@ -30,10 +42,18 @@ type Output struct {
 }
 
 // Generate renders one file per table of f into package pkg. source names the schema
-// file in the files' headers (only its base name is used).
+// file in the files' headers (only its base name is used). Tables whose generated
+// identifiers (schema.File.CheckNames) or file names (FileName) would collide are
+// refused with a schema.ErrorList, as the parser refuses them.
 func Generate(f *schema.File, pkg string) ([]Output, error) {
 	if !isIdent(pkg) {
 		return nil, fmt.Errorf("gen: package name %q is not a Go identifier", pkg)
+	}
+	if err := f.CheckNames(); err != nil {
+		return nil, err
+	}
+	if err := checkFileNames(f); err != nil {
+		return nil, err
 	}
 	outs := make([]Output, 0, len(f.Tables))
 	for _, t := range f.Tables {
@@ -46,20 +66,9 @@ func Generate(f *schema.File, pkg string) ([]Output, error) {
 	return outs, nil
 }
 
-// FileName is the name of a table's generated file.
-func FileName(t *schema.Table) string { return strings.ToLower(t.Name) + ".gen.go" }
-
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if !(r == '_' || unicode.IsLetter(r) || (i > 0 && unicode.IsDigit(r))) {
-			return false
-		}
-	}
-	return true
-}
+// isIdent reports whether s may name a package: an identifier, not a keyword and not
+// the blank identifier.
+func isIdent(s string) bool { return token.IsIdentifier(s) && s != "_" }
 
 // Table renders the generated file of one validated table.
 func Table(t *schema.Table, pkg, source string) ([]byte, error) {
@@ -90,37 +99,39 @@ func Table(t *schema.Table, pkg, source string) ([]byte, error) {
 type tableGen struct {
 	t      *schema.Table
 	layout *vec.Layout
-	G      string // exported prefix, e.g. Bid
-	low    string // unexported prefix, e.g. bid
 }
 
 func newTableGen(t *schema.Table) *tableGen {
-	return &tableGen{t: t, layout: vec.NewLayout(t), G: t.GoName, low: lowerFirst(t.GoName)}
+	return &tableGen{t: t, layout: vec.NewLayout(t)}
 }
 
-// lowerFirst lowers the leading run of capitals ("URLTable" -> "urlTable", "Bid" ->
-// "bid", "ID" -> "id").
-func lowerFirst(s string) string {
-	r := []rune(s)
-	i := 0
-	for i < len(r) && unicode.IsUpper(r[i]) {
-		i++
+// id is the table's spelling of a generated package-level identifier. Every such name
+// the generator declares comes from schema's table of generated identifiers (see
+// schema.Ident), which is what the validator checks schemas against.
+func (g *tableGen) id(id schema.Ident) string { return g.t.Ident(id) }
+
+// method starts the declaration of method name on the generated type id, with receiver
+// recv (a pointer when ptr). Every method the generator declares goes through here,
+// and name must be one of id's methods in schema's table, which reserves it as a
+// column name where it would clash with a field.
+func (g *tableGen) method(f *jen.File, id schema.Ident, recv string, ptr bool, name string) *jen.Statement {
+	if !slices.Contains(id.Methods(), name) {
+		panic(fmt.Sprintf("gen: method %s of the %s is not in schema's table of generated identifiers", name, id))
 	}
-	if i > 1 && i < len(r) {
-		i-- // keep the capital that starts the next word
+	typ := jen.Id(g.id(id))
+	if ptr {
+		typ = jen.Op("*").Add(typ)
 	}
-	for j := 0; j < i; j++ {
-		r[j] = unicode.ToLower(r[j])
+	if recv != "" {
+		typ = jen.Id(recv).Add(typ)
 	}
-	return string(r)
+	return f.Func().Params(typ).Id(name)
 }
 
-func (g *tableGen) name(suffix string) string  { return g.G + suffix }
-func (g *tableGen) lname(suffix string) string { return g.low + suffix }
-func (g *tableGen) col(i int) schema.Column    { return g.t.Columns[i] }
-func (g *tableGen) kind(i int) *kindInfo       { return kindOf(g.t.Columns[i].Type) }
-func builderField(c schema.Column) string      { return "c" + c.GoName }
-func nullBit(i int) (int, int)                 { return 1 + i>>3, 1 << (i & 7) }
+func (g *tableGen) col(i int) schema.Column { return g.t.Columns[i] }
+func (g *tableGen) kind(i int) *kindInfo    { return kindOf(g.t.Columns[i].Type) }
+func builderField(c schema.Column) string   { return "c" + c.GoName }
+func nullBit(i int) (int, int)              { return 1 + i>>3, 1 << (i & 7) }
 
 // fieldType is the type of a column in the row and pk structs.
 func (g *tableGen) fieldType(i int) jen.Code {
@@ -133,8 +144,8 @@ func (g *tableGen) fieldType(i int) jen.Code {
 
 func (g *tableGen) header(f *jen.File) {
 	t := g.t
-	f.Commentf("%s is the fingerprint of table %s's shape (schema.Table.Fingerprint).", g.name("Fingerprint"), t.Name)
-	f.Const().Id(g.name("Fingerprint")).Op("=").Lit(t.Fingerprint())
+	f.Commentf("%s is the fingerprint of table %s's shape (schema.Table.Fingerprint).", g.id(schema.IdentFingerprint), t.Name)
+	f.Const().Id(g.id(schema.IdentFingerprint)).Op("=").Lit(t.Fingerprint())
 
 	cols := make([]jen.Code, len(t.Columns))
 	for i, c := range t.Columns {
@@ -152,8 +163,8 @@ func (g *tableGen) header(f *jen.File) {
 	for i, d := range t.DistKey {
 		dist[i] = jen.Lit(d)
 	}
-	f.Commentf("%s returns a new copy of table %s's schema.", g.name("Table"), t.Name)
-	f.Func().Id(g.name("Table")).Params().Op("*").Qual(pkgSchema, "Table").Block(
+	f.Commentf("%s returns a new copy of table %s's schema.", g.id(schema.IdentTableFunc), t.Name)
+	f.Func().Id(g.id(schema.IdentTableFunc)).Params().Op("*").Qual(pkgSchema, "Table").Block(
 		jen.Id("t").Op(":=").Op("&").Qual(pkgSchema, "Table").Values(
 			kv("Name", jen.Lit(t.Name)),
 			kv("Columns", jen.Index().Qual(pkgSchema, "Column").Values(cols...)),
@@ -167,13 +178,13 @@ func (g *tableGen) header(f *jen.File) {
 		jen.Return(jen.Id("t")),
 	)
 	f.Var().Defs(
-		jen.Id(g.lname("Table")).Op("=").Id(g.name("Table")).Call(),
-		jen.Id(g.lname("ArrowSchema")).Op("=").Id(g.lname("Table")).Dot("ArrowSchema").Call(),
-		jen.Id(g.lname("Layout")).Op("=").Qual(pkgVec, "NewLayout").Call(jen.Id(g.lname("Table"))),
+		jen.Id(g.id(schema.IdentTableVar)).Op("=").Id(g.id(schema.IdentTableFunc)).Call(),
+		jen.Id(g.id(schema.IdentArrowSchema)).Op("=").Id(g.id(schema.IdentTableVar)).Dot("ArrowSchema").Call(),
+		jen.Id(g.id(schema.IdentLayout)).Op("=").Qual(pkgVec, "NewLayout").Call(jen.Id(g.id(schema.IdentTableVar))),
 	)
 	defs := make([]jen.Code, len(t.Columns))
 	for i, c := range t.Columns {
-		defs[i] = jen.Id(g.name("Col" + c.GoName)).Op("=").Lit(i).Comment(fmt.Sprintf("%s %s", c.Name, c.Type))
+		defs[i] = jen.Id(g.t.ColumnIdent(i)).Op("=").Lit(i).Comment(fmt.Sprintf("%s %s", c.Name, c.Type))
 	}
 	f.Comment("Column indexes of table " + t.Name + ", for projections.")
 	f.Const().Defs(defs...)
@@ -200,13 +211,13 @@ func (g *tableGen) rowStruct(f *jen.File) {
 	for i, c := range g.t.Columns {
 		fields[i] = jen.Id(c.GoName).Add(g.fieldType(i)).Comment(c.Name + " " + c.Type.String())
 	}
-	f.Commentf("%s is one row of table %s. Strings and byte slices read from a chunk alias", g.G, g.t.Name)
+	f.Commentf("%s is one row of table %s. Strings and byte slices read from a chunk alias", g.id(schema.IdentRow), g.t.Name)
 	f.Comment("the chunk's memory: they stay valid while the chunk is retained.")
-	f.Type().Id(g.G).Struct(fields...)
+	f.Type().Id(g.id(schema.IdentRow)).Struct(fields...)
 }
 
 func (g *tableGen) builder(f *jen.File) {
-	B := g.name("Builder")
+	B := g.id(schema.IdentBuilder)
 	fields := []jen.Code{
 		jen.Id("mem").Qual(pkgMemory, "Allocator"),
 		jen.Id("ops").Index().Qual(pkgVec, "Op"),
@@ -231,7 +242,7 @@ func (g *tableGen) builder(f *jen.File) {
 		switch c.Type.Kind {
 		case schema.Decimal, schema.Timestamp, schema.Timestamptz:
 			ctor = jen.Qual(pkgArray, "New"+g.kind(i).builder).Call(jen.Id("mem"),
-				jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type").Assert(jen.Op("*").Qual(pkgArrow, arrowTypeName(c.Type))))
+				jen.Id(g.id(schema.IdentArrowSchema)).Dot("Field").Call(jen.Lit(i)).Dot("Type").Assert(jen.Op("*").Qual(pkgArrow, arrowTypeName(c.Type))))
 		case schema.Varchar:
 			ctor = jen.Qual(pkgVec, "NewVarBuilder").Call(jen.Id("mem"), jen.Qual(pkgArrow, "BinaryTypes").Dot("String"))
 		case schema.Bytea:
@@ -240,10 +251,10 @@ func (g *tableGen) builder(f *jen.File) {
 		inits = append(inits, jen.Id("b").Dot(builderField(c)).Op("=").Add(ctor))
 	}
 	inits = append(inits, jen.Return(jen.Id("b")))
-	f.Commentf("New%s returns a builder whose chunks are allocated from mem.", B)
-	f.Func().Id("New" + B).Params(jen.Id("mem").Qual(pkgMemory, "Allocator")).Op("*").Id(B).Block(inits...)
+	f.Commentf("%s returns a builder whose chunks are allocated from mem.", g.id(schema.IdentNewBuilder))
+	f.Func().Id(g.id(schema.IdentNewBuilder)).Params(jen.Id("mem").Qual(pkgMemory, "Allocator")).Op("*").Id(B).Block(inits...)
 
-	recv := func() *jen.Statement { return f.Func().Params(jen.Id("b").Op("*").Id(B)) }
+	recv := func(name string) *jen.Statement { return g.method(f, schema.IdentBuilder, "b", true, name) }
 
 	reserve := []jen.Code{}
 	for _, c := range g.t.Columns {
@@ -258,7 +269,7 @@ func (g *tableGen) builder(f *jen.File) {
 		),
 	)
 	f.Comment("Reserve makes room for n more rows.")
-	recv().Id("Reserve").Params(jen.Id("n").Int()).Block(reserve...)
+	recv("Reserve").Params(jen.Id("n").Int()).Block(reserve...)
 
 	body := []jen.Code{
 		jen.If(jen.Id("b").Dot("room").Op("==").Lit(0)).Block(
@@ -293,20 +304,20 @@ func (g *tableGen) builder(f *jen.File) {
 		body = append(body, jen.If(jen.Id("r").Dot(c.GoName).Dot("Valid")).Block(app).Else().Block(null))
 	}
 	f.Comment("Append adds a row with its op.")
-	recv().Id("Append").Params(jen.Id("op").Qual(pkgVec, "Op"), jen.Id("r").Op("*").Id(g.G)).Block(body...)
+	recv("Append").Params(jen.Id("op").Qual(pkgVec, "Op"), jen.Id("r").Op("*").Id(g.id(schema.IdentRow))).Block(body...)
 
 	f.Comment("Len is the number of rows appended since the last Build.")
-	recv().Id("Len").Params().Int().Block(jen.Return(jen.Len(jen.Id("b").Dot("ops"))))
+	recv("Len").Params().Int().Block(jen.Return(jen.Len(jen.Id("b").Dot("ops"))))
 
 	arrs := make([]jen.Code, len(g.t.Columns))
 	for i, c := range g.t.Columns {
 		arrs[i] = jen.Id("b").Dot(builderField(c)).Dot("NewArray").Call()
 	}
 	f.Comment("Build returns the appended rows as a chunk (all visible) and resets the builder.")
-	recv().Id("Build").Params().Op("*").Qual(pkgVec, "Chunk").Block(
+	recv("Build").Params().Op("*").Qual(pkgVec, "Chunk").Block(
 		jen.Id("n").Op(":=").Len(jen.Id("b").Dot("ops")),
 		jen.Id("cols").Op(":=").Index().Qual(pkgArrow, "Array").Values(arrs...),
-		jen.Id("rec").Op(":=").Qual(pkgArray, "NewRecordBatch").Call(jen.Id(g.lname("ArrowSchema")), jen.Id("cols"), jen.Int64().Call(jen.Id("n"))),
+		jen.Id("rec").Op(":=").Qual(pkgArray, "NewRecordBatch").Call(jen.Id(g.id(schema.IdentArrowSchema)), jen.Id("cols"), jen.Int64().Call(jen.Id("n"))),
 		jen.For(jen.Id("_").Op(",").Id("a").Op(":=").Range().Id("cols")).Block(jen.Id("a").Dot("Release").Call()),
 		jen.Id("ops").Op(":=").Qual(pkgMemory, "NewResizableBuffer").Call(jen.Id("b").Dot("mem")),
 		jen.Id("ops").Dot("Resize").Call(jen.Id("n")),
@@ -324,7 +335,7 @@ func (g *tableGen) builder(f *jen.File) {
 		rel = append(rel, jen.Id("b").Dot(builderField(c)).Dot("Release").Call())
 	}
 	f.Comment("Release frees the builder's buffers; the builder must not be used afterwards.")
-	recv().Id("Release").Params().Block(rel...)
+	recv("Release").Params().Block(rel...)
 }
 
 func arrowTypeName(t schema.Type) string {

@@ -73,8 +73,9 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-func TestOutputShape(t *testing.T) {
-	src := `tables:
+// oddNames has columns named after Go keywords, in other spellings, and after methods
+// of the generated view (op, pk, compare_pk: renamed OpCol, PKCol, ComparePKCol).
+const oddNames = `tables:
   - name: odd_names
     columns:
       - {name: type, type: varchar}
@@ -83,9 +84,13 @@ func TestOutputShape(t *testing.T) {
       - {name: date_time, type: timestamptz, nullable: true}
       - {name: Extra, type: bytea}
       - {name: op, type: boolean}
-    primary_key: ["type desc", "func nulls first"]
+      - {name: pk, type: int32}
+      - {name: compare_pk, type: varchar, nullable: true}
+    primary_key: ["type desc", "func nulls first", pk, compare_pk]
 `
-	f, err := schema.Parse("odd.yaml", []byte(src))
+
+func TestOutputShape(t *testing.T) {
+	f, err := schema.Parse("odd.yaml", []byte(oddNames))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,8 @@ func TestOutputShape(t *testing.T) {
 	for _, want := range []string{
 		"type OddNames struct", "Type ", "Func ", "Range ", "DateTime ", "Extra ", "OpCol ",
 		"func NewOddNamesBuilder(", "type OddNamesView struct", "type OddNamesPK struct",
-		"func DecodeOddNamesPK(", "func AppendOddNamesPK(", "OddNamesColOpCol", "Source: odd.yaml, table odd_names.",
+		"func DecodeOddNamesPK(", "func AppendOddNamesPK(", "OddNamesColOpCol", "PKCol ", "ComparePKCol ", "OddNamesColPKCol",
+		"Source: odd.yaml, table odd_names.",
 	} {
 		if !strings.Contains(code, want) {
 			t.Errorf("generated code lacks %q", want)

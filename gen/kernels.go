@@ -4,43 +4,44 @@ import (
 	"fmt"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/seed04fbb902/weir/schema"
 )
 
 func (g *tableGen) kernels(f *jen.File) {
-	K := g.lname("Kernels")
-	tbl := g.lname("Table")
+	K := g.id(schema.IdentKernels)
+	tbl := g.id(schema.IdentTableVar)
 	f.Commentf("%s are the generated kernels of table %s (vec.Kernels).", K, g.t.Name)
 	f.Type().Id(K).Struct()
 	f.Var().Id("_").Qual(pkgVec, "Kernels").Op("=").Id(K).Values()
 	f.Func().Id("init").Params().Block(jen.Qual(pkgVec, "Register").Call(jen.Id(K).Values()))
-	f.Commentf("%s returns the generated kernels of table %s.", g.name("Kernels"), g.t.Name)
-	f.Func().Id(g.name("Kernels")).Params().Qual(pkgVec, "Kernels").Block(jen.Return(jen.Id(K).Values()))
+	f.Commentf("%s returns the generated kernels of table %s.", g.id(schema.IdentKernelsFunc), g.t.Name)
+	f.Func().Id(g.id(schema.IdentKernelsFunc)).Params().Qual(pkgVec, "Kernels").Block(jen.Return(jen.Id(K).Values()))
 
-	recv := func() *jen.Statement { return f.Func().Params(jen.Id(K)) }
+	recv := func(name string) *jen.Statement { return g.method(f, schema.IdentKernels, "", false, name) }
 	errf := func(format string, args ...jen.Code) jen.Code {
 		return jen.Qual("fmt", "Errorf").Call(append([]jen.Code{jen.Lit("table " + g.t.Name + ": " + format)}, args...)...)
 	}
 	chunk := jen.Id("c").Op("*").Qual(pkgVec, "Chunk")
 
 	f.Comment("Table implements vec.Kernels.")
-	recv().Id("Table").Params().Op("*").Qual(pkgSchema, "Table").Block(jen.Return(jen.Id(tbl)))
+	recv("Table").Params().Op("*").Qual(pkgSchema, "Table").Block(jen.Return(jen.Id(tbl)))
 	f.Comment("Generated implements vec.Kernels.")
-	recv().Id("Generated").Params().Bool().Block(jen.Return(jen.True()))
+	recv("Generated").Params().Bool().Block(jen.Return(jen.True()))
 
 	loopRows := func(body ...jen.Code) jen.Code {
 		return jen.For(jen.List(jen.Id("i"), jen.Id("n")).Op(":=").List(jen.Lit(0), jen.Id("v").Dot("NumRows").Call()), jen.Id("i").Op("<").Id("n"), jen.Id("i").Op("++")).Block(body...)
 	}
 	f.Comment("EncodeKeys implements vec.Kernels.")
-	recv().Id("EncodeKeys").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
-		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+	recv("EncodeKeys").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
+		jen.Id("v").Op(":=").Id(g.id(schema.IdentViewOf)).Call(jen.Id("c")),
 		loopRows(
 			jen.Id("out").Dot("Data").Op("=").Id("v").Dot("AppendKey").Call(jen.Id("out").Dot("Data"), jen.Id("i")),
 			jen.Id("out").Dot("Commit").Call(),
 		),
 	)
 	f.Comment("EncodeValues implements vec.Kernels.")
-	recv().Id("EncodeValues").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
-		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+	recv("EncodeValues").Params(chunk, jen.Id("out").Op("*").Qual(pkgVec, "Bytes")).Block(
+		jen.Id("v").Op(":=").Id(g.id(schema.IdentViewOf)).Call(jen.Id("c")),
 		loopRows(
 			jen.Id("out").Dot("Data").Op("=").Id("v").Dot("AppendValue").Call(jen.Id("out").Dot("Data"), jen.Id("i")),
 			jen.Id("out").Dot("Commit").Call(),
@@ -64,7 +65,7 @@ func (g *tableGen) kernels(f *jen.File) {
 		)
 	}
 	appends := []jen.Code{
-		jen.List(jen.Id("k"), jen.Err()).Op(":=").Id("Decode" + g.name("PK")).Call(jen.Id("keys").Dot("At").Call(jen.Id("i"))),
+		jen.List(jen.Id("k"), jen.Err()).Op(":=").Id(g.id(schema.IdentDecodePK)).Call(jen.Id("keys").Dot("At").Call(jen.Id("i"))),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(errf("key %d: %w", jen.Id("i"), jen.Err()))),
 	}
 	for j, k := range g.t.PK {
@@ -83,14 +84,14 @@ func (g *tableGen) kernels(f *jen.File) {
 		jen.Return(jen.Nil()),
 	)
 	f.Comment("DecodeKeys implements vec.Kernels.")
-	recv().Id("DecodeKeys").Params(jen.Id("keys").Op("*").Qual(pkgVec, "Bytes"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(body...)
+	recv("DecodeKeys").Params(jen.Id("keys").Op("*").Qual(pkgVec, "Bytes"), jen.Id("out").Index().Qual(pkgArray, "Builder")).Error().Block(body...)
 
 	g.decodeValues(f, recv, errf)
 	g.rowDecoder(f, recv, errf)
 
 	f.Comment("Vnodes implements vec.Kernels.")
-	recv().Id("Vnodes").Params(chunk, jen.Id("out").Index().Uint16()).Block(
-		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+	recv("Vnodes").Params(chunk, jen.Id("out").Index().Uint16()).Block(
+		jen.Id("v").Op(":=").Id(g.id(schema.IdentViewOf)).Call(jen.Id("c")),
 		jen.Var().Id("scratch").Index(jen.Lit(64)).Byte(),
 		jen.Id("buf").Op(":=").Id("scratch").Index(jen.Empty(), jen.Lit(0)),
 		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Id("v").Dot("NumRows").Call()),
@@ -101,7 +102,7 @@ func (g *tableGen) kernels(f *jen.File) {
 	)
 
 	f.Comment("Split implements vec.Kernels.")
-	recv().Id("Split").Params(chunk, jen.Id("mapping").Index().Uint16(), jen.Id("vnodes").Index().Uint16(), jen.Id("outs").Index().Qual(pkgVec, "SplitOutput")).Block(
+	recv("Split").Params(chunk, jen.Id("mapping").Index().Uint16(), jen.Id("vnodes").Index().Uint16(), jen.Id("outs").Index().Qual(pkgVec, "SplitOutput")).Block(
 		jen.Id(K).Values().Dot("Vnodes").Call(jen.Id("c"), jen.Id("vnodes")),
 		jen.Qual(pkgVec, "SplitByDest").Call(jen.Id("c"), jen.Id("vnodes"), jen.Id("mapping"), jen.Id("outs")),
 	)
@@ -113,7 +114,7 @@ func (g *tableGen) kernels(f *jen.File) {
 // appended in bulk, so validity bits are set a word at a time. Var-width columns go
 // into a *vec.VarBuilder reserved for the batch's bytes, which the frame check sums
 // per column when the projection has one.
-func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
+func (g *tableGen) decodeValues(f *jen.File, recv func(string) *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
 	l := g.layout
 	const step = 256
 	rowOff := jen.Id("o").Op(":=").Int().Call(jen.Id("offs").Index(jen.Id("i")))
@@ -225,7 +226,7 @@ func (g *tableGen) decodeValues(f *jen.File, recv func() *jen.Statement, errf fu
 		),
 		jen.Return(jen.Nil()),
 	)
-	recv().Id("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Error().Block(stmts...)
+	recv("DecodeValues").Params(jen.Id("vals").Op("*").Qual(pkgVec, "Bytes"), jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Error().Block(stmts...)
 }
 
 // valueBuilder is the statements that take out[j] as b, the builder of column i's
@@ -240,7 +241,7 @@ func (g *tableGen) valueBuilder(i int, ret func(err jen.Code) jen.Code, errf fun
 	}
 	// The Arrow type is checked too (a utf8 VarBuilder for a bytea column, a
 	// timestamp builder of another zone), as the generic path does.
-	want := jen.Id(g.lname("ArrowSchema")).Dot("Field").Call(jen.Lit(i)).Dot("Type")
+	want := jen.Id(g.id(schema.IdentArrowSchema)).Dot("Field").Call(jen.Lit(i)).Dot("Type")
 	return []jen.Code{
 		jen.List(jen.Id("b"), jen.Id("ok")).Op(":=").Id("out").Index(jen.Id("j")).Assert(bt),
 		jen.If(jen.Op("!").Id("ok")).Block(ret(errf("column "+c.Name+": builder is %T, want "+btName, jen.Id("out").Index(jen.Id("j"))))),
@@ -253,8 +254,8 @@ func (g *tableGen) valueBuilder(i int, ret func(err jen.Code) jen.Code, errf fun
 // checkValue is the statement that checks the value v with gValueOK and, when it is
 // malformed, sets err to CheckValue's reason and runs fail.
 func (g *tableGen) checkValue(fail jen.Code) jen.Code {
-	return jen.If(jen.Op("!").Id(g.lname("ValueOK")).Call(jen.Id("v"))).Block(
-		jen.Err().Op(":=").Id(g.lname("Layout")).Dot("CheckValue").Call(jen.Id("v")),
+	return jen.If(jen.Op("!").Id(g.id(schema.IdentValueOK)).Call(jen.Id("v"))).Block(
+		jen.Err().Op(":=").Id(g.id(schema.IdentLayout)).Dot("CheckValue").Call(jen.Id("v")),
 		jen.If(jen.Err().Op("==").Nil()).Block(
 			jen.Err().Op("=").Qual("errors", "New").Call(jen.Lit("malformed value")),
 		),
@@ -299,13 +300,13 @@ func (g *tableGen) valueCheck(f *jen.File) {
 		}
 		body = append(body, jen.Return(jen.Int().Call(prev).Op("==").Len(jen.Id("v")).Op("-").Lit(l.VarStart)))
 	}
-	f.Commentf("%s reports whether v is a well-formed row value of table %s (see vec.Layout.CheckValue).", g.lname("ValueOK"), g.t.Name)
-	f.Func().Id(g.lname("ValueOK")).Params(jen.Id("v").Index().Byte()).Bool().Block(body...)
+	f.Commentf("%s reports whether v is a well-formed row value of table %s (see vec.Layout.CheckValue).", g.id(schema.IdentValueOK), g.t.Name)
+	f.Func().Id(g.id(schema.IdentValueOK)).Params(jen.Id("v").Index().Byte()).Bool().Block(body...)
 }
 
 func (g *tableGen) marker(f *jen.File) {
-	M := g.lname("Marker")
-	P := g.name("PK")
+	M := g.id(schema.IdentMarker)
+	P := g.id(schema.IdentPK)
 	f.Commentf("%s marks chunks of table %s against decoded backfill positions.", M, g.t.Name)
 	// With a power-of-two vnode count the per-vnode tables are arrays indexed by
 	// vn & (count-1), which needs no bounds check in the row loop.
@@ -375,16 +376,15 @@ func (g *tableGen) marker(f *jen.File) {
 			jen.Default().Block(jen.Id("m").Dot("lo0").Index(jen.Id("vn")).Op("=").Id("m").Dot("pos").Index(jen.Id("vn")).Dot(g.col(first.Column).GoName)),
 		)}
 	}
-	K := g.lname("Kernels")
 	f.Comment("NewMarker implements vec.Kernels: positions are decoded once, into typed keys.")
-	f.Func().Params(jen.Id("k").Id(K)).Id("NewMarker").Params(jen.Id("p").Op("*").Qual(pkgVec, "Positions")).Params(jen.Qual(pkgVec, "Marker"), jen.Error()).Block(
+	g.method(f, schema.IdentKernels, "k", false, "NewMarker").Params(jen.Id("p").Op("*").Qual(pkgVec, "Positions")).Params(jen.Qual(pkgVec, "Marker"), jen.Error()).Block(
 		jen.If(jen.Err().Op(":=").Qual(pkgVec, "CheckPositions").Call(jen.Id("k"), jen.Id("p")), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		joinLines(initTables),
 		jen.For(jen.List(jen.Id("vn"), jen.Id("s")).Op(":=").Range().Id("p").Dot("State")).Block(
 			jen.Switch(jen.Id("s")).Block(
 				jen.Case(jen.Qual(pkgVec, "NotStarted"), jen.Qual(pkgVec, "Completed")),
 				jen.Case(jen.Qual(pkgVec, "InProgress")).Block(
-					jen.List(jen.Id("pk"), jen.Err()).Op(":=").Id("Decode"+P).Call(jen.Id("p").Dot("Pos").Index(jen.Id("vn"))),
+					jen.List(jen.Id("pk"), jen.Err()).Op(":=").Id(g.id(schema.IdentDecodePK)).Call(jen.Id("p").Dot("Pos").Index(jen.Id("vn"))),
 					jen.If(jen.Err().Op("!=").Nil()).Block(
 						jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("table "+g.t.Name+" vnode %d: position: %w"), jen.Id("vn"), jen.Err())),
 					),
@@ -511,7 +511,7 @@ func (g *tableGen) marker(f *jen.File) {
 		)
 	}
 	body := []jen.Code{
-		jen.Id("v").Op(":=").Id(g.lname("ViewOf")).Call(jen.Id("c")),
+		jen.Id("v").Op(":=").Id(g.id(schema.IdentViewOf)).Call(jen.Id("c")),
 		jen.Id("n").Op(":=").Id("v").Dot("NumRows").Call(),
 		jen.Id("out").Op("=").Id("out").Index(jen.Empty(), jen.Parens(jen.Id("n").Op("+").Lit(7)).Op("/").Lit(8)),
 	}
@@ -525,7 +525,7 @@ func (g *tableGen) marker(f *jen.File) {
 		).Else().Block(loop(false)),
 	)
 	f.Comment("Mark implements vec.Marker with a typed compare of each row against its vnode's position.")
-	f.Func().Params(jen.Id("m").Op("*").Id(M)).Id("Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(body...)
+	g.method(f, schema.IdentMarker, "m", true, "Mark").Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk"), jen.Id("vnodes").Index().Uint16(), jen.Id("out").Index().Byte()).Block(body...)
 }
 
 // joinLines renders statements on consecutive lines as one Code.
@@ -544,9 +544,9 @@ func joinLines(stmts []jen.Code) jen.Code {
 // time, as DecodeValues does); var-width ones are copied straight into their
 // *vec.VarBuilder, whose bytes Begin reserves from the bytes per value of the
 // batches before.
-func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
+func (g *tableGen) rowDecoder(f *jen.File, recv func(string) *jen.Statement, errf func(string, ...jen.Code) jen.Code) {
 	l := g.layout
-	D := g.lname("RowDecoder")
+	D := g.id(schema.IdentRowDecoder)
 	bf := func(i int) string { return fmt.Sprintf("b%d", i) }
 	vf := func(i int) string { return fmt.Sprintf("v%d", i) }
 	okf := func(i int) string { return fmt.Sprintf("ok%d", i) }
@@ -572,7 +572,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 	}
 	f.Commentf("%s decodes row values of table %s one at a time (vec.RowDecoder).", D, g.t.Name)
 	f.Type().Id(D).Struct(fields...)
-	f.Var().Id("_").Qual(pkgVec, "RowDecoders").Op("=").Id(g.lname("Kernels")).Values()
+	f.Var().Id("_").Qual(pkgVec, "RowDecoders").Op("=").Id(g.id(schema.IdentKernels)).Values()
 
 	// NewRowDecoder: the same builder checks as DecodeValues, once.
 	cases := []jen.Code{}
@@ -587,7 +587,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 		jen.Return(jen.Nil(), errf("projection names column %d, the table has %d", jen.Id("col"), jen.Lit(len(g.t.Columns)))),
 	))
 	f.Comment("NewRowDecoder implements vec.RowDecoders.")
-	recv().Id("NewRowDecoder").Params(jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Params(jen.Qual(pkgVec, "RowDecoder"), jen.Error()).Block(
+	recv("NewRowDecoder").Params(jen.Id("proj").Qual(pkgVec, "Projection"), jen.Id("out").Index().Qual(pkgVec, "Builder")).Params(jen.Qual(pkgVec, "RowDecoder"), jen.Error()).Block(
 		jen.If(jen.Len(jen.Id("out")).Op("<").Len(jen.Id("proj"))).Block(
 			jen.Return(jen.Nil(), errf("NewRowDecoder needs %d builders, got %d", jen.Len(jen.Id("proj")), jen.Len(jen.Id("out")))),
 		),
@@ -621,7 +621,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 	}
 	begin = append([]jen.Code{jen.Id("n").Op("=").Min(jen.Id("n"), jen.Qual(pkgVec, "MaxBatchRows"))}, begin...)
 	f.Comment("Begin implements vec.RowDecoder.")
-	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Begin").Params(jen.Id("n").Int()).Block(begin...)
+	g.method(f, schema.IdentRowDecoder, "d", true, "Begin").Params(jen.Id("n").Int()).Block(begin...)
 
 	// Append.
 	at := func(off int) jen.Code { return jen.Id("v").Index(jen.Lit(off), jen.Empty()) }
@@ -661,7 +661,7 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 	}
 	app = append(app, jen.Return(jen.Nil()))
 	f.Comment("Append implements vec.RowDecoder.")
-	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Append").Params(jen.Id("v").Index().Byte()).Error().Block(app...)
+	g.method(f, schema.IdentRowDecoder, "d", true, "Append").Params(jen.Id("v").Index().Byte()).Error().Block(app...)
 
 	// Flush.
 	flush := []jen.Code{}
@@ -687,5 +687,5 @@ func (g *tableGen) rowDecoder(f *jen.File, recv func() *jen.Statement, errf func
 	}
 	flush = append(flush, jen.Return(jen.Nil()))
 	f.Comment("Flush implements vec.RowDecoder.")
-	f.Func().Params(jen.Id("d").Op("*").Id(D)).Id("Flush").Params().Error().Block(flush...)
+	g.method(f, schema.IdentRowDecoder, "d", true, "Flush").Params().Error().Block(flush...)
 }

@@ -4,10 +4,11 @@ import (
 	"fmt"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/seed04fbb902/weir/schema"
 )
 
 func (g *tableGen) view(f *jen.File) {
-	V := g.name("View")
+	V := g.id(schema.IdentView)
 	fields := []jen.Code{jen.Id("c").Op("*").Qual(pkgVec, "Chunk")}
 	for i, c := range g.t.Columns {
 		fields = append(fields, jen.Id(c.GoName).Op("*").Qual(pkgArray, g.kind(i).array))
@@ -24,40 +25,40 @@ func (g *tableGen) view(f *jen.File) {
 		assign = append(assign, jen.Id("v").Dot(c.GoName).Op("=").Id("rec").Dot("Column").Call(jen.Lit(i)).Assert(jen.Op("*").Qual(pkgArray, g.kind(i).array)))
 	}
 	assign = append(assign, jen.Return(jen.Id("v")))
-	f.Commentf("%s views a chunk already known to have table %s's schema.", g.lname("ViewOf"), g.t.Name)
-	f.Func().Id(g.lname("ViewOf")).Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk")).Id(V).Block(assign...)
+	f.Commentf("%s views a chunk already known to have table %s's schema.", g.id(schema.IdentViewOf), g.t.Name)
+	f.Func().Id(g.id(schema.IdentViewOf)).Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk")).Id(V).Block(assign...)
 
-	f.Commentf("New%s checks that c has table %s's schema (an error names the column) and views it.", V, g.t.Name)
-	f.Func().Id("New"+V).Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk")).Params(jen.Id(V), jen.Error()).Block(
-		jen.If(jen.Err().Op(":=").Qual(pkgVec, "CheckChunk").Call(jen.Id(g.lname("Table")), jen.Id("c")), jen.Err().Op("!=").Nil()).Block(
+	f.Commentf("%s checks that c has table %s's schema (an error names the column) and views it.", g.id(schema.IdentNewView), g.t.Name)
+	f.Func().Id(g.id(schema.IdentNewView)).Params(jen.Id("c").Op("*").Qual(pkgVec, "Chunk")).Params(jen.Id(V), jen.Error()).Block(
+		jen.If(jen.Err().Op(":=").Qual(pkgVec, "CheckChunk").Call(jen.Id(g.id(schema.IdentTableVar)), jen.Id("c")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Id(V).Values(), jen.Err()),
 		),
-		jen.Return(jen.Id(g.lname("ViewOf")).Call(jen.Id("c")), jen.Nil()),
+		jen.Return(jen.Id(g.id(schema.IdentViewOf)).Call(jen.Id("c")), jen.Nil()),
 	)
 
-	recv := func() *jen.Statement { return f.Func().Params(jen.Id("v").Op("*").Id(V)) }
+	recv := func(name string) *jen.Statement { return g.method(f, schema.IdentView, "v", true, name) }
 	f.Comment("Chunk is the viewed chunk.")
-	recv().Id("Chunk").Params().Op("*").Qual(pkgVec, "Chunk").Block(jen.Return(jen.Id("v").Dot("c")))
+	recv("Chunk").Params().Op("*").Qual(pkgVec, "Chunk").Block(jen.Return(jen.Id("v").Dot("c")))
 	f.Comment("NumRows is the number of rows, visible or not.")
-	recv().Id("NumRows").Params().Int().Block(jen.Return(jen.Id("v").Dot("c").Dot("NumRows").Call()))
+	recv("NumRows").Params().Int().Block(jen.Return(jen.Id("v").Dot("c").Dot("NumRows").Call()))
 	f.Comment("Op is row i's op.")
-	recv().Id("Op").Params(jen.Id("i").Int()).Qual(pkgVec, "Op").Block(jen.Return(jen.Id("v").Dot("c").Dot("Ops").Call().Index(jen.Id("i"))))
+	recv("Op").Params(jen.Id("i").Int()).Qual(pkgVec, "Op").Block(jen.Return(jen.Id("v").Dot("c").Dot("Ops").Call().Index(jen.Id("i"))))
 	f.Comment("Visible reports whether row i is visible.")
-	recv().Id("Visible").Params(jen.Id("i").Int()).Bool().Block(jen.Return(jen.Id("v").Dot("c").Dot("Visible").Call(jen.Id("i"))))
+	recv("Visible").Params(jen.Id("i").Int()).Bool().Block(jen.Return(jen.Id("v").Dot("c").Dot("Visible").Call(jen.Id("i"))))
 
 	rowVals := jen.Dict{}
 	for i, c := range g.t.Columns {
 		rowVals[jen.Id(c.GoName)] = g.cellValue(i, jen.Id("i"))
 	}
 	f.Comment("Row returns row i.")
-	recv().Id("Row").Params(jen.Id("i").Int()).Id(g.G).Block(jen.Return(jen.Id(g.G).Values(rowVals)))
+	recv("Row").Params(jen.Id("i").Int()).Id(g.id(schema.IdentRow)).Block(jen.Return(jen.Id(g.id(schema.IdentRow)).Values(rowVals)))
 
 	pkVals := jen.Dict{}
 	for _, k := range g.t.PK {
 		pkVals[jen.Id(g.col(k.Column).GoName)] = g.cellValue(k.Column, jen.Id("i"))
 	}
 	f.Comment("PK returns row i's primary key.")
-	recv().Id("PK").Params(jen.Id("i").Int()).Id(g.name("PK")).Block(jen.Return(jen.Id(g.name("PK")).Values(pkVals)))
+	recv("PK").Params(jen.Id("i").Int()).Id(g.id(schema.IdentPK)).Block(jen.Return(jen.Id(g.id(schema.IdentPK)).Values(pkVals)))
 
 	// ComparePK: typed, column by column, honouring order and nulls; equals comparing
 	// the memcomparable encodings.
@@ -99,7 +100,7 @@ func (g *tableGen) view(f *jen.File) {
 	cmpBody = append(cmpBody, jen.Return(jen.Lit(0)))
 	f.Comment("ComparePK compares row i's primary key with k in key order (-1, 0, +1) without")
 	f.Comment("encoding the row; it agrees with bytes.Compare of the two keys' encodings.")
-	recv().Id("ComparePK").Params(jen.Id("i").Int(), jen.Id("k").Op("*").Id(g.name("PK"))).Int().Block(cmpBody...)
+	recv("ComparePK").Params(jen.Id("i").Int(), jen.Id("k").Op("*").Id(g.id(schema.IdentPK))).Int().Block(cmpBody...)
 
 	// AppendKey.
 	keyBody := []jen.Code{}
@@ -108,7 +109,7 @@ func (g *tableGen) view(f *jen.File) {
 	}
 	keyBody = append(keyBody, jen.Return(jen.Id("dst")))
 	f.Comment("AppendKey appends row i's memcomparable primary key to dst.")
-	recv().Id("AppendKey").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(keyBody...)
+	recv("AppendKey").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(keyBody...)
 
 	distBody := []jen.Code{}
 	for _, d := range g.t.DistKey {
@@ -116,7 +117,7 @@ func (g *tableGen) view(f *jen.File) {
 	}
 	distBody = append(distBody, jen.Return(jen.Id("dst")))
 	f.Comment("AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).")
-	recv().Id("AppendDistKey").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(distBody...)
+	recv("AppendDistKey").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(distBody...)
 
 	g.appendValue(f, recv)
 }
@@ -147,9 +148,9 @@ func (g *tableGen) appendKeyCol(col int, desc, nullsFirst bool) jen.Code {
 	).Else().Block(enc)
 }
 
-func (g *tableGen) appendValue(f *jen.File, recv func() *jen.Statement) {
+func (g *tableGen) appendValue(f *jen.File, recv func(string) *jen.Statement) {
 	l := g.layout
-	zero := g.lname("ValueZero")
+	zero := g.id(schema.IdentValueZero)
 	f.Var().Id(zero).Index(jen.Lit(l.VarStart)).Byte()
 	body := []jen.Code{
 		jen.Id("start").Op(":=").Len(jen.Id("dst")),
@@ -198,11 +199,11 @@ func (g *tableGen) appendValue(f *jen.File, recv func() *jen.Statement) {
 	}
 	body = append(body, jen.Return(jen.Id("dst")))
 	f.Comment("AppendValue appends row i's row value (every column; see package vec) to dst.")
-	recv().Id("AppendValue").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(body...)
+	recv("AppendValue").Params(jen.Id("dst").Index().Byte(), jen.Id("i").Int()).Index().Byte().Block(body...)
 }
 
 func (g *tableGen) pk(f *jen.File) {
-	P := g.name("PK")
+	P := g.id(schema.IdentPK)
 	fields := []jen.Code{}
 	for _, k := range g.t.PK {
 		c := g.col(k.Column)
@@ -237,8 +238,8 @@ func (g *tableGen) pk(f *jen.File) {
 		).Else().Block(e))
 	}
 	enc = append(enc, jen.Return(jen.Id("dst")))
-	f.Commentf("Append%s appends the memcomparable encoding of k to dst.", P)
-	f.Func().Id("Append"+P).Params(jen.Id("dst").Index().Byte(), jen.Id("k").Op("*").Id(P)).Index().Byte().Block(enc...)
+	f.Commentf("%s appends the memcomparable encoding of k to dst.", g.id(schema.IdentAppendPK))
+	f.Func().Id(g.id(schema.IdentAppendPK)).Params(jen.Id("dst").Index().Byte(), jen.Id("k").Op("*").Id(P)).Index().Byte().Block(enc...)
 
 	dec := []jen.Code{
 		jen.Var().Id("k").Id(P),
@@ -287,8 +288,8 @@ func (g *tableGen) pk(f *jen.File) {
 		),
 		jen.Return(jen.Id("k"), jen.Nil()),
 	)
-	f.Commentf("Decode%s decodes a whole memcomparable primary key of table %s.", P, g.t.Name)
-	f.Func().Id("Decode"+P).Params(jen.Id("src").Index().Byte()).Params(jen.Id(P), jen.Error()).Block(dec...)
+	f.Commentf("%s decodes a whole memcomparable primary key of table %s.", g.id(schema.IdentDecodePK), g.t.Name)
+	f.Func().Id(g.id(schema.IdentDecodePK)).Params(jen.Id("src").Index().Byte()).Params(jen.Id(P), jen.Error()).Block(dec...)
 }
 
 // keyGoType is the type the key codec decodes a kind to.

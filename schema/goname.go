@@ -13,19 +13,18 @@ var initialisms = map[string]string{
 	"sql": "SQL", "uuid": "UUID", "api": "API", "utc": "UTC", "pk": "PK", "ts": "TS",
 }
 
-// reservedColumnNames are the Go names of methods of generated views and builders; a
-// column whose name maps to one gets the suffix "Col" instead, so that "op" still
-// generates valid, readable Go (field OpCol).
-var reservedColumnNames = map[string]bool{
-	"NumRows": true, "Row": true, "Op": true, "Visible": true, "Chunk": true,
-	"Reserve": true, "Append": true, "Build": true, "Release": true, "Len": true,
-}
-
 // GoName maps a schema name (a table or column) to an exported Go identifier: the name
 // is split at underscores and at lower-to-upper case changes, each part is capitalised
 // (initialisms in capitals), and the parts are joined. "date_time" becomes DateTime,
 // "type" becomes Type, "Extra" stays Extra, "auction_id" becomes AuctionID. Names must
 // start with a letter or underscore and hold only letters, digits and underscores.
+//
+// A column whose Go name is a method of a generated type that holds the columns as
+// fields (ReservedColumnNames, derived from the table of generated identifiers in
+// generated.go) gets the suffix "Col", as often as needed: "op" becomes OpCol and "pk"
+// PKCol. Two columns of a table that end up with one Go name ("date_time" and
+// "DateTime", or "op" and "op_col") are refused, as are tables whose generated
+// identifiers collide (see File.CheckNames).
 func GoName(name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("empty name")
@@ -82,7 +81,7 @@ func columnGoName(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if reservedColumnNames[g] {
+	for reservedColumnNames[g] {
 		g += "Col"
 	}
 	return g, nil

@@ -402,32 +402,19 @@ func ParseKeySpec(s string) (column string, desc, nullsFirst bool, err error) {
 	return column, desc, nullsFirst, nil
 }
 
-// checkFile checks what spans tables: unique table names and Go type names.
+// checkFile checks what spans tables: unique table names, and no clash between the Go
+// identifiers generated for them (checkNames).
 func (p *fileParser) checkFile(f *File) {
-	owner := map[string]string{}
 	seen := map[string]bool{}
+	unique := make([]*Table, 0, len(f.Tables))
 	for _, t := range f.Tables {
 		if seen[t.Name] {
 			p.errs.add(p.file, t.lineOf("name"), t.Name+".name", "duplicate table %q", t.Name)
 			continue
 		}
 		seen[t.Name] = true
-		if t.GoName == "" {
-			continue
-		}
-		names := []string{t.GoName, t.GoName + "Builder", t.GoName + "View", t.GoName + "PK", t.GoName + "Table"}
-		for _, n := range names {
-			if other, ok := owner[n]; ok {
-				if other == t.Name {
-					continue
-				}
-				p.errs.add(p.file, t.Line, t.Name+".name", "generated Go name %s collides with table %s's", n, other)
-				break
-			}
-		}
-		for _, n := range names {
-			owner[n] = t.Name
-		}
+		unique = append(unique, t)
 	}
+	checkNames(p.file, unique, &p.errs)
 	sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Line < p.errs[j].Line })
 }

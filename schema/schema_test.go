@@ -45,8 +45,10 @@ func TestGoName(t *testing.T) {
 }
 
 func TestColumnGoName(t *testing.T) {
-	names := []string{"op", "row", "num_rows", "visible", "chunk", "len", "append", "build", "release", "reserve", "type", "id", "opx"}
-	want := []string{"OpCol", "RowCol", "NumRowsCol", "VisibleCol", "ChunkCol", "LenCol", "AppendCol", "BuildCol", "ReleaseCol", "ReserveCol", "Type", "ID", "Opx"}
+	names := []string{"op", "row", "num_rows", "visible", "chunk", "len", "append", "build", "release", "reserve", "type", "id", "opx",
+		"pk", "compare_pk", "append_key", "append_dist_key", "append_value", "table"}
+	want := []string{"OpCol", "RowCol", "NumRowsCol", "VisibleCol", "ChunkCol", "LenCol", "AppendCol", "BuildCol", "ReleaseCol", "ReserveCol", "Type", "ID", "Opx",
+		"PKCol", "ComparePKCol", "AppendKeyCol", "AppendDistKeyCol", "AppendValueCol", "Table"}
 	tab := &schema.Table{Name: "t", PK: []schema.KeyColumn{{Column: 0}}}
 	for _, n := range names {
 		tab.Columns = append(tab.Columns, schema.Column{Name: n, Type: schema.Type{Kind: schema.Int64}})

@@ -80,7 +80,7 @@ func (t *Table) validate(errs *ErrorList, _ map[string]int) {
 			continue
 		}
 		if other, ok := byGo[g]; ok {
-			add(key, sub+".name", "maps to Go name %s, as column %q does", g, other)
+			add(key, sub+".name", "maps to Go name %s, as column %q does%s", g, other, renamedWhy(g, c.Name, other))
 			continue
 		}
 		byGo[g] = c.Name
@@ -174,4 +174,14 @@ func (t *Table) validate(errs *ErrorList, _ map[string]int) {
 	case t.VnodeCount < 1 || t.VnodeCount > MaxVnodeCount:
 		add("vnodes", "vnodes", "vnode count %d out of range 1..%d", t.VnodeCount, MaxVnodeCount)
 	}
+}
+
+// renamedWhy explains a Go name clash that the Col suffix of a reserved name made.
+func renamedWhy(g string, names ...string) string {
+	for _, n := range names {
+		if raw, err := GoName(n); err == nil && raw != g {
+			return fmt.Sprintf(" (%s is a method of a generated type, so column %q gets %s)", raw, n, g)
+		}
+	}
+	return ""
 }

@@ -79,6 +79,9 @@ func TestBadSchemaFileWritesNothing(t *testing.T) {
 		{"distribution key outside the pk", replace(otherPK, otherPK+"    distribution_key: [b]\n"), []string{`12: other.distribution_key[0]: column "b" is not in the primary key`}},
 		{"vnode count 0", replace(otherPK, otherPK+"    vnodes: 0\n"), []string{"12: other.vnodes: vnode count 0 out of range 1..32768"}},
 		{"vnode count above 32768", replace(otherPK, otherPK+"    vnodes: 32769\n"), []string{"12: other.vnodes: vnode count 32769 out of range 1..32768"}},
+		{"generated identifiers collide", replace("name: other", "name: kv_kernels"), []string{"7: kv_kernels.name: generated Go name KvKernels (the row struct) collides with table kv's KvKernels (the kernels function)"}},
+		{"a column constant collides", replace("name: other", "name: kv_col_k"), []string{"7: kv_col_k.name: generated Go name KvColK (the row struct) collides with table kv's KvColK (the index constant of column k)"}},
+		{"generated file names collide", strings.Replace(replace("name: kv", "name: abc"), "name: other", "name: abC", 1), []string{"7: abC.name: generated file abc.gen.go is also table abc's"}},
 		{"two faults", strings.Replace(replace("type: varchar", "type: varchr"), otherPK, "", 1), []string{`5: kv.columns.v.type: unknown type "varchr"`, "7: other.primary_key: missing"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,12 +1,20 @@
 // Command weirgen generates typed Weir code for the tables of a schema file: row
 // structs, chunk builders and views, pk and value codecs, and the vnode and merge
-// kernels, one <table>.gen.go file per table. Use it from a go:generate line:
+// kernels, one <table>.gen.go file per table. Make it a tool of the module once
+// (go get -tool github.com/seed04fbb902/weir/tools/weirgen) and use it from a
+// go:generate line:
 //
-//	//go:generate go run github.com/seed04fbb902/weir/tools/weirgen -schema tables.yaml -pkg tables -out .
+//	//go:generate go tool weirgen -schema tables.yaml -pkg tables -out .
 //
 // On a schema error it prints "file:line: field: reason" for each problem, writes
-// nothing and exits 1. Files it generated before for tables that the schema no longer
-// declares are removed.
+// nothing and exits 1. Besides malformed input, that refuses schemas whose generated
+// Go would not compile: two columns of a table with one Go name ("date_time" and
+// "DateTime"), and tables whose generated identifiers or file names collide (a table
+// "a" and a table "a_kernels" would both declare AKernels; see schema.Ident for every
+// identifier generated). A column whose Go name is a method of the generated view or
+// builder gets the suffix Col instead ("pk" becomes PKCol; see
+// schema.ReservedColumnNames). Files it generated before for tables that the schema no
+// longer declares are removed.
 package main
 
 import (
@@ -43,19 +51,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	f, err := schema.ParseFile(*schemaPath)
 	if err != nil {
-		var list schema.ErrorList
-		if errors.As(err, &list) {
-			for _, e := range list {
-				fmt.Fprintln(stderr, e)
-			}
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+		report(stderr, err)
 		return 1
 	}
 	files, err := gen.Generate(f, *pkg)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		report(stderr, err)
 		return 1
 	}
 	if err := write(*out, filepath.Base(*schemaPath), files); err != nil {
@@ -68,6 +69,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// report prints err, each problem of a schema.ErrorList on a line of its own.
+func report(stderr io.Writer, err error) {
+	var list schema.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(stderr, e)
+		}
+		return
+	}
+	fmt.Fprintln(stderr, err)
 }
 
 // write puts every file in place (each through a temporary file and a rename, and only
