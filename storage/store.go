@@ -149,9 +149,10 @@ func recoverFatal(err *error) {
 // Store is the committed store of one engine directory, and the registry of its
 // nodes' uncommitted stores. It is safe for concurrent use.
 type Store struct {
-	db  *pebble.DB
-	dir string
-	po  *pebble.Options // what db was opened with (the ingest's sstable writer options)
+	db   *pebble.DB
+	lock *pebble.Lock // dir's, taken before db was opened; released after it is closed
+	dir  string
+	po   *pebble.Options // what db was opened with (the ingest's sstable writer options)
 	// ingestBytes is Options.IngestBytes with its default: a checkpoint of at least
 	// that many bytes ingests sstables; negative, never.
 	ingestBytes int
@@ -182,27 +183,54 @@ type Store struct {
 // Open opens (or creates) the committed store in dir. Uncommitted data does not
 // survive a close or crash by construction: a reopened store holds exactly the last
 // committed checkpoint.
+//
+// dir may be missing or empty: the store is created in it. Otherwise it must hold a
+// store, which is any directory with at least one of the files pebble names (LOCK,
+// CURRENT, MANIFEST-n, OPTIONS-n, marker.*, n.log, n-i.log, n.sst, n.blob,
+// temporary.n.dbtmp, CURRENT.n.dbtmp) or the store's IngestDirName directory in it,
+// whatever else it holds; so a crash image, which may hold only some of a store's
+// files (a LOCK alone, say), is opened (and recovered by pebble). A non-empty
+// directory with none of them is refused with an error naming the directory, so that
+// pebble's files are never created among someone else's: nothing is written to it.
+//
+// One store at a time has dir open, in any process: Open takes pebble's lock on the
+// directory (its LOCK file) first, and while another store holds it, in this process
+// or another, Open fails with an error naming the directory ("in use by another
+// engine") that wraps the lock's error (across processes, syscall.EAGAIN or EACCES).
 func Open(dir string, opts Options) (*Store, error) {
 	po, err := opts.pebbleOptions()
 	if err != nil {
 		return nil, err
 	}
 	po.EnsureDefaults() // the ingest's sstable writer options come from po
+	if err := checkStoreDir(po.FS, dir); err != nil {
+		return nil, err
+	}
+	lock, err := lockStoreDir(po.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	po.Lock = lock
 	db, err := openPebble(dir, po)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	closeAll := func() {
+		db.Close()
+		lock.Close()
 	}
 	if err := resetIngestDir(po.FS, dir); err != nil {
-		db.Close()
+		closeAll()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, po: po, ingestBytes: opts.IngestBytes, commitCh: make(chan struct{})}
+	s := &Store{db: db, lock: lock, dir: dir, po: po, ingestBytes: opts.IngestBytes, commitCh: make(chan struct{})}
 	if s.ingestBytes == 0 {
 		s.ingestBytes = DefaultIngestBytes
 	}
 	epoch, err := readEpoch(db)
 	if err != nil {
-		db.Close()
+		closeAll()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	s.committed.Store(epoch)
@@ -258,7 +286,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.publishCommitLocked()
-	return s.db.Close()
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // DB is the underlying pebble database (for raw-scan baselines and tools).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/storage"
 	"github.com/spf13/cobra"
 )
 
@@ -39,7 +40,7 @@ owner actor, state, position as hex, rows). With --json it prints one JSON objec
 {"jobs": [...], "vnodes": {view: [...]}} ("vnodes" is filled with --per-vnode).
 
 Pebble locks the directory: while another process has the engine open, status
-cannot read it and reports that the directory is in use by another process. So
+cannot read it and reports that the directory is in use by another engine. So
 --watch (reopen and reprint every --interval until interrupted) is only meaningful
 while no other process holds the directory, e.g. between runs of a process that opens
 the engine; while the directory is in use, each round reports that instead.`,
@@ -69,7 +70,7 @@ the engine; while the directory is in use, each round reports that instead.`,
 				r, err := collectStatus(ctx, dir, perVnode)
 				now := time.Now().Format(time.TimeOnly)
 				switch {
-				case errors.Is(err, errInUse):
+				case errors.Is(err, storage.ErrInUse):
 					if asJSON {
 						if err := json.NewEncoder(w).Encode(map[string]string{"time": now, "error": err.Error()}); err != nil {
 							return err
@@ -105,9 +106,6 @@ the engine; while the directory is in use, each round reports that instead.`,
 	f.BoolVar(&perVnode, "per-vnode", false, "also list every view's committed progress per upstream vnode")
 	return cmd
 }
-
-// errInUse marks the error of a directory another process holds open.
-var errInUse = errors.New("in use by another process")
 
 // checkEngineDir reports a clear error unless dir exists and holds a pebble store (an
 // engine's); it never creates anything.
@@ -147,22 +145,9 @@ func openEngineDir(ctx context.Context, dir string) (*engine.Engine, error) {
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		if isLockError(err) {
-			return nil, fmt.Errorf("%s is %w (pebble locks the directory while an engine has it open): %v", dir, errInUse, err)
-		}
 		return nil, err
 	}
 	return e, nil
-}
-
-// isLockError reports whether err is pebble's failure to lock a directory that a
-// process (another, or this one) holds.
-func isLockError(err error) bool {
-	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "lock held by current process") || strings.Contains(s, "resource temporarily unavailable")
 }
 
 type statusJob struct {

@@ -264,7 +264,7 @@ func TestStatusInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = runWeir(ctx, "status", "--dir", dir)
-	want := dir + " is in use by another process"
+	want := "engine directory " + dir + " is in use by another engine (locked: "
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("status of an open engine: %v, want %q", err, want)
 	}
@@ -281,7 +281,7 @@ func TestStatusInUse(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	got, _, err := runWeir(wctx, "status", "--dir", dir, "--watch", "--interval", "50ms")
-	if err != nil || strings.Count(got, "is in use by another process") < 2 {
+	if err != nil || strings.Count(got, "is in use by another engine") < 2 {
 		t.Errorf("watch of an open engine: %v\n%s", err, got)
 	}
 	if err := e.Close(); err != nil {
@@ -353,7 +353,7 @@ func TestStatusInUseOtherProcess(t *testing.T) {
 		t.Fatalf("child said %q, %v", line, err)
 	}
 	_, _, err = runWeir(context.Background(), "status", "--dir", dir)
-	want := dir + " is in use by another process"
+	want := "engine directory " + dir + " is in use by another engine (locked: "
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("status of an engine another process holds: %v, want %q", err, want)
 	}
