@@ -136,16 +136,35 @@ func (e Expr) columns(dst map[string]bool) {
 	}
 }
 
-// bind resolves e's column names against the input's columns.
+// noColumnError is a plan's reference to a column its input does not have. The
+// planner sets what the input is and the columns it has for the user (see
+// lowered.explainNoColumn): the input's columns before the planner pruned them to what
+// the plan reads.
+type noColumnError struct {
+	name  string
+	input string   // "the input" when not set
+	cols  []string // the input's columns
+}
+
+func (e *noColumnError) Error() string {
+	input := e.input
+	if input == "" {
+		input = "the input"
+	}
+	return fmt.Sprintf("no column %q (%s has %s)", e.name, input, strings.Join(e.cols, ", "))
+}
+
+// bind resolves e's column names against the input's columns. The expression keeps
+// the names (executors.NamedCol), so that its errors name columns, not positions.
 func (e Expr) bind(cols []string) (executors.Expr, error) {
 	switch e.Op {
 	case "col":
 		for i, c := range cols {
 			if c == e.Name {
-				return executors.Col(i), nil
+				return executors.NamedCol(i, e.Name), nil
 			}
 		}
-		return nil, fmt.Errorf("no column %q (the input has %s)", e.Name, strings.Join(cols, ", "))
+		return nil, &noColumnError{name: e.Name, cols: cols}
 	case "int":
 		return executors.Lit(e.Int), nil
 	case "float":

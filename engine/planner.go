@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -261,13 +260,11 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 		}
 		pred, err := p.Pred.bind(fieldNames(n.schema))
 		if err != nil {
+			return nil, fmt.Errorf("filter %s over %s: %w", p.Pred, n.desc(), l.explainNoColumn(err, lookup, p.Input))
+		}
+		if err := l.checkPredicate(pred, n.schema); err != nil {
 			return nil, fmt.Errorf("filter %s over %s: %w", p.Pred, n.desc(), err)
 		}
-		f, err := executors.NewFilter(executors.NewValues(n.schema, nil), pred, l.mem)
-		if err != nil {
-			return nil, err
-		}
-		f.Close()
 		n.stages = append(n.stages, stage{pred: pred})
 		return n, nil
 
@@ -297,6 +294,9 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 			seen[c.Name] = true
 			e, err := c.Expr.bind(cols)
 			if err != nil {
+				return nil, fmt.Errorf("column %s = %s over %s: %w", c.Name, c.Expr, n.desc(), l.explainNoColumn(err, lookup, p.Input))
+			}
+			if _, err := executors.ResultType(e, n.schema, l.mem); err != nil {
 				return nil, fmt.Errorf("column %s = %s over %s: %w", c.Name, c.Expr, n.desc(), err)
 			}
 			st.exprs = append(st.exprs, e)
@@ -322,7 +322,7 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 		}
 		pj, err := executors.NewProject(executors.NewValues(n.schema, nil), st.exprs, st.names, l.mem)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("projection over %s: %w", n.desc(), err)
 		}
 		n.schema = pj.Schema()
 		pj.Close()
@@ -339,7 +339,7 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 		if err != nil {
 			return nil, err
 		}
-		return l.aggregate(p, in)
+		return l.aggregate(p, in, lookup)
 
 	case *JoinPlan:
 		var sideReq map[string]bool
@@ -358,7 +358,7 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 		if err != nil {
 			return nil, err
 		}
-		return l.joinNode(p, left, right)
+		return l.joinNode(p, left, right, lookup)
 	}
 	return nil, fmt.Errorf("unknown plan node %T", p)
 }
@@ -369,25 +369,85 @@ var aggKinds = map[string]executors.AggKind{
 	"count_distinct": executors.AggCountDistinct,
 }
 
-// column finds name among the columns of s.
-func column(s *arrow.Schema, name, what string) (int, error) {
+// column finds name among the columns of s, the lowered output of the plan in; what
+// names the reference in errors.
+func (l *lowered) column(s *arrow.Schema, name, what string, lookup func(string) (*object, bool), in ...Plan) (int, error) {
 	for i, f := range s.Fields() {
 		if f.Name == name {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no column %q (the input has %s)", what, name, strings.Join(fieldNames(s), ", "))
+	err := l.explainNoColumn(&noColumnError{name: name, cols: fieldNames(s)}, lookup, in...)
+	return 0, fmt.Errorf("%s: %w", what, err)
+}
+
+// checkPredicate checks that pred, over records of schema s, is a boolean.
+func (l *lowered) checkPredicate(pred executors.Expr, s *arrow.Schema) error {
+	t, err := executors.ResultType(pred, s, l.mem)
+	if err != nil {
+		return err
+	}
+	if t.ID() != arrow.BOOL {
+		return fmt.Errorf("predicate is %s, want boolean", t)
+	}
+	return nil
+}
+
+// explainNoColumn completes a *noColumnError (any other error is returned as it is)
+// of a reference to the output of the plans in (one input, or a join's two): it lists
+// their columns as the user sees them, those of the tables and views scanned (through
+// the plan's filters, projections, aggregates and joins), rather than the lowered
+// input's, which the planner prunes to the columns that the plan reads. Only error
+// paths call it: it lowers the inputs again, unpruned.
+func (l *lowered) explainNoColumn(err error, lookup func(string) (*object, bool), in ...Plan) error {
+	var nc *noColumnError
+	if !errors.As(err, &nc) || len(in) == 0 {
+		return err
+	}
+	var cols []string
+	for _, p := range in {
+		scratch := &lowered{name: l.name, vnodes: l.vnodes, kind: l.kind, mem: l.mem}
+		n, lerr := scratch.lowerNode(p, nil, lookup)
+		if lerr != nil {
+			return err // keep the lowered input's columns
+		}
+		cols = append(cols, fieldNames(n.schema)...)
+	}
+	nc.cols = cols
+	nc.input = "the join"
+	if len(in) == 1 {
+		nc.input = planDesc(in[0])
+	}
+	return err
+}
+
+// planDesc names the output of plan node p in errors: the table or view that a scan
+// (and a filter over it) reads, else the operator.
+func planDesc(p Plan) string {
+	switch p := p.(type) {
+	case *ScanPlan:
+		return p.Table
+	case *FilterPlan:
+		return planDesc(p.Input)
+	case *ProjectPlan:
+		return "the projection"
+	case *AggregatePlan:
+		return "the aggregate"
+	case *JoinPlan:
+		return "the join"
+	}
+	return "the input"
 }
 
 // aggregate makes the aggregate node of p over in.
-func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
+func (l *lowered) aggregate(p *AggregatePlan, in *pnode, lookup func(string) (*object, bool)) (*pnode, error) {
 	if len(p.GroupBy) == 0 {
 		return nil, errors.New("aggregate: no group-by column (a global aggregate is not supported)")
 	}
 	cfg := executors.HashAggConfig{VnodeCount: l.vnodes}
 	seen := map[string]bool{}
 	for _, g := range p.GroupBy {
-		i, err := column(in.schema, g, "aggregate group by")
+		i, err := l.column(in.schema, g, "aggregate group by", lookup, p.Input)
 		if err != nil {
 			return nil, err
 		}
@@ -409,14 +469,14 @@ func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
 		seen[a.Name] = true
 		call := executors.AggCall{Kind: k, Name: a.Name}
 		if k != executors.AggCountStar {
-			i, err := column(in.schema, a.Col, what)
+			i, err := l.column(in.schema, a.Col, what, lookup, p.Input)
 			if err != nil {
 				return nil, err
 			}
 			call.Col = i
 		}
 		if a.Filter != "" {
-			i, err := column(in.schema, a.Filter, what+" filter")
+			i, err := l.column(in.schema, a.Filter, what+" filter", lookup, p.Input)
 			if err != nil {
 				return nil, err
 			}
@@ -463,7 +523,7 @@ func (l *lowered) aggregate(p *AggregatePlan, in *pnode) (*pnode, error) {
 }
 
 // joinNode makes the join node of p over left and right.
-func (l *lowered) joinNode(p *JoinPlan, left, right *pnode) (*pnode, error) {
+func (l *lowered) joinNode(p *JoinPlan, left, right *pnode, lookup func(string) (*object, bool)) (*pnode, error) {
 	if len(p.LeftKeys) == 0 || len(p.LeftKeys) != len(p.RightKeys) {
 		return nil, fmt.Errorf("join: %d left and %d right keys (want the same number, at least one)", len(p.LeftKeys), len(p.RightKeys))
 	}
@@ -475,11 +535,11 @@ func (l *lowered) joinNode(p *JoinPlan, left, right *pnode) (*pnode, error) {
 	}
 	cfg := executors.HashJoinConfig{LeftPK: left.pk, RightPK: right.pk, VnodeCount: l.vnodes}
 	for i := range p.LeftKeys {
-		lk, err := column(left.schema, p.LeftKeys[i], "join left key")
+		lk, err := l.column(left.schema, p.LeftKeys[i], "join left key", lookup, p.Left)
 		if err != nil {
 			return nil, err
 		}
-		rk, err := column(right.schema, p.RightKeys[i], "join right key")
+		rk, err := l.column(right.schema, p.RightKeys[i], "join right key", lookup, p.Right)
 		if err != nil {
 			return nil, err
 		}
@@ -493,14 +553,11 @@ func (l *lowered) joinNode(p *JoinPlan, left, right *pnode) (*pnode, error) {
 	if p.Residual != nil {
 		r, err := p.Residual.bind(fieldNames(out))
 		if err != nil {
+			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, l.explainNoColumn(err, lookup, p.Left, p.Right))
+		}
+		if err := l.checkPredicate(r, out); err != nil {
 			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, err)
 		}
-		empty := executors.NewValues(out, nil)
-		f, err := executors.NewFilter(empty, r, l.mem)
-		if err != nil {
-			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, err)
-		}
-		f.Close()
 		cfg.Residual = r
 	}
 	n := &pnode{kind: joinNode, inputs: []*pnode{left, right}, join: cfg, schema: out, vnodeCount: l.vnodes}

@@ -3,6 +3,7 @@ package executors
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,19 +24,35 @@ type Expr interface {
 	String() string
 }
 
-// Col refers to column i of the input.
-func Col(i int) Expr { return colExpr(i) }
+// Col refers to column i of the input; String and errors call it $i. An expression
+// over named columns (a view's plan) uses NamedCol.
+func Col(i int) Expr { return colExpr{i: i} }
 
-type colExpr int
+// NamedCol refers to column i of the input, called name: String, and so every error
+// of an expression that reads it, names the column instead of its position.
+func NamedCol(i int, name string) Expr { return colExpr{i: i, name: name} }
 
-func (c colExpr) Eval(_ context.Context, rec arrow.RecordBatch) (compute.Datum, error) {
-	if int(c) < 0 || int(c) >= int(rec.NumCols()) {
-		return nil, fmt.Errorf("column $%d out of range: the input has %d columns", int(c), rec.NumCols())
-	}
-	return compute.NewDatum(rec.Column(int(c))), nil
+type colExpr struct {
+	i    int
+	name string // "": unnamed ($i)
 }
 
-func (c colExpr) String() string { return fmt.Sprintf("$%d", int(c)) }
+func (c colExpr) Eval(_ context.Context, rec arrow.RecordBatch) (compute.Datum, error) {
+	if c.i < 0 || c.i >= int(rec.NumCols()) {
+		if c.name != "" {
+			return nil, fmt.Errorf("column %s (input column %d) out of range: the input has %d columns", c.name, c.i, rec.NumCols())
+		}
+		return nil, fmt.Errorf("column $%d out of range: the input has %d columns", c.i, rec.NumCols())
+	}
+	return compute.NewDatum(rec.Column(c.i)), nil
+}
+
+func (c colExpr) String() string {
+	if c.name != "" {
+		return c.name
+	}
+	return "$" + strconv.Itoa(c.i)
+}
 
 // Lit is a constant: a Go value (int64, float64, string, bool, ...) or a scalar.Scalar.
 func Lit(v any) Expr { return litExpr{v: v} }
@@ -46,7 +63,13 @@ func (l litExpr) Eval(context.Context, arrow.RecordBatch) (compute.Datum, error)
 	return compute.NewDatum(l.v), nil
 }
 
-func (l litExpr) String() string { return fmt.Sprint(l.v) }
+// String quotes a string constant (as Go does), so that "1" and 1 differ.
+func (l litExpr) String() string {
+	if s, ok := l.v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(l.v)
+}
 
 // Call applies an Arrow compute function ("add", "multiply", "greater", "less_equal",
 // "and_kleene", "equal", ...) to its arguments, with the default options. Arrow's
@@ -102,6 +125,21 @@ func EvalArray(ctx context.Context, e Expr, rec arrow.RecordBatch, mem memory.Al
 		return scalar.MakeArrayFromScalar(v.Value, int(rec.NumRows()), mem)
 	}
 	return nil, fmt.Errorf("%s: result is a %s, want an array or a scalar", e, d.Kind())
+}
+
+// ResultType is the type of e's result over records of schema s, as computed over a
+// record of no rows (with mem): the check of an expression before it runs. Its error
+// is the expression's own (naming the part that failed); the caller names where the
+// expression is used.
+func ResultType(e Expr, s *arrow.Schema, mem memory.Allocator) (arrow.DataType, error) {
+	empty := emptyRecord(s, mem)
+	defer empty.Release()
+	a, err := EvalArray(withMem(context.Background(), mem), e, empty, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Release()
+	return a.DataType(), nil
 }
 
 // withMem runs the compute kernels of ctx with mem.

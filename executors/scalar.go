@@ -142,10 +142,10 @@ func evalTimestampUnary(ctx context.Context, rec arrow.RecordBatch, x Expr, self
 			return nil, fmt.Errorf("%s: %w", self, err)
 		}
 	default:
-		return nil, fmt.Errorf("%s: argument is a %s, want an array or a scalar", self, d.Kind())
+		return nil, fmt.Errorf("%s: argument %s is a %s, want an array or a scalar", self, x, d.Kind())
 	}
 	defer arr.Release()
-	perSec, err := utcTimestampUnit(arr.DataType())
+	perSec, err := utcTimestampUnit(x, arr.DataType())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", self, err)
 	}
@@ -166,14 +166,15 @@ func evalTimestampUnary(ctx context.Context, rec arrow.RecordBatch, x Expr, self
 	return compute.NewDatum(out), nil
 }
 
-// utcTimestampUnit returns the ticks per second of a timestamp type in UTC.
-func utcTimestampUnit(t arrow.DataType) (int64, error) {
+// utcTimestampUnit returns the ticks per second of t, the type of argument x, a
+// timestamp type in UTC.
+func utcTimestampUnit(x fmt.Stringer, t arrow.DataType) (int64, error) {
 	ts, ok := t.(*arrow.TimestampType)
 	if !ok {
-		return 0, fmt.Errorf("argument type %s, want a timestamp", t)
+		return 0, fmt.Errorf("argument %s is %s, want a timestamp", x, t)
 	}
 	if ts.TimeZone != "" && ts.TimeZone != "UTC" {
-		return 0, fmt.Errorf("argument type %s: time zone %q, want none or UTC", t, ts.TimeZone)
+		return 0, fmt.Errorf("argument %s is %s: time zone %q, want none or UTC", x, t, ts.TimeZone)
 	}
 	return int64(1e9 / ts.Unit.Multiplier()), nil
 }

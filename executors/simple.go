@@ -62,15 +62,12 @@ type Filter struct {
 
 // NewFilter returns a filter of input's rows by pred, a boolean expression.
 func NewFilter(input Executor, pred Expr, mem memory.Allocator) (*Filter, error) {
-	empty := emptyRecord(input.Schema(), mem)
-	defer empty.Release()
-	a, err := EvalArray(withMem(context.Background(), mem), pred, empty, mem)
+	t, err := ResultType(pred, input.Schema(), mem)
 	if err != nil {
 		return nil, fmt.Errorf("filter %s: %w", pred, err)
 	}
-	defer a.Release()
-	if a.DataType().ID() != arrow.BOOL {
-		return nil, fmt.Errorf("filter %s: predicate is %s, want boolean", pred, a.DataType())
+	if t.ID() != arrow.BOOL {
+		return nil, fmt.Errorf("filter %s: predicate is %s, want boolean", pred, t)
 	}
 	return &Filter{input: input, pred: pred, mem: mem}, nil
 }
@@ -158,16 +155,13 @@ func NewProject(input Executor, exprs []Expr, names []string, mem memory.Allocat
 	if len(exprs) != len(names) {
 		return nil, fmt.Errorf("project: %d expressions, %d names", len(exprs), len(names))
 	}
-	empty := emptyRecord(input.Schema(), mem)
-	defer empty.Release()
 	fields := make([]arrow.Field, len(exprs))
 	for i, e := range exprs {
-		a, err := EvalArray(withMem(context.Background(), mem), e, empty, mem)
+		t, err := ResultType(e, input.Schema(), mem)
 		if err != nil {
 			return nil, fmt.Errorf("project column %s = %s: %w", names[i], e, err)
 		}
-		fields[i] = arrow.Field{Name: names[i], Type: a.DataType(), Nullable: true}
-		a.Release()
+		fields[i] = arrow.Field{Name: names[i], Type: t, Nullable: true}
 	}
 	return &Project{input: input, exprs: exprs, schema: arrow.NewSchema(fields, nil), mem: mem}, nil
 }
