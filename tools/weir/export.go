@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -32,7 +31,15 @@ created) with every job paused, reads table or materialized view --table at the
 committed epoch (the last checkpoint; a view whose backfill is not done has the rows
 it has so far) and writes it as --format:
 
-  csv      CSV with a header row (nulls are empty fields)
+  csv      CSV with a header row, in PostgreSQL's CSV convention (what COPY ...
+           WITH (FORMAT csv, HEADER) reads back): NULL is an empty unquoted
+           field and the empty string is "" (a quoted empty field); a value that
+           holds a comma, a double quote or a line break, starts with a space or
+           a tab, or is \., is quoted, its double quotes doubled. Booleans are
+           true and false, floats the shortest decimal that reads back (NaN,
+           Infinity, -Infinity), decimals exact, bytea PostgreSQL's hex
+           (\x0a1b...), dates 2006-01-02, timestamps 2006-01-02 15:04:05.999999
+           (timestamptz in UTC, with Z)
   parquet  a Parquet file (snappy-compressed, one row group per 128Ki rows)
   arrow    an Arrow IPC file (the random-access file format)
 
@@ -165,10 +172,13 @@ func writeRecords(w io.Writer, format string, rr array.RecordReader) (int64, err
 	var rows int64
 	switch format {
 	case "csv":
-		cw := csv.NewWriter(w, sc, csv.WithHeader(true), csv.WithNullWriter(""))
+		cw, err := newCSVWriter(w, sc)
+		if err != nil {
+			return 0, err
+		}
 		for rr.Next() {
 			rec := rr.RecordBatch()
-			if err := cw.Write(rec); err != nil {
+			if err := cw.write(rec); err != nil {
 				return rows, err
 			}
 			rows += rec.NumRows()
@@ -176,10 +186,7 @@ func writeRecords(w io.Writer, format string, rr array.RecordReader) (int64, err
 		if err := rr.Err(); err != nil {
 			return rows, err
 		}
-		if err := cw.Flush(); err != nil {
-			return rows, err
-		}
-		return rows, cw.Error()
+		return rows, cw.flush()
 	case "arrow":
 		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(sc))
 		if err != nil {
