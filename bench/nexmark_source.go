@@ -64,7 +64,9 @@ const nexmarkPoll = 10 * time.Millisecond
 // Rows are emitted in full chunks when the rate allows ChunkRows rows, else what the
 // rate allows at most every MaxDelay.
 //
-// Mutations: Pause stops the rows until a Resume (barriers keep flowing); an Add naming
+// Mutations: the engine's Pause (one without Fragments) stops the rows until the
+// engine's Resume (barriers keep flowing); a view's own pause (Pause with Fragments)
+// concerns backfills, not sources; an Add naming
 // the actor with PauseOnBootstrap pauses it too; a Stop or an Update naming the actor
 // (executors.Stops) passes the barrier on, then Next returns io.EOF. Throttle does not
 // concern sources. The barrier input ending (io.EOF) ends the source.
@@ -307,9 +309,9 @@ func (s *NexmarkSource) onBarrier(b barrierOrErr) (executors.Message, error) {
 	}
 	switch m := bar.Mutation.(type) {
 	case executors.Pause:
-		s.paused = true
+		s.paused = s.paused || m.Engine()
 	case executors.Resume:
-		if s.paused {
+		if s.paused && m.Engine() {
 			s.paused = false
 			s.limitBase, s.limitStart = s.j, s.now()
 		}

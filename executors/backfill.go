@@ -44,8 +44,11 @@ type BackfillConfig struct {
 	// temporary directory).
 	BufferBudget int64
 	SpillDir     string
-	// Paused starts the backfill paused until a Resume (a view created paused).
-	Paused bool
+	// Paused starts the backfill under its own pause (a view created or left paused
+	// by itself), until a Resume naming its Fragment; EnginePaused under the
+	// engine's, until a Resume without fragments (see Pause).
+	Paused       bool
+	EnginePaused bool
 	// NoShuffle makes this the no-shuffle backfill, the baseline: the actor runs on
 	// the node of the one upstream actor that owns the same vnodes, and reads the
 	// upstream's state through the node's view (committed plus the node's sealed,
@@ -174,8 +177,9 @@ type ArrangementBackfill struct {
 	snapDone bool // the snapshot channel closed this epoch
 
 	lastUpstream  bool
-	paused        bool // Pause
-	bootstrapWait bool // Add with PauseOnBootstrap
+	paused        bool // the engine's Pause
+	ownPaused     bool // a Pause naming the fragment, or Paused
+	bootstrapWait bool // Add with PauseOnBootstrap, or EnginePaused
 	limit         *int64
 	limiter       *rateLimiter
 
@@ -212,7 +216,7 @@ func NewArrangementBackfill(input Executor, cfg BackfillConfig) (*ArrangementBac
 			return nil, fmt.Errorf("backfill of %s: %w", cfg.Upstream.Name, err)
 		}
 	}
-	b := &ArrangementBackfill{cfg: cfg, input: input, mem: cfg.Mem, rep: rep, s2: cfg.Upstream.ProjectedArrowSchema(cfg.S2), limit: cfg.RateLimit, bootstrapWait: cfg.Paused}
+	b := &ArrangementBackfill{cfg: cfg, input: input, mem: cfg.Mem, rep: rep, s2: cfg.Upstream.ProjectedArrowSchema(cfg.S2), limit: cfg.RateLimit, ownPaused: cfg.Paused, bootstrapWait: cfg.EnginePaused}
 	b.stats.Owned = cfg.Vnodes.Len()
 	return b, nil
 }
@@ -228,7 +232,7 @@ func (b *ArrangementBackfill) Stats() BackfillStats {
 }
 
 func (b *ArrangementBackfill) pausedNow() bool {
-	return b.paused || b.bootstrapWait || (b.limit != nil && *b.limit == 0)
+	return b.paused || b.ownPaused || b.bootstrapWait || (b.limit != nil && *b.limit == 0)
 }
 
 // Next implements Executor.
@@ -645,10 +649,18 @@ func (b *ArrangementBackfill) applyMutation(br *Barrier) {
 			b.bootstrapWait = true
 		}
 	case Pause:
-		b.paused = true
+		if m.Engine() {
+			b.paused = true
+		} else if m.Names(b.cfg.Fragment) {
+			b.ownPaused = true
+		}
 	case Resume:
-		b.paused = false
-		b.bootstrapWait = false
+		if m.Engine() {
+			b.paused = false
+			b.bootstrapWait = false
+		} else if m.Names(b.cfg.Fragment) {
+			b.ownPaused = false
+		}
 	case Throttle:
 		if l, ok := m.Limit(b.cfg.Fragment); ok {
 			b.limiter = nil

@@ -145,6 +145,8 @@ func TestDMLChunkBadRecords(t *testing.T) {
 	tz := tzb.NewArray()
 	tzb.Release()
 	defer tz.Release()
+	withTZ := dmlReplace(good, 5, "date_time", tz)
+	defer withTZ.Release()
 
 	cases := []struct {
 		name string
@@ -166,10 +168,26 @@ func TestDMLChunkBadRecords(t *testing.T) {
 			"table bid: column bidder: record has 1 NULLs in a NOT NULL column"},
 		{"kind", dmlReplace(good, -1, "", nil), executors.DMLKind(9),
 			"table bid: unknown DML kind 9"},
+		{"nil record", nil, executors.DMLInsert, "table bid: nil record"},
+		{"nil record to delete", nil, executors.DMLDelete, "table bid: nil record"},
+		{"a record that says it has more rows than its columns", lyingRecord{dmlReplace(good, -1, "", nil), 5}, executors.DMLInsert,
+			"table bid: column auction: 3 values in a record of 5 rows"},
+		{"a record of negative rows", lyingRecord{dmlReplace(good, -1, "", nil), -1}, executors.DMLUpdate,
+			"table bid: record has -1 rows"},
+		{"a delete of pk columns and another", dmlPick(good, "auction", "bidder", "price"), executors.DMLDelete,
+			`table bid: column "price": a delete's record has every column of the table or only its pk columns (auction, bidder, date_time)`},
+		{"a delete of a pk column twice", dmlPick(good, "auction", "bidder", "bidder"), executors.DMLDelete,
+			"table bid: column bidder: twice in the record"},
+		{"a delete of pk columns of the wrong type", dmlPick(withTZ, "auction", "bidder", "date_time"), executors.DMLDelete,
+			"table bid: column date_time: record has type timestamp[us, tz=UTC], want timestamp[us]"},
+		{"an insert of the pk columns only", dmlPick(good, "auction", "bidder", "date_time"), executors.DMLInsert,
+			"table bid: column price: missing (the record has 3 columns, the table 7)"},
 	}
 	for _, c := range cases {
 		out, err := executors.DMLChunk(bid, c.kind, c.rec, mem)
-		c.rec.Release()
+		if c.rec != nil {
+			c.rec.Release()
+		}
 		if out != nil {
 			out.Release()
 			t.Errorf("%s: a chunk was produced", c.name)
@@ -177,6 +195,66 @@ func TestDMLChunkBadRecords(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: got error %v, want %s", c.name, err, c.want)
 		}
+	}
+}
+
+// lyingRecord is a record whose NumRows is not its columns' length: a caller's own
+// implementation of arrow.RecordBatch may be wrong in this way.
+type lyingRecord struct {
+	arrow.RecordBatch
+	rows int64
+}
+
+func (r lyingRecord) NumRows() int64 { return r.rows }
+
+// dmlPick returns the columns of rec named names, in that order (the caller releases
+// it).
+func dmlPick(rec arrow.RecordBatch, names ...string) arrow.RecordBatch {
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for _, name := range names {
+		i := rec.Schema().FieldIndices(name)[0]
+		fields = append(fields, rec.Schema().Field(i))
+		cols = append(cols, rec.Column(i))
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// TestDMLChunkDeleteByPK: a delete's record may hold only the pk columns, in any
+// order; the chunk has the table's columns, the others empty values (never NULL: a
+// NOT NULL column refuses it), and every row a Delete.
+func TestDMLChunkDeleteByPK(t *testing.T) {
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	bid := tables.BidTable()
+	good := dmlBids(mem, 3)
+	defer good.Release()
+	for _, order := range [][]string{{"auction", "bidder", "date_time"}, {"date_time", "auction", "bidder"}} {
+		rec := dmlPick(good, order...)
+		c, err := executors.DMLChunk(bid, executors.DMLDelete, rec, mem)
+		rec.Release()
+		if err != nil {
+			t.Fatalf("%v: %v", order, err)
+		}
+		if !c.Record().Schema().Equal(bid.ArrowSchema()) {
+			t.Fatalf("%v: schema %v", order, c.Record().Schema())
+		}
+		for i, col := range bid.Columns {
+			got := c.Record().Column(i)
+			if bid.IsPK(i) {
+				if !array.Equal(got, good.Column(i)) {
+					t.Errorf("%v: pk column %s is %v, want %v", order, col.Name, got, good.Column(i))
+				}
+			} else if got.NullN() != 0 || got.Len() != 3 {
+				t.Errorf("%v: column %s is %v, want 3 empty values", order, col.Name, got)
+			}
+		}
+		for i, op := range c.Ops() {
+			if op != vec.Delete {
+				t.Errorf("%v: row %d is %v, want a Delete", order, i, op)
+			}
+		}
+		c.Release()
 	}
 }
 

@@ -111,7 +111,8 @@ type Mutation interface {
 // barrier after recovery).
 type Add struct {
 	Actors []ActorID
-	// PauseOnBootstrap starts the new actors paused until a Resume.
+	// PauseOnBootstrap starts the new actors under the engine's pause, until a
+	// Resume without Fragments.
 	PauseOnBootstrap bool
 	// Dispatchers are new dispatchers of existing actors towards the new actors,
 	// connected before the barrier is sent so that it reaches the new actors first.
@@ -200,10 +201,32 @@ type Update struct {
 }
 
 // Pause stops snapshot reads and sources until a Resume; barriers keep flowing.
-type Pause struct{}
+// Without Fragments it pauses every one (the engine's pause), undone by a Resume
+// without Fragments. With Fragments it pauses only the backfills of those fragments
+// (one view's own pause), undone only by a Resume naming them: the two pauses are
+// independent, and a backfill reads only when neither holds.
+type Pause struct {
+	Fragments []FragmentID
+}
 
-// Resume undoes Pause (and pause on bootstrap).
-type Resume struct{}
+// Resume undoes a Pause: without Fragments, the engine's pause (and pause on
+// bootstrap); with Fragments, the own pause of those fragments' backfills (a view
+// created paused among them).
+type Resume struct {
+	Fragments []FragmentID
+}
+
+// Engine reports whether the pause is the engine's: every fragment's.
+func (p Pause) Engine() bool { return len(p.Fragments) == 0 }
+
+// Names reports whether the pause is fragment f's own.
+func (p Pause) Names(f FragmentID) bool { return slices.Contains(p.Fragments, f) }
+
+// Engine reports whether the resume is the engine's: every fragment's.
+func (r Resume) Engine() bool { return len(r.Fragments) == 0 }
+
+// Names reports whether the resume undoes fragment f's own pause.
+func (r Resume) Names(f FragmentID) bool { return slices.Contains(r.Fragments, f) }
 
 // Throttle sets the rate limits of fragments: snapshot rows per second per actor. A nil
 // limit removes it; a zero limit pauses.
