@@ -69,7 +69,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"insert a wrong-shaped record", func() error { return e.Insert(ctx, "t", wrong) }, "table t"},
 		{"insert into a missing table", func() error { return e.Insert(ctx, "nope", rec) }, "nope: no such table"},
-		{"insert into a view", func() error { return e.Insert(ctx, "mv1", rec) }, "mv1: no such table"},
+		{"insert into a view", func() error { return e.Insert(ctx, "mv1", rec) }, "insert mv1: mv1 is a materialized view, which is read-only; write into its upstream tables (t)"},
 		{"view over a missing table", func() error {
 			return e.CreateMV(ctx, "bad", engine.Scan("nope"), engine.MVOptions{})
 		}, `no table or materialized view "nope"`},
@@ -96,7 +96,7 @@ func TestBadInput(t *testing.T) {
 		}, `unknown backfill kind "magic"`},
 		{"reschedule a missing view", func() error { return e.RescheduleMV(ctx, "nope", 2) }, "nope: no such materialized view"},
 		{"reschedule a table", func() error { return e.RescheduleMV(ctx, "t", 2) }, "t: no such materialized view"},
-		{"reschedule to zero", func() error { return e.RescheduleMV(ctx, "mv1", 0) }, "parallelism 0, want 1..16"},
+		{"reschedule to zero", func() error { return e.RescheduleMV(ctx, "mv1", 0) }, "parallelism 0: want 1..16 (the vnode count of its scan node)"},
 		{"drop a missing view", func() error { return e.DropMV(ctx, "nope") }, "nope: no such materialized view"},
 		{"create a table twice", func() error { return e.CreateTable(ctx, kvT(), engine.TableOptions{}) }, "create table t: a table or materialized view of that name exists"},
 		{"rate limit below zero", func() error { v := int64(-1); return e.SetRateLimit(ctx, "mv1", &v) }, "want >= 0"},
@@ -210,7 +210,7 @@ func TestCatalogAcrossReopen(t *testing.T) {
 }
 
 // PauseOnBootstrap starts everything paused; views created paused are reported so
-// until Resume.
+// until ResumeMV.
 func TestPauseOnBootstrap(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
@@ -225,7 +225,7 @@ func TestPauseOnBootstrap(t *testing.T) {
 	if p := e.Progress(); len(p) != 1 || !p[0].Paused {
 		t.Fatalf("a view created paused: %+v", p)
 	}
-	if err := e.Resume(ctx); err != nil {
+	if err := e.ResumeMV(ctx, "mv1"); err != nil {
 		t.Fatal(err)
 	}
 	if p := e.Progress(); p[0].Paused {

@@ -381,7 +381,7 @@ func TestBackfillPauseOnBootstrap(t *testing.T) {
 		if e.CommittedEpoch() <= epoch {
 			t.Fatal("no checkpoint committed while the view was paused")
 		}
-		if err := e.Resume(ctx); err != nil {
+		if err := e.ResumeMV(ctx, "mv1"); err != nil {
 			t.Fatal(err)
 		}
 		if p := progressOf(t, e, "mv1"); p.Paused {
@@ -635,7 +635,7 @@ func TestBackfillProgress(t *testing.T) {
 	if p := observe("paused"); p.RowsConsumed != 0 || p.Percent != 0 || p.RowsPerSecond != 0 {
 		t.Fatalf("paused: %+v", p)
 	}
-	if err := e.Resume(ctx); err != nil {
+	if err := e.ResumeMV(ctx, "mv1"); err != nil {
 		t.Fatal(err)
 	}
 	// Throttled: about 2000 rows/s over both actors.
@@ -848,7 +848,7 @@ func TestBackfillPauseAcrossRescale(t *testing.T) {
 				t.Fatal(err)
 			}
 			if opts.Paused {
-				if err := e.Resume(ctx); err != nil {
+				if err := e.ResumeMV(ctx, "mv1"); err != nil {
 					t.Fatal(err)
 				}
 			}

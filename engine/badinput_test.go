@@ -413,8 +413,16 @@ func TestBadInputCheckpointIOFault(t *testing.T) {
 			if err := e.CreateMV(ctx, "mv3", engine.Scan("t"), engine.MVOptions{}); err == nil {
 				t.Error("CreateMV after the failure succeeded")
 			}
-			if err := e.Close(); err != nil {
-				t.Logf("close: %v", err)
+			// A write would never be committed now: it is refused, not acknowledged.
+			rec := kvRecord(mem, []kvRow{{k: 1000, v: 1}})
+			err = e.Insert(ctx, "t", rec)
+			rec.Release()
+			if err == nil || !strings.Contains(err.Error(), "reopen") {
+				t.Errorf("insert after the failure: %v, want an error asking for a reopen", err)
+			}
+			// Close commits nothing more, and says so.
+			if err := e.Close(); err == nil || !strings.Contains(err.Error(), "no final checkpoint") {
+				t.Errorf("close after the failure: %v, want an error saying there is no final checkpoint", err)
 			}
 
 			// A crash right after the fault: the last committed checkpoint.

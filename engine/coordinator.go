@@ -71,13 +71,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		reported[r.actor] = true
 		return nil
 	}
-	e.gmu.RLock()
-	ins := make([]*dmlInput, 0, len(g.dml))
-	for _, in := range g.dml {
-		ins = append(ins, in)
-	}
-	e.gmu.RUnlock()
-	for _, in := range ins {
+	for _, in := range g.inputs() {
 	send:
 		for {
 			select {
@@ -267,7 +261,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 			if err == nil {
 				for _, n := range low.scans() {
-					n.scan.common = backfillCommon{rateLimit: o.RateLimit, paused: o.Paused}
+					n.scan.common = backfillCommon{rateLimit: o.RateLimit}
 				}
 				_, _, err = g.addView(o, low, true)
 			}
@@ -315,6 +309,8 @@ func (e *Engine) checkProgress(o *object, low *lowered) error {
 func (e *Engine) fail(err error) {
 	if e.failed == nil {
 		e.failed = fmt.Errorf("engine failed, close and reopen it: %w", err)
+		failed := e.failed
+		e.broken.Store(&failed)
 		e.log.Error("engine failed", "error", err)
 	}
 }

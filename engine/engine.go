@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -16,171 +15,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
-	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
-
-// Options configure an engine. The zero value of every field means its default.
-type Options struct {
-	// Nodes is the number of simulated compute nodes (default 2). Each has its own
-	// uncommitted store; actors are placed across them.
-	Nodes int
-	// VnodeCount is the vnode count of tables that do not set theirs (default 256).
-	VnodeCount int
-	// BarrierInterval is how often the coordinator injects a barrier (default 100ms).
-	// A negative interval injects barriers only on demand (WaitCheckpoint and DDL).
-	BarrierInterval time.Duration
-	// CheckpointEvery makes every n-th barrier a checkpoint (default 1: every barrier).
-	// Barriers that add, reschedule or stop jobs are always checkpoints.
-	CheckpointEvery int
-	// ChunkSize is the most rows per batch of a scan (default 1024).
-	ChunkSize int
-	// BackfillWorkers is the number of goroutines each arrangement backfill actor
-	// reads its snapshot with (default: DefaultBackfillWorkers, 1 or 2 by the cores;
-	// a no-shuffle backfill reads with one).
-	BackfillWorkers int
-	// BackfillBufferBudget is the memory each backfill actor's epoch buffer of
-	// upstream changes may hold before it spills to SpillDir (default 64 MiB; "": the
-	// system's temporary directory).
-	BackfillBufferBudget int64
-	SpillDir             string
-	// BackfillMemoryBudget is the uncommitted bytes a node may hold (storage.Node's
-	// PendingBytes: its sealed epochs and its state tables' writes since their seals)
-	// before the backfills on it stop taking snapshot batches, once their epoch has
-	// some, until a checkpoint commit brings it back under (but for the batches ready
-	// at the barrier). Default 512 MiB; negative: no budget. When checkpoints take
-	// longer than the barrier interval, a backfill would otherwise keep reading into
-	// epochs that grow as long as the commits fall behind.
-	BackfillMemoryBudget int64
-	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
-	// upstream table's owners of its vnodes all run on its own node reads that node's
-	// uncommitted store instead of replicating the change stream.
-	AlwaysReplicate bool
-	// ChannelCapacity is the number of messages an exchange channel buffers before
-	// its sender blocks (default 16).
-	ChannelCapacity int
-	// FS is the file system of the store (default: the OS's). Tests use pebble's
-	// in-memory and crashable file systems.
-	FS vfs.FS
-	// CacheSize and MemTableSize size pebble (defaults: storage.Options').
-	CacheSize    int64
-	MemTableSize uint64
-	// IngestBytes is the checkpoint size from which a checkpoint is committed by
-	// ingesting sstables instead of a batch (storage.Options.IngestBytes: 0 is
-	// storage.DefaultIngestBytes, negative never).
-	IngestBytes int
-	// PauseOnBootstrap starts every job paused after open or recovery, until Resume.
-	PauseOnBootstrap bool
-	// Mem allocates Arrow buffers. The default is a vec.PoolAllocator of the engine's
-	// own, so that the batches its actors build and release (a backfill's snapshot
-	// batches, by the million) reuse their buffers instead of making garbage; the
-	// records Scan hands out then come from Arrow's Go allocator, so that values
-	// taken from them (an array.String's Value aliases its buffer) stay valid after
-	// the record's Release, as the collector keeps them. A Mem the caller sets is used
-	// for both: with a pool, a value kept past Release must be copied.
-	Mem memory.Allocator
-	// Cache is a pebble block cache (pebble.NewCache) to share with other engines or
-	// stores of the process instead of one of CacheSize of the engine's own
-	// (storage.Options.Cache); CacheSize is then not used. Each engine reserves its
-	// memtables' size in it, and StorageMetrics reports the whole cache's figures.
-	Cache *pebble.Cache
-	// Logger receives the engine's logs (default slog.Default()).
-	Logger *slog.Logger
-	// OnBarrier, when set, is called after every barrier round (by the coordinator,
-	// with the engine's lock held: it must not call the engine), e.g. for metrics.
-	OnBarrier func(BarrierStats)
-	// Hooks are fault-injection points for tests and simulations (see Hooks).
-	Hooks Hooks
-}
-
-// Hooks are named points of a checkpoint at which a test or a simulation may act, for
-// example take a crash image of a crashable file system. Each runs on the
-// coordinator with the engine's lock held: it must not call the engine. Nil hooks are
-// skipped.
-type Hooks struct {
-	// BeforeCommit runs once every actor has passed checkpoint barrier epoch on (their
-	// state writes are sealed) and before the checkpoint is committed.
-	BeforeCommit func(epoch executors.Epoch)
-	// AfterCommit runs right after the checkpoint of epoch is committed.
-	AfterCommit func(epoch executors.Epoch)
-	// Rebalance, when set, chooses the vnode mapping of each fragment of a view that
-	// RescheduleMV moves from `from` to `to` actors, instead of vnode.Rebalance's
-	// balanced minimal move. A simulation uses it for degenerate splits: an actor
-	// with no vnode, one with all of them. The result must be valid for `to` actors.
-	Rebalance func(m vnode.Mapping, from, to int) vnode.Mapping
-}
-
-func (o *Options) fill() error {
-	if o.Nodes == 0 {
-		o.Nodes = 2
-	}
-	if o.Nodes < 0 || o.Nodes > 64 {
-		return fmt.Errorf("engine: %d nodes, want 1..64", o.Nodes)
-	}
-	if o.VnodeCount == 0 {
-		o.VnodeCount = schema.DefaultVnodeCount
-	}
-	if o.VnodeCount < 1 || o.VnodeCount > schema.MaxVnodeCount {
-		return fmt.Errorf("engine: vnode count %d, want 1..%d", o.VnodeCount, schema.MaxVnodeCount)
-	}
-	if o.BarrierInterval == 0 {
-		o.BarrierInterval = 100 * time.Millisecond
-	}
-	if o.CheckpointEvery == 0 {
-		o.CheckpointEvery = 1
-	}
-	if o.CheckpointEvery < 0 {
-		return fmt.Errorf("engine: CheckpointEvery %d, want >= 1", o.CheckpointEvery)
-	}
-	if o.ChunkSize == 0 {
-		o.ChunkSize = 1024
-	}
-	if o.ChunkSize < 0 {
-		return fmt.Errorf("engine: ChunkSize %d, want >= 1", o.ChunkSize)
-	}
-	if o.BackfillWorkers == 0 {
-		o.BackfillWorkers = DefaultBackfillWorkers(runtime.GOMAXPROCS(0))
-	}
-	if o.BackfillWorkers < 0 {
-		return fmt.Errorf("engine: BackfillWorkers %d, want >= 1", o.BackfillWorkers)
-	}
-	if o.BackfillMemoryBudget == 0 {
-		o.BackfillMemoryBudget = DefaultBackfillMemoryBudget
-	}
-	if o.ChannelCapacity == 0 {
-		o.ChannelCapacity = 16
-	}
-	if o.ChannelCapacity < 0 {
-		return fmt.Errorf("engine: ChannelCapacity %d, want >= 1", o.ChannelCapacity)
-	}
-	if o.Mem == nil {
-		o.Mem = vec.NewPoolAllocator()
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return nil
-}
-
-// DefaultBackfillMemoryBudget is Options.BackfillMemoryBudget's default.
-const DefaultBackfillMemoryBudget = 512 << 20
-
-// DefaultBackfillWorkers is Options.BackfillWorkers' default for a process of procs
-// cores (GOMAXPROCS): half of them, at least 1 and at most 2. A build is bound by its
-// checkpoints as soon as its readers outrun the commits, and the commits (encoding
-// and writing sstables, on up to GOMAXPROCS goroutines) share the cores with the
-// readers: on 2 cores a second reader per actor made no idle build faster, and cost
-// arrangement's idle builds more CPU than no-shuffle's single reader, most of it in
-// pebble's allocation of block cache blocks from more threads; with one reader the
-// two kinds' idle builds take the same CPU and time (bench/RESULTS.md, "The
-// checkpoint's merge copy, settled memory, the memtable's item blocks" and "One
-// reader per actor"). The cap of 2 is the default every earlier measurement used;
-// more cores than this machine's were not measured.
-func DefaultBackfillWorkers(procs int) int { return min(max(procs/2, 1), 2) }
 
 // Engine is an embedded streaming engine over one directory: tables, materialized
 // views kept up to date as the tables change, and consistent reads of both. It is safe
@@ -222,11 +61,33 @@ type Engine struct {
 	stopTicker chan struct{}
 	tickerDone chan struct{}
 	closeOnce  atomic.Bool
+	// closing is set when Close or Crash begins: from then on every write and every
+	// call that changes the engine returns ErrClosed. A writer checks it while
+	// holding its table's dmlInput.mu shared, and Close takes every dmlInput.mu
+	// exclusively once after setting it (fenceWriters), so a write either sent its
+	// chunk before that (ahead of the final checkpoint's barrier) or sees closing.
+	closing atomic.Bool
+	// broken mirrors failed for the writers, which do not take mu: a write into a
+	// failed engine would never be committed.
+	broken atomic.Pointer[error]
 }
+
+// ErrClosed is the error (errors.Is) of every write, and of every call that changes
+// the engine or waits on it, made once Close or Crash has begun. The calls that read
+// the catalog (Table, Progress) go on answering from memory.
+var ErrClosed = errors.New("engine: closed")
 
 // Open opens (or creates) the engine in dir: it reads the catalog and the committed
 // epoch, rebuilds every actor and sends the first barrier; every table and view then
 // holds exactly its state at the last checkpoint.
+//
+// dir (on opts.FS) may be missing or empty, and a new engine is created in it, or
+// hold an engine: any directory with one of its store's files in it (storage.Open
+// lists them), so that a crash image holding only some of them opens too. A
+// non-empty directory holding none is refused with an error naming it, and nothing
+// is written to it. One engine at a time has dir open: while another, in this
+// process or another, holds it, Open fails with an error naming the directory ("is
+// in use by another engine") that wraps the lock's error.
 //
 // The engine's goroutines (its actors and their workers, the coordinator, pebble's)
 // keep the profiler labels of ctx, under their own: a process that runs several
@@ -266,19 +127,28 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close makes everything written so far durable with a last checkpoint (unless the
-// engine failed), stops every actor and closes the store.
+// Close makes everything written so far durable with a last checkpoint, stops every
+// actor and closes the store. Every write that returned nil before Close began is in
+// that checkpoint; a write made while Close runs either returns nil and is in it too,
+// or returns ErrClosed and is not written. When the engine has failed, or an actor
+// fails while Close waits for the writes in flight, there is no last checkpoint: the
+// writes since the last one are lost, as in a crash, and Close returns an error that
+// says so. After Close, writes and the calls that change the engine return ErrClosed.
+// A second Close (or Crash) returns nil.
 func (e *Engine) Close() error { return e.close(true) }
 
 // Crash stops the engine as a crash of the process would, for tests and demos: no last
 // checkpoint, every actor stopped, the store closed; the uncommitted epochs (held in
-// memory) are lost, and reopening the directory recovers from the last checkpoint.
+// memory) are lost, and reopening the directory recovers from the last checkpoint. A
+// write made while Crash runs, or after, returns ErrClosed (or nil, if it was taken
+// before Crash began: like every write since the last checkpoint, it is then lost).
 func (e *Engine) Crash() error { return e.close(false) }
 
 func (e *Engine) close(checkpoint bool) error {
 	if e.closeOnce.Swap(true) {
 		return nil
 	}
+	e.closing.Store(true)
 	if e.stopTicker != nil {
 		close(e.stopTicker)
 		<-e.tickerDone
@@ -286,7 +156,15 @@ func (e *Engine) close(checkpoint bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var errs []error
-	if e.failed == nil && checkpoint {
+	switch {
+	case !checkpoint:
+	case e.failed != nil:
+		errs = append(errs, fmt.Errorf("engine: close: no final checkpoint, the writes since epoch %d are lost: %w", e.store.CommittedEpoch(), e.failed))
+	default:
+		if err := e.fenceWriters(); err != nil {
+			errs = append(errs, fmt.Errorf("engine: close: no final checkpoint, the writes since epoch %d are lost: %w", e.store.CommittedEpoch(), err))
+			break
+		}
 		if _, err := e.round(context.Background(), roundSpec{checkpoint: true}); err != nil {
 			errs = append(errs, fmt.Errorf("engine: final checkpoint: %w", err))
 		}
@@ -317,10 +195,39 @@ func labelsOf(ctx context.Context) context.Context {
 	return pprof.WithLabels(context.Background(), pprof.Labels(kv...))
 }
 
+// fenceWriters waits for the writes in flight into the graph's DML inputs: once
+// closing is set, a write that has not yet checked it finds it set, so after this no
+// write adds to the inputs. e.mu is held, so the graph does not change. A writer
+// waits for room in its input while holding the input's lock shared; if an actor
+// fails meanwhile, the input may never drain, so the fence watches the actors'
+// reports too and returns the failure instead of waiting for ever (the teardown
+// that follows releases such a writer, with ErrClosed).
+func (e *Engine) fenceWriters() error {
+	g := e.g
+	for _, in := range g.inputs() {
+		fenced := make(chan struct{})
+		go func() {
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			close(fenced)
+		}()
+		select {
+		case <-fenced:
+		case r := <-g.reports:
+			if r.err != nil {
+				return r.err
+			}
+			// No round runs (e.mu is held), so no actor has a barrier to report.
+			return fmt.Errorf("actor %d reported barrier %d outside a barrier round", r.actor, r.epoch)
+		}
+	}
+	return nil
+}
+
 // usable is checked by every call under e.mu.
 func (e *Engine) usable() error {
-	if e.closed {
-		return errors.New("engine: closed")
+	if e.closed || e.closing.Load() {
+		return ErrClosed
 	}
 	return e.failed
 }
@@ -401,13 +308,6 @@ func (e *Engine) StorageMetrics() *pebble.Metrics {
 	return e.store.DB().Metrics()
 }
 
-// TableOptions configure a new table.
-type TableOptions struct {
-	// Parallelism is the number of actors that materialize the table (default: the
-	// number of nodes; at most the vnode count).
-	Parallelism int
-}
-
 // CreateTable creates table t (its name, columns, pk, distribution key and vnode
 // count; a zero vnode count takes Options.VnodeCount). It returns once the table is
 // committed.
@@ -426,6 +326,9 @@ func (e *Engine) CreateTable(ctx context.Context, t *schema.Table, opts TableOpt
 	}
 	if _, ok := e.cat.objects[t.Name]; ok {
 		return fmt.Errorf("create table %s: a table or materialized view of that name exists", t.Name)
+	}
+	if err := opts.validate(t); err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
 	}
 	p := opts.Parallelism
 	if p == 0 {
@@ -464,6 +367,7 @@ func (e *Engine) CreateTable(ctx context.Context, t *schema.Table, opts TableOpt
 func cloneTable(t *schema.Table) *schema.Table {
 	return &schema.Table{
 		Name:       t.Name,
+		GoName:     t.GoName,
 		Columns:    slices.Clone(t.Columns),
 		PK:         slices.Clone(t.PK),
 		DistKey:    slices.Clone(t.DistKey),
@@ -471,7 +375,8 @@ func cloneTable(t *schema.Table) *schema.Table {
 	}
 }
 
-// Table returns the schema of a table or materialized view.
+// Table returns the schema of a table or materialized view: a copy of the catalog's,
+// which the caller may change.
 func (e *Engine) Table(name string) (*schema.Table, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -479,13 +384,21 @@ func (e *Engine) Table(name string) (*schema.Table, error) {
 	if !ok {
 		return nil, fmt.Errorf("no table or materialized view %q", name)
 	}
-	return o.t, nil
+	return cloneTable(o.t), nil
 }
 
+// The writes. Each one's rec stays the caller's, to release when it likes: the
+// engine retains what it keeps of it. A write that returns nil has sent its rows to the table's actors: they
+// are in the next checkpoint (see WaitCheckpoint), and in the one Close commits,
+// unless the engine crashes or recovers from a failure first, which loses every
+// write since the last checkpoint (a write cut short by a recovery returns an error
+// and is not applied). A write during or after Close or Crash returns an error that
+// is ErrClosed (errors.Is), and is not written. Nothing is acknowledged and then
+// dropped by Close. A write into a materialized view is refused: views are
+// read-only.
+
 // Insert writes rows into a table; a row whose pk exists replaces it. rec must have
-// the table's columns (names, types, order). Writes become durable at the next
-// checkpoint (see WaitCheckpoint); a write cut short by a recovery returns an error and
-// is not applied.
+// the table's columns (names, Arrow types, order; no NULL in a NOT NULL column).
 func (e *Engine) Insert(ctx context.Context, table string, rec arrow.RecordBatch) error {
 	return e.write(ctx, table, executors.DMLInsert, rec)
 }
@@ -495,24 +408,29 @@ func (e *Engine) Upsert(ctx context.Context, table string, rec arrow.RecordBatch
 	return e.write(ctx, table, executors.DMLUpsert, rec)
 }
 
-// Update replaces the rows with rec's pks; rows whose pk does not exist are ignored.
+// Update replaces the rows with rec's pks (rec has the table's columns); rows whose
+// pk does not exist are ignored.
 func (e *Engine) Update(ctx context.Context, table string, rec arrow.RecordBatch) error {
 	return e.write(ctx, table, executors.DMLUpdate, rec)
 }
 
-// Delete deletes the rows with rec's pks (rec has the table's full shape; only the pk
-// columns are read); rows whose pk does not exist are ignored.
+// Delete deletes the rows with rec's pks; rows whose pk does not exist are ignored.
+// rec has either the table's columns (only the pk columns are read) or exactly its
+// pk columns, by name, in any order.
 func (e *Engine) Delete(ctx context.Context, table string, rec arrow.RecordBatch) error {
 	return e.write(ctx, table, executors.DMLDelete, rec)
 }
 
 func (e *Engine) write(ctx context.Context, table string, kind executors.DMLKind, rec arrow.RecordBatch) error {
+	if err := e.writable(); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, table, err)
+	}
 	e.gmu.RLock()
 	g := e.g
 	in := g.dml[table]
 	e.gmu.RUnlock()
 	if in == nil || !in.ready.Load() {
-		return fmt.Errorf("%s %s: no such table", kind, table)
+		return e.noTable(kind, table)
 	}
 	c, err := executors.DMLChunk(in.t, kind, rec, e.mem)
 	if err != nil {
@@ -520,35 +438,60 @@ func (e *Engine) write(ctx context.Context, table string, kind executors.DMLKind
 	}
 	in.mu.RLock()
 	defer in.mu.RUnlock()
+	if err := e.writable(); err != nil {
+		c.Release()
+		return fmt.Errorf("%s %s: %w", kind, table, err)
+	}
+	select {
+	case <-g.dead:
+		// Torn down (a recovery, or Close): its input has room, but no actor
+		// would ever read this chunk.
+		c.Release()
+		if e.closing.Load() {
+			return fmt.Errorf("%s %s: %w", kind, table, ErrClosed)
+		}
+		return fmt.Errorf("%s %s: interrupted by a recovery; not written", kind, table)
+	default:
+	}
 	select {
 	case in.c <- executors.ChunkMessage(c):
 		return nil
 	case <-g.dead:
 		c.Release()
-		return fmt.Errorf("%s %s: interrupted by recovery or close; not written", kind, table)
+		if e.closing.Load() {
+			return fmt.Errorf("%s %s: %w", kind, table, ErrClosed)
+		}
+		return fmt.Errorf("%s %s: interrupted by a recovery; not written", kind, table)
 	case <-ctx.Done():
 		c.Release()
 		return fmt.Errorf("%s %s: %w", kind, table, ctx.Err())
 	}
 }
 
-// MVOptions configure a new materialized view.
-type MVOptions struct {
-	// Parallelism is the number of the view's actors (default: the number of nodes;
-	// for a no-shuffle backfill, the upstream's parallelism, which it must equal).
-	Parallelism int
-	// Backfill is how the view reads the upstream's existing rows (default
-	// ArrangementBackfill).
-	Backfill BackfillKind
-	// RateLimit limits the backfill's snapshot reads, in rows per second per actor;
-	// nil: unlimited, 0: paused.
-	RateLimit *int64
-	// Paused starts the view's backfill paused until Resume.
-	Paused bool
-	// Background makes CreateMV return as soon as the view exists, while its backfill
-	// runs (see Progress and WaitBackfill). Otherwise CreateMV returns once the backfill
-	// is done, unless the view starts paused (or the engine is) or rate limited to 0.
-	Background bool
+// writable is the error of a write that must not be taken: the engine is closing,
+// or has failed.
+func (e *Engine) writable() error {
+	if e.closing.Load() {
+		return ErrClosed
+	}
+	if err := e.broken.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// noTable is the error of a write into a name that has no DML input: a view, or no
+// object at all.
+func (e *Engine) noTable(kind executors.DMLKind, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return fmt.Errorf("%s %s: %w", kind, name, err)
+	}
+	if o, ok := e.cat.objects[name]; ok && o.Kind == kindMV {
+		return fmt.Errorf("%s %s: %s is a materialized view, which is read-only; write into its upstream tables (%s)", kind, name, name, strings.Join(o.Upstreams, ", "))
+	}
+	return fmt.Errorf("%s %s: no such table", kind, name)
 }
 
 // CreateMV creates materialized view name over plan, and returns once it is
@@ -557,6 +500,11 @@ type MVOptions struct {
 //
 // The view's rows over the upstream's existing rows come from its backfill (see
 // MVOptions.Backfill), while it follows the upstream's changes; Progress reports it.
+// Unless opts.Background is set or the backfill starts paused (MVOptions.Paused, a
+// rate limit of 0, the engine's Pause), CreateMV then waits for the backfill to
+// finish. When ctx ends first, the view is dropped again and the error says so, as a
+// cancelled CREATE MATERIALIZED VIEW is rolled back; when the wait fails otherwise
+// (a recovery), the view stays and its backfill goes on.
 func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOptions) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -569,9 +517,13 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if name == "" {
 		return errors.New("create materialized view: empty name")
 	}
-	if plan == nil {
-		return fmt.Errorf("create materialized view %s: nil plan", name)
+	if err := checkPlanTree(plan); err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
+	opts.RateLimit = copyLimit(opts.RateLimit) // the catalog's own
 	low, err := lower(name, plan, e.lookup, opts.Backfill, e.mem)
 	if err != nil {
 		return fmt.Errorf("create %w", err)
@@ -598,8 +550,8 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 			mappings = append(mappings, slices.Clone(n.scan.upstream.Mapping))
 			continue
 		}
-		if p > n.vnodeCount {
-			return fmt.Errorf("create materialized view %s: parallelism %d is more than the %d vnodes of its %s node", name, p, n.vnodeCount, n.kind)
+		if err := checkParallelism(p, n.vnodeCount); err != nil {
+			return fmt.Errorf("create materialized view %s: %w (the vnode count of its %s node)", name, err, n.kind)
 		}
 		m, err := vnode.EvenSplit(n.vnodeCount, p)
 		if err != nil {
@@ -623,7 +575,7 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	o.ProgressID = o.StateIDs[0]
 	for _, n := range scans {
 		o.Upstreams = append(o.Upstreams, n.scan.upstream.Name)
-		n.scan.common = backfillCommon{rateLimit: opts.RateLimit, paused: opts.Paused}
+		n.scan.common = backfillCommon{rateLimit: opts.RateLimit}
 	}
 	j, specs, err := e.g.addView(o, low, false)
 	if err != nil {
@@ -636,7 +588,7 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	}
 	e.g.start(actors)
 	_, err = e.round(ctx, roundSpec{
-		mutation: executors.Add{Actors: ids, PauseOnBootstrap: opts.Paused, Dispatchers: specs},
+		mutation: executors.Add{Actors: ids, Dispatchers: specs},
 		stage: func() error {
 			e.cat.nextID += 1 + uint32(len(o.StateIDs))
 			e.cat.objects[o.Name] = o
@@ -653,9 +605,36 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	err = e.WaitBackfill(ctx, name)
 	e.mu.Lock()
 	if err != nil {
-		return fmt.Errorf("create materialized view %s: %w", name, err)
+		return e.undoCreate(ctx, o, err)
 	}
 	return nil
+}
+
+// undoCreate drops view o again after its foreground CreateMV was cancelled waiting
+// for the backfill (ctx ended), as a cancelled CREATE MATERIALIZED VIEW is rolled
+// back: the returned error is cause's, and says whether the view is gone. A view
+// whose backfill finished meanwhile is kept (and CreateMV returns nil), and so is one
+// whose wait failed for another reason (a recovery: its backfill goes on). e.mu is
+// held.
+func (e *Engine) undoCreate(ctx context.Context, o *object, cause error) error {
+	name := o.Name
+	if err := e.usable(); err != nil {
+		return fmt.Errorf("create materialized view %s: %w (the view stays, and its backfill goes on when the directory is opened again)", name, cause)
+	}
+	if e.cat.objects[name] != o {
+		// Dropped (or dropped and created again) by another call meanwhile.
+		return fmt.Errorf("create materialized view %s: %w", name, cause)
+	}
+	if j, ok := e.g.jobs[name]; ok && jobDone(j) {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return fmt.Errorf("create materialized view %s: %w (the view stays, and its backfill goes on)", name, cause)
+	}
+	if err := e.dropLocked(context.WithoutCancel(ctx), name); err != nil {
+		return fmt.Errorf("create materialized view %s: %w (dropping the view again failed: %v)", name, cause, err)
+	}
+	return fmt.Errorf("create materialized view %s: %w (the view was dropped again)", name, cause)
 }
 
 // WaitBackfill blocks until the backfill of view name is done (or ctx ends). With
@@ -784,8 +763,8 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 	}
 	var mappings []vnode.Mapping
 	for _, f := range j.frags {
-		if parallelism < 1 || parallelism > f.pn.vnodeCount {
-			return fmt.Errorf("reschedule materialized view %s: parallelism %d, want 1..%d (the vnode count of its %s node)", name, parallelism, f.pn.vnodeCount, f.pn.kind)
+		if err := checkParallelism(parallelism, f.pn.vnodeCount); err != nil {
+			return fmt.Errorf("reschedule materialized view %s: %w (the vnode count of its %s node)", name, err, f.pn.kind)
 		}
 		m, _, err := vnode.Rebalance(f.mapping, o.Parallelism, parallelism)
 		if err != nil {
@@ -885,7 +864,8 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 }
 
 // Pause pauses every job's snapshot reads (and sources) at the next barrier; writes
-// and the change stream keep flowing.
+// and the change stream keep flowing. It is the engine's pause, which Resume undoes;
+// a view's own pause (PauseMV) is apart from it.
 func (e *Engine) Pause(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -899,32 +879,75 @@ func (e *Engine) Pause(ctx context.Context) error {
 	return nil
 }
 
-// Resume undoes Pause, PauseOnBootstrap and views created paused.
+// Resume undoes Pause and Options.PauseOnBootstrap. Views under their own pause
+// (MVOptions.Paused, PauseMV) stay paused until ResumeMV.
 func (e *Engine) Resume(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.usable(); err != nil {
 		return err
 	}
-	var changed []*object
-	for _, o := range e.cat.objects {
-		if o.Paused {
-			changed = append(changed, o)
-		}
-	}
-	_, err := e.round(ctx, roundSpec{mutation: executors.Resume{}, checkpoint: len(changed) > 0, stage: func() error {
-		for _, o := range changed {
-			o.Paused = false
-			if err := e.cat.stage(e.store, o, false); err != nil {
-				return err
-			}
-		}
-		return nil
-	}})
-	if err != nil {
+	if _, err := e.round(ctx, roundSpec{mutation: executors.Resume{}}); err != nil {
 		return fmt.Errorf("resume: %w", err)
 	}
 	e.paused = false
+	return nil
+}
+
+// PauseMV pauses the backfill of view name at the next barrier (a checkpoint, which
+// persists it: the view stays paused across recoveries and reopens) until ResumeMV:
+// no snapshot row is read, while barriers and the upstream's changes keep flowing, as
+// a rate limit of 0 does, but the view's rate limit is kept for the resume. Pausing a
+// paused view, or one whose backfill is done, changes nothing that shows.
+func (e *Engine) PauseMV(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, true)
+}
+
+// ResumeMV undoes PauseMV and MVOptions.Paused for view name. The engine's own pause
+// (Pause), if any, still holds.
+func (e *Engine) ResumeMV(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, false)
+}
+
+func (e *Engine) setPaused(ctx context.Context, name string, paused bool) error {
+	what := "resume"
+	if paused {
+		what = "pause"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("%s %s: no such materialized view", what, name)
+	}
+	j, ok := e.g.jobs[name]
+	if !ok {
+		return fmt.Errorf("%s %s: the view has no running job", what, name)
+	}
+	var frags []executors.FragmentID
+	for _, f := range j.scans() {
+		frags = append(frags, f.id)
+	}
+	// A Pause or Resume without fragments is the engine's: a view with no backfill
+	// fragment has nothing to pause, and only its flag is persisted.
+	var m executors.Mutation
+	switch {
+	case len(frags) == 0:
+	case paused:
+		m = executors.Pause{Fragments: frags}
+	default:
+		m = executors.Resume{Fragments: frags}
+	}
+	_, err := e.round(ctx, roundSpec{mutation: m, checkpoint: true, stage: func() error {
+		o.Paused = paused
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
 	return nil
 }
 
@@ -940,15 +963,11 @@ func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) er
 	if !ok || o.Kind != kindMV {
 		return fmt.Errorf("set rate limit of %s: no such materialized view", name)
 	}
-	if limit != nil && *limit < 0 {
-		return fmt.Errorf("set rate limit of %s: %d rows/s, want >= 0 (or nil for unlimited)", name, *limit)
+	if err := checkRateLimit(limit); err != nil {
+		return fmt.Errorf("set rate limit of %s: %w", name, err)
 	}
 	j := e.g.jobs[name]
-	var l *int64
-	if limit != nil {
-		v := *limit
-		l = &v
-	}
+	l := copyLimit(limit)
 	limits := map[executors.FragmentID]*int64{}
 	for _, f := range j.scans() {
 		limits[f.id] = l
@@ -1037,6 +1056,16 @@ type ActorProgress struct {
 	LocalReads bool
 }
 
+// copyLimit is a copy of a rate limit, so that the caller's and the catalog's never
+// alias.
+func copyLimit(l *int64) *int64 {
+	if l == nil {
+		return nil
+	}
+	v := *l
+	return &v
+}
+
 type progressSample struct {
 	rows int64
 	at   time.Time
@@ -1061,7 +1090,7 @@ func (e *Engine) Progress() []JobProgress {
 		if o.Kind != kindMV {
 			continue
 		}
-		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: o.RateLimit, Paused: o.Paused || e.paused}
+		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: copyLimit(o.RateLimit), Paused: o.Paused || e.paused}
 		for _, u := range o.Upstreams {
 			if up, ok := e.cat.objects[u]; ok {
 				n, _ := e.store.TableRowCount(up.ID)

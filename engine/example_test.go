@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // Open an engine on a directory, create a table and a materialized view over it,
-// write, wait for a checkpoint and read the view. (The README shows this example.)
+// write, wait for a checkpoint and read the view. (The README shows the part between
+// the README markers.)
 func Example() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "weir-example")
@@ -24,11 +25,12 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	e, err := engine.Open(ctx, dir, engine.Options{})
+	// README:begin engine
+	e, err := engine.Open(ctx, dir, engine.Options{}) // 2 nodes, 256 vnodes, a barrier every 100ms
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close()
+	defer e.Close() // a last checkpoint, then stop
 
 	orders := &schema.Table{
 		Name: "orders",
@@ -42,8 +44,8 @@ func Example() {
 	if err := e.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
 		log.Fatal(err)
 	}
-	// big_orders: customer and amount * 100 (in cents) of the orders above 100; the
-	// pk (id) is kept automatically.
+	// big_orders: customer and amount in cents of the orders above 100 (the pk, id,
+	// is kept).
 	big := engine.Project(
 		engine.Filter(engine.Scan("orders"), engine.Call("greater", engine.Column("amount"), engine.Int(100))),
 		engine.As(engine.Column("customer"), "customer"),
@@ -53,58 +55,54 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// Write a batch of orders, then change one and delete another.
-	mem := memory.DefaultAllocator
-	write := func(op func(context.Context, string, arrow.RecordBatch) error, ids []int64, customers []string, amounts []int64) {
-		ib, cb, ab := array.NewInt64Builder(mem), array.NewStringBuilder(mem), array.NewInt64Builder(mem)
-		ib.AppendValues(ids, nil)
-		cb.AppendValues(customers, nil)
-		ab.AppendValues(amounts, nil)
-		cols := []arrow.Array{ib.NewArray(), cb.NewArray(), ab.NewArray()}
-		rec := array.NewRecordBatch(orders.ArrowSchema(), cols, int64(len(ids)))
-		if err := op(ctx, "orders", rec); err != nil {
+	// Writes take Arrow records; vec.ChunkBuilder (or a generated builder) makes
+	// them from Go values.
+	write := func(op func(context.Context, string, arrow.RecordBatch) error, rows ...[]any) {
+		b := vec.NewChunkBuilder(memory.DefaultAllocator, orders)
+		defer b.Release()
+		for _, r := range rows {
+			if err := b.AppendRow(vec.Insert, r...); err != nil {
+				log.Fatal(err)
+			}
+		}
+		chunk, err := b.Build()
+		if err != nil {
 			log.Fatal(err)
 		}
-		rec.Release()
-		for _, c := range cols {
-			c.Release()
+		defer chunk.Release()
+		if err := op(ctx, "orders", chunk.Record()); err != nil {
+			log.Fatal(err)
 		}
-		ib.Release()
-		cb.Release()
-		ab.Release()
 	}
-	write(e.Insert, []int64{1, 2, 3, 4}, []string{"ada", "bob", "cy", "dee"}, []int64{50, 150, 250, 120})
-	write(e.Update, []int64{1}, []string{"ada"}, []int64{500})
-	write(e.Delete, []int64{3}, []string{""}, []int64{0})
+	write(e.Insert, []any{1, "ada", 50}, []any{2, "bob", 150}, []any{3, "cy", 250}, []any{4, "dee", 120})
+	write(e.Update, []any{1, "ada", 500}) // by pk
+	write(e.Delete, []any{3, "cy", 250})  // by pk (a record of the pk columns alone will do)
 
-	// Everything written so far is durable and visible once a checkpoint commits.
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
+	if _, err := e.WaitCheckpoint(ctx); err != nil { // durable, and visible to Scan in every view
 		log.Fatal(err)
 	}
-	r, err := e.Scan(ctx, "big_orders")
+	r, err := e.Scan(ctx, "big_orders") // an array.RecordReader at the committed epoch
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer r.Release()
-	var lines []string
 	for r.Next() {
-		rec := r.RecordBatch()
-		customer := rec.Column(0).(*array.String)
-		cents := rec.Column(1).(*array.Int64)
-		id := rec.Column(2).(*array.Int64)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			lines = append(lines, fmt.Sprintf("id=%d customer=%s cents=%d", id.Value(i), customer.Value(i), cents.Value(i)))
+		rec := r.RecordBatch() // customer, cents, id
+		for i := range int(rec.NumRows()) {
+			fmt.Println(rec.Column(2).(*array.Int64).Value(i), rec.Column(0).(*array.String).Value(i), rec.Column(1).(*array.Int64).Value(i))
 		}
 	}
 	if err := r.Err(); err != nil {
 		log.Fatal(err)
 	}
-	sort.Strings(lines)
-	for _, l := range lines {
-		fmt.Println(l)
+
+	if err := e.RescheduleMV(ctx, "big_orders", 3); err != nil { // online, one Update barrier
+		log.Fatal(err)
 	}
-	// Output:
-	// id=1 customer=ada cents=50000
-	// id=2 customer=bob cents=15000
-	// id=4 customer=dee cents=12000
+	// README:end
+
+	// Unordered output:
+	// 1 ada 50000
+	// 2 bob 15000
+	// 4 dee 12000
 }

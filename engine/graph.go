@@ -115,6 +115,7 @@ type graph struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	dead   chan struct{} // closed at teardown
+	down   sync.Once     // teardown runs once (a failed recovery, then Close)
 
 	mu     sync.Mutex // guards edges
 	edges  map[edge]chan executors.Message
@@ -476,7 +477,7 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
 		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: n.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: n.scan.common.rateLimit, Paused: o.Paused || e.paused, Mem: e.mem,
+		RateLimit: n.scan.common.rateLimit, Paused: o.Paused, EnginePaused: e.paused, Mem: e.mem,
 		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
 		NoShuffle:     n.scan.kind.kindName() == NoShuffleBackfill,
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
@@ -637,16 +638,25 @@ func (a *actor) loop(g *graph) error {
 	}
 }
 
-// teardown stops every actor and releases everything in flight.
-func (g *graph) teardown() {
-	close(g.dead)
-	g.cancel()
+// inputs lists the graph's DML inputs.
+func (g *graph) inputs() []*dmlInput {
 	g.e.gmu.RLock()
+	defer g.e.gmu.RUnlock()
 	ins := make([]*dmlInput, 0, len(g.dml))
 	for _, in := range g.dml {
 		ins = append(ins, in)
 	}
-	g.e.gmu.RUnlock()
+	return ins
+}
+
+// teardown stops every actor and releases everything in flight. A second call does
+// nothing.
+func (g *graph) teardown() { g.down.Do(g.stop) }
+
+func (g *graph) stop() {
+	close(g.dead)
+	g.cancel()
+	ins := g.inputs()
 	for _, in := range ins {
 		in.mu.Lock() // writers see dead and leave
 	}

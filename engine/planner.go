@@ -40,7 +40,6 @@ type backfillNode struct {
 // backfillCommon holds the settings of every backfill kind.
 type backfillCommon struct {
 	rateLimit *int64 // snapshot rows per second per actor; nil: unlimited, 0: paused
-	paused    bool   // start paused until a Resume
 }
 
 // backfillVariant is one backfill kind's own settings.
