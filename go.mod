@@ -76,9 +76,24 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	honnef.co/go/tools v0.8.2 // indirect
 )
 
-tool honnef.co/go/tools/cmd/staticcheck
+// google.golang.org/genproto: no package of Weir uses it. cockroachdb/errors (through
+// pebble) requires a version from before googleapis/rpc became a module of its own,
+// which Arrow requires: a module that imports the engine then finds
+// googleapis/rpc/status in both, and `go mod tidy` fails with "ambiguous import". This
+// is the first version without googleapis/rpc, so minimal version selection picks it
+// in every module that requires Weir. The tool line naming one of its packages (not a
+// command) keeps `go mod tidy` from dropping it. scripts/fresh-module.sh checks it.
+require google.golang.org/genproto v0.0.0-20230525234025-438c736192d0 // indirect
+
+tool (
+	// weirgen, for the go:generate lines (go tool weirgen), as a module using Weir
+	// runs it.
+	github.com/seed04fbb902/weir/tools/weirgen
+	// Keeps the requirement on google.golang.org/genproto above; see there.
+	google.golang.org/genproto/protobuf/field_mask
+	honnef.co/go/tools/cmd/staticcheck
+)

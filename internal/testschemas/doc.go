@@ -4,4 +4,4 @@
 // vec's generic ones on seeded random data.
 package testschemas
 
-//go:generate go run github.com/seed04fbb902/weir/tools/weirgen -schema testschemas.yaml -pkg testschemas -out .
+//go:generate go tool weirgen -schema testschemas.yaml -pkg testschemas -out .

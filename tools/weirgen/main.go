@@ -1,8 +1,8 @@
 // Command weirgen generates typed Weir code for the tables of a schema file: row
 // structs, chunk builders and views, pk and value codecs, and the vnode and merge
 // kernels, one <table>.gen.go file per table. Make it a tool of the module once
-// (go get -tool github.com/seed04fbb902/weir/tools/weirgen) and use it from a
-// go:generate line:
+// (go get -tool github.com/seed04fbb902/weir/tools/weirgen) and run it from a
+// generate directive:
 //
 //	//go:generate go tool weirgen -schema tables.yaml -pkg tables -out .
 //

@@ -3,4 +3,4 @@
 // the kernels with package vec.
 package tables
 
-//go:generate go run github.com/seed04fbb902/weir/tools/weirgen -schema nexmark.yaml -pkg tables -out .
+//go:generate go tool weirgen -schema nexmark.yaml -pkg tables -out .
