@@ -35,6 +35,7 @@ var allowed = []struct {
 	{"internal/invariants", nil},
 	{"internal/layering", nil},
 	{"tools/", []string{"*"}},
+	{"examples", []string{"*"}},
 	{"bench", []string{"*"}},
 }
 
