@@ -7,12 +7,16 @@ RACE_PKGS ?= ./vec/... ./vnode/... ./storage/... ./executors/... ./engine/... ./
 # package:FuzzTarget pairs; `make test` runs each briefly, `make fuzz` for FUZZTIME.
 FUZZ_TARGETS = \
 	./schema:FuzzParse \
+	./gen:FuzzGenerate \
 	./vec:FuzzDecodeValue \
 	./vec:FuzzDecodeKey \
+	./vec:FuzzChunkBuilder \
 	./vnode:FuzzUnmarshalBitmap \
 	./storage:FuzzProgressRow \
 	./engine:FuzzUnmarshalPlan \
 	./engine:FuzzDecodeObject \
+	./engine:FuzzWrite \
+	./engine:FuzzCreateMV \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
@@ -41,7 +45,7 @@ demo: generate
 	$(WEIR) demo $(DEMO_FLAGS)
 
 ## test: vet, unit tests, -race on the concurrent packages, short fuzzing.
-test: vet unit race fuzz-short
+test: vet unit race fuzz-short fresh-module
 
 vet:
 	$(GO) vet ./...
@@ -56,6 +60,11 @@ race:
 # its own "context deadline exceeded" and no failing input.
 fuzz-short:
 	@GO='$(GO)' bash scripts/fuzz.sh $(FUZZTIME_SHORT) $(FUZZ_TARGETS)
+
+## fresh-module: follow docs/getting-started.md, word for word, in a new module that
+## uses this checkout (scripts/fresh-module.sh).
+fresh-module:
+	@GO='$(GO)' bash scripts/fresh-module.sh
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 60s).
 fuzz:
