@@ -260,9 +260,6 @@ func (e *Engine) recover(ctx context.Context) error {
 				err = e.checkProgress(o, low)
 			}
 			if err == nil {
-				for _, n := range low.scans() {
-					n.scan.common = backfillCommon{rateLimit: o.RateLimit}
-				}
 				_, _, err = g.addView(o, low, true)
 			}
 		}

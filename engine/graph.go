@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -330,7 +328,7 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 	case scanNode:
 		up := f.up
 		from := up.actors
-		if _, ok := n.scan.kind.(noShuffleVariant); ok {
+		if n.scan.kind.coLocated() {
 			from = up.actors[i : i+1]
 		}
 		return g.backfill(merge(from, up.obj.t.ArrowSchema()), a, f, ids[0])
@@ -424,7 +422,7 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		j.frags = append(j.frags, f)
 	}
 	nodeOf := func(f *fragment, i int, vnodes *vnode.Bitmap) int {
-		if _, ok := f.pn.scan.kind.(noShuffleVariant); ok && f.pn.kind == scanNode {
+		if f.pn.kind == scanNode && f.pn.scan.kind.coLocated() {
 			return f.up.actors[i].node
 		}
 		if n, ok := upstreamNode(f, vnodes); ok {
@@ -477,9 +475,9 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
 		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: n.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: n.scan.common.rateLimit, Paused: o.Paused, EnginePaused: e.paused, Mem: e.mem,
+		RateLimit: copyLimit(o.RateLimit), Paused: o.Paused, EnginePaused: e.paused, Mem: e.mem,
 		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
-		NoShuffle:     n.scan.kind.kindName() == NoShuffleBackfill,
+		NoShuffle:     n.scan.kind.coLocated(),
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
 		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
 		Relief:        node.Store().CommitSignal, // a commit frees the epochs it writes
@@ -532,110 +530,6 @@ func ownersOn(up *fragment, vnodes *vnode.Bitmap, node int) bool {
 		}
 	}
 	return true
-}
-
-// start runs every actor that is not running yet.
-func (g *graph) start(actors []*actor) {
-	for _, a := range actors {
-		g.wg.Add(1)
-		go g.run(a)
-	}
-}
-
-func (g *graph) run(a *actor) {
-	defer g.wg.Done()
-	defer close(a.done)
-	withActorLabels(g.ctx, a, func(context.Context) {
-		err := a.loop(g)
-		a.status.enter(stepClosing)
-		a.exec.Close()
-		for _, d := range a.disp {
-			d.Close()
-		}
-		if err != nil && g.ctx.Err() == nil {
-			a.status.enter(stepReport)
-			select {
-			case g.reports <- report{actor: a.id, err: err}:
-			case <-g.ctx.Done():
-			}
-		}
-	})
-}
-
-// loop drives a's chain: chunks and watermarks go to every dispatcher, barriers too
-// after the dispatchers an Add gives a are connected; after passing a barrier on, a
-// reports it, and stops if the barrier stops it.
-func (a *actor) loop(g *graph) error {
-	ctx := g.ctx
-	for {
-		a.status.enter(stepExecutor)
-		m, err := a.exec.Next(ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("actor %d of %s: input ended", a.id, a.frag.obj.Name)
-			}
-			return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
-		}
-		if m.Barrier == nil {
-			if len(a.disp) == 0 {
-				m.Release()
-				continue
-			}
-			a.status.enter(stepDispatch)
-			for i, d := range a.disp {
-				if i < len(a.disp)-1 && m.Chunk != nil {
-					m.Chunk.Retain()
-				}
-				if err := d.Dispatch(ctx, m, nil); err != nil {
-					// d took its reference (also on error); the one reference held
-					// for the dispatchers after it is released here.
-					if i < len(a.disp)-1 && m.Chunk != nil {
-						m.Chunk.Release()
-					}
-					return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
-				}
-			}
-			continue
-		}
-		b := m.Barrier
-		if add, ok := b.Mutation.(executors.Add); ok {
-			for _, spec := range add.Dispatchers {
-				if spec.Actor != a.id {
-					continue
-				}
-				d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), g.e.mem)
-				if err != nil {
-					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.frag.obj.Name, b.Curr, err)
-				}
-				a.disp = append(a.disp, d)
-			}
-		}
-		a.status.enter(stepDispatch)
-		for _, d := range a.disp {
-			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
-				return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
-			}
-		}
-		a.status.passed.Store(uint64(b.Curr))
-		kept := a.disp[:0]
-		for _, d := range a.disp {
-			if len(d.Outputs()) > 0 {
-				kept = append(kept, d)
-			} else {
-				d.Close()
-			}
-		}
-		a.disp = kept
-		a.status.enter(stepReport)
-		select {
-		case g.reports <- report{actor: a.id, epoch: b.Curr}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if executors.Stops(b.Mutation, a.id) {
-			return nil
-		}
-	}
 }
 
 // inputs lists the graph's DML inputs.

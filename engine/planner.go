@@ -26,40 +26,29 @@ const (
 	NoShuffleBackfill BackfillKind = "no_shuffle"
 )
 
-// backfillNode is the lowered scan of a view: what every backfill kind shares, and the
-// kind's own settings as a tagged variant.
+// dispatcher is how the upstream's actors feed a view's backfilling actors: hashed by
+// the upstream's distribution key, or actor i to actor i on the same node.
+func (k BackfillKind) dispatcher() executors.DispatcherKind {
+	if k.coLocated() {
+		return executors.NoShuffle
+	}
+	return executors.Hash
+}
+
+// coLocated reports whether each backfilling actor runs with the upstream actor that
+// owns its vnodes, so that the view's mapping is the upstream's.
+func (k BackfillKind) coLocated() bool { return k == NoShuffleBackfill }
+
+// backfillNode is the lowered scan of a view. The view's other backfill settings, its
+// rate limit and its own pause, are the catalog object's (object.RateLimit, .Paused):
+// the actors read them from there when they are built.
 type backfillNode struct {
 	upstream *object
 	// s2 is the upstream columns the view needs plus every pk column, in upstream
 	// order (indexes into the upstream's columns).
-	s2     []int
-	common backfillCommon
-	kind   backfillVariant
+	s2   []int
+	kind BackfillKind
 }
-
-// backfillCommon holds the settings of every backfill kind.
-type backfillCommon struct {
-	rateLimit *int64 // snapshot rows per second per actor; nil: unlimited, 0: paused
-}
-
-// backfillVariant is one backfill kind's own settings.
-type backfillVariant interface {
-	kindName() BackfillKind
-	// dispatcher is how the upstream's actors feed the view's actors.
-	dispatcher() executors.DispatcherKind
-}
-
-// arrangementVariant: the upstream is hash-dispatched by its distribution key.
-type arrangementVariant struct{}
-
-// noShuffleVariant: view actor i reads upstream actor i, on the same node.
-type noShuffleVariant struct{}
-
-func (arrangementVariant) kindName() BackfillKind { return ArrangementBackfill }
-func (noShuffleVariant) kindName() BackfillKind   { return NoShuffleBackfill }
-
-func (arrangementVariant) dispatcher() executors.DispatcherKind { return executors.Hash }
-func (noShuffleVariant) dispatcher() executors.DispatcherKind   { return executors.NoShuffle }
 
 // lowered is a view's plan after binding: a tree of nodes, each of which runs as one
 // fragment of the view's actors. A scan node backfills an upstream and runs the
@@ -234,12 +223,7 @@ func (l *lowered) lowerNode(p Plan, req map[string]bool, lookup func(string) (*o
 		if !ok {
 			return nil, fmt.Errorf("no table or materialized view %q", p.Table)
 		}
-		n := &pnode{kind: scanNode, scan: backfillNode{upstream: up}, vnodeCount: up.t.VnodeCount}
-		if l.kind == NoShuffleBackfill {
-			n.scan.kind = noShuffleVariant{}
-		} else {
-			n.scan.kind = arrangementVariant{}
-		}
+		n := &pnode{kind: scanNode, scan: backfillNode{upstream: up, kind: l.kind}, vnodeCount: up.t.VnodeCount}
 		for i, c := range up.t.Columns {
 			if req == nil || req[c.Name] || up.t.IsPK(i) {
 				n.scan.s2 = append(n.scan.s2, i)
@@ -436,179 +420,6 @@ func planDesc(p Plan) string {
 		return "the join"
 	}
 	return "the input"
-}
-
-// aggregate makes the aggregate node of p over in.
-func (l *lowered) aggregate(p *AggregatePlan, in *pnode, lookup func(string) (*object, bool)) (*pnode, error) {
-	if len(p.GroupBy) == 0 {
-		return nil, errors.New("aggregate: no group-by column (a global aggregate is not supported)")
-	}
-	cfg := executors.HashAggConfig{VnodeCount: l.vnodes}
-	seen := map[string]bool{}
-	for _, g := range p.GroupBy {
-		i, err := l.column(in.schema, g, "aggregate group by", lookup, p.Input)
-		if err != nil {
-			return nil, err
-		}
-		if seen[g] {
-			return nil, fmt.Errorf("aggregate: column %q is grouped by twice", g)
-		}
-		seen[g] = true
-		cfg.GroupBy = append(cfg.GroupBy, i)
-	}
-	for _, a := range p.Aggs {
-		what := fmt.Sprintf("aggregate %s = %s(%s)", a.Name, a.Func, a.Col)
-		k, ok := aggKinds[a.Func]
-		if !ok {
-			return nil, fmt.Errorf("%s: unknown function %q (want count, count_star, sum, avg, min, max or count_distinct)", what, a.Func)
-		}
-		if a.Name == "" || seen[a.Name] {
-			return nil, fmt.Errorf("%s: the output column needs a name of its own", what)
-		}
-		seen[a.Name] = true
-		call := executors.AggCall{Kind: k, Name: a.Name}
-		if k != executors.AggCountStar {
-			i, err := l.column(in.schema, a.Col, what, lookup, p.Input)
-			if err != nil {
-				return nil, err
-			}
-			call.Col = i
-		}
-		if a.Filter != "" {
-			i, err := l.column(in.schema, a.Filter, what+" filter", lookup, p.Input)
-			if err != nil {
-				return nil, err
-			}
-			call.HasFilter, call.Filter = true, i
-		}
-		if a.Filter != "" {
-			what += " FILTER (WHERE " + a.Filter + ")"
-		}
-		// Checked one by one, so that an error names the aggregate and its columns.
-		if _, err := executors.HashAggSchema(in.schema, executors.HashAggConfig{GroupBy: cfg.GroupBy, Aggs: []executors.AggCall{call}}); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		cfg.Aggs = append(cfg.Aggs, call)
-	}
-	out, err := executors.HashAggSchema(in.schema, cfg)
-	if err != nil {
-		return nil, err
-	}
-	n := &pnode{kind: aggNode, inputs: []*pnode{in}, agg: cfg, schema: out, vnodeCount: l.vnodes}
-	st, err := executors.HashAggStateTable(fmt.Sprintf("%s_agg%d", l.name, len(l.nodes)), in.schema, cfg)
-	if err != nil {
-		return nil, err
-	}
-	n.states = append(n.states, st)
-	slots, err := executors.HashAggMultisetSlots(in.schema, cfg)
-	if err != nil {
-		return nil, err
-	}
-	for sl := range slots {
-		mt, err := executors.HashAggMultisetTable(fmt.Sprintf("%s_agg%d_ms%d", l.name, len(l.nodes), sl), in.schema, cfg, sl)
-		if err != nil {
-			return nil, err
-		}
-		n.states = append(n.states, mt) // after the group table: HashAggConfig.MultiSets
-	}
-	for i := range cfg.GroupBy {
-		n.pk = append(n.pk, i)
-	}
-	if err := l.feed(in, n, cfg.GroupBy); err != nil {
-		return nil, err
-	}
-	l.nodes = append(l.nodes, n)
-	return n, nil
-}
-
-// joinNode makes the join node of p over left and right.
-func (l *lowered) joinNode(p *JoinPlan, left, right *pnode, lookup func(string) (*object, bool)) (*pnode, error) {
-	if len(p.LeftKeys) == 0 || len(p.LeftKeys) != len(p.RightKeys) {
-		return nil, fmt.Errorf("join: %d left and %d right keys (want the same number, at least one)", len(p.LeftKeys), len(p.RightKeys))
-	}
-	ln, rn := fieldNames(left.schema), fieldNames(right.schema)
-	for _, c := range ln {
-		if slices.Contains(rn, c) {
-			return nil, fmt.Errorf("join: both inputs have a column %q (rename one with a projection)", c)
-		}
-	}
-	cfg := executors.HashJoinConfig{LeftPK: left.pk, RightPK: right.pk, VnodeCount: l.vnodes}
-	for i := range p.LeftKeys {
-		lk, err := l.column(left.schema, p.LeftKeys[i], "join left key", lookup, p.Left)
-		if err != nil {
-			return nil, err
-		}
-		rk, err := l.column(right.schema, p.RightKeys[i], "join right key", lookup, p.Right)
-		if err != nil {
-			return nil, err
-		}
-		if lt, rt := left.schema.Field(lk).Type, right.schema.Field(rk).Type; !arrow.TypeEqual(lt, rt) {
-			return nil, fmt.Errorf("join: key %s is %s but %s is %s", p.LeftKeys[i], lt, p.RightKeys[i], rt)
-		}
-		cfg.LeftKeys = append(cfg.LeftKeys, lk)
-		cfg.RightKeys = append(cfg.RightKeys, rk)
-	}
-	out := executors.HashJoinSchema(left.schema, right.schema)
-	if p.Residual != nil {
-		r, err := p.Residual.bind(fieldNames(out))
-		if err != nil {
-			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, l.explainNoColumn(err, lookup, p.Left, p.Right))
-		}
-		if err := l.checkPredicate(r, out); err != nil {
-			return nil, fmt.Errorf("join residual %s: %w", *p.Residual, err)
-		}
-		cfg.Residual = r
-	}
-	n := &pnode{kind: joinNode, inputs: []*pnode{left, right}, join: cfg, schema: out, vnodeCount: l.vnodes}
-	name := fmt.Sprintf("%s_join%d", l.name, len(l.nodes))
-	lt, err := executors.HashJoinLeftTable(name+"_left", left.schema, cfg)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := executors.HashJoinRightTable(name+"_right", right.schema, cfg)
-	if err != nil {
-		return nil, err
-	}
-	n.states = []*schema.Table{lt, rt}
-	// pk: the key (left's columns), then each side's pk.
-	for _, c := range slices.Concat(cfg.LeftKeys, left.pk) {
-		if !slices.Contains(n.pk, c) {
-			n.pk = append(n.pk, c)
-		}
-	}
-	for _, c := range right.pk {
-		n.pk = append(n.pk, len(ln)+c)
-	}
-	if err := l.feed(left, n, cfg.LeftKeys); err != nil {
-		return nil, err
-	}
-	if err := l.feed(right, n, cfg.RightKeys); err != nil {
-		return nil, err
-	}
-	l.nodes = append(l.nodes, n)
-	return n, nil
-}
-
-// feed makes child the input of parent, hash-exchanged by the child's columns keys.
-func (l *lowered) feed(child, parent *pnode, keys []int) error {
-	child.parent = parent
-	t := &schema.Table{Name: fmt.Sprintf("%s_exchange%d", l.name, len(l.nodes)), VnodeCount: l.vnodes}
-	for _, f := range child.schema.Fields() {
-		typ, ok := schemaType(f.Type)
-		if !ok {
-			return fmt.Errorf("column %s has type %s, which cannot be exchanged", f.Name, f.Type)
-		}
-		t.Columns = append(t.Columns, schema.Column{Name: f.Name, Type: typ, Nullable: true})
-	}
-	for _, k := range keys {
-		t.PK = append(t.PK, schema.KeyColumn{Column: k})
-		t.DistKey = append(t.DistKey, k)
-	}
-	if err := t.Validate(); err != nil {
-		return fmt.Errorf("exchange: %w", err)
-	}
-	child.exchange = vec.For(t)
-	return nil
 }
 
 // viewTable derives the view's table from the root.

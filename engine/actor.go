@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/seed04fbb902/weir/executors"
+)
+
+// An actor is one goroutine: it pulls its executor chain and hands what comes out to
+// its dispatchers, and tells the coordinator of every barrier it passes on and of its
+// failure. The graph (graph.go) builds and connects actors; this file runs them.
+
+// start runs every actor that is not running yet.
+func (g *graph) start(actors []*actor) {
+	for _, a := range actors {
+		g.wg.Add(1)
+		go g.run(a)
+	}
+}
+
+func (g *graph) run(a *actor) {
+	defer g.wg.Done()
+	defer close(a.done)
+	withActorLabels(g.ctx, a, func(context.Context) {
+		err := a.loop(g)
+		a.status.enter(stepClosing)
+		a.exec.Close()
+		for _, d := range a.disp {
+			d.Close()
+		}
+		if err != nil && g.ctx.Err() == nil {
+			a.status.enter(stepReport)
+			select {
+			case g.reports <- report{actor: a.id, err: err}:
+			case <-g.ctx.Done():
+			}
+		}
+	})
+}
+
+// loop drives a's chain: chunks and watermarks go to every dispatcher, barriers too
+// after the dispatchers an Add gives a are connected; after passing a barrier on, a
+// reports it, and stops if the barrier stops it.
+func (a *actor) loop(g *graph) error {
+	ctx := g.ctx
+	for {
+		a.status.enter(stepExecutor)
+		m, err := a.exec.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("actor %d of %s: input ended", a.id, a.frag.obj.Name)
+			}
+			return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+		}
+		if m.Barrier == nil {
+			if len(a.disp) == 0 {
+				m.Release()
+				continue
+			}
+			a.status.enter(stepDispatch)
+			for i, d := range a.disp {
+				if i < len(a.disp)-1 && m.Chunk != nil {
+					m.Chunk.Retain()
+				}
+				if err := d.Dispatch(ctx, m, nil); err != nil {
+					// d took its reference (also on error); the one reference held
+					// for the dispatchers after it is released here.
+					if i < len(a.disp)-1 && m.Chunk != nil {
+						m.Chunk.Release()
+					}
+					return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+				}
+			}
+			continue
+		}
+		b := m.Barrier
+		if add, ok := b.Mutation.(executors.Add); ok {
+			for _, spec := range add.Dispatchers {
+				if spec.Actor != a.id {
+					continue
+				}
+				d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), g.e.mem)
+				if err != nil {
+					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.frag.obj.Name, b.Curr, err)
+				}
+				a.disp = append(a.disp, d)
+			}
+		}
+		a.status.enter(stepDispatch)
+		for _, d := range a.disp {
+			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
+				return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+			}
+		}
+		a.status.passed.Store(uint64(b.Curr))
+		kept := a.disp[:0]
+		for _, d := range a.disp {
+			if len(d.Outputs()) > 0 {
+				kept = append(kept, d)
+			} else {
+				d.Close()
+			}
+		}
+		a.disp = kept
+		a.status.enter(stepReport)
+		select {
+		case g.reports <- report{actor: a.id, epoch: b.Curr}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if executors.Stops(b.Mutation, a.id) {
+			return nil
+		}
+	}
+}

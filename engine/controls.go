@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed04fbb902/weir/executors"
+)
+
+// Pause pauses every job's snapshot reads (and sources) at the next barrier; writes
+// and the change stream keep flowing. It is the engine's pause, which Resume undoes;
+// a view's own pause (PauseMV) is apart from it.
+func (e *Engine) Pause(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if _, err := e.round(ctx, roundSpec{mutation: executors.Pause{}}); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	e.paused = true
+	return nil
+}
+
+// Resume undoes Pause and Options.PauseOnBootstrap. Views under their own pause
+// (MVOptions.Paused, PauseMV) stay paused until ResumeMV.
+func (e *Engine) Resume(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if _, err := e.round(ctx, roundSpec{mutation: executors.Resume{}}); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	e.paused = false
+	return nil
+}
+
+// PauseMV pauses the backfill of view name at the next barrier (a checkpoint, which
+// persists it: the view stays paused across recoveries and reopens) until ResumeMV:
+// no snapshot row is read, while barriers and the upstream's changes keep flowing, as
+// a rate limit of 0 does, but the view's rate limit is kept for the resume. Pausing a
+// paused view, or one whose backfill is done, changes nothing that shows.
+func (e *Engine) PauseMV(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, true)
+}
+
+// ResumeMV undoes PauseMV and MVOptions.Paused for view name. The engine's own pause
+// (Pause), if any, still holds.
+func (e *Engine) ResumeMV(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, false)
+}
+
+func (e *Engine) setPaused(ctx context.Context, name string, paused bool) error {
+	what := "resume"
+	if paused {
+		what = "pause"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("%s %s: no such materialized view", what, name)
+	}
+	j, ok := e.g.jobs[name]
+	if !ok {
+		return fmt.Errorf("%s %s: the view has no running job", what, name)
+	}
+	var frags []executors.FragmentID
+	for _, f := range j.scans() {
+		frags = append(frags, f.id)
+	}
+	// A Pause or Resume without fragments is the engine's: a view with no backfill
+	// fragment has nothing to pause, and only its flag is persisted.
+	var m executors.Mutation
+	switch {
+	case len(frags) == 0:
+	case paused:
+		m = executors.Pause{Fragments: frags}
+	default:
+		m = executors.Resume{Fragments: frags}
+	}
+	_, err := e.round(ctx, roundSpec{mutation: m, checkpoint: true, stage: func() error {
+		o.Paused = paused
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	return nil
+}
+
+// SetRateLimit sets a materialized view's backfill rate limit (rows per second per
+// actor; nil: unlimited, 0: paused), persisted with the view.
+func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(); err != nil {
+		return err
+	}
+	o, ok := e.cat.objects[name]
+	if !ok || o.Kind != kindMV {
+		return fmt.Errorf("set rate limit of %s: no such materialized view", name)
+	}
+	if err := checkRateLimit(limit); err != nil {
+		return fmt.Errorf("set rate limit of %s: %w", name, err)
+	}
+	j := e.g.jobs[name]
+	l := copyLimit(limit)
+	limits := map[executors.FragmentID]*int64{}
+	for _, f := range j.scans() {
+		limits[f.id] = l
+	}
+	_, err := e.round(ctx, roundSpec{mutation: executors.Throttle{Limits: limits}, checkpoint: true, stage: func() error {
+		o.RateLimit = l
+		return e.cat.stage(e.store, o, false)
+	}})
+	if err != nil {
+		return fmt.Errorf("set rate limit of %s: %w", name, err)
+	}
+	return nil
+}
+
+// copyLimit is a copy of a rate limit, so that the caller's and the catalog's never
+// alias.
+func copyLimit(l *int64) *int64 {
+	if l == nil {
+		return nil
+	}
+	v := *l
+	return &v
+}
