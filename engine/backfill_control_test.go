@@ -16,7 +16,7 @@ import (
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
-// Control of running backfills (DESIGN.md §6–7, TESTING.md I5): pause, rate limits,
+// Control of running backfills (docs/design.md §6–7, docs/testing.md I5): pause, rate limits,
 // pause on bootstrap, cancel by drop, progress, and a busy upstream.
 
 // ctlOptions are the engine options of the control tests.

@@ -295,8 +295,8 @@ func TestNoShuffleBackfill(t *testing.T) {
 
 // Local reads: a backfill whose upstream owners run on its node reads the node's
 // uncommitted store and holds no replicated epochs; the same backfill replicating holds
-// the upstream's changes of every uncommitted epoch. The peaks are logged (bench/RESULTS.md
-// quotes them): go test -run TestLocalReadsSaveMemory -v ./engine/
+// the upstream's changes of every uncommitted epoch. Both peaks are logged, in bytes:
+// go test -run TestLocalReadsSaveMemory -v ./engine/
 func TestLocalReadsSaveMemory(t *testing.T) {
 	seed := vectest.Seed(t)
 	peak := map[bool]int{}

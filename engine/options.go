@@ -167,9 +167,8 @@ const DefaultBackfillMemoryBudget = 512 << 20
 // readers: on 2 cores a second reader per actor made no idle build faster, and cost
 // arrangement's idle builds more CPU than no-shuffle's single reader, most of it in
 // pebble's allocation of block cache blocks from more threads; with one reader the
-// two kinds' idle builds take the same CPU and time (bench/RESULTS.md, "The
-// checkpoint's merge copy, settled memory, the memtable's item blocks" and "One
-// reader per actor"). The cap of 2 is the default every earlier measurement used;
+// two kinds' idle builds take the same CPU and time (the backfill rows of
+// bench/RESULTS.md). The cap of 2 is the default every earlier measurement used;
 // more cores than this machine's were not measured.
 func DefaultBackfillWorkers(procs int) int { return min(max(procs/2, 1), 2) }
 

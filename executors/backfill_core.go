@@ -13,7 +13,7 @@ import (
 	"github.com/seed04fbb902/weir/vnode"
 )
 
-// backfillCore holds the decisions of an arrangement backfill (DESIGN.md §6) as a state
+// backfillCore holds the decisions of an arrangement backfill (docs/design.md §6) as a state
 // machine without goroutines, clocks or I/O: events come in (an upstream chunk, a
 // snapshot batch, a barrier), actions go out (chunks to emit downstream, chunks to
 // replicate, progress rows to persist). The executor feeds it from its input and its

@@ -1,6 +1,6 @@
 package executors_test
 
-// Two faults of TESTING.md and DESIGN.md §6 that need the executor itself (its input,
+// Two faults of docs/testing.md and docs/design.md §6 that need the executor itself (its input,
 // its snapshot workers and its rate limiter), not the state machine alone: an upstream
 // error in the finishing phase, and long runs of deleted keys while throttled.
 
@@ -74,7 +74,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// DESIGN.md §6, the third fault of the reference implementation: an upstream error in
+// docs/design.md §6, the third fault of the reference implementation: an upstream error in
 // the finishing phase (every vnode Completed, the next barrier not yet come) is
 // returned, not swallowed; and so is one after the backfill is done, when it passes
 // everything through. Each case gets a fresh backfill over the same committed rows.
@@ -238,7 +238,7 @@ func passBarrier(t testing.TB, ctx context.Context, bf *executors.ArrangementBac
 	}
 }
 
-// TESTING.md layer 3, "long tombstone runs while throttled to 1 row/s": one key in 250
+// docs/testing.md layer 3, "long tombstone runs while throttled to 1 row/s": one key in 250
 // is live, so every vnode is long runs of deleted keys between a few live ones.
 // Throttled to 1 row/s the backfill consumes no more rows than its tokens allow and
 // never stalls a barrier while it skips the deleted keys; paused it consumes none,

@@ -28,7 +28,7 @@ func TestBackfillTakesReadyBatchesAtBarrier(t *testing.T) {
 }
 
 // At a barrier that stops the snapshot read, the batch its worker is filling is cut
-// short and taken too (DESIGN.md §6's flush of partial batches), not dropped and read
+// short and taken too (docs/design.md §6's flush of partial batches), not dropped and read
 // again. Batches here are larger than any vnode, so a batch taken at a barrier that
 // does not end its vnode can only be such a cut; the epochs update the keys just
 // above the position as in the test above, and the view must end exact. Whether the

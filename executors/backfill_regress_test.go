@@ -1,6 +1,6 @@
 package executors
 
-// Layer 3 of TESTING.md: one small deterministic test per known fault of arrangement
+// Layer 3 of docs/testing.md: one small deterministic test per known fault of arrangement
 // backfill implementations, each a script of upstream chunks, snapshot batches and
 // barriers fed to backfillCore by bfFix, which plays the executor, the replicated table,
 // the progress table and the downstream MV, and checks I2 and I3 at every barrier.
@@ -662,7 +662,7 @@ func TestBackfillRegressOnlyCompletedAndNotStartedAfterRescale(t *testing.T) {
 }
 
 // The at-least-one-row read that reaches the end of the last pending vnode must forward
-// the whole buffer, unfiltered (DESIGN.md §6, fault 1): with a last row, and with no row
+// the whole buffer, unfiltered (docs/design.md §6, fault 1): with a last row, and with no row
 // left after the position.
 func TestBackfillRegressOneRowReadReachingEndForwardsBuffer(t *testing.T) {
 	t.Run("last row", func(t *testing.T) {
@@ -699,7 +699,7 @@ func TestBackfillRegressOneRowReadReachingEndForwardsBuffer(t *testing.T) {
 	})
 }
 
-// Marking is per row even when no vnode is InProgress (DESIGN.md §6, fault 2): the rows
+// Marking is per row even when no vnode is InProgress (docs/design.md §6, fault 2): the rows
 // of NotStarted vnodes are dropped and those of Completed vnodes kept, also when every
 // vnode is NotStarted; an actor whose vnodes are all Completed passes everything on.
 func TestBackfillRegressMarkingWithoutInProgress(t *testing.T) {
