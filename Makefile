@@ -24,13 +24,12 @@ BENCHTIME      ?= 1s
 BENCHCOUNT     ?= 1
 # WEIR_CGO=0 (or 1) builds the weir command (demo, sim, soak and the engine benches)
 # without (or with) cgo; empty, Go's default. Without cgo pebble allocates its block
-# cache and memtables from the Go heap instead of with C's calloc (README, "cgo and
-# pebble's block cache"; bench/RESULTS.md, "Page faults, and cgo").
+# cache and memtables from the Go heap instead of with C's calloc (docs/operations.md).
 WEIR_CGO ?=
 WEIR      = $(if $(WEIR_CGO),CGO_ENABLED=$(WEIR_CGO) )$(GO) run ./tools/weir
 ROWS     ?= 2000000
 # 15 builds of each kind per mode: the idle builds' paired 95% interval is then about
-# ±5% (bench/RESULTS.md, "One reader per actor"); 5 gave about ±10%.
+# ±5%; 5 gave about ±10% (docs/benchmarking.md).
 REPS     ?= 15
 
 .PHONY: all demo test sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
@@ -81,7 +80,7 @@ check-generated: generate
 	fi
 
 ## bench-backfill: arrangement ÷ no-shuffle backfill of ROWS bid rows, REPS builds of
-## each kind per upstream mode, and the executor's efficiency (issue 5).
+## each kind per upstream mode, and the executor's efficiency.
 bench-backfill:
 	$(WEIR) bench backfill --rows $(ROWS) --reps $(REPS) --json --quiet
 
