@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/storage"
+)
+
+func (r *runner) cloneFS() *vfs.MemFS {
+	pct := []int{0, 0, 50, 100}[r.rng.IntN(4)]
+	cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct}
+	if pct > 0 {
+		cfg.RNG = rand.New(rand.NewPCG(r.rng.Uint64(), r.rng.Uint64()))
+	}
+	return r.fs.CrashClone(cfg)
+}
+
+func (r *runner) beforeCommit(epoch executors.Epoch) {
+	r.inj.activate()
+	if r.crashAt == "before_commit" && r.crashImg == nil {
+		r.crashImg, r.crashEpoch = r.cloneFS(), epoch
+	}
+}
+
+func (r *runner) afterCommit(epoch executors.Epoch) {
+	r.inj.deactivate()
+	if r.crashAt == "after_commit" && r.crashImg == nil {
+		r.crashImg, r.crashEpoch = r.cloneFS(), epoch
+	}
+}
+
+func (r *runner) crashStep() error {
+	kinds := []string{"mid_epoch", "before_commit", "after_commit", "during_rescale"}
+	kind := kinds[r.rng.IntN(len(kinds))]
+	want := r.committed // the epoch the reopened engine must hold
+	var land *state     // the model at the epoch that lands, when it is a new one
+	switch kind {
+	case "mid_epoch":
+		if r.pending > 0 {
+			r.rep.Sometimes["crash_mid_epoch_with_writes"]++
+		}
+		r.crashImg = r.cloneFS()
+	case "before_commit", "after_commit":
+		r.crashAt = kind
+		for i := 0; i < 8 && r.crashImg == nil; i++ {
+			if err := r.call("barrier", func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }); err != nil {
+				return err
+			}
+			r.rep.Barriers++
+		}
+	case "during_rescale":
+		if len(r.views) == 0 {
+			return r.barrierStep()
+		}
+		v := r.views[r.rng.IntN(len(r.views))]
+		p := 1 + r.rng.IntN(4)
+		r.crashAt = []string{"before_commit", "after_commit"}[r.rng.IntN(2)]
+		if err := r.call("rescale", func(ctx context.Context) error { return r.e.RescheduleMV(ctx, v.sh.name, p) }); err != nil {
+			return err
+		}
+		r.rep.Faults["rescale"]++
+		if r.crashAt == "after_commit" {
+			v.par, v.rescaled = p, true
+		}
+	}
+	if r.crashImg == nil {
+		r.fail("sim", "crash %s: no crash image was taken", kind)
+		return errStop
+	}
+	if r.crashAt == "after_commit" {
+		want = r.crashEpoch
+		s := r.cur.clone()
+		land = &s
+	}
+	img := r.crashImg
+	r.crashAt, r.crashImg = "", nil
+	r.rep.Faults["crash_"+kind]++
+	r.tracef("crash %s (epoch %d must survive)", kind, want)
+	if err := r.e.Crash(); err != nil {
+		r.fail("engine error", "crash: %v", err)
+		return errStop
+	}
+	r.e, r.fs = nil, img
+	return r.reopen(want, land, nil)
+}
+
+// reopen opens the engine on r.fs after a crash or a fault. The committed epoch must
+// be want, whose model is land when it is a new epoch; or, when newer is set (after a
+// failed WAL sync), any epoch after want, whose model is newer. The model goes back
+// to the committed state.
+func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
+	bootPaused := r.rng.IntN(4) == 0
+	if bootPaused && !r.paused {
+		r.rep.Faults["pause_on_bootstrap"]++
+	}
+	if err := r.open(bootPaused || r.paused); err != nil {
+		return err
+	}
+	got := r.e.CommittedEpoch()
+	switch {
+	case got == want && land != nil:
+		r.refs[got] = *land
+	case got > want && newer != nil:
+		r.refs[got] = *newer
+		r.rep.Sometimes["failed_sync_epoch_landed"]++
+	case got != want:
+		r.fail("I6 durability", "reopened at epoch %d, want %d", got, want)
+		return errStop
+	}
+	if _, ok := r.refs[got]; !ok {
+		r.fail("I6 durability", "reopened at epoch %d, which the simulation never committed", got)
+		return errStop
+	}
+	for ep := range r.refs {
+		if ep > got {
+			delete(r.refs, ep)
+		}
+	}
+	r.committed = got
+	r.cur = r.refs[got].clone()
+	r.pending = 0
+	if err := r.check("after reopening"); err != nil {
+		return err
+	}
+	return r.refreeze()
+}
+
+// ioErrorStep injects disk full into the WAL write, or EIO into the WAL sync, of a
+// checkpoint's commit. The checkpoint must fail and not be committed; the engine then
+// refuses work; after the fault clears, a reopen holds the last committed epoch (or,
+// after a failed sync, possibly the failed one, never a mix).
+//
+// Pebble ends the process when a commit that switches WAL files fails (storage's
+// TestFatalFaultsEndProcess), and it switches files when the commit does not fit the
+// memtable. So the faulted commit must be small: the step pauses the backfills (unless
+// they are), commits what they read, flushes (a fresh memtable), writes a few rows and
+// faults that checkpoint; after the reopen it resumes them again.
+func (r *runner) ioErrorStep() error {
+	kind := []string{"enospc", "eio"}[r.rng.IntN(2)]
+	wasPaused := r.paused
+	if !wasPaused {
+		if err := r.pause(); err != nil {
+			return err
+		}
+	}
+	if err := r.checkpoint(); err != nil {
+		return err
+	}
+	if err := r.e.Flush(); err != nil {
+		r.fail("engine error", "flush: %v", err)
+		return errStop
+	}
+	if err := r.writeStep("insert"); err != nil {
+		return err
+	}
+	r.inj.arm(kind)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
+	_, err := r.e.WaitCheckpoint(ctx)
+	cancel()
+	hit := r.inj.disarm()
+	r.rep.Barriers++
+	switch {
+	case err == nil && hit:
+		r.fail("I6 durability", "checkpoint succeeded although its WAL %s failed", kind)
+		return errStop
+	case err == nil:
+		r.fail("sim", "checkpoint wrote no WAL record to fault")
+		return errStop
+	case !hit:
+		r.fail("engine error", "checkpoint failed without an injected fault: %v", err)
+		return errStop
+	}
+	r.rep.Faults["io_error_"+kind]++
+	r.tracef("checkpoint failed with injected %s: %v", kind, err)
+	if got := r.e.CommittedEpoch(); got != r.committed {
+		r.fail("I6 durability", "checkpoint failed (%v) but the committed epoch moved from %d to %d", err, r.committed, got)
+	}
+	if _, _, err := r.e.Barrier(r.ctx); err == nil {
+		r.fail("I6 durability", "the engine accepted a barrier after a failed checkpoint")
+	}
+	// Closing a store whose WAL failed reports that failure again; that is expected.
+	_ = r.e.Crash()
+	r.e = nil
+	// The failed epoch's number is not returned; after a failed sync any newer epoch
+	// that lands must be it, holding the current model.
+	var newer *state
+	if kind == "eio" {
+		s := r.cur.clone()
+		newer = &s
+	}
+	if err := r.reopen(r.committed, nil, newer); err != nil {
+		return err
+	}
+	if wasPaused {
+		return nil
+	}
+	return r.resume()
+}
+
+// injector fails WAL operations of one checkpoint's commit: armed by a step, active
+// from the BeforeCommit hook to the AfterCommit hook. Pebble calls it from its own
+// goroutines.
+type injector struct {
+	mu     sync.Mutex
+	kind   string
+	armed  bool
+	active bool
+	hit    bool
+}
+
+func (j *injector) arm(kind string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.kind, j.armed, j.hit = kind, true, false
+}
+
+func (j *injector) activate() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.active = j.armed
+}
+
+func (j *injector) deactivate() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.active = false
+}
+
+// disarm ends the fault and reports whether it was injected.
+func (j *injector) disarm() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	hit := j.hit
+	j.armed, j.active, j.hit = false, false, false
+	return hit
+}
+
+// MaybeError implements errorfs.Injector: it fails the WAL's writes or syncs, and
+// those of the sstables a checkpoint writes to ingest (a seed that ingests commits its
+// faulted checkpoint either way; a failed sstable is an ordinary error, which fails
+// the engine as a failed WAL write does).
+func (j *injector) MaybeError(op errorfs.Op) error {
+	if !strings.HasSuffix(op.Path, ".log") && !strings.Contains(op.Path, storage.IngestDirName) {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.active {
+		return nil
+	}
+	switch {
+	case j.kind == "enospc" && op.Kind == errorfs.OpFileWrite:
+		j.hit = true
+		return syscall.ENOSPC
+	case j.kind == "eio" && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData):
+		j.hit = true
+		return syscall.EIO
+	}
+	return nil
+}
+
+// String implements errorfs.Injector.
+func (j *injector) String() string { return "sim WAL fault injector" }

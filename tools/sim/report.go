@@ -1,0 +1,107 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Report holds the figures of a run (TESTING.md "Figures").
+type Report struct {
+	Seeds              int              `json:"seeds"`
+	Steps              int64            `json:"steps"`
+	Barriers           int64            `json:"barriers"`
+	Checkpoints        int64            `json:"checkpoints"`
+	CheckpointsChecked int64            `json:"checkpoints_checked"`
+	RowsCompared       int64            `json:"rows_compared"`
+	RowsByOp           map[string]int64 `json:"rows_by_op"`
+	Views              map[string]int64 `json:"views"`
+	Faults             map[string]int64 `json:"faults"`
+	Sometimes          map[string]int64 `json:"sometimes"`
+	Mismatches         int64            `json:"mismatches"`
+	Failures           []Failure        `json:"failures,omitempty"`
+	// ZeroCounters lists the "sometimes" counters and fault kinds that stayed 0: a
+	// scenario the run never exercised. A run with any is a failed run.
+	ZeroCounters []string `json:"zero_counters,omitempty"`
+	Seconds      float64  `json:"seconds"`
+}
+
+// Failure is one mismatch (or an engine error the simulation did not expect), with
+// the seed that replays it.
+type Failure struct {
+	Seed      uint64 `json:"seed"`
+	Step      int    `json:"step"`
+	Invariant string `json:"invariant"`
+	Message   string `json:"message"`
+}
+
+func (f Failure) String() string {
+	return fmt.Sprintf("seed %d step %d: %s: %s (replay: weir sim --seeds %d)", f.Seed, f.Step, f.Invariant, f.Message, f.Seed)
+}
+
+// FaultKinds and SometimesCounters are the counters a run must see above zero.
+var (
+	FaultKinds = []string{"crash_mid_epoch", "crash_before_commit", "crash_after_commit", "crash_during_rescale",
+		"rescale", "pause", "resume", "throttle", "pause_on_bootstrap", "io_error_enospc", "io_error_eio"}
+	SometimesCounters = []string{
+		"update_straddling_position",        // a pk-changing update with one key backfilled and the other not
+		"crash_mid_epoch_with_writes",       // a crash with uncommitted writes in flight
+		"vnode_finishing_alone",             // a vnode Completed while others of its scan are not
+		"inprogress_vnode_moved_by_rescale", // a rescale while a vnode is InProgress
+		"actor_with_mixed_states",           // after a rescale, an actor owning vnodes in two or three states
+		"pause_during_tombstone_run",        // a range delete of 20+ rows while a backfill is paused or throttled
+		"view_over_backfilling_view",        // the view over a view created while its upstream view backfills
+		"checkpoint_while_backfilling",      // a checkpoint checked with a backfill under way (I2 checked)
+		"backfill_held_back_by_memory",      // an actor that stopped reading an epoch's snapshot over the memory budget
+		"checkpoint_ingested",               // a checkpoint committed by ingesting sstables (half the seeds try every one)
+	}
+)
+
+// NewReport returns an empty report with every counter present.
+func NewReport() *Report {
+	r := &Report{RowsByOp: map[string]int64{}, Views: map[string]int64{}, Faults: map[string]int64{}, Sometimes: map[string]int64{}}
+	for _, k := range FaultKinds {
+		r.Faults[k] = 0
+	}
+	for _, k := range SometimesCounters {
+		r.Sometimes[k] = 0
+	}
+	return r
+}
+
+// Finish fills ZeroCounters.
+func (r *Report) Finish() {
+	r.ZeroCounters = nil
+	for _, k := range FaultKinds {
+		if r.Faults[k] == 0 {
+			r.ZeroCounters = append(r.ZeroCounters, "faults."+k)
+		}
+	}
+	for _, k := range SometimesCounters {
+		if r.Sometimes[k] == 0 {
+			r.ZeroCounters = append(r.ZeroCounters, "sometimes."+k)
+		}
+	}
+}
+
+// OK reports whether the run had no mismatch and no counter left at zero.
+func (r *Report) OK() bool { return r.Mismatches == 0 && len(r.ZeroCounters) == 0 }
+
+// Merge adds the figures of o to r.
+func (r *Report) Merge(o *Report) {
+	r.Seeds += o.Seeds
+	r.Steps += o.Steps
+	r.Barriers += o.Barriers
+	r.Checkpoints += o.Checkpoints
+	r.CheckpointsChecked += o.CheckpointsChecked
+	r.RowsCompared += o.RowsCompared
+	r.Mismatches += o.Mismatches
+	for _, m := range []struct{ dst, src map[string]int64 }{
+		{r.RowsByOp, o.RowsByOp}, {r.Views, o.Views}, {r.Faults, o.Faults}, {r.Sometimes, o.Sometimes},
+	} {
+		for k, v := range m.src {
+			m.dst[k] += v
+		}
+	}
+	r.Failures = append(r.Failures, o.Failures...)
+	sort.SliceStable(r.Failures, func(i, j int) bool { return r.Failures[i].Seed < r.Failures[j].Seed })
+}
