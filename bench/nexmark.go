@@ -15,12 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/seed04fbb902/weir/bench/nexmark/gen"
 	"github.com/seed04fbb902/weir/bench/nexmark/peers"
 	"github.com/seed04fbb902/weir/bench/nexmark/queries"
+	"github.com/seed04fbb902/weir/bench/nexmark/views"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/storage"
 )
@@ -122,10 +122,10 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 		o.BusyRate = 10_000
 	}
 	if len(o.Queries) == 0 {
-		o.Queries = NexmarkQueries
+		o.Queries = views.Queries
 	}
 	for _, q := range o.Queries {
-		if _, err := NexmarkPlan(q); err != nil {
+		if _, err := views.Plan(q); err != nil {
 			return nil, fmt.Errorf("bench: nexmark: %w", err)
 		}
 	}
@@ -149,7 +149,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range NexmarkTables() {
+	for _, t := range views.Tables() {
 		if err := e.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.Parallelism}); err != nil {
 			e.Close()
 			return nil, err
@@ -157,7 +157,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	}
 	g := gen.New(gen.Config{Seed: o.Seed})
 	t0 := time.Now()
-	err = writeEvents(ctx, e, g, mem, 0, o.Events)
+	err = views.WriteEvents(ctx, e, g, mem, 0, o.Events)
 	if cerr := e.Close(); err == nil {
 		err = cerr
 	}
@@ -197,12 +197,12 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	if err != nil {
 		return nil, err
 	}
-	idleTabs, err := readNexmarkTables(ctx, idle)
+	idleTabs, err := views.ReadRows(ctx, idle)
 	if err != nil {
 		closeIdle()
 		return nil, err
 	}
-	defer idleTabs.release()
+	defer idleTabs.Release()
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeIdle}
 		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
@@ -246,13 +246,13 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 			b, err := nexmarkBuild(ctx, e, q, kind, o.Parallelism)
 			w.halt()
 			b.UpstreamRowsPerSec = float64(w.rows.Load()) / b.Seconds
-			var tabs *nexmarkTables
+			var tabs *views.Rows
 			if err == nil {
-				tabs, err = readNexmarkTables(ctx, e)
+				tabs, err = views.ReadRows(ctx, e)
 			}
 			if err == nil {
 				err = verifyNexmarkView(ctx, e, q, tabs, &b)
-				tabs.release()
+				tabs.Release()
 			}
 			if cerr := closeE(); err == nil {
 				err = cerr
@@ -327,18 +327,6 @@ func (r *NexmarkResult) set(kind engine.BackfillKind, b NexmarkBuild) {
 	}
 }
 
-// writeEvents inserts events [from, to) into the three tables.
-func writeEvents(ctx context.Context, e *engine.Engine, g *gen.Generator, mem memory.Allocator, from, to uint64) error {
-	for kind, c := range g.Chunks(from, to, 4096, mem) {
-		err := e.Insert(ctx, kind.String(), c.Record())
-		c.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // eventWriter writes events at a rate, in 10ms steps by wall clock.
 type eventWriter struct {
 	stop chan struct{}
@@ -351,8 +339,8 @@ func startEventWriter(e *engine.Engine, g *gen.Generator, mem memory.Allocator, 
 	w := &eventWriter{stop: make(chan struct{}), done: make(chan struct{}), next: from}
 	go func() {
 		defer close(w.done)
-		_ = PaceEvents(w.stop, from, rate, 10*time.Millisecond, func(lo, hi uint64) error {
-			if err := writeEvents(context.Background(), e, g, mem, lo, hi); err != nil {
+		_ = views.PaceEvents(w.stop, from, rate, 10*time.Millisecond, func(lo, hi uint64) error {
+			if err := views.WriteEvents(context.Background(), e, g, mem, lo, hi); err != nil {
 				return err
 			}
 			w.rows.Add(int64(hi - lo))
@@ -361,30 +349,6 @@ func startEventWriter(e *engine.Engine, g *gen.Generator, mem memory.Allocator, 
 		})
 	}()
 	return w
-}
-
-// PaceEvents paces a generator's events by the wall clock: every step it calls
-// write(lo, hi) with the events [lo, hi) due by then at rate events/s from event
-// from, until stop is closed (it returns nil) or write fails (it returns the error).
-func PaceEvents(stop <-chan struct{}, from uint64, rate float64, step time.Duration, write func(lo, hi uint64) error) error {
-	start, next := time.Now(), from
-	tick := time.NewTicker(step)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-tick.C:
-		}
-		due := from + uint64(time.Since(start).Seconds()*rate)
-		if due <= next {
-			continue
-		}
-		if err := write(next, due); err != nil {
-			return err
-		}
-		next = due
-	}
 }
 
 // halt stops the writer and returns the next event number.
@@ -396,7 +360,7 @@ func (w *eventWriter) halt() uint64 {
 
 // nexmarkBuild creates query q's view with backfill kind and times it.
 func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int) (NexmarkBuild, error) {
-	plan, err := NexmarkPlan(q)
+	plan, err := views.Plan(q)
 	if err != nil {
 		return NexmarkBuild{}, err
 	}
@@ -446,113 +410,28 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	return b, nil
 }
 
-// nexmarkTables are the committed rows of the three tables.
-type nexmarkTables struct {
-	recs map[string][]arrow.RecordBatch
-	t    queries.Tables
-}
-
-func (t *nexmarkTables) release() {
-	for _, rs := range t.recs {
-		for _, r := range rs {
-			r.Release()
-		}
-	}
-}
-
-func readNexmarkTables(ctx context.Context, e *engine.Engine) (*nexmarkTables, error) {
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
-		return nil, err
-	}
-	recs, err := scanAll(ctx, e, "person", "auction", "bid")
-	if err != nil {
-		return nil, err
-	}
-	return &nexmarkTables{recs: recs, t: queries.Tables{Person: recs["person"], Auction: recs["auction"], Bid: recs["bid"]}}, nil
-}
-
-// scanAll reads the committed rows of the named tables and views at one epoch.
-func scanAll(ctx context.Context, e *engine.Engine, names ...string) (map[string][]arrow.RecordBatch, error) {
-	snap, err := e.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	defer snap.Release()
-	out := map[string][]arrow.RecordBatch{}
-	for _, n := range names {
-		r, err := snap.Scan(ctx, n)
-		if err != nil {
-			return out, err
-		}
-		for r.Next() {
-			rec := r.RecordBatch()
-			rec.Retain()
-			out[n] = append(out[n], rec)
-		}
-		err = r.Err()
-		r.Release()
-		if err != nil {
-			return out, fmt.Errorf("scan %s: %w", n, err)
-		}
-	}
-	return out, nil
-}
-
-// checkNexmarkView compares view q with its oracle over tabs, which must be the tables
-// as committed at the view's epoch (the caller takes the checkpoint).
-func checkNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables) (NexmarkCheck, error) {
-	c := NexmarkCheck{Query: q}
-	spec, ok := queries.ByName(q)
-	if !ok {
-		return c, fmt.Errorf("bench: nexmark: no query %q", q)
-	}
-	recs, err := scanAll(ctx, e, q)
-	defer func() {
-		for _, r := range recs[q] {
-			r.Release()
-		}
-	}()
-	if err != nil {
-		return c, err
-	}
-	got, err := queries.Canon(recs[q], spec.Columns)
-	if err != nil {
-		return c, fmt.Errorf("bench: nexmark: %s: %w", q, err)
-	}
-	want, err := queries.Eval(q, tabs.t)
-	if err != nil {
-		return c, fmt.Errorf("bench: nexmark: %s oracle: %w", q, err)
-	}
-	d := queries.Diff(want, got, spec.RelTol)
-	c.Rows, c.Verified, c.Mismatches = len(got), d.OK(), d.Mismatches()
-	if !d.OK() {
-		c.Detail = d.String()
-	}
-	return c, nil
-}
-
 // verifyNexmarkView takes a checkpoint and records view q's check in b.
-func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *nexmarkTables, b *NexmarkBuild) error {
+func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *views.Rows, b *NexmarkBuild) error {
 	if _, err := e.WaitCheckpoint(ctx); err != nil {
 		return err
 	}
-	c, err := checkNexmarkView(ctx, e, q, tabs)
+	c, err := views.Compare(ctx, e, q, tabs)
 	b.Rows, b.Verified, b.Mismatches = c.Rows, c.Verified, c.Mismatches
 	return err
 }
 
 // runPeers loads tabs into each peer (once) and times the query there, checking its
 // rows against the oracle.
-func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, q string, tabs *nexmarkTables, r *NexmarkResult, logf func(string, ...any)) error {
+func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, q string, tabs *views.Rows, r *NexmarkResult, logf func(string, ...any)) error {
 	spec, _ := queries.ByName(q)
-	want, err := queries.Eval(q, tabs.t)
+	want, err := queries.Eval(q, tabs.Tables)
 	if err != nil {
 		return err
 	}
 	r.PeerSeconds, r.WeirOverPeer, r.PeerVerified = map[string]float64{}, map[string]float64{}, map[string]bool{}
 	for _, p := range ps {
 		if !loaded[p] {
-			if err := p.Load(ctx, tabs.t); err != nil {
+			if err := p.Load(ctx, tabs.Tables); err != nil {
 				return fmt.Errorf("bench: nexmark: load %s: %w", p.Name(), err)
 			}
 			loaded[p] = true
@@ -567,32 +446,4 @@ func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, 
 		logf("idle %s %s: %.3fs, verified %v", q, p.Name(), d.Seconds(), r.PeerVerified[p.Name()])
 	}
 	return nil
-}
-
-// NexmarkCheck is one view checked against its query's oracle.
-type NexmarkCheck struct {
-	Query      string
-	Rows       int
-	Verified   bool
-	Mismatches int
-	Detail     string // the first differences, when not verified
-}
-
-// VerifyNexmarkViews takes a checkpoint, then checks each query's view (named as the
-// query) against queries.Eval over the tables person, auction and bid as committed.
-func VerifyNexmarkViews(ctx context.Context, e *engine.Engine, qs []string) ([]NexmarkCheck, error) {
-	tabs, err := readNexmarkTables(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	defer tabs.release()
-	var out []NexmarkCheck
-	for _, q := range qs {
-		c, err := checkNexmarkView(ctx, e, q, tabs)
-		if err != nil {
-			return out, fmt.Errorf("bench: nexmark: verify %s: %w", q, err)
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }

@@ -1,253 +1,63 @@
-package bench_test
+package bench
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"testing"
-	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/seed04fbb902/weir/bench"
-	"github.com/seed04fbb902/weir/bench/nexmark/gen"
-	"github.com/seed04fbb902/weir/bench/nexmark/queries"
-	"github.com/seed04fbb902/weir/engine"
-	"github.com/seed04fbb902/weir/vec"
-	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
-// nexmarkWriter inserts generated events [next, ...) in batches and, every few
-// batches, deletes the bids of an earlier batch: the views see retractions.
-type nexmarkWriter struct {
-	e       *engine.Engine
-	g       *gen.Generator
-	mem     memory.Allocator
-	next    uint64
-	max     uint64 // the writer stops at event max
-	batch   uint64
-	stop    chan struct{}
-	done    chan struct{}
-	batches int
-}
-
-func startNexmarkWriter(e *engine.Engine, g *gen.Generator, mem memory.Allocator, from, max, batch uint64) *nexmarkWriter {
-	w := &nexmarkWriter{e: e, g: g, mem: mem, next: from, max: max, batch: batch, stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
-	return w
-}
-
-func (w *nexmarkWriter) run() {
-	defer close(w.done)
-	ctx := context.Background()
-	for {
-		select {
-		case <-w.stop:
-			return
-		default:
-		}
-		if w.next >= w.max {
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		from, to := w.next, w.next+w.batch
-		w.next = to
-		apply(ctx, w.e, w.g, w.mem, from, to, false)
-		w.batches++
-		if w.batches%3 == 0 && from >= 4*w.batch {
-			// Delete the bids of the batch written three batches ago.
-			apply(ctx, w.e, w.g, w.mem, from-3*w.batch, from-2*w.batch, true)
-		}
-		time.Sleep(5 * time.Millisecond) // about 20,000 events/s
+// RunNexmarkBench end to end on a few thousand events, two reps: one result per
+// query and mode, every build verified against the oracle, each kind's median build
+// reported with every rep's seconds. It asserts no timing.
+func TestRunNexmarkBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds views on disk")
 	}
-}
-
-func (w *nexmarkWriter) halt() { close(w.stop); <-w.done }
-
-// apply inserts events [from, to) into the three tables, or deletes their bids. A
-// write that recovery or Close cuts short was not applied; the oracle reads the
-// tables as committed, so nothing needs redoing.
-func apply(ctx context.Context, e *engine.Engine, g *gen.Generator, mem memory.Allocator, from, to uint64, deleteBids bool) {
-	for kind, c := range g.Chunks(from, to, 256, mem) {
-		switch {
-		case deleteBids && kind == gen.KindBid:
-			_ = e.Delete(ctx, "bid", c.Record())
-		case !deleteBids:
-			_ = e.Insert(ctx, kind.String(), c.Record())
-		}
-		c.Release()
-	}
-}
-
-// readTables reads the committed person, auction and bid tables.
-func readTables(t *testing.T, e *engine.Engine, names ...string) map[string][]arrow.RecordBatch {
-	t.Helper()
-	snap, err := e.Snapshot()
+	res, err := RunNexmarkBench(context.Background(), NexmarkBenchOptions{
+		Events: 3000, Queries: []string{"q0", "q8"}, Reps: 2, BusyRate: 2000, Dir: t.TempDir(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer snap.Release()
-	out := map[string][]arrow.RecordBatch{}
-	for _, n := range names {
-		r, err := snap.Scan(context.Background(), n)
-		if err != nil {
-			t.Fatalf("scan %s: %v", n, err)
-		}
-		for r.Next() {
-			rec := r.RecordBatch()
-			rec.Retain()
-			out[n] = append(out[n], rec)
-		}
-		if err := r.Err(); err != nil {
-			t.Fatalf("scan %s: %v", n, err)
-		}
-		r.Release()
+	if len(res) != 4 {
+		t.Fatalf("%d results, want 4 (2 queries × idle, busy)", len(res))
 	}
-	return out
-}
-
-func releaseAll(m map[string][]arrow.RecordBatch) {
-	for _, recs := range m {
-		for _, r := range recs {
-			r.Release()
+	for _, r := range res {
+		if !r.Verified || r.NoShuffle == nil || r.Ratio == nil {
+			t.Errorf("%s %s: verified %v, no-shuffle %v, ratio %v", r.Query, r.Upstream, r.Verified, r.NoShuffle, r.Ratio)
+			continue
+		}
+		if len(r.ArrangementRepSeconds) != 2 || len(r.NoShuffleRepSeconds) != 2 {
+			t.Errorf("%s %s: rep seconds %v / %v, want 2 each", r.Query, r.Upstream, r.ArrangementRepSeconds, r.NoShuffleRepSeconds)
+		}
+		// With two reps the median is the faster build.
+		if want := min(r.ArrangementRepSeconds[0], r.ArrangementRepSeconds[1]); r.ArrangementSeconds != want {
+			t.Errorf("%s %s: arrangement seconds %v, want the median %v", r.Query, r.Upstream, r.ArrangementSeconds, want)
+		}
+		if got, want := *r.Ratio, r.ArrangementSeconds/(*r.NoShuffleSeconds); got != want {
+			t.Errorf("%s %s: ratio %v, want %v", r.Query, r.Upstream, got, want)
+		}
+		// Each rep's two builds make a pair.
+		if st := r.RatioStats; st == nil || len(st.Pairs) != 2 || st.CI95 == nil ||
+			st.Pairs[1] != r.ArrangementRepSeconds[1]/r.NoShuffleRepSeconds[1] {
+			t.Errorf("%s %s: ratio stats %+v for reps %v / %v", r.Query, r.Upstream, st, r.ArrangementRepSeconds, r.NoShuffleRepSeconds)
 		}
 	}
 }
 
-// The five Nexmark queries as views, built by arrangement backfill over tables that
-// already hold events and keep receiving them (with deletes of earlier bids), rate
-// limited so that the backfills span many barriers, with one view rescaled up and
-// another down mid-backfill and a crash mid-backfill: every view equals its oracle
-// (queries.Eval over the committed tables) at the end.
-func TestNexmarkViews(t *testing.T) {
-	seed := vectest.Seed(t)
-	t.Logf("seed %d (rerun with -seed=%d)", seed, seed)
-	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
-	defer mem.AssertSize(t, 0)
-	ctx := context.Background()
-	fs := vfs.NewCrashableMem()
-	open := func() *engine.Engine {
-		e, err := engine.Open(ctx, "db", engine.Options{
-			FS: fs, Mem: mem, BarrierInterval: 5 * time.Millisecond, CheckpointEvery: 2, ChannelCapacity: 8,
-			ChunkSize: 256, CacheSize: 8 << 20, MemTableSize: 4 << 20,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
-			t.Fatalf("open: %v", err)
-		}
-		return e
-	}
-	e := open()
-	g := gen.New(gen.Config{Seed: seed})
-	for _, tab := range bench.NexmarkTables() {
-		if err := e.CreateTable(ctx, tab, engine.TableOptions{Parallelism: 2}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const preload = 6000
-	apply(ctx, e, g, mem, 0, preload, false)
-	w := startNexmarkWriter(e, g, mem, preload, preload+4000, 100)
-
-	limit := int64(1500)
-	for _, q := range bench.NexmarkQueries {
-		plan, err := bench.NexmarkPlan(q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: 2, RateLimit: &limit, Background: true}); err != nil {
-			t.Fatalf("create %s: %v", q, err)
-		}
-	}
-	done := func() (all bool, some bool) {
-		all = true
-		for _, p := range e.Progress() {
-			all = all && p.Done
-			some = some || p.Done
-		}
-		return all, some
-	}
-	time.Sleep(30 * time.Millisecond)
-	if all, _ := done(); all {
-		t.Fatalf("every backfill finished before the rescales: the test tested nothing of them")
-	}
-	if err := e.RescheduleMV(ctx, "q4", 3); err != nil {
-		t.Fatalf("reschedule q4: %v", err)
-	}
-	if err := e.RescheduleMV(ctx, "q16", 1); err != nil {
-		t.Fatalf("reschedule q16: %v", err)
-	}
-	time.Sleep(30 * time.Millisecond)
-
-	// Crash mid-backfill.
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	crashed := fs.CrashClone(vfs.CrashCloneCfg{})
-	w.halt()
-	next := w.next
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fs = crashed
-	e = open()
-	defer e.Close()
-	w = startNexmarkWriter(e, g, mem, next, next+4000, 100)
-	for _, q := range bench.NexmarkQueries {
-		if err := e.SetRateLimit(ctx, q, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range bench.NexmarkQueries {
-		wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-		err := e.WaitBackfill(wctx, q)
-		cancel()
-		if err != nil {
-			t.Fatalf("wait for %s: %v", q, err)
-		}
-	}
-	w.halt()
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if w.next < preload+1000 {
-		t.Fatalf("only %d events written during the backfills", w.next-preload)
-	}
-	recs := readTables(t, e, append([]string{"person", "auction", "bid"}, bench.NexmarkQueries...)...)
-	defer releaseAll(recs)
-	tabs := queries.Tables{Person: recs["person"], Auction: recs["auction"], Bid: recs["bid"]}
-	t.Logf("tables: %d person, %d auction, %d bid rows (%d events written)", rows(recs["person"]), rows(recs["auction"]), rows(recs["bid"]), w.next)
-	for _, q := range bench.NexmarkQueries {
-		spec, _ := queries.ByName(q)
-		want, err := queries.Eval(q, tabs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := queries.Canon(recs[q], spec.Columns)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		if d := queries.Diff(want, got, spec.RelTol); !d.OK() {
-			t.Errorf("%s: the view differs from its oracle: %s", q, d)
-		} else {
-			t.Logf("%s: %d rows, equal to the oracle", q, len(got))
-		}
-		if len(want) == 0 {
-			t.Errorf("%s: the oracle has no rows: the check checks nothing", q)
-		}
-	}
-}
-
-func rows(recs []arrow.RecordBatch) int64 {
-	n := int64(0)
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	return n
-}
-
-func TestNexmarkPlanUnknown(t *testing.T) {
-	if _, err := bench.NexmarkPlan("q99"); err == nil {
-		t.Fatal("no error for q99")
+// Bad options are refused before anything is loaded, with an error naming the option.
+func TestRunNexmarkBenchBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    NexmarkBenchOptions
+		want string
+	}{
+		{NexmarkBenchOptions{}, "no events"},
+		{NexmarkBenchOptions{Events: 10, Reps: -1}, "reps"},
+		{NexmarkBenchOptions{Events: 10, Workers: -1}, "workers"},
+		{NexmarkBenchOptions{Events: 10, Queries: []string{"q99"}}, "q99"},
+	} {
+		tc.o.Dir = t.TempDir()
+		_, err := RunNexmarkBench(context.Background(), tc.o)
+		checkRefused(t, fmt.Sprintf("%+v", tc.o), err, tc.want, tc.o.Dir)
 	}
 }

@@ -1,5 +1,5 @@
 // Package layering holds the test that keeps Weir's imports going down the table of
-// DESIGN.md §1.
+// docs/design.md §1.
 package layering
 
 import (
@@ -14,9 +14,11 @@ import (
 const module = "github.com/seed04fbb902/weir"
 
 // allowed maps a package (relative to the module; a prefix ending in "/" covers a
-// subtree) to the Weir packages its non-test code may import. gen may import vec
-// (beyond DESIGN.md's "schema"): vec.NewLayout is the value format's single source of
-// the slot offsets that the generator bakes into code.
+// subtree) to the Weir packages its non-test code may import; the first entry that
+// matches a package is its rule, so bench/nexmark/views (the views, which build on the
+// engine) comes before the rest of bench/nexmark/. gen may import vec (beyond
+// docs/design.md's "schema"): vec.NewLayout is the value format's single source of the
+// slot offsets that the generator bakes into code.
 var allowed = []struct {
 	pkg     string
 	imports []string
@@ -29,6 +31,7 @@ var allowed = []struct {
 	{"storage", []string{"schema", "vec", "vnode"}},
 	{"executors", []string{"schema", "vec", "vnode", "storage"}},
 	{"engine", []string{"schema", "vec", "vnode", "storage", "executors"}},
+	{"bench/nexmark/views", []string{"schema", "vec", "vnode", "storage", "executors", "engine", "bench/nexmark/"}},
 	{"bench/nexmark/", []string{"schema", "vec", "bench/nexmark/"}},
 	{"internal/testschemas", []string{"schema", "vec"}},
 	{"internal/faultfs", nil},
@@ -90,7 +93,7 @@ func TestImportsGoDown(t *testing.T) {
 		}
 		list, ok := rule(rel)
 		if !ok {
-			t.Errorf("package %s has no layering rule: add it to DESIGN.md §1 and this test", rel)
+			t.Errorf("package %s has no layering rule: add it to docs/design.md §1 and this test", rel)
 			return nil
 		}
 		checked++

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/seed04fbb902/weir/bench"
 	"github.com/seed04fbb902/weir/bench/nexmark/gen"
+	"github.com/seed04fbb902/weir/bench/nexmark/views"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/spf13/cobra"
 )
@@ -128,7 +128,7 @@ type demoWriter struct {
 
 func (w *demoWriter) run(rate float64) {
 	defer close(w.done)
-	_ = bench.PaceEvents(w.stop, w.next, rate, 20*time.Millisecond, func(lo, hi uint64) error {
+	_ = views.PaceEvents(w.stop, w.next, rate, 20*time.Millisecond, func(lo, hi uint64) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for kind, c := range w.g.Chunks(lo, hi, 1024, w.mem) {
@@ -192,7 +192,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			err = cerr
 		}
 	}()
-	for _, t := range bench.NexmarkTables() {
+	for _, t := range views.Tables() {
 		if err := e.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.parallelism}); err != nil {
 			return res, err
 		}
@@ -200,12 +200,8 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	mem := memory.NewGoAllocator()
 	g := gen.New(gen.Config{Seed: o.seed})
 	tl := time.Now()
-	for kind, c := range g.Chunks(0, o.events, 4096, mem) {
-		err := e.Insert(ctx, kind.String(), c.Record())
-		c.Release()
-		if err != nil {
-			return res, err
-		}
+	if err := views.WriteEvents(ctx, e, g, mem, 0, o.events); err != nil {
+		return res, err
 	}
 	if _, err := e.WaitCheckpoint(ctx); err != nil {
 		return res, err
@@ -223,8 +219,8 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	// controls below happen while they backfill; the pace is lifted after the crash.
 	pace := min(demoMaxPace, max(int64(1000), int64(o.events)/int64(15*o.parallelism)))
 	created := map[string]time.Time{}
-	for _, q := range bench.NexmarkQueries {
-		plan, err := bench.NexmarkPlan(q)
+	for _, q := range views.Queries {
+		plan, err := views.Plan(q)
 		if err != nil {
 			return res, err
 		}
@@ -233,7 +229,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		}
 		created[q] = time.Now()
 	}
-	say("created the views %v by arrangement backfill, paced at %d snapshot rows/s per actor; the generator writes %.0f events/s", bench.NexmarkQueries, pace, o.rate)
+	say("created the views %v by arrangement backfill, paced at %d snapshot rows/s per actor; the generator writes %.0f events/s", views.Queries, pace, o.rate)
 
 	disp := newProgressDisplay(o.progress, logw)
 	finished := map[string]time.Duration{}
@@ -274,7 +270,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		if running > 0 {
 			res.ControlsMidway++
 		}
-		disp.note(fmt.Sprintf("%s (%d of %d backfills running)", what, running, len(bench.NexmarkQueries)))
+		disp.note(fmt.Sprintf("%s (%d of %d backfills running)", what, running, len(views.Queries)))
 		return nil
 	}
 	limit := max(int64(100), pace/4)
@@ -304,7 +300,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			return nil
 		}},
 		{"lift the pace of every view", 500 * time.Millisecond, func() error {
-			for _, q := range bench.NexmarkQueries {
+			for _, q := range views.Queries {
 				if err := e.SetRateLimit(ctx, q, nil); err != nil {
 					return err
 				}
@@ -322,7 +318,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	}
 	for {
 		watch()
-		if len(finished) == len(bench.NexmarkQueries) {
+		if len(finished) == len(views.Queries) {
 			break
 		}
 		select {
@@ -335,7 +331,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	stopWriter()
 	res.EventsDuring = w.written.Load()
 	say("every backfill is done; the generator stopped after %d more events; checking every view against its oracle", res.EventsDuring)
-	checks, err := bench.VerifyNexmarkViews(ctx, e, bench.NexmarkQueries)
+	checks, err := views.Verify(ctx, e, views.Queries)
 	if err != nil {
 		return res, err
 	}

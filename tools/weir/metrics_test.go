@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/seed04fbb902/weir/bench"
 	"github.com/seed04fbb902/weir/bench/nexmark/gen"
+	"github.com/seed04fbb902/weir/bench/nexmark/views"
 	"github.com/seed04fbb902/weir/engine"
 )
 
@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	for _, tab := range bench.NexmarkTables() {
+	for _, tab := range views.Tables() {
 		if err := e.CreateTable(ctx, tab, engine.TableOptions{Parallelism: 2}); err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestMetrics(t *testing.T) {
 		}
 		c.Release()
 	}
-	plan, _ := bench.NexmarkPlan("q16")
+	plan, _ := views.Plan("q16")
 	if err := e.CreateMV(ctx, "q16", plan, engine.MVOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
-	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -153,13 +151,10 @@ func (d *duckDB) readAll(ctx context.Context, sql string) ([]queries.Row, error)
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
-		row := make(queries.Row, len(vals))
-		for i, v := range vals {
-			c, err := canonDuck(v, types[i].DatabaseTypeName())
-			if err != nil {
-				return nil, fmt.Errorf("column %s: %w", types[i].Name(), err)
-			}
-			row[i] = c
+		row, err := canonRow(vals, func(i int, v any) (any, error) { return canonDuck(v, types[i].DatabaseTypeName()) },
+			func(i int) string { return types[i].Name() })
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, row)
 	}
@@ -169,47 +164,10 @@ func (d *duckDB) readAll(ctx context.Context, sql string) ([]queries.Row, error)
 // canonDuck converts a value the DuckDB driver returned for a column of type typ to
 // canonical form.
 func canonDuck(v any, typ string) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return v, nil
-	case int32:
-		return int64(v), nil
-	case int16:
-		return int64(v), nil
-	case int8:
-		return int64(v), nil
-	case uint64:
-		if v > math.MaxInt64 {
-			return nil, fmt.Errorf("%d overflows int64", v)
-		}
-		return int64(v), nil
-	case uint32:
-		return int64(v), nil
-	case uint16:
-		return int64(v), nil
-	case uint8:
-		return int64(v), nil
-	case float64:
-		return v, nil
-	case float32:
-		return float64(v), nil
-	case string:
-		return v, nil
-	case bool:
-		return v, nil
-	case time.Time:
-		if typ == "DATE" {
-			return canonDate(v), nil
-		}
-		return canonTime(v), nil
-	case *big.Int: // HUGEINT (e.g. sum of bigint)
-		if !v.IsInt64() {
-			return nil, fmt.Errorf("%s overflows int64", v)
-		}
-		return v.Int64(), nil
-	case duckdb.Decimal:
+	if c, ok, err := canonValue(v, typ == "DATE"); ok {
+		return c, err
+	}
+	if v, ok := v.(duckdb.Decimal); ok {
 		if v.Value == nil {
 			return nil, nil
 		}

@@ -11,6 +11,8 @@ package peers
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/big"
 	"strings"
 	"time"
 
@@ -219,3 +221,66 @@ func canonTime(t time.Time) int64 { return t.UTC().UnixMicro() }
 
 // canonDate is a date read back from a peer as "YYYY-MM-DD".
 func canonDate(t time.Time) string { return t.Format(time.DateOnly) }
+
+// canonValue converts a value a peer's driver returned to canonical form, for the
+// types both drivers return: nil, integers (as int64), floats (as float64), strings,
+// bools, times (a date when date is set, else a timestamp) and big integers. ok is
+// false for any other type: the peer converts its own (its decimals).
+func canonValue(v any, date bool) (c any, ok bool, err error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, true, nil
+	case int64:
+		return v, true, nil
+	case int32:
+		return int64(v), true, nil
+	case int16:
+		return int64(v), true, nil
+	case int8:
+		return int64(v), true, nil
+	case uint64:
+		if v > math.MaxInt64 {
+			return nil, true, fmt.Errorf("%d overflows int64", v)
+		}
+		return int64(v), true, nil
+	case uint32:
+		return int64(v), true, nil
+	case uint16:
+		return int64(v), true, nil
+	case uint8:
+		return int64(v), true, nil
+	case float64:
+		return v, true, nil
+	case float32:
+		return float64(v), true, nil
+	case string:
+		return v, true, nil
+	case bool:
+		return v, true, nil
+	case time.Time:
+		if date {
+			return canonDate(v), true, nil
+		}
+		return canonTime(v), true, nil
+	case *big.Int: // e.g. DuckDB's HUGEINT, the sum of bigints
+		if !v.IsInt64() {
+			return nil, true, fmt.Errorf("integer %s overflows int64", v)
+		}
+		return v.Int64(), true, nil
+	}
+	return nil, false, nil
+}
+
+// canonRow converts a row a peer read to canonical form, value i by canon(i, v); an
+// error names the column, name(i).
+func canonRow(vals []any, canon func(i int, v any) (any, error), name func(i int) string) (queries.Row, error) {
+	row := make(queries.Row, len(vals))
+	for i, v := range vals {
+		c, err := canon(i, v)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", name(i), err)
+		}
+		row[i] = c
+	}
+	return row, nil
+}

@@ -2,6 +2,9 @@ package peers
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"math/big"
 	"os"
 	"strings"
 	"testing"
@@ -159,5 +162,62 @@ func TestRowReader(t *testing.T) {
 	}
 	if !strings.Contains(tabs.Bid[0].Schema().String(), "date_time") {
 		t.Errorf("bid schema %s", tabs.Bid[0].Schema())
+	}
+}
+
+// canonValue converts the types both drivers return and leaves the others to the peer;
+// canonRow names the column whose value fails.
+func TestCanonValue(t *testing.T) {
+	ts := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		v    any
+		date bool
+		want any
+	}{
+		{nil, false, nil},
+		{int64(-5), false, int64(-5)},
+		{int32(-5), false, int64(-5)},
+		{int16(7), false, int64(7)},
+		{int8(-8), false, int64(-8)},
+		{uint64(9), false, int64(9)},
+		{uint32(9), false, int64(9)},
+		{uint16(9), false, int64(9)},
+		{uint8(9), false, int64(9)},
+		{1.5, false, 1.5},
+		{float32(2.5), false, 2.5},
+		{"s", false, "s"},
+		{true, false, true},
+		{ts, false, ts.UnixMicro()},
+		{ts, true, "2026-01-01"},
+		{big.NewInt(-42), false, int64(-42)},
+	} {
+		got, ok, err := canonValue(tc.v, tc.date)
+		if !ok || err != nil || got != tc.want {
+			t.Errorf("canonValue(%T %v, date %v) = %v (%T), %v, %v; want %v (%T)", tc.v, tc.v, tc.date, got, got, ok, err, tc.want, tc.want)
+		}
+	}
+	for _, v := range []any{uint64(math.MaxInt64 + 1), new(big.Int).Lsh(big.NewInt(1), 64)} {
+		if _, ok, err := canonValue(v, false); !ok || err == nil || !strings.Contains(err.Error(), "overflows int64") {
+			t.Errorf("canonValue(%v): ok %v, error %v; want an overflow", v, ok, err)
+		}
+	}
+	if _, ok, err := canonValue([]byte("x"), false); ok || err != nil {
+		t.Errorf("canonValue([]byte): ok %v, error %v; want it left to the peer", ok, err)
+	}
+
+	names := []string{"a", "b"}
+	canon := func(i int, v any) (any, error) {
+		c, ok, err := canonValue(v, false)
+		if !ok {
+			return nil, fmt.Errorf("unsupported %T", v)
+		}
+		return c, err
+	}
+	row, err := canonRow([]any{int32(1), "x"}, canon, func(i int) string { return names[i] })
+	if err != nil || len(row) != 2 || row[0] != int64(1) || row[1] != "x" {
+		t.Errorf("canonRow = %v, %v; want [1 x]", row, err)
+	}
+	if _, err := canonRow([]any{int32(1), []byte("x")}, canon, func(i int) string { return names[i] }); err == nil || !strings.Contains(err.Error(), "column b") {
+		t.Errorf("canonRow of a bad value: %v, want an error naming column b", err)
 	}
 }

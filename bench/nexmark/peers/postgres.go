@@ -3,7 +3,6 @@ package peers
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -115,13 +114,10 @@ func (p *postgres) readAll(ctx context.Context, sql string) ([]queries.Row, erro
 		if err != nil {
 			return nil, err
 		}
-		row := make(queries.Row, len(vals))
-		for i, v := range vals {
-			c, err := canonPG(v, fields[i].DataTypeOID)
-			if err != nil {
-				return nil, fmt.Errorf("column %s: %w", fields[i].Name, err)
-			}
-			row[i] = c
+		row, err := canonRow(vals, func(i int, v any) (any, error) { return canonPG(v, fields[i].DataTypeOID) },
+			func(i int) string { return fields[i].Name })
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, row)
 	}
@@ -129,31 +125,13 @@ func (p *postgres) readAll(ctx context.Context, sql string) ([]queries.Row, erro
 }
 
 // canonPG converts a value pgx decoded from a column of type oid to canonical form.
+// pgx returns a timestamp as the stored wall clock in UTC, a timestamptz as an
+// instant.
 func canonPG(v any, oid uint32) (any, error) {
-	switch v := v.(type) {
-	case nil:
-		return nil, nil
-	case int64:
-		return v, nil
-	case int32:
-		return int64(v), nil
-	case int16:
-		return int64(v), nil
-	case float64:
-		return v, nil
-	case float32:
-		return float64(v), nil
-	case string:
-		return v, nil
-	case bool:
-		return v, nil
-	case time.Time:
-		if oid == pgtype.DateOID {
-			return canonDate(v), nil
-		}
-		// timestamp: pgx returns the stored wall clock in UTC; timestamptz: an instant.
-		return canonTime(v), nil
-	case pgtype.Numeric:
+	if c, ok, err := canonValue(v, oid == pgtype.DateOID); ok {
+		return c, err
+	}
+	if v, ok := v.(pgtype.Numeric); ok {
 		if !v.Valid {
 			return nil, nil
 		}
@@ -165,11 +143,6 @@ func canonPG(v any, oid uint32) (any, error) {
 			return nil, err
 		}
 		return f.Float64, nil
-	case *big.Int:
-		if !v.IsInt64() {
-			return nil, fmt.Errorf("integer %s overflows int64", v)
-		}
-		return v.Int64(), nil
 	}
 	return nil, fmt.Errorf("unsupported value %T (type oid %d)", v, oid)
 }

@@ -1,4 +1,4 @@
-package bench
+package views
 
 import (
 	"fmt"
@@ -9,22 +9,22 @@ import (
 	"github.com/seed04fbb902/weir/schema"
 )
 
-// NexmarkQueries are the Nexmark queries Weir builds as materialized views, in the
-// order of NEXMARK.md.
-var NexmarkQueries = []string{"q0", "q4", "q7", "q8", "q16"}
+// Queries are the Nexmark queries Weir builds as materialized views, in the order of
+// the Nexmark suite.
+var Queries = []string{"q0", "q4", "q7", "q8", "q16"}
 
-// NexmarkTables are the schemas of the tables person, auction and bid.
-func NexmarkTables() []*schema.Table {
+// Tables are the schemas of the tables person, auction and bid.
+func Tables() []*schema.Table {
 	return []*schema.Table{tables.PersonTable(), tables.AuctionTable(), tables.BidTable()}
 }
 
-// NexmarkWindow is the tumbling window of q7 and q8.
-const NexmarkWindow = 10 * time.Second
+// Window is the tumbling window of q7 and q8.
+const Window = 10 * time.Second
 
-// NexmarkPlan is query q's plan over the tables person, auction and bid. Its view's
-// first columns are those of the query (queries.ByName(q).Columns, in that order); the
-// pk columns that the plan carries follow them.
-func NexmarkPlan(q string) (engine.Plan, error) {
+// Plan is query q's plan over the tables person, auction and bid. Its view's first
+// columns are those of the query (queries.ByName(q).Columns, in that order); the pk
+// columns that the plan carries follow them.
+func Plan(q string) (engine.Plan, error) {
 	col, as := engine.Column, engine.As
 	keep := func(names ...string) []engine.NamedExpr {
 		out := make([]engine.NamedExpr, len(names))
@@ -52,8 +52,8 @@ func NexmarkPlan(q string) (engine.Plan, error) {
 		// The bids at the highest price of each 10-second window (BETWEEN takes both
 		// bounds, so a bid on a boundary can match two windows).
 		w := engine.Aggregate(engine.Project(engine.Scan("bid"),
-			as(engine.TumbleStart(col("date_time"), NexmarkWindow), "window_start"),
-			as(engine.TumbleEnd(col("date_time"), NexmarkWindow), "window_end"),
+			as(engine.TumbleStart(col("date_time"), Window), "window_start"),
+			as(engine.TumbleEnd(col("date_time"), Window), "window_end"),
 			as(col("price"), "price")),
 			[]string{"window_start", "window_end"}, engine.Agg("max", "price", "maxprice"))
 		b := engine.Project(engine.Scan("bid"), keep("auction", "price", "bidder", "date_time")...)
@@ -64,12 +64,12 @@ func NexmarkPlan(q string) (engine.Plan, error) {
 	case "q8":
 		// People who registered and opened an auction in the same 10-second window.
 		p := engine.Aggregate(engine.Project(engine.Scan("person"), as(col("id"), "id"), as(col("name"), "name"),
-			as(engine.TumbleStart(col("date_time"), NexmarkWindow), "starttime"),
-			as(engine.TumbleEnd(col("date_time"), NexmarkWindow), "endtime")),
+			as(engine.TumbleStart(col("date_time"), Window), "starttime"),
+			as(engine.TumbleEnd(col("date_time"), Window), "endtime")),
 			[]string{"id", "name", "starttime", "endtime"})
 		a := engine.Aggregate(engine.Project(engine.Scan("auction"), as(col("seller"), "seller"),
-			as(engine.TumbleStart(col("date_time"), NexmarkWindow), "a_starttime"),
-			as(engine.TumbleEnd(col("date_time"), NexmarkWindow), "a_endtime")),
+			as(engine.TumbleStart(col("date_time"), Window), "a_starttime"),
+			as(engine.TumbleEnd(col("date_time"), Window), "a_endtime")),
 			[]string{"seller", "a_starttime", "a_endtime"})
 		j := engine.Join(p, a, []string{"id", "starttime", "endtime"}, []string{"seller", "a_starttime", "a_endtime"}, nil)
 		return engine.Project(j, keep("id", "name", "starttime")...), nil
@@ -99,5 +99,5 @@ func NexmarkPlan(q string) (engine.Plan, error) {
 		}
 		return engine.Aggregate(b, []string{"channel", "day"}, aggs...), nil
 	}
-	return nil, fmt.Errorf("no Nexmark query %q (want one of %v)", q, NexmarkQueries)
+	return nil, fmt.Errorf("no Nexmark query %q (want one of %v)", q, Queries)
 }
