@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vnode"
@@ -264,38 +263,4 @@ func (c *catalog) dependents(name string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// schemaType is the column type of an Arrow type, for the columns of a view.
-func schemaType(dt arrow.DataType) (schema.Type, bool) {
-	switch dt := dt.(type) {
-	case *arrow.BooleanType:
-		return schema.Type{Kind: schema.Boolean}, true
-	case *arrow.Int16Type:
-		return schema.Type{Kind: schema.Int16}, true
-	case *arrow.Int32Type:
-		return schema.Type{Kind: schema.Int32}, true
-	case *arrow.Int64Type:
-		return schema.Type{Kind: schema.Int64}, true
-	case *arrow.Float32Type:
-		return schema.Type{Kind: schema.Float32}, true
-	case *arrow.Float64Type:
-		return schema.Type{Kind: schema.Float64}, true
-	case *arrow.Decimal128Type:
-		return schema.Type{Kind: schema.Decimal, Precision: dt.Precision, Scale: dt.Scale}, true
-	case *arrow.StringType:
-		return schema.Type{Kind: schema.Varchar}, true
-	case *arrow.BinaryType:
-		return schema.Type{Kind: schema.Bytea}, true
-	case *arrow.Date32Type:
-		return schema.Type{Kind: schema.Date}, true
-	case *arrow.TimestampType:
-		switch {
-		case dt.Unit == arrow.Microsecond && dt.TimeZone == "":
-			return schema.Type{Kind: schema.Timestamp}, true
-		case dt.Unit == arrow.Microsecond && dt.TimeZone == "UTC":
-			return schema.Type{Kind: schema.Timestamptz}, true
-		}
-	}
-	return schema.Type{}, false
 }

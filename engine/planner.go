@@ -428,8 +428,8 @@ func (l *lowered) viewTable() error {
 	out := &schema.Table{Name: l.name, VnodeCount: r.vnodeCount}
 	up := r.scan.upstream
 	for _, f := range r.schema.Fields() {
-		typ, ok := schemaType(f.Type)
-		if !ok {
+		typ, err := schema.TypeOfArrow(f.Type)
+		if err != nil {
 			return fmt.Errorf("column %s has type %s, which a table cannot store", f.Name, f.Type)
 		}
 		out.Columns = append(out.Columns, schema.Column{Name: f.Name, Type: typ, Nullable: true})

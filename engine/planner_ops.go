@@ -170,8 +170,8 @@ func (l *lowered) feed(child, parent *pnode, keys []int) error {
 	child.parent = parent
 	t := &schema.Table{Name: fmt.Sprintf("%s_exchange%d", l.name, len(l.nodes)), VnodeCount: l.vnodes}
 	for _, f := range child.schema.Fields() {
-		typ, ok := schemaType(f.Type)
-		if !ok {
+		typ, err := schema.TypeOfArrow(f.Type)
+		if err != nil {
 			return fmt.Errorf("column %s has type %s, which cannot be exchanged", f.Name, f.Type)
 		}
 		t.Columns = append(t.Columns, schema.Column{Name: f.Name, Type: typ, Nullable: true})

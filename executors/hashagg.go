@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,54 +13,6 @@ import (
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 )
-
-// AggKind is the function of one aggregate of a HashAgg.
-type AggKind uint8
-
-// The aggregate functions.
-const (
-	AggCount         AggKind = iota // count(col): the non-NULL values; int64
-	AggCountStar                    // count(*): the rows; int64
-	AggSum                          // sum(col): int64 for integer input, float64 for float input; NULL when no value
-	AggAvg                          // avg(col): float64; NULL when no value
-	AggMin                          // min(col): the input type; NULL when no value
-	AggMax                          // max(col): the input type; NULL when no value
-	AggCountDistinct                // count(DISTINCT col): the distinct non-NULL values; int64
-)
-
-func (k AggKind) String() string {
-	switch k {
-	case AggCount:
-		return "count"
-	case AggCountStar:
-		return "count_star"
-	case AggSum:
-		return "sum"
-	case AggAvg:
-		return "avg"
-	case AggMin:
-		return "min"
-	case AggMax:
-		return "max"
-	case AggCountDistinct:
-		return "count_distinct"
-	}
-	return fmt.Sprintf("AggKind(%d)", uint8(k))
-}
-
-// multiset reports whether the aggregate keeps a per-group multiset of its values.
-func (k AggKind) multiset() bool { return k == AggMin || k == AggMax || k == AggCountDistinct }
-
-// AggCall is one aggregate of a HashAgg.
-type AggCall struct {
-	Kind AggKind
-	Col  int // input column (ignored by count(*))
-	// HasFilter: only the rows whose boolean input column Filter is true (not false,
-	// not NULL) count (SQL's FILTER (WHERE ...)).
-	HasFilter bool
-	Filter    int
-	Name      string // output column name; "" gives <kind>_<index>
-}
 
 // HashAggConfig configures a HashAgg.
 type HashAggConfig struct {
@@ -77,210 +28,6 @@ type HashAggConfig struct {
 	MultiSets []*storage.StateTable
 	Node      *storage.Node
 	Mem       memory.Allocator
-}
-
-// hashAggTypeOf maps an Arrow type of a chunk column back to the schema type.
-func hashAggTypeOf(dt arrow.DataType) (schema.Type, error) {
-	switch t := dt.(type) {
-	case *arrow.BooleanType:
-		return schema.Type{Kind: schema.Boolean}, nil
-	case *arrow.Int16Type:
-		return schema.Type{Kind: schema.Int16}, nil
-	case *arrow.Int32Type:
-		return schema.Type{Kind: schema.Int32}, nil
-	case *arrow.Int64Type:
-		return schema.Type{Kind: schema.Int64}, nil
-	case *arrow.Float32Type:
-		return schema.Type{Kind: schema.Float32}, nil
-	case *arrow.Float64Type:
-		return schema.Type{Kind: schema.Float64}, nil
-	case *arrow.Decimal128Type:
-		return schema.Type{Kind: schema.Decimal, Precision: t.Precision, Scale: t.Scale}, nil
-	case *arrow.StringType:
-		return schema.Type{Kind: schema.Varchar}, nil
-	case *arrow.BinaryType:
-		return schema.Type{Kind: schema.Bytea}, nil
-	case *arrow.Date32Type:
-		return schema.Type{Kind: schema.Date}, nil
-	case *arrow.TimestampType:
-		if t.Unit == arrow.Microsecond && t.TimeZone == "" {
-			return schema.Type{Kind: schema.Timestamp}, nil
-		}
-		if t.Unit == arrow.Microsecond && t.TimeZone == "UTC" {
-			return schema.Type{Kind: schema.Timestamptz}, nil
-		}
-	}
-	return schema.Type{}, fmt.Errorf("unsupported Arrow type %s", dt)
-}
-
-func hgIsInt(k schema.Kind) bool {
-	return k == schema.Int16 || k == schema.Int32 || k == schema.Int64
-}
-
-func hgIsFloat(k schema.Kind) bool { return k == schema.Float32 || k == schema.Float64 }
-
-// hashAggCheck validates cfg's columns and aggregates against the input schema.
-func hashAggCheck(in *arrow.Schema, cfg HashAggConfig) error {
-	if len(cfg.GroupBy) == 0 {
-		return fmt.Errorf("no group-by column")
-	}
-	col := func(i int, what string) (schema.Type, error) {
-		if i < 0 || i >= in.NumFields() {
-			return schema.Type{}, fmt.Errorf("%s: column %d out of range (%d columns)", what, i, in.NumFields())
-		}
-		typ, err := hashAggTypeOf(in.Field(i).Type)
-		if err != nil {
-			return typ, fmt.Errorf("%s: column %d: %w", what, i, err)
-		}
-		return typ, nil
-	}
-	for _, g := range cfg.GroupBy {
-		if _, err := col(g, "group by"); err != nil {
-			return err
-		}
-	}
-	for i, a := range cfg.Aggs {
-		what := fmt.Sprintf("aggregate %d (%s)", i, a.Kind)
-		if a.Kind > AggCountDistinct {
-			return fmt.Errorf("%s: unknown kind", what)
-		}
-		if a.HasFilter {
-			typ, err := col(a.Filter, what+" filter")
-			if err != nil {
-				return err
-			}
-			if typ.Kind != schema.Boolean {
-				return fmt.Errorf("%s: filter column %d is %s, not boolean", what, a.Filter, typ)
-			}
-		}
-		if a.Kind == AggCountStar {
-			continue
-		}
-		typ, err := col(a.Col, what)
-		if err != nil {
-			return err
-		}
-		if (a.Kind == AggSum || a.Kind == AggAvg) && !hgIsInt(typ.Kind) && !hgIsFloat(typ.Kind) {
-			return fmt.Errorf("%s: input type %s is not an integer or float type", what, typ)
-		}
-	}
-	return nil
-}
-
-func hashAggVnodes(cfg HashAggConfig) int {
-	if cfg.VnodeCount == 0 {
-		return schema.DefaultVnodeCount
-	}
-	return cfg.VnodeCount
-}
-
-// hashAggKeyColumns returns the group-key columns g0, g1, ... of the state tables.
-func hashAggKeyColumns(in *arrow.Schema, cfg HashAggConfig) ([]schema.Column, []schema.KeyColumn, []int) {
-	var cols []schema.Column
-	var pk []schema.KeyColumn
-	var dist []int
-	for i, g := range cfg.GroupBy {
-		typ, _ := hashAggTypeOf(in.Field(g).Type)
-		cols = append(cols, schema.Column{Name: fmt.Sprintf("g%d", i), Type: typ, Nullable: true})
-		pk = append(pk, schema.KeyColumn{Column: i})
-		dist = append(dist, i)
-	}
-	return cols, pk, dist
-}
-
-// HashAggStateTable derives the schema of a HashAgg's group table: the group keys
-// g0, g1, ... (the pk and distribution key, all nullable), rows (count(*) of the group,
-// int64), then per aggregate i: count and count(*): a<i>_n (int64); sum and avg: a<i>_n
-// (non-NULL count, int64) and a<i>_sum (int64 for integer input, float64 for float
-// input); min, max and count(DISTINCT): nothing (their state is in their multiset's
-// table).
-func HashAggStateTable(name string, in *arrow.Schema, cfg HashAggConfig) (*schema.Table, error) {
-	if err := hashAggCheck(in, cfg); err != nil {
-		return nil, fmt.Errorf("hash agg %s: %w", name, err)
-	}
-	cols, pk, dist := hashAggKeyColumns(in, cfg)
-	i64 := schema.Type{Kind: schema.Int64}
-	cols = append(cols, schema.Column{Name: "rows", Type: i64})
-	for i, a := range cfg.Aggs {
-		switch a.Kind {
-		case AggCount, AggCountStar:
-			cols = append(cols, schema.Column{Name: fmt.Sprintf("a%d_n", i), Type: i64})
-		case AggSum, AggAvg:
-			typ, _ := hashAggTypeOf(in.Field(a.Col).Type)
-			sum := i64
-			if hgIsFloat(typ.Kind) {
-				sum = schema.Type{Kind: schema.Float64}
-			}
-			cols = append(cols, schema.Column{Name: fmt.Sprintf("a%d_n", i), Type: i64},
-				schema.Column{Name: fmt.Sprintf("a%d_sum", i), Type: sum})
-		}
-	}
-	t := &schema.Table{Name: name, Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("hash agg %s: %w", name, err)
-	}
-	return t, nil
-}
-
-// HashAggMultisetSlots lists the multisets a HashAgg of in as cfg says keeps per
-// group: the min, max and count(DISTINCT) aggregates over one input column share one,
-// and each multiset has a table (HashAggMultisetTable, in this order). An element lists the indexes of its aggregates, in cfg.Aggs's order.
-func HashAggMultisetSlots(in *arrow.Schema, cfg HashAggConfig) ([][]int, error) {
-	if err := hashAggCheck(in, cfg); err != nil {
-		return nil, fmt.Errorf("hash agg: %w", err)
-	}
-	slots := hashAggSlots(cfg)
-	out := make([][]int, len(slots))
-	for i, sl := range slots {
-		out[i] = slices.Clone(sl.aggs)
-	}
-	return out, nil
-}
-
-// hashAggSlots groups the multiset aggregates of cfg by input column, in order of
-// first appearance.
-func hashAggSlots(cfg HashAggConfig) []hgSlot {
-	var slots []hgSlot
-	for i, a := range cfg.Aggs {
-		if !a.Kind.multiset() {
-			continue
-		}
-		sl := slices.IndexFunc(slots, func(s hgSlot) bool { return s.col == a.Col })
-		if sl < 0 {
-			sl = len(slots)
-			slots = append(slots, hgSlot{col: a.Col})
-		}
-		slots[sl].aggs = append(slots[sl].aggs, i)
-	}
-	return slots
-}
-
-// HashAggMultisetTable derives the schema of the table of multiset slot (an index
-// into HashAggMultisetSlots): the group keys g0, g1, ..., the value v (the input
-// column's type), then the value's count for each aggregate of the slot, c<agg>
-// (int64, agg its index in cfg.Aggs), with pk (group keys, v) and the group keys as
-// the distribution key, so that a group's multisets live in its vnode. A row exists
-// while one of its counts is above 0.
-func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, slot int) (*schema.Table, error) {
-	if err := hashAggCheck(in, cfg); err != nil {
-		return nil, fmt.Errorf("hash agg %s: %w", name, err)
-	}
-	slots := hashAggSlots(cfg)
-	if slot < 0 || slot >= len(slots) {
-		return nil, fmt.Errorf("hash agg %s: multiset %d of %d (min, max and count(DISTINCT) keep one per input column)", name, slot, len(slots))
-	}
-	cols, pk, dist := hashAggKeyColumns(in, cfg)
-	typ, _ := hashAggTypeOf(in.Field(slots[slot].col).Type)
-	pk = append(pk, schema.KeyColumn{Column: len(cols)})
-	cols = append(cols, schema.Column{Name: "v", Type: typ})
-	for _, a := range slots[slot].aggs {
-		cols = append(cols, schema.Column{Name: fmt.Sprintf("c%d", a), Type: schema.Type{Kind: schema.Int64}})
-	}
-	t := &schema.Table{Name: name, Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("hash agg %s: %w", name, err)
-	}
-	return t, nil
 }
 
 // HashAgg is a retractable streaming GROUP BY. Insert and UpdateInsert rows add to their
@@ -323,8 +70,7 @@ type HashAgg struct {
 	msT    []*schema.Table // per slot, its multiset table
 	msLay  []*vec.Layout
 	msK    []vec.Kernels
-	keyT   *schema.Table // the group keys alone: their encoding and vnodes
-	keyK   vec.Kernels
+	gk     rowKeys         // the group keys: their encoding and vnodes
 	valT   []*schema.Table // per multiset aggregate: its value alone, nullable
 	valK   []vec.Kernels
 	// slots group the multiset aggregates by input column: a group keeps one multiset
@@ -337,7 +83,7 @@ type HashAgg struct {
 	stCol   []int         // per aggregate, its first state column in the group table
 
 	stateEpochs
-	closed bool
+	closeOnce
 
 	groups map[string]*hgGroup
 	dirty  []*hgGroup
@@ -363,60 +109,9 @@ type HashAgg struct {
 	wvn  []uint16
 }
 
-// hgSlot is the min, max and count(DISTINCT) aggregates over one input column: a
-// group keeps one multiset of the column's values for all of them, so a
-// row looks its value up once, however many of them (with their FILTERs) count it,
-// and the slot's table keeps one row per value with a count per aggregate.
-type hgSlot struct {
-	col  int
-	aggs []int // aggregate indexes; the first's value kernels encode the column
-}
-
-// hgSet is a group's multiset of one slot's column.
-type hgSet struct {
-	ms  map[string]*hgEntry
-	dir []*hgEntry // entries with a dirty count, in first-touch order
-}
-
-// hgEntry is one value of a multiset: its count for each aggregate of the slot.
-type hgEntry struct {
-	key    string  // its key in the multiset map (kept, so that a min/max shares it)
-	cnt    []int64 // per aggregate of the slot
-	stored bool    // the slot's multiset table holds the entry
-	dirty  bool    // a count changed since the last barrier (the entry is in its set's dir)
-}
-
-// counted is the index of the first aggregate that counts e (count > 0), or -1.
-func (e *hgEntry) counted() int {
-	return slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 })
-}
-
-// entry returns the entry of value key k, made with n counts when missing.
-func (set *hgSet) entry(k []byte, n int) *hgEntry {
-	if e, ok := set.ms[keyString(k)]; ok {
-		return e
-	}
-	e := &hgEntry{key: string(k), cnt: make([]int64, n)}
-	set.ms[e.key] = e
-	return e
-}
-
-type hgAgg struct {
-	n     int64 // count; non-NULL count (sum, avg, min, max); distinct count
-	si    int64
-	sf    float64
-	ext   string // the current min/max (encoded value key), when extOK
-	extOK bool
-	stale bool // ext was deleted: rescan
-}
-
-type hgOut struct {
-	null bool
-	i    int64
-	f    uint64
-	s    string
-}
-
+// hgGroup is one group's state: its encoded key and vnode, count(*) (rows), its
+// aggregates' states and multisets, and its output before the epoch's first change
+// (oldRows, old).
 type hgGroup struct {
 	key     string
 	vn      uint16
@@ -458,12 +153,9 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		slotOf: make([]int, len(cfg.Aggs)), slotIdx: make([]int, len(cfg.Aggs)),
 		groups: map[string]*hgGroup{},
 	}
-	cols, pk, dist := hashAggKeyColumns(in, cfg)
-	h.keyT = &schema.Table{Name: want.Name + "_keys", Columns: cols, PK: pk, DistKey: dist, VnodeCount: hashAggVnodes(cfg)}
-	if err := h.keyT.Validate(); err != nil {
+	if h.gk, err = newRowKeys(want.Name+"_keys", in, cfg.GroupBy, "g", hashAggVnodes(cfg)); err != nil {
 		return nil, fmt.Errorf("hash agg %s: %w", want.Name, err)
 	}
-	h.keyK = vec.For(h.keyT)
 	fields := make([]arrow.Field, 0, len(cfg.GroupBy)+len(cfg.Aggs))
 	for _, g := range cfg.GroupBy {
 		fields = append(fields, in.Field(g))
@@ -472,7 +164,7 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 	for i, a := range cfg.Aggs {
 		h.stCol[i] = next
 		if a.Kind != AggCountStar {
-			h.inTyp[i], _ = hashAggTypeOf(in.Field(a.Col).Type)
+			h.inTyp[i], _ = schema.TypeOfArrow(in.Field(a.Col).Type)
 		}
 		fields = append(fields, hashAggField(in, a, i))
 		switch a.Kind {
@@ -513,47 +205,6 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 	h.rowE = make([][]*hgEntry, len(h.slots))
 	h.schema = arrow.NewSchema(fields, nil)
 	return h, nil
-}
-
-// HashAggSchema is the output schema of a HashAgg of in as cfg says (only GroupBy and
-// Aggs are read): the group-by columns, then one column per aggregate.
-func HashAggSchema(in *arrow.Schema, cfg HashAggConfig) (*arrow.Schema, error) {
-	if err := hashAggCheck(in, cfg); err != nil {
-		return nil, fmt.Errorf("hash agg: %w", err)
-	}
-	fields := make([]arrow.Field, 0, len(cfg.GroupBy)+len(cfg.Aggs))
-	for _, g := range cfg.GroupBy {
-		fields = append(fields, in.Field(g))
-	}
-	for i, a := range cfg.Aggs {
-		fields = append(fields, hashAggField(in, a, i))
-	}
-	return arrow.NewSchema(fields, nil), nil
-}
-
-// hashAggField is the output column of aggregate a (the i-th) over in.
-func hashAggField(in *arrow.Schema, a AggCall, i int) arrow.Field {
-	name := a.Name
-	if name == "" {
-		name = fmt.Sprintf("%s_%d", a.Kind, i)
-	}
-	var dt arrow.DataType
-	switch a.Kind {
-	case AggCount, AggCountStar, AggCountDistinct:
-		dt = arrow.PrimitiveTypes.Int64
-	case AggSum:
-		dt = arrow.PrimitiveTypes.Int64
-		if typ, _ := hashAggTypeOf(in.Field(a.Col).Type); hgIsFloat(typ.Kind) {
-			dt = arrow.PrimitiveTypes.Float64
-		}
-	case AggAvg:
-		dt = arrow.PrimitiveTypes.Float64
-	case AggMin, AggMax:
-		typ, _ := hashAggTypeOf(in.Field(a.Col).Type)
-		dt = typ.ArrowType()
-	}
-	nullable := a.Kind == AggSum || a.Kind == AggAvg || a.Kind == AggMin || a.Kind == AggMax
-	return arrow.Field{Name: name, Type: dt, Nullable: nullable}
 }
 
 // Schema implements Executor: the group-by columns, then one column per aggregate.
@@ -608,16 +259,6 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		return nil
 	}
 	rec := c.Record()
-	// The group keys and their vnodes, once per chunk.
-	kcols := make([]arrow.Array, len(h.cfg.GroupBy))
-	for i, g := range h.cfg.GroupBy {
-		kcols[i] = rec.Column(g)
-	}
-	krec := array.NewRecordBatch(h.keyT.ArrowSchema(), kcols, int64(n))
-	kc := c.WithRecord(krec)
-	krec.Release()
-	h.keys.Reset()
-	h.keyK.EncodeKeys(kc, &h.keys)
 	if cap(h.vn) < n {
 		h.vn = make([]uint16, n)
 		h.rowG = make([]*hgGroup, n)
@@ -625,8 +266,8 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		h.counts = make([]int64, n)
 	}
 	h.vn, h.rowG, h.sign, h.counts = h.vn[:n], h.rowG[:n], h.sign[:n], h.counts[:n]
-	h.keyK.Vnodes(kc, h.vn)
-	kc.Release()
+	// The group keys and their vnodes, once per chunk.
+	h.gk.encode(c, h.cfg.GroupBy, &h.keys, h.vn)
 	// The visible rows' cached groups; the stored state of the others, read for the
 	// whole chunk at once (nothing is written to the state tables before the barrier).
 	h.sel = h.sel[:0]
@@ -690,151 +331,6 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	return nil
 }
 
-// applyAgg folds aggregate a's input of the chunk's rows (rowG, sign set) into the
-// groups: one switch per chunk, then a typed loop.
-func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
-	call := h.cfg.Aggs[a]
-	n := len(h.sign)
-	// counts[i]: the row's sign when it counts for the aggregate, else 0.
-	cnt := h.counts
-	copy(cnt, h.sign)
-	if call.HasFilter {
-		f := rec.Column(call.Filter).(*array.Boolean)
-		for i := 0; i < n; i++ {
-			if cnt[i] != 0 && (f.IsNull(i) || !f.Value(i)) {
-				cnt[i] = 0
-			}
-		}
-	}
-	if call.Kind == AggCountStar {
-		for i, s := range cnt {
-			if s != 0 {
-				h.rowG[i].aggs[a].n += s
-			}
-		}
-		return nil
-	}
-	col := rec.Column(call.Col)
-	if col.NullN() > 0 {
-		for i := 0; i < n; i++ {
-			if cnt[i] != 0 && col.IsNull(i) {
-				cnt[i] = 0
-			}
-		}
-	}
-	switch call.Kind {
-	case AggCount:
-		for i, s := range cnt {
-			if s != 0 {
-				h.rowG[i].aggs[a].n += s
-			}
-		}
-	case AggSum, AggAvg:
-		switch arr := col.(type) {
-		case *array.Int16:
-			hgSumInts(h.rowG, a, cnt, arr.Int16Values())
-		case *array.Int32:
-			hgSumInts(h.rowG, a, cnt, arr.Int32Values())
-		case *array.Int64:
-			hgSumInts(h.rowG, a, cnt, arr.Int64Values())
-		case *array.Float32:
-			hgSumFloats(h.rowG, a, cnt, arr.Float32Values())
-		case *array.Float64:
-			hgSumFloats(h.rowG, a, cnt, arr.Float64Values())
-		default:
-			return fmt.Errorf("aggregate %d: cannot sum %s", a, col.DataType())
-		}
-	case AggMin, AggMax, AggCountDistinct:
-		sl, j := h.slotOf[a], h.slotIdx[a]
-		vals, ents, width := &h.svals[sl], h.rowE[sl], len(h.slots[sl].aggs)
-		for i, s := range cnt {
-			if s == 0 {
-				continue
-			}
-			g := h.rowG[i]
-			set := &g.sets[sl]
-			e := ents[i]
-			if e == nil {
-				e = set.entry(vals.At(i), width)
-				ents[i] = e
-			}
-			g.aggs[a].add(call.Kind, set, e, j, s)
-		}
-	}
-	return nil
-}
-
-func hgSumInts[T int16 | int32 | int64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
-	for i, s := range cnt {
-		if s != 0 {
-			st := &rowG[i].aggs[a]
-			st.n += s
-			st.si += s * int64(vals[i])
-		}
-	}
-}
-
-func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
-	for i, s := range cnt {
-		if s != 0 {
-			st := &rowG[i].aggs[a]
-			st.n += s
-			st.sf += float64(s) * float64(vals[i])
-		}
-	}
-}
-
-// add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate
-// (index j of its slot) whose state st is.
-func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
-	if !e.dirty {
-		e.dirty = true
-		set.dir = append(set.dir, e)
-	}
-	before := e.cnt[j]
-	e.cnt[j] += s
-	after := e.cnt[j]
-	switch kind {
-	case AggCountDistinct:
-		if before <= 0 && after > 0 {
-			st.n++
-		} else if before > 0 && after <= 0 {
-			st.n--
-		}
-	case AggMin, AggMax:
-		st.n += s
-		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
-			st.ext, st.extOK = e.key, true
-		}
-		if s < 0 && after == 0 && st.extOK && st.ext == e.key {
-			st.stale = true
-		}
-	}
-}
-
-// better reports whether value key a beats b for min (smaller) or max (larger): the
-// memcomparable order is the value order.
-func hgBetter(kind AggKind, a, b string) bool {
-	if kind == AggMin {
-		return a < b
-	}
-	return a > b
-}
-
-// extreme returns the current min/max, rescanning the multiset (set, the aggregate's
-// counts at index j) when it was deleted.
-func (st *hgAgg) extreme(kind AggKind, set *hgSet, j int) (string, bool) {
-	if st.stale {
-		st.stale, st.extOK, st.ext = false, false, ""
-		for k, e := range set.ms {
-			if e.cnt[j] > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
-				st.ext, st.extOK = k, true
-			}
-		}
-	}
-	return st.ext, st.extOK
-}
-
 // group returns the group of row i's key, from the cache or the state tables (read
 // by apply before its loop).
 func (h *HashAgg) group(i int) (*hgGroup, error) {
@@ -882,7 +378,7 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 func (h *HashAgg) loadMultiset(sl int, g *hgGroup) error {
 	lay, t, aggs := h.msLay[sl], h.msT[sl], h.slots[sl].aggs
 	b := storage.IterBounds{After: []byte(g.key)}
-	if end, ok := hgPrefixSuccessor([]byte(g.key)); ok {
+	if end, ok := keyPrefixEnd([]byte(g.key)); ok {
 		b.Before = end
 	}
 	it, err := h.ms[sl].Iter(h.view, g.vn, b)
@@ -932,18 +428,6 @@ func (h *HashAgg) loadMultiset(sl int, g *hgGroup) error {
 	return it.Close()
 }
 
-// hgPrefixSuccessor is the smallest key above every key starting with p, if any.
-func hgPrefixSuccessor(p []byte) ([]byte, bool) {
-	out := append([]byte(nil), p...)
-	for i := len(out) - 1; i >= 0; i-- {
-		if out[i] != 0xff {
-			out[i]++
-			return out[:i+1], true
-		}
-	}
-	return nil, false
-}
-
 // touch remembers g's output before its first change of the epoch.
 func (h *HashAgg) touch(g *hgGroup) {
 	if g.dirty {
@@ -955,358 +439,11 @@ func (h *HashAgg) touch(g *hgGroup) {
 	h.dirty = append(h.dirty, g)
 }
 
-// outputs appends g's output values, one per aggregate.
-func (h *HashAgg) outputs(g *hgGroup, out []hgOut) []hgOut {
-	for a, call := range h.cfg.Aggs {
-		st := &g.aggs[a]
-		var o hgOut
-		switch call.Kind {
-		case AggCount, AggCountStar, AggCountDistinct:
-			o.i = st.n
-		case AggSum:
-			if st.n == 0 {
-				o.null = true
-			} else if hgIsFloat(h.inTyp[a].Kind) {
-				o.f = math.Float64bits(st.sf)
-			} else {
-				o.i = st.si
-			}
-		case AggAvg:
-			if st.n == 0 {
-				o.null = true
-			} else if hgIsFloat(h.inTyp[a].Kind) {
-				o.f = math.Float64bits(st.sf / float64(st.n))
-			} else {
-				o.f = math.Float64bits(float64(st.si) / float64(st.n))
-			}
-		case AggMin, AggMax:
-			if k, ok := st.extreme(call.Kind, &g.sets[h.slotOf[a]], h.slotIdx[a]); ok {
-				o.s = k
-			} else {
-				o.null = true
-			}
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-func hgSameOutputs(a, b []hgOut) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// hgRow is one row of the output changelog.
-type hgRow struct {
-	op  vec.Op
-	key string
-	out []hgOut
-}
-
-// barrier emits the epoch's changelog, persists the changed state, seals epoch Prev and
-// renews the view.
-func (h *HashAgg) barrier(b *Barrier) error {
-	var rows []hgRow
-	var newOut []hgOut
-	for _, g := range h.dirty {
-		g.dirty = false
-		if g.rows < 0 {
-			return fmt.Errorf("group in vnode %d has %d rows: the input deleted rows it never inserted", g.vn, g.rows)
-		}
-		if g.rows == 0 {
-			// The group goes: a value still counted in one of its multisets was
-			// deleted fewer times than inserted, so some other row's delete had
-			// no insert (its multiset row would outlive the group, unseen).
-			for sl, set := range g.sets {
-				for _, e := range set.ms {
-					if j := e.counted(); j >= 0 {
-						return fmt.Errorf("group in vnode %d has no rows left, but aggregate %d still counts a value: the input deleted rows it never inserted", g.vn, h.slots[sl].aggs[j])
-					}
-				}
-			}
-		}
-		for a := range g.aggs {
-			st := &g.aggs[a]
-			if st.n < 0 {
-				return fmt.Errorf("group in vnode %d: aggregate %d has a negative count %d", g.vn, a, st.n)
-			}
-			if st.n == 0 {
-				st.si, st.sf = 0, 0 // no float residue in an emptied sum
-			}
-		}
-		newOut = h.outputs(g, nil)
-		switch {
-		case g.oldRows == 0 && g.rows > 0:
-			rows = append(rows, hgRow{vec.Insert, g.key, newOut})
-		case g.oldRows > 0 && g.rows == 0:
-			rows = append(rows, hgRow{vec.Delete, g.key, append([]hgOut(nil), g.old...)})
-		case g.oldRows > 0 && !hgSameOutputs(g.old, newOut):
-			rows = append(rows, hgRow{vec.UpdateDelete, g.key, append([]hgOut(nil), g.old...)}, hgRow{vec.UpdateInsert, g.key, newOut})
-		}
-	}
-	if err := h.persist(); err != nil {
-		return err
-	}
-	for _, g := range h.dirty {
-		if g.rows == 0 {
-			delete(h.groups, g.key)
-		}
-	}
-	clear(h.dirty)
-	h.dirty = h.dirty[:0]
-	for start := 0; start < len(rows); {
-		end := min(start+1024, len(rows))
-		if end < len(rows) && rows[end-1].op == vec.UpdateDelete {
-			end++
-		}
-		c, err := h.buildOutput(rows[start:end])
-		if err != nil {
-			return err
-		}
-		h.out = append(h.out, ChunkMessage(c))
-		start = end
-	}
-	tables := []sealer{h.st}
-	for _, m := range h.ms {
-		tables = append(tables, m)
-	}
-	return h.endEpoch(b, tables...) // the view is taken on the next chunk
-}
-
-// persist writes the dirty groups and multiset entries into the state tables.
-func (h *HashAgg) persist() error {
-	if len(h.dirty) == 0 {
-		return nil
-	}
-	ng := len(h.cfg.GroupBy)
-	cb := vec.NewChunkBuilder(h.mem, h.st2)
-	defer cb.Release()
-	h.resetWrites()
-	for _, g := range h.dirty {
-		switch {
-		case g.rows > 0 && g.stored:
-			h.addWrite(vec.UpdateInsert, g.vn)
-		case g.rows > 0:
-			h.addWrite(vec.Insert, g.vn)
-			g.stored = true
-		case g.stored:
-			h.addWrite(vec.Delete, g.vn)
-			g.stored = false
-		default:
-			continue
-		}
-		cb.AppendOp(vec.Insert) // the chunk only carries the values to encode
-		h.keys.Append([]byte(g.key))
-		cb.Column(ng).(*array.Int64Builder).Append(g.rows)
-		for a, call := range h.cfg.Aggs {
-			col := h.stCol[a]
-			switch call.Kind {
-			case AggCount, AggCountStar:
-				cb.Column(col).(*array.Int64Builder).Append(g.aggs[a].n)
-			case AggSum, AggAvg:
-				cb.Column(col).(*array.Int64Builder).Append(g.aggs[a].n)
-				if hgIsFloat(h.inTyp[a].Kind) {
-					cb.Column(col + 1).(*array.Float64Builder).Append(g.aggs[a].sf)
-				} else {
-					cb.Column(col + 1).(*array.Int64Builder).Append(g.aggs[a].si)
-				}
-			}
-		}
-	}
-	if err := h.writeKeyed(cb, ng, h.st, h.stK); err != nil {
-		return err
-	}
-	for sl := range h.slots {
-		if err := h.persistMultiset(sl); err != nil {
-			return err
-		}
-		// An entry that no aggregate counts or stores any more is dropped.
-		for _, g := range h.dirty {
-			set := &g.sets[sl]
-			for _, e := range set.dir {
-				e.dirty = false
-				if !e.stored && e.counted() < 0 {
-					delete(set.ms, e.key)
-				}
-			}
-			clear(set.dir)
-			set.dir = set.dir[:0]
-		}
-	}
-	return nil
-}
-
-// persistMultiset writes the dirty entries of slot sl into its multiset table, one
-// row per entry with every aggregate's count. A count below 0 (a value deleted more
-// often than inserted) is written as 0 and is 0 from then on; an entry none of whose
-// counts is above 0 has no row.
-func (h *HashAgg) persistMultiset(sl int) error {
-	ng := len(h.cfg.GroupBy)
-	mb := vec.NewChunkBuilder(h.mem, h.msT[sl])
-	defer mb.Release()
-	h.resetWrites()
-	cols := make([]*array.Int64Builder, len(h.slots[sl].aggs))
-	for j := range cols {
-		cols[j] = mb.Column(ng + 1 + j).(*array.Int64Builder)
-	}
-	for _, g := range h.dirty {
-		for _, e := range g.sets[sl].dir {
-			live := false
-			for j, c := range e.cnt {
-				if c < 0 {
-					e.cnt[j] = 0
-				}
-				live = live || c > 0
-			}
-			switch {
-			case live && e.stored:
-				h.addWrite(vec.UpdateInsert, g.vn)
-			case live:
-				h.addWrite(vec.Insert, g.vn)
-				e.stored = true
-			case e.stored:
-				h.addWrite(vec.Delete, g.vn)
-				e.stored = false
-			default:
-				continue
-			}
-			mb.AppendOp(vec.Insert) // the chunk only carries the values to encode
-			h.keys.Data = append(append(h.keys.Data, g.key...), e.key...)
-			h.keys.Commit()
-			for j, c := range e.cnt {
-				cols[j].Append(c)
-			}
-		}
-	}
-	return h.writeKeyed(mb, ng+1, h.ms[sl], h.msK[sl])
-}
-
-func (h *HashAgg) resetWrites() {
-	h.keys.Reset()
-	h.wops, h.wvn = h.wops[:0], h.wvn[:0]
-}
-
-// addWrite records the op and vnode of the next row written (its key goes to h.keys).
-func (h *HashAgg) addWrite(op vec.Op, vn uint16) {
-	h.wops = append(h.wops, op)
-	h.wvn = append(h.wvn, vn)
-}
-
-// writeKeyed decodes h.keys into the first npk columns of cb (whose other columns are
-// appended), encodes the rows' values with k, st's kernels, and writes them into st
-// under h.keys with the recorded ops and vnodes: the keys are not encoded again, nor
-// the vnodes hashed, and the exact ops spare the checkpoint its probes.
-func (h *HashAgg) writeKeyed(cb *vec.ChunkBuilder, npk int, st *storage.StateTable, k vec.Kernels) error {
-	if cb.Len() == 0 {
-		return nil
-	}
-	bs := make([]array.Builder, npk)
-	for i := range bs {
-		bs[i] = cb.Column(i)
-	}
-	if err := k.DecodeKeys(&h.keys, bs); err != nil {
-		return err
-	}
-	c, err := cb.Build()
-	if err != nil {
-		return err
-	}
-	defer c.Release()
-	h.vals.Reset()
-	k.EncodeValues(c, &h.vals)
-	return st.WriteEncoded(h.wops, nil, h.wvn, &h.keys, &h.vals)
-}
-
-// buildOutput builds one output chunk of rows.
-func (h *HashAgg) buildOutput(rows []hgRow) (*vec.Chunk, error) {
-	ng := len(h.cfg.GroupBy)
-	bs := make([]array.Builder, h.schema.NumFields())
-	for i, f := range h.schema.Fields() {
-		bs[i] = array.NewBuilder(h.mem, f.Type)
-		bs[i].Reserve(len(rows))
-	}
-	defer func() {
-		for _, b := range bs {
-			b.Release()
-		}
-	}()
-	h.keys.Reset()
-	for _, r := range rows {
-		h.keys.Append([]byte(r.key))
-	}
-	if err := h.keyK.DecodeKeys(&h.keys, bs[:ng]); err != nil {
-		return nil, err
-	}
-	for a, call := range h.cfg.Aggs {
-		b := bs[ng+a]
-		switch call.Kind {
-		case AggCount, AggCountStar, AggCountDistinct:
-			ib := b.(*array.Int64Builder)
-			for _, r := range rows {
-				ib.Append(r.out[a].i)
-			}
-		case AggSum, AggAvg:
-			if fb, ok := b.(*array.Float64Builder); ok {
-				for _, r := range rows {
-					if r.out[a].null {
-						fb.AppendNull()
-					} else {
-						fb.Append(math.Float64frombits(r.out[a].f))
-					}
-				}
-			} else {
-				ib := b.(*array.Int64Builder)
-				for _, r := range rows {
-					if r.out[a].null {
-						ib.AppendNull()
-					} else {
-						ib.Append(r.out[a].i)
-					}
-				}
-			}
-		case AggMin, AggMax:
-			h.vals.Reset()
-			null := vec.AppendKeyNull(nil, false)
-			for _, r := range rows {
-				if r.out[a].null {
-					h.vals.Append(null)
-				} else {
-					h.vals.Append([]byte(r.out[a].s))
-				}
-			}
-			if err := h.valK[a].DecodeKeys(&h.vals, []array.Builder{b}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	cols := make([]arrow.Array, len(bs))
-	for i, b := range bs {
-		cols[i] = b.NewArray()
-	}
-	rec := array.NewRecordBatch(h.schema, cols, int64(len(rows)))
-	for _, c := range cols {
-		c.Release()
-	}
-	defer rec.Release()
-	ops := vec.NewOps(h.mem, len(rows), vec.Insert)
-	defer ops.Release()
-	o := vec.OpsOf(ops.Bytes())
-	for i, r := range rows {
-		o[i] = r.op
-	}
-	return vec.NewChunk(rec, ops, nil), nil
-}
-
 // Close releases the view and pending output and closes the input.
 func (h *HashAgg) Close() error {
-	if h.closed {
+	if !h.firstClose() {
 		return nil
 	}
-	h.closed = true
 	h.releaseView()
 	for _, m := range h.out {
 		m.Release()

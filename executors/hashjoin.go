@@ -40,59 +40,6 @@ type HashJoinConfig struct {
 	Mem                   memory.Allocator
 }
 
-func hashJoinVnodes(n int) int {
-	if n == 0 {
-		return schema.DefaultVnodeCount
-	}
-	return n
-}
-
-// HashJoinStateTable derives the schema of one side's state table: the input's columns
-// c0, c1, ... (all nullable, the input's types), with pk (the join key columns, then
-// the pk columns not among them) and the join key columns as the distribution key, so
-// that all rows of a join key live in one vnode and follow one another in pk order.
-func HashJoinStateTable(name string, in *arrow.Schema, keys, pk []int, vnodeCount int) (*schema.Table, error) {
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("hash join %s: no join key", name)
-	}
-	cols := make([]schema.Column, in.NumFields())
-	for i, f := range in.Fields() {
-		typ, err := hashAggTypeOf(f.Type)
-		if err != nil {
-			return nil, fmt.Errorf("hash join %s: column %d (%s): %w", name, i, f.Name, err)
-		}
-		cols[i] = schema.Column{Name: fmt.Sprintf("c%d", i), Type: typ, Nullable: true}
-	}
-	seen := map[int]bool{}
-	var kcs []schema.KeyColumn
-	for _, list := range [][]int{keys, pk} {
-		for _, c := range list {
-			if c < 0 || c >= len(cols) {
-				return nil, fmt.Errorf("hash join %s: column %d out of range (%d columns)", name, c, len(cols))
-			}
-			if !seen[c] {
-				seen[c] = true
-				kcs = append(kcs, schema.KeyColumn{Column: c})
-			}
-		}
-	}
-	t := &schema.Table{Name: name, Columns: cols, PK: kcs, DistKey: append([]int(nil), keys...), VnodeCount: hashJoinVnodes(vnodeCount)}
-	if err := t.Validate(); err != nil {
-		return nil, fmt.Errorf("hash join %s: %w", name, err)
-	}
-	return t, nil
-}
-
-// HashJoinLeftTable is HashJoinStateTable of cfg's left side.
-func HashJoinLeftTable(name string, left *arrow.Schema, cfg HashJoinConfig) (*schema.Table, error) {
-	return HashJoinStateTable(name, left, cfg.LeftKeys, cfg.LeftPK, cfg.VnodeCount)
-}
-
-// HashJoinRightTable is HashJoinStateTable of cfg's right side.
-func HashJoinRightTable(name string, right *arrow.Schema, cfg HashJoinConfig) (*schema.Table, error) {
-	return HashJoinStateTable(name, right, cfg.RightKeys, cfg.RightPK, cfg.VnodeCount)
-}
-
 // HashJoin is a streaming inner equi-join of two inputs, both sides stateful. Its
 // output columns are the left columns, then the right ones.
 //
@@ -122,14 +69,13 @@ type HashJoin struct {
 	keys   [2][]int
 	mem    memory.Allocator
 	schema *arrow.Schema
-	keyT   *schema.Table // the join key columns alone: their encoding and vnodes
-	keyK   vec.Kernels
+	jk     rowKeys        // the join keys: their encoding and vnodes
 	valK   [2]vec.Kernels // each side's state kernels (value decoding)
 	proj   [2]vec.Projection
 	nleft  int
 
 	stateEpochs
-	closed bool
+	closeOnce
 
 	// Input pumping.
 	runCtx  context.Context
@@ -191,20 +137,10 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 		in: [2]Executor{left, right}, cfg: cfg, st: [2]*storage.StateTable{cfg.LeftState, cfg.RightState},
 		keys: [2][]int{cfg.LeftKeys, cfg.RightKeys}, stateEpochs: stateEpochs{node: cfg.Node}, mem: cfg.Mem, nleft: ls.NumFields(),
 	}
-	kcols := make([]schema.Column, len(cfg.LeftKeys))
-	kpk := make([]schema.KeyColumn, len(cfg.LeftKeys))
-	kdist := make([]int, len(cfg.LeftKeys))
-	for i, c := range cfg.LeftKeys {
-		typ, _ := hashAggTypeOf(ls.Field(c).Type)
-		kcols[i] = schema.Column{Name: fmt.Sprintf("k%d", i), Type: typ, Nullable: true}
-		kpk[i] = schema.KeyColumn{Column: i}
-		kdist[i] = i
-	}
-	h.keyT = &schema.Table{Name: cfg.LeftState.Table().Name + "_keys", Columns: kcols, PK: kpk, DistKey: kdist, VnodeCount: hashJoinVnodes(cfg.VnodeCount)}
-	if err := h.keyT.Validate(); err != nil {
+	var err error
+	if h.jk, err = newRowKeys(cfg.LeftState.Table().Name+"_keys", ls, cfg.LeftKeys, "k", hashJoinVnodes(cfg.VnodeCount)); err != nil {
 		return nil, fmt.Errorf("hash join: %w", err)
 	}
-	h.keyK = vec.For(h.keyT)
 	for s, in := range []*arrow.Schema{ls, rs} {
 		h.valK[s] = vec.For(h.st[s].Table())
 		h.proj[s] = make(vec.Projection, in.NumFields())
@@ -227,19 +163,6 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 		}
 	}
 	return h, nil
-}
-
-// HashJoinSchema is the output schema of a HashJoin of left and right: the left
-// columns, then the right ones, all nullable.
-func HashJoinSchema(left, right *arrow.Schema) *arrow.Schema {
-	fields := make([]arrow.Field, 0, left.NumFields()+right.NumFields())
-	for _, in := range []*arrow.Schema{left, right} {
-		for _, f := range in.Fields() {
-			f.Nullable = true
-			fields = append(fields, f)
-		}
-	}
-	return arrow.NewSchema(fields, nil)
 }
 
 // Schema implements Executor: the left columns, then the right ones.
@@ -392,21 +315,11 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	}
 	rec := c.Record()
 	// The join keys, their vnodes and NULLs, once per chunk.
-	kcols := make([]arrow.Array, len(h.keys[s]))
-	for i, k := range h.keys[s] {
-		kcols[i] = rec.Column(k)
-	}
-	krec := array.NewRecordBatch(h.keyT.ArrowSchema(), kcols, int64(n))
-	kc := c.WithRecord(krec)
-	krec.Release()
-	h.kbuf.Reset()
-	h.keyK.EncodeKeys(kc, &h.kbuf)
 	if cap(h.vn) < n {
 		h.vn = make([]uint16, n)
 	}
 	h.vn = h.vn[:n]
-	h.keyK.Vnodes(kc, h.vn)
-	kc.Release()
+	h.jk.encode(c, h.keys[s], &h.kbuf, h.vn)
 	vis := vec.NewBitmap(h.mem, n) // the rows to store: visible, no NULL key
 	defer vis.Release()
 	bits := vis.Bytes()
@@ -415,7 +328,8 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 			bits[i>>3] |= 1 << (i & 7)
 		}
 	}
-	for _, a := range kcols {
+	for _, k := range h.keys[s] {
+		a := rec.Column(k)
 		if a.NullN() == 0 {
 			continue
 		}
@@ -457,7 +371,7 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		end = append(end[:0], prefix...)
 		// From, not After: a side whose pk is its join key stores exactly the prefix.
 		b := storage.IterBounds{From: prefix}
-		if e, ok := hjPrefixEnd(end); ok {
+		if e, ok := keyPrefixEnd(end); ok {
 			b.Before = e
 		}
 		if err := h.st[o].ReuseIter(h.view, h.vn[i], b, &h.probe); err != nil {
@@ -499,17 +413,6 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	err := h.st[s].Write(w)
 	w.Release()
 	return err
-}
-
-// hjPrefixEnd turns p (a copy) into the smallest key above every key starting with p.
-func hjPrefixEnd(p []byte) ([]byte, bool) {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] != 0xff {
-			p[i]++
-			return p[:i+1], true
-		}
-	}
-	return nil, false
 }
 
 // build assembles the output of the probed pairs lo..hi-1: side s's columns taken from
@@ -592,10 +495,9 @@ func (h *HashJoin) build(s int, rec arrow.RecordBatch, lo, hi int) (*vec.Chunk, 
 // Close stops the input goroutines, releases what is buffered and the view, and closes
 // the inputs.
 func (h *HashJoin) Close() error {
-	if h.closed {
+	if !h.firstClose() {
 		return nil
 	}
-	h.closed = true
 	if h.running {
 		h.cancel()
 		h.wg.Wait()

@@ -54,7 +54,7 @@ type Materialize struct {
 	proj   vec.Projection
 
 	stateEpochs
-	closed bool
+	closeOnce
 
 	// Per-chunk scratch, reused from chunk to chunk.
 	keys, vals vec.Bytes // the input rows' memcomparable pks and values
@@ -412,10 +412,9 @@ func (m *Materialize) build() (*vec.Chunk, error) {
 
 // Close releases the view and buffers and closes the input.
 func (m *Materialize) Close() error {
-	if m.closed {
+	if !m.firstClose() {
 		return nil
 	}
-	m.closed = true
 	m.releaseView()
 	for _, b := range m.bs {
 		b.Release()

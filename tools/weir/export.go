@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/seed04fbb902/weir/schema"
 	"github.com/spf13/cobra"
 )
 
@@ -301,34 +302,36 @@ func parquetSchema(sc *arrow.Schema) (*pqschema.GroupNode, error) {
 			pt   parquet.Type
 			tlen = -1
 		)
-		switch t := f.Type.(type) {
-		case *arrow.BooleanType:
-			pt = parquet.Types.Boolean
-		case *arrow.Int16Type:
-			pt, lt = parquet.Types.Int32, pqschema.NewIntLogicalType(16, true)
-		case *arrow.Int32Type:
-			pt = parquet.Types.Int32
-		case *arrow.Int64Type:
-			pt = parquet.Types.Int64
-		case *arrow.Float32Type:
-			pt = parquet.Types.Float
-		case *arrow.Float64Type:
-			pt = parquet.Types.Double
-		case *arrow.Decimal128Type:
-			pt, lt, tlen = parquet.Types.FixedLenByteArray, pqschema.NewDecimalLogicalType(t.Precision, t.Scale), 16
-		case *arrow.StringType:
-			pt, lt = parquet.Types.ByteArray, pqschema.StringLogicalType{}
-		case *arrow.BinaryType:
-			pt = parquet.Types.ByteArray
-		case *arrow.Date32Type:
-			pt, lt = parquet.Types.Int32, pqschema.DateLogicalType{}
-		case *arrow.TimestampType:
-			if t.Unit != arrow.Microsecond {
+		typ, err := schema.TypeOfArrow(f.Type)
+		if err != nil {
+			if t, ok := f.Type.(*arrow.TimestampType); ok && t.Unit != arrow.Microsecond {
 				return nil, fmt.Errorf("column %s: timestamp unit %s, want microseconds", f.Name, t.Unit)
 			}
-			pt, lt = parquet.Types.Int64, pqschema.NewTimestampLogicalType(t.TimeZone != "", pqschema.TimeUnitMicros)
-		default:
 			return nil, fmt.Errorf("column %s: type %s has no Parquet mapping here", f.Name, f.Type)
+		}
+		switch typ.Kind {
+		case schema.Boolean:
+			pt = parquet.Types.Boolean
+		case schema.Int16:
+			pt, lt = parquet.Types.Int32, pqschema.NewIntLogicalType(16, true)
+		case schema.Int32:
+			pt = parquet.Types.Int32
+		case schema.Int64:
+			pt = parquet.Types.Int64
+		case schema.Float32:
+			pt = parquet.Types.Float
+		case schema.Float64:
+			pt = parquet.Types.Double
+		case schema.Decimal:
+			pt, lt, tlen = parquet.Types.FixedLenByteArray, pqschema.NewDecimalLogicalType(typ.Precision, typ.Scale), 16
+		case schema.Varchar:
+			pt, lt = parquet.Types.ByteArray, pqschema.StringLogicalType{}
+		case schema.Bytea:
+			pt = parquet.Types.ByteArray
+		case schema.Date:
+			pt, lt = parquet.Types.Int32, pqschema.DateLogicalType{}
+		case schema.Timestamp, schema.Timestamptz:
+			pt, lt = parquet.Types.Int64, pqschema.NewTimestampLogicalType(typ.Kind == schema.Timestamptz, pqschema.TimeUnitMicros)
 		}
 		n, err := pqschema.NewPrimitiveNodeLogical(f.Name, rep, lt, pt, tlen, -1)
 		if err != nil {

@@ -1,0 +1,296 @@
+package executors
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// AggKind is the function of one aggregate of a HashAgg.
+type AggKind uint8
+
+// The aggregate functions.
+const (
+	AggCount         AggKind = iota // count(col): the non-NULL values; int64
+	AggCountStar                    // count(*): the rows; int64
+	AggSum                          // sum(col): int64 for integer input, float64 for float input; NULL when no value
+	AggAvg                          // avg(col): float64; NULL when no value
+	AggMin                          // min(col): the input type; NULL when no value
+	AggMax                          // max(col): the input type; NULL when no value
+	AggCountDistinct                // count(DISTINCT col): the distinct non-NULL values; int64
+)
+
+func (k AggKind) String() string {
+	switch k {
+	case AggCount:
+		return "count"
+	case AggCountStar:
+		return "count_star"
+	case AggSum:
+		return "sum"
+	case AggAvg:
+		return "avg"
+	case AggMin:
+		return "min"
+	case AggMax:
+		return "max"
+	case AggCountDistinct:
+		return "count_distinct"
+	}
+	return fmt.Sprintf("AggKind(%d)", uint8(k))
+}
+
+// multiset reports whether the aggregate keeps a per-group multiset of its values.
+func (k AggKind) multiset() bool { return k == AggMin || k == AggMax || k == AggCountDistinct }
+
+// AggCall is one aggregate of a HashAgg.
+type AggCall struct {
+	Kind AggKind
+	Col  int // input column (ignored by count(*))
+	// HasFilter: only the rows whose boolean input column Filter is true (not false,
+	// not NULL) count (SQL's FILTER (WHERE ...)).
+	HasFilter bool
+	Filter    int
+	Name      string // output column name; "" gives <kind>_<index>
+}
+
+// hgSet is a group's multiset of one slot's column.
+type hgSet struct {
+	ms  map[string]*hgEntry
+	dir []*hgEntry // entries with a dirty count, in first-touch order
+}
+
+// hgEntry is one value of a multiset: its count for each aggregate of the slot.
+type hgEntry struct {
+	key    string  // its key in the multiset map (kept, so that a min/max shares it)
+	cnt    []int64 // per aggregate of the slot
+	stored bool    // the slot's multiset table holds the entry
+	dirty  bool    // a count changed since the last barrier (the entry is in its set's dir)
+}
+
+// counted is the index of the first aggregate that counts e (count > 0), or -1.
+func (e *hgEntry) counted() int {
+	return slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 })
+}
+
+// entry returns the entry of value key k, made with n counts when missing.
+func (set *hgSet) entry(k []byte, n int) *hgEntry {
+	if e, ok := set.ms[keyString(k)]; ok {
+		return e
+	}
+	e := &hgEntry{key: string(k), cnt: make([]int64, n)}
+	set.ms[e.key] = e
+	return e
+}
+
+// hgAgg is the state of one aggregate of one group.
+type hgAgg struct {
+	n     int64 // count; non-NULL count (sum, avg, min, max); distinct count
+	si    int64
+	sf    float64
+	ext   string // the current min/max (encoded value key), when extOK
+	extOK bool
+	stale bool // ext was deleted: rescan
+}
+
+// hgOut is one output value of an aggregate: NULL, an int64 (i), a float64's bits (f)
+// or a min/max as its encoded value key (s).
+type hgOut struct {
+	null bool
+	i    int64
+	f    uint64
+	s    string
+}
+
+// applyAgg folds aggregate a's input of the chunk's rows (rowG, sign set) into the
+// groups: one switch per chunk, then a typed loop.
+func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
+	call := h.cfg.Aggs[a]
+	n := len(h.sign)
+	// counts[i]: the row's sign when it counts for the aggregate, else 0.
+	cnt := h.counts
+	copy(cnt, h.sign)
+	if call.HasFilter {
+		f := rec.Column(call.Filter).(*array.Boolean)
+		for i := 0; i < n; i++ {
+			if cnt[i] != 0 && (f.IsNull(i) || !f.Value(i)) {
+				cnt[i] = 0
+			}
+		}
+	}
+	if call.Kind == AggCountStar {
+		for i, s := range cnt {
+			if s != 0 {
+				h.rowG[i].aggs[a].n += s
+			}
+		}
+		return nil
+	}
+	col := rec.Column(call.Col)
+	if col.NullN() > 0 {
+		for i := 0; i < n; i++ {
+			if cnt[i] != 0 && col.IsNull(i) {
+				cnt[i] = 0
+			}
+		}
+	}
+	switch call.Kind {
+	case AggCount:
+		for i, s := range cnt {
+			if s != 0 {
+				h.rowG[i].aggs[a].n += s
+			}
+		}
+	case AggSum, AggAvg:
+		switch arr := col.(type) {
+		case *array.Int16:
+			hgSumInts(h.rowG, a, cnt, arr.Int16Values())
+		case *array.Int32:
+			hgSumInts(h.rowG, a, cnt, arr.Int32Values())
+		case *array.Int64:
+			hgSumInts(h.rowG, a, cnt, arr.Int64Values())
+		case *array.Float32:
+			hgSumFloats(h.rowG, a, cnt, arr.Float32Values())
+		case *array.Float64:
+			hgSumFloats(h.rowG, a, cnt, arr.Float64Values())
+		default:
+			return fmt.Errorf("aggregate %d: cannot sum %s", a, col.DataType())
+		}
+	case AggMin, AggMax, AggCountDistinct:
+		sl, j := h.slotOf[a], h.slotIdx[a]
+		vals, ents, width := &h.svals[sl], h.rowE[sl], len(h.slots[sl].aggs)
+		for i, s := range cnt {
+			if s == 0 {
+				continue
+			}
+			g := h.rowG[i]
+			set := &g.sets[sl]
+			e := ents[i]
+			if e == nil {
+				e = set.entry(vals.At(i), width)
+				ents[i] = e
+			}
+			g.aggs[a].add(call.Kind, set, e, j, s)
+		}
+	}
+	return nil
+}
+
+func hgSumInts[T int16 | int32 | int64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
+	for i, s := range cnt {
+		if s != 0 {
+			st := &rowG[i].aggs[a]
+			st.n += s
+			st.si += s * int64(vals[i])
+		}
+	}
+}
+
+func hgSumFloats[T float32 | float64](rowG []*hgGroup, a int, cnt []int64, vals []T) {
+	for i, s := range cnt {
+		if s != 0 {
+			st := &rowG[i].aggs[a]
+			st.n += s
+			st.sf += float64(s) * float64(vals[i])
+		}
+	}
+}
+
+// add adds s (+1 or -1 rows) to the count of e, an entry of set, for the aggregate
+// (index j of its slot) whose state st is.
+func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
+	if !e.dirty {
+		e.dirty = true
+		set.dir = append(set.dir, e)
+	}
+	before := e.cnt[j]
+	e.cnt[j] += s
+	after := e.cnt[j]
+	switch kind {
+	case AggCountDistinct:
+		if before <= 0 && after > 0 {
+			st.n++
+		} else if before > 0 && after <= 0 {
+			st.n--
+		}
+	case AggMin, AggMax:
+		st.n += s
+		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
+			st.ext, st.extOK = e.key, true
+		}
+		if s < 0 && after == 0 && st.extOK && st.ext == e.key {
+			st.stale = true
+		}
+	}
+}
+
+// better reports whether value key a beats b for min (smaller) or max (larger): the
+// memcomparable order is the value order.
+func hgBetter(kind AggKind, a, b string) bool {
+	if kind == AggMin {
+		return a < b
+	}
+	return a > b
+}
+
+// extreme returns the current min/max, rescanning the multiset (set, the aggregate's
+// counts at index j) when it was deleted.
+func (st *hgAgg) extreme(kind AggKind, set *hgSet, j int) (string, bool) {
+	if st.stale {
+		st.stale, st.extOK, st.ext = false, false, ""
+		for k, e := range set.ms {
+			if e.cnt[j] > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
+				st.ext, st.extOK = k, true
+			}
+		}
+	}
+	return st.ext, st.extOK
+}
+
+// outputs appends g's output values, one per aggregate.
+func (h *HashAgg) outputs(g *hgGroup, out []hgOut) []hgOut {
+	for a, call := range h.cfg.Aggs {
+		st := &g.aggs[a]
+		var o hgOut
+		switch call.Kind {
+		case AggCount, AggCountStar, AggCountDistinct:
+			o.i = st.n
+		case AggSum:
+			if st.n == 0 {
+				o.null = true
+			} else if hgIsFloat(h.inTyp[a].Kind) {
+				o.f = math.Float64bits(st.sf)
+			} else {
+				o.i = st.si
+			}
+		case AggAvg:
+			if st.n == 0 {
+				o.null = true
+			} else if hgIsFloat(h.inTyp[a].Kind) {
+				o.f = math.Float64bits(st.sf / float64(st.n))
+			} else {
+				o.f = math.Float64bits(float64(st.si) / float64(st.n))
+			}
+		case AggMin, AggMax:
+			if k, ok := st.extreme(call.Kind, &g.sets[h.slotOf[a]], h.slotIdx[a]); ok {
+				o.s = k
+			} else {
+				o.null = true
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func hgSameOutputs(a, b []hgOut) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
