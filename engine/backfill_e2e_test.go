@@ -102,7 +102,9 @@ func runBackfillEndToEnd(t *testing.T, seed uint64) {
 	preload(t, e, mem, rng, 3000)
 	w := startWriter(e, mem, rng.Uint64())
 
-	limit := int64(400)
+	// Slow enough that the checks below find the backfills midway even on a loaded
+	// machine under -race (the limits are lifted before the end).
+	limit := int64(200)
 	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Parallelism: 2, RateLimit: &limit, Background: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -138,8 +138,9 @@ func (e *Engine) undoCreate(ctx context.Context, o *object, cause error) error {
 	if err := e.usable(); err != nil {
 		return fmt.Errorf("create materialized view %s: %w (the view stays, and its backfill goes on when the directory is opened again)", name, cause)
 	}
-	if e.cat.objects[name] != o {
-		// Dropped (or dropped and created again) by another call meanwhile.
+	if cur, ok := e.cat.objects[name]; !ok || cur.ID != o.ID {
+		// Dropped (or dropped and created again) by another call meanwhile. (A
+		// recovery reloads the catalog: the object is another one, of the same id.)
 		return fmt.Errorf("create materialized view %s: %w", name, cause)
 	}
 	if j, ok := e.g.jobs[name]; ok && jobDone(j) {
