@@ -1,7 +1,6 @@
 package vec_test
 
 import (
-	"flag"
 	"math"
 	"testing"
 
@@ -13,7 +12,9 @@ import (
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite golden files under testdata/ instead of comparing with them")
+// rewrite is -rewrite (registered by datadriven, read by TestMain): rewrite the golden
+// files and seed corpora under testdata/ instead of comparing with them.
+var rewrite = new(bool)
 
 func checkedMem(t testing.TB) *memory.CheckedAllocator {
 	t.Helper()

@@ -132,34 +132,16 @@ func AppendKeyDecimal(dst []byte, v decimal128.Num, desc bool) []byte {
 }
 
 // AppendKeyBytes appends a non-null varchar or bytea in escaped groups (marker included).
-func AppendKeyBytes(dst []byte, v []byte, desc bool) []byte {
-	dst = append(dst, KeyValue)
-	start := len(dst)
-	for {
-		if len(v) >= 8 {
-			dst = append(dst, v[:8]...)
-			dst = append(dst, 0xFF)
-			v = v[8:]
-			continue
-		}
-		pad := 8 - len(v)
-		dst = append(dst, v...)
-		for i := 0; i < pad; i++ {
-			dst = append(dst, 0)
-		}
-		dst = append(dst, byte(0xFF-pad))
-		break
-	}
-	if desc {
-		for i := start; i < len(dst); i++ {
-			dst[i] = ^dst[i]
-		}
-	}
-	return dst
-}
+func AppendKeyBytes(dst []byte, v []byte, desc bool) []byte { return appendKeyGroups(dst, v, desc) }
 
 // AppendKeyString is AppendKeyBytes for a string, without converting it.
-func AppendKeyString(dst []byte, v string, desc bool) []byte {
+func AppendKeyString(dst []byte, v string, desc bool) []byte { return appendKeyGroups(dst, v, desc) }
+
+// appendKeyGroups writes the marker, then v in groups of 8 bytes each followed by 0xFF,
+// the last group zero-padded and followed by 0xFF minus its padding; desc inverts every
+// byte after the marker. It is instantiated once for string and once for []byte, so
+// neither copies nor converts v.
+func appendKeyGroups[T ~string | ~[]byte](dst []byte, v T, desc bool) []byte {
 	dst = append(dst, KeyValue)
 	start := len(dst)
 	for {
