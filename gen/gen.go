@@ -22,10 +22,13 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"go/token"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/dave/jennifer/jen"
 	"github.com/seed04fbb902/weir/schema"
@@ -93,16 +96,98 @@ func Table(t *schema.Table, pkg, source string) ([]byte, error) {
 	if err := f.Render(&buf); err != nil {
 		return nil, fmt.Errorf("gen: table %s: %w", t.Name, err)
 	}
-	return buf.Bytes(), nil
+	out, err := groupImports(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("gen: table %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// groupImports puts the standard library's imports of a rendered file first, then a
+// blank line and the others, as goimports lays them out (the renderer sorts them by
+// path in one group).
+func groupImports(src []byte) ([]byte, error) {
+	const open, close = "\nimport (\n", "\n)\n"
+	i := bytes.Index(src, []byte(open))
+	if i < 0 {
+		return src, nil // one import or none
+	}
+	body := i + len(open)
+	j := bytes.Index(src[body:], []byte(close))
+	if j < 0 {
+		return nil, fmt.Errorf("unterminated import block")
+	}
+	var std, other []string
+	for _, line := range strings.Split(string(src[body:body+j]), "\n") {
+		q := strings.IndexByte(line, '"')
+		if q < 0 {
+			return nil, fmt.Errorf("unexpected import line %q", line)
+		}
+		if first, _, _ := strings.Cut(line[q+1:], "/"); strings.Contains(first, ".") {
+			other = append(other, line)
+		} else {
+			std = append(std, line)
+		}
+	}
+	var out bytes.Buffer
+	out.Write(src[:body])
+	out.WriteString(strings.Join(std, "\n"))
+	if len(std) > 0 && len(other) > 0 {
+		out.WriteString("\n\n")
+	}
+	out.WriteString(strings.Join(other, "\n"))
+	out.Write(src[body+j:])
+	return format.Source(out.Bytes())
 }
 
 type tableGen struct {
-	t      *schema.Table
-	layout *vec.Layout
+	t       *schema.Table
+	layout  *vec.Layout
+	varCols []int    // the var-width columns, in column order
+	locals  []string // per column, the base of the names of its locals (localBases)
 }
 
 func newTableGen(t *schema.Table) *tableGen {
-	return &tableGen{t: t, layout: vec.NewLayout(t)}
+	g := &tableGen{t: t, layout: vec.NewLayout(t), locals: localBases(t)}
+	for i := range t.Columns {
+		if g.kind(i).varLen {
+			g.varCols = append(g.varCols, i)
+		}
+	}
+	return g
+}
+
+// localBases gives each column of t the base of the names that generated functions
+// give the column's locals: its Go name with the leading capitals lowered ("URL" ->
+// "url", "DateTime" -> "dateTime"), made unique among the table's columns. A local is
+// the base and a suffix (Slot, Total, End) that ends no package-level identifier of a
+// generated file, so that it shadows none that the function uses.
+func localBases(t *schema.Table) []string {
+	out := make([]string, len(t.Columns))
+	taken := map[string]bool{}
+	for i, c := range t.Columns {
+		r := []rune(c.GoName)
+		n := 0
+		for n < len(r) && unicode.IsUpper(r[n]) {
+			n++
+		}
+		if n > 1 && n < len(r) {
+			n-- // keep the capital that starts the next word
+		}
+		for j := 0; j < n; j++ {
+			r[j] = unicode.ToLower(r[j])
+		}
+		name := string(r)
+		if taken[name] {
+			name += strconv.Itoa(i)
+		}
+		for taken[name] {
+			name += "x"
+		}
+		taken[name] = true
+		out[i] = name
+	}
+	return out
 }
 
 // id is the table's spelling of a generated package-level identifier. Every such name
@@ -157,21 +242,21 @@ func (g *tableGen) header(f *jen.File) {
 	}
 	pk := make([]jen.Code, len(t.PK))
 	for i, k := range t.PK {
-		pk[i] = jen.Values(kv("Column", jen.Lit(k.Column)), kv("Desc", jen.Lit(k.Desc)), kv("NullsFirst", jen.Lit(k.NullsFirst)))
+		pk[i] = jen.Values(kv("Column", g.colConst(k.Column)), kv("Desc", jen.Lit(k.Desc)), kv("NullsFirst", jen.Lit(k.NullsFirst)))
 	}
 	dist := make([]jen.Code, len(t.DistKey))
 	for i, d := range t.DistKey {
-		dist[i] = jen.Lit(d)
+		dist[i] = g.colConst(d)
 	}
 	f.Commentf("%s returns a new copy of table %s's schema.", g.id(schema.IdentTableFunc), t.Name)
 	f.Func().Id(g.id(schema.IdentTableFunc)).Params().Op("*").Qual(pkgSchema, "Table").Block(
-		jen.Id("t").Op(":=").Op("&").Qual(pkgSchema, "Table").Values(
+		jen.Id("t").Op(":=").Op("&").Qual(pkgSchema, "Table").Add(lines("{", "}",
 			kv("Name", jen.Lit(t.Name)),
-			kv("Columns", jen.Index().Qual(pkgSchema, "Column").Values(cols...)),
-			kv("PK", jen.Index().Qual(pkgSchema, "KeyColumn").Values(pk...)),
+			kv("Columns", jen.Index().Qual(pkgSchema, "Column").Add(lines("{", "}", cols...))),
+			kv("PK", jen.Index().Qual(pkgSchema, "KeyColumn").Add(lines("{", "}", pk...))),
 			kv("DistKey", jen.Index().Int().Values(dist...)),
 			kv("VnodeCount", jen.Lit(t.VnodeCount)),
-		),
+		)),
 		jen.If(jen.Err().Op(":=").Id("t").Dot("Validate").Call(), jen.Err().Op("!=").Nil()).Block(
 			jen.Panic(jen.Err()).Comment("generated from a validated schema"),
 		),
@@ -192,6 +277,16 @@ func (g *tableGen) header(f *jen.File) {
 
 // kv is one "Key: value" of a composite literal, kept in the order given.
 func kv(key string, val jen.Code) jen.Code { return jen.Id(key).Op(":").Add(val) }
+
+// lines is a comma-separated list between open and close with one item a line, as
+// gofmt lays out a long composite literal or argument list.
+func lines(open, close string, items ...jen.Code) *jen.Statement {
+	return jen.Custom(jen.Options{Open: open, Close: close, Separator: ",", Multi: true}, items...)
+}
+
+// colConst is column i's index constant (Table.ColumnIdent), which the generated code
+// writes wherever it means the column's index.
+func (g *tableGen) colConst(i int) *jen.Statement { return jen.Id(g.t.ColumnIdent(i)) }
 
 func typeLit(t schema.Type) jen.Code {
 	fields := []jen.Code{kv("Kind", jen.Qual(pkgSchema, kindConst(t.Kind)))}
@@ -242,7 +337,7 @@ func (g *tableGen) builder(f *jen.File) {
 		switch c.Type.Kind {
 		case schema.Decimal, schema.Timestamp, schema.Timestamptz:
 			ctor = jen.Qual(pkgArray, "New"+g.kind(i).builder).Call(jen.Id("mem"),
-				jen.Id(g.id(schema.IdentArrowSchema)).Dot("Field").Call(jen.Lit(i)).Dot("Type").Assert(jen.Op("*").Qual(pkgArrow, arrowTypeName(c.Type))))
+				jen.Id(g.id(schema.IdentArrowSchema)).Dot("Field").Call(g.colConst(i)).Dot("Type").Assert(jen.Op("*").Qual(pkgArrow, arrowTypeName(c.Type))))
 		case schema.Varchar:
 			ctor = jen.Qual(pkgVec, "NewVarBuilder").Call(jen.Id("mem"), jen.Qual(pkgArrow, "BinaryTypes").Dot("String"))
 		case schema.Bytea:
@@ -316,7 +411,7 @@ func (g *tableGen) builder(f *jen.File) {
 	f.Comment("Build returns the appended rows as a chunk (all visible) and resets the builder.")
 	recv("Build").Params().Op("*").Qual(pkgVec, "Chunk").Block(
 		jen.Id("n").Op(":=").Len(jen.Id("b").Dot("ops")),
-		jen.Id("cols").Op(":=").Index().Qual(pkgArrow, "Array").Values(arrs...),
+		jen.Id("cols").Op(":=").Index().Qual(pkgArrow, "Array").Add(lines("{", "}", arrs...)),
 		jen.Id("rec").Op(":=").Qual(pkgArray, "NewRecordBatch").Call(jen.Id(g.id(schema.IdentArrowSchema)), jen.Id("cols"), jen.Int64().Call(jen.Id("n"))),
 		jen.For(jen.Id("_").Op(",").Id("a").Op(":=").Range().Id("cols")).Block(jen.Id("a").Dot("Release").Call()),
 		jen.Id("ops").Op(":=").Qual(pkgMemory, "NewResizableBuffer").Call(jen.Id("b").Dot("mem")),

@@ -27,20 +27,20 @@ type kindInfo struct {
 	keyFunc  string                // suffix of vec.AppendKey*/vec.DecodeKey*
 	toKey    func(x jen.Code) jen.Code
 	fromKey  func(x jen.Code) jen.Code
-	compare  func(a, b jen.Code) jen.Code // three-way compare of two Go values
-	putValue func(row jen.Code, slot int, x jen.Code) jen.Code
-	getValue func(slot func(off int) jen.Code) jen.Code // slot(off) is the value bytes from off on
-	values   string                                     // typed accessor of the raw value slice (e.g. Int64Values); "" if none
-	ordered  bool                                       // a plain < orders two values as the key does
-	minMax   [2]string                                  // for ordered kinds: math constants of the smallest and largest value
+	compare  func(a, b jen.Code) jen.Code                                    // three-way compare of two Go values
+	putValue func(row jen.Code, off func(int) jen.Code, x jen.Code) jen.Code // off(k) is the slot's offset plus k
+	getValue func(slot func(off int) jen.Code) jen.Code                      // slot(off) is the value bytes from off on
+	values   string                                                          // typed accessor of the raw value slice (e.g. Int64Values); "" if none
+	ordered  bool                                                            // a plain < orders two values as the key does
+	minMax   [2]string                                                       // for ordered kinds: math constants of the smallest and largest value
 	varLen   bool
 	byteKey  bool // key decode goes through DecodeKeyBytes
 }
 
 func le(fn string) *jen.Statement { return jen.Qual(pkgBinary, "LittleEndian").Dot(fn) }
 
-func slot(row jen.Code, off int) *jen.Statement {
-	return jen.Add(row).Index(jen.Lit(off), jen.Empty())
+func slot(row jen.Code, off jen.Code) *jen.Statement {
+	return jen.Add(row).Index(off, jen.Empty())
 }
 
 func ident(x jen.Code) jen.Code { return x }
@@ -52,8 +52,8 @@ var kinds = map[schema.Kind]*kindInfo{
 		goType: jen.Bool, array: "Boolean", builder: "BooleanBuilder", keyFunc: "Bool",
 		toKey: ident, fromKey: ident,
 		compare: func(a, b jen.Code) jen.Code { return jen.Qual(pkgVec, "CompareBool").Call(a, b) },
-		putValue: func(row jen.Code, off int, x jen.Code) jen.Code {
-			return jen.If(x).Block(jen.Add(row).Index(jen.Lit(off)).Op("=").Lit(1))
+		putValue: func(row jen.Code, off func(int) jen.Code, x jen.Code) jen.Code {
+			return jen.If(x).Block(jen.Add(row).Index(off(0)).Op("=").Lit(1))
 		},
 		getValue: func(slot func(int) jen.Code) jen.Code { return jen.Add(slot(0)).Index(jen.Lit(0)).Op("!=").Lit(0) },
 	},
@@ -72,10 +72,10 @@ var kinds = map[schema.Kind]*kindInfo{
 		goType: func() *jen.Statement { return jen.Qual(pkgDecimal, "Num") }, array: "Decimal128", builder: "Decimal128Builder", keyFunc: "Decimal",
 		toKey: ident, fromKey: ident,
 		compare: func(a, b jen.Code) jen.Code { return jen.Add(a).Dot("Cmp").Call(b) },
-		putValue: func(row jen.Code, off int, x jen.Code) jen.Code {
+		putValue: func(row jen.Code, off func(int) jen.Code, x jen.Code) jen.Code {
 			return jen.Block(
-				le("PutUint64").Call(slot(row, off), jen.Add(x).Dot("LowBits").Call()),
-				le("PutUint64").Call(slot(row, off+8), jen.Uint64().Call(jen.Add(x).Dot("HighBits").Call())),
+				le("PutUint64").Call(slot(row, off(0)), jen.Add(x).Dot("LowBits").Call()),
+				le("PutUint64").Call(slot(row, off(8)), jen.Uint64().Call(jen.Add(x).Dot("HighBits").Call())),
 			)
 		},
 		getValue: func(slot func(int) jen.Code) jen.Code {
@@ -111,8 +111,8 @@ func intKind(goType func() *jen.Statement, array, keyFunc, leFunc string, uns fu
 		k.toKey = func(x jen.Code) jen.Code { return keyType().Call(x) }
 		k.fromKey = func(x jen.Code) jen.Code { return goType().Call(x) }
 	}
-	k.putValue = func(row jen.Code, off int, x jen.Code) jen.Code {
-		return le("Put"+leFunc).Call(slot(row, off), uns().Call(x))
+	k.putValue = func(row jen.Code, off func(int) jen.Code, x jen.Code) jen.Code {
+		return le("Put"+leFunc).Call(slot(row, off(0)), uns().Call(x))
 	}
 	k.getValue = func(slot func(int) jen.Code) jen.Code {
 		return goType().Call(le(leFunc).Call(slot(0)))
@@ -125,8 +125,8 @@ func floatKind(goType func() *jen.Statement, name, leFunc string) *kindInfo {
 		goType: goType, array: name, builder: name + "Builder", keyFunc: name,
 		toKey: ident, fromKey: ident,
 		compare: func(a, b jen.Code) jen.Code { return jen.Qual(pkgVec, "Compare"+name).Call(a, b) },
-		putValue: func(row jen.Code, off int, x jen.Code) jen.Code {
-			return le("Put"+leFunc).Call(slot(row, off), jen.Qual(pkgMath, name+"bits").Call(x))
+		putValue: func(row jen.Code, off func(int) jen.Code, x jen.Code) jen.Code {
+			return le("Put"+leFunc).Call(slot(row, off(0)), jen.Qual(pkgMath, name+"bits").Call(x))
 		},
 		getValue: func(slot func(int) jen.Code) jen.Code {
 			return jen.Qual(pkgMath, name+"frombits").Call(le(leFunc).Call(slot(0)))

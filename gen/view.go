@@ -22,7 +22,7 @@ func (g *tableGen) view(f *jen.File) {
 		jen.Id("v").Op(":=").Id(V).Values(jen.Dict{jen.Id("c"): jen.Id("c")}),
 	}
 	for i, c := range g.t.Columns {
-		assign = append(assign, jen.Id("v").Dot(c.GoName).Op("=").Id("rec").Dot("Column").Call(jen.Lit(i)).Assert(jen.Op("*").Qual(pkgArray, g.kind(i).array)))
+		assign = append(assign, jen.Id("v").Dot(c.GoName).Op("=").Id("rec").Dot("Column").Call(g.colConst(i)).Assert(jen.Op("*").Qual(pkgArray, g.kind(i).array)))
 	}
 	assign = append(assign, jen.Return(jen.Id("v")))
 	f.Commentf("%s views a chunk already known to have table %s's schema.", g.id(schema.IdentViewOf), g.t.Name)
@@ -151,8 +151,11 @@ func (g *tableGen) appendKeyCol(col int, desc, nullsFirst bool) jen.Code {
 func (g *tableGen) appendValue(f *jen.File, recv func(string) *jen.Statement) {
 	l := g.layout
 	zero := g.id(schema.IdentValueZero)
+	f.Commentf("%s is the fixed-width part of a row value of table %s, zeroed: the version", zero, g.t.Name)
+	f.Comment("byte, the null bitmap and one slot per column (see vec.Layout).")
 	f.Var().Id(zero).Index(jen.Lit(l.VarStart)).Byte()
 	body := []jen.Code{
+		g.layoutConsts(false, g.allColumns()),
 		jen.Id("start").Op(":=").Len(jen.Id("dst")),
 		jen.Id("dst").Op("=").Append(jen.Id("dst"), jen.Id(zero).Index(jen.Empty(), jen.Empty()).Op("...")),
 		jen.Id("row").Op(":=").Id("dst").Index(jen.Id("start").Op(":")),
@@ -165,7 +168,8 @@ func (g *tableGen) appendValue(f *jen.File, recv func(string) *jen.Statement) {
 			hasVar = true
 			continue
 		}
-		put := kd.putValue(jen.Id("row"), l.Slot[i], jen.Id("v").Dot(c.GoName).Dot("Value").Call(jen.Id("i")))
+		off := func(k int) jen.Code { return g.slot(i, k) }
+		put := kd.putValue(jen.Id("row"), off, jen.Id("v").Dot(c.GoName).Dot("Value").Call(jen.Id("i")))
 		if !c.Nullable {
 			body = append(body, put)
 			continue
@@ -194,7 +198,7 @@ func (g *tableGen) appendValue(f *jen.File, recv func(string) *jen.Statement) {
 			} else {
 				body = append(body, jen.Block(app...))
 			}
-			body = append(body, le("PutUint32").Call(jen.Id("dst").Index(jen.Id("start").Op("+").Lit(l.Slot[i]), jen.Empty()), jen.Uint32().Call(jen.Id("end"))))
+			body = append(body, le("PutUint32").Call(jen.Id("dst").Index(jen.Id("start").Op("+").Add(g.slot(i, 0)), jen.Empty()), jen.Uint32().Call(jen.Id("end"))))
 		}
 	}
 	body = append(body, jen.Return(jen.Id("dst")))

@@ -8,13 +8,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // OrdersFingerprint is the fingerprint of table orders's shape (schema.Table.Fingerprint).
@@ -22,7 +23,21 @@ const OrdersFingerprint = "f7d2173d7e07a3bb233c1950"
 
 // OrdersTable returns a new copy of table orders's schema.
 func OrdersTable() *schema.Table {
-	t := &schema.Table{Name: "orders", Columns: []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}}, {Name: "customer", Type: schema.Type{Kind: schema.Varchar}}, {Name: "amount", Type: schema.Type{Kind: schema.Decimal, Precision: 12, Scale: 2}, Nullable: true}, {Name: "placed_at", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 3, Desc: true, NullsFirst: true}}, DistKey: []int{0}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "orders",
+		Columns: []schema.Column{
+			{Name: "id", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "customer", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "amount", Type: schema.Type{Kind: schema.Decimal, Precision: 12, Scale: 2}, Nullable: true},
+			{Name: "placed_at", Type: schema.Type{Kind: schema.Timestamptz}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: OrdersColID, Desc: false, NullsFirst: false},
+			{Column: OrdersColPlacedAt, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{OrdersColID},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -71,8 +86,8 @@ func NewOrdersBuilder(mem memory.Allocator) *OrdersBuilder {
 	b := &OrdersBuilder{mem: mem}
 	b.cID = array.NewInt64Builder(mem)
 	b.cCustomer = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cAmount = array.NewDecimal128Builder(mem, ordersArrowSchema.Field(2).Type.(*arrow.Decimal128Type))
-	b.cPlacedAt = array.NewTimestampBuilder(mem, ordersArrowSchema.Field(3).Type.(*arrow.TimestampType))
+	b.cAmount = array.NewDecimal128Builder(mem, ordersArrowSchema.Field(OrdersColAmount).Type.(*arrow.Decimal128Type))
+	b.cPlacedAt = array.NewTimestampBuilder(mem, ordersArrowSchema.Field(OrdersColPlacedAt).Type.(*arrow.TimestampType))
 	return b
 }
 
@@ -115,7 +130,12 @@ func (b *OrdersBuilder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *OrdersBuilder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cID.NewArray(), b.cCustomer.NewArray(), b.cAmount.NewArray(), b.cPlacedAt.NewArray()}
+	cols := []arrow.Array{
+		b.cID.NewArray(),
+		b.cCustomer.NewArray(),
+		b.cAmount.NewArray(),
+		b.cPlacedAt.NewArray(),
+	}
 	rec := array.NewRecordBatch(ordersArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -153,10 +173,10 @@ type OrdersView struct {
 func ordersViewOf(c *vec.Chunk) OrdersView {
 	rec := c.Record()
 	v := OrdersView{c: c}
-	v.ID = rec.Column(0).(*array.Int64)
-	v.Customer = rec.Column(1).(*array.String)
-	v.Amount = rec.Column(2).(*array.Decimal128)
-	v.PlacedAt = rec.Column(3).(*array.Timestamp)
+	v.ID = rec.Column(OrdersColID).(*array.Int64)
+	v.Customer = rec.Column(OrdersColCustomer).(*array.String)
+	v.Amount = rec.Column(OrdersColAmount).(*array.Decimal128)
+	v.PlacedAt = rec.Column(OrdersColPlacedAt).(*array.Timestamp)
 	return v
 }
 
@@ -234,31 +254,39 @@ func (v *OrdersView) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// ordersValueZero is the fixed-width part of a row value of table orders, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var ordersValueZero [38]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *OrdersView) AppendValue(dst []byte, i int) []byte {
+	const (
+		idSlot       = 2  // id int64
+		customerSlot = 10 // customer varchar: the end offset of its bytes
+		amountSlot   = 14 // amount decimal(12,2)
+		placedAtSlot = 30 // placed_at timestamptz
+	)
 	start := len(dst)
 	dst = append(dst, ordersValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[2:], uint64(v.ID.Value(i)))
+	binary.LittleEndian.PutUint64(row[idSlot:], uint64(v.ID.Value(i)))
 	if v.Amount.IsNull(i) {
 		row[1] |= 4
 	} else {
 		{
-			binary.LittleEndian.PutUint64(row[14:], v.Amount.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[22:], uint64(v.Amount.Value(i).HighBits()))
+			binary.LittleEndian.PutUint64(row[amountSlot:], v.Amount.Value(i).LowBits())
+			binary.LittleEndian.PutUint64(row[amountSlot+8:], uint64(v.Amount.Value(i).HighBits()))
 		}
 	}
-	binary.LittleEndian.PutUint64(row[30:], uint64(v.PlacedAt.Value(i)))
+	binary.LittleEndian.PutUint64(row[placedAtSlot:], uint64(v.PlacedAt.Value(i)))
 	end := 0
 	{
 		x := v.Customer.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+10:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+customerSlot:], uint32(end))
 	return dst
 }
 
@@ -384,11 +412,15 @@ func (ordersKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // ordersValueOK reports whether v is a well-formed row value of table orders (see vec.Layout.CheckValue).
 func ordersValueOK(v []byte) bool {
-	if len(v) < 38 || v[0] != vec.ValueVersion || v[1]&251 != 0 {
+	const (
+		varStart     = len(ordersValueZero) // the var-width bytes follow the fixed-width part
+		customerSlot = 10                   // customer varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&251 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[10:])
-	return int(e0) == len(v)-38
+	customerEnd := binary.LittleEndian.Uint32(v[customerSlot:])
+	return int(customerEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -397,13 +429,21 @@ func (ordersKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 	if len(out) < len(proj) {
 		return fmt.Errorf("table orders: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step         = 256                  // rows a fixed-width column decodes into its buffer at a time
+		varStart     = len(ordersValueZero) // the var-width bytes follow the fixed-width part
+		idSlot       = 2                    // id int64
+		customerSlot = 10                   // customer varchar: the end offset of its bytes
+		amountSlot   = 14                   // amount decimal(12,2)
+		placedAtSlot = 30                   // placed_at timestamptz
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0 int
+	var customerTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 1:
+		case OrdersColCustomer:
 			sums = true
 		}
 	}
@@ -417,78 +457,84 @@ func (ordersKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			return fmt.Errorf("table orders: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[10:]))
+			customerTotal += int(binary.LittleEndian.Uint32(v[customerSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case OrdersColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table orders: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table orders: column id: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(0).Type)
+			want := ordersArrowSchema.Field(OrdersColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table orders: column id: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+2:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+idSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case OrdersColCustomer:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table orders: column customer: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table orders: column customer: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(1).Type)
+			want := ordersArrowSchema.Field(OrdersColCustomer).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table orders: column customer: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(customerTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+38 : o+38+int(binary.LittleEndian.Uint32(data[o+10:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+customerSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 2:
+		case OrdersColAmount:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table orders: column amount: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table orders: column amount: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(2).Type)
+			want := ordersArrowSchema.Field(OrdersColAmount).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table orders: column amount: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+22:])), binary.LittleEndian.Uint64(data[o+14:]))
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+amountSlot+8:])), binary.LittleEndian.Uint64(data[o+amountSlot:]))
 					valid[i-lo] = !(data[o+1]&4 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 3:
+		case OrdersColPlacedAt:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table orders: column placed_at: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table orders: column placed_at: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(3).Type)
+			want := ordersArrowSchema.Field(OrdersColPlacedAt).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table orders: column placed_at: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+30:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+placedAtSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
@@ -501,15 +547,15 @@ func (ordersKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 
 // ordersRowDecoder decodes row values of table orders one at a time (vec.RowDecoder).
 type ordersRowDecoder struct {
-	b0   *array.Int64Builder // nil: id is not projected
-	v0   []int64
-	b1   *vec.VarBuilder          // nil: customer is not projected
-	per1 int                      // bytes per value of the last flushed rows
-	b2   *array.Decimal128Builder // nil: amount is not projected
-	v2   []decimal128.Num
-	ok2  []bool
-	b3   *array.TimestampBuilder // nil: placed_at is not projected
-	v3   []arrow.Timestamp
+	bID         *array.Int64Builder // nil: id is not projected
+	vID         []int64
+	bCustomer   *vec.VarBuilder          // nil: customer is not projected
+	perCustomer int                      // bytes per value of the last flushed rows
+	bAmount     *array.Decimal128Builder // nil: amount is not projected
+	vAmount     []decimal128.Num
+	okAmount    []bool
+	bPlacedAt   *array.TimestampBuilder // nil: placed_at is not projected
+	vPlacedAt   []arrow.Timestamp
 }
 
 var _ vec.RowDecoders = ordersKernels{}
@@ -522,54 +568,58 @@ func (ordersKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.
 	d := &ordersRowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case OrdersColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table orders: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table orders: column id: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(0).Type)
+			want := ordersArrowSchema.Field(OrdersColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table orders: column id: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bID != nil {
 				return nil, fmt.Errorf("table orders: row decoder: projection names column id twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bID = b
+		case OrdersColCustomer:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table orders: column customer: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table orders: column customer: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(1).Type)
+			want := ordersArrowSchema.Field(OrdersColCustomer).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table orders: column customer: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bCustomer != nil {
 				return nil, fmt.Errorf("table orders: row decoder: projection names column customer twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bCustomer = b
+		case OrdersColAmount:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return nil, fmt.Errorf("table orders: column amount: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table orders: column amount: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(2).Type)
+			want := ordersArrowSchema.Field(OrdersColAmount).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table orders: column amount: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bAmount != nil {
 				return nil, fmt.Errorf("table orders: row decoder: projection names column amount twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bAmount = b
+		case OrdersColPlacedAt:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table orders: column placed_at: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), ordersArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table orders: column placed_at: builder of %s, want %s", b.Type(), ordersArrowSchema.Field(3).Type)
+			want := ordersArrowSchema.Field(OrdersColPlacedAt).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table orders: column placed_at: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bPlacedAt != nil {
 				return nil, fmt.Errorf("table orders: row decoder: projection names column placed_at twice")
 			}
-			d.b3 = b
+			d.bPlacedAt = b
 		default:
 			return nil, fmt.Errorf("table orders: projection names column %d, the table has %d", col, 4)
 		}
@@ -580,32 +630,39 @@ func (ordersKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.
 // Begin implements vec.RowDecoder.
 func (d *ordersRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
+	if d.bID != nil {
+		if cap(d.vID) < n {
+			d.vID = append(vec.MakeColored[int64](n), d.vID...)
 		}
 	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
+	if d.bCustomer != nil {
+		d.bCustomer.Reserve(n)
+		d.bCustomer.ReserveData(vec.BatchBytes(n, d.perCustomer))
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[decimal128.Num](n), d.v2...)
+	if d.bAmount != nil {
+		if cap(d.vAmount) < n {
+			d.vAmount = append(vec.MakeColored[decimal128.Num](n), d.vAmount...)
 		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
+		if cap(d.okAmount) < n {
+			d.okAmount = append(vec.MakeColored[bool](n), d.okAmount...)
 		}
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Timestamp](n), d.v3...)
+	if d.bPlacedAt != nil {
+		if cap(d.vPlacedAt) < n {
+			d.vPlacedAt = append(vec.MakeColored[arrow.Timestamp](n), d.vPlacedAt...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *ordersRowDecoder) Append(v []byte) error {
+	const (
+		varStart     = len(ordersValueZero) // the var-width bytes follow the fixed-width part
+		idSlot       = 2                    // id int64
+		customerSlot = 10                   // customer varchar: the end offset of its bytes
+		amountSlot   = 14                   // amount decimal(12,2)
+		placedAtSlot = 30                   // placed_at timestamptz
+	)
 	if !ordersValueOK(v) {
 		err := ordersLayout.CheckValue(v)
 		if err == nil {
@@ -613,44 +670,44 @@ func (d *ordersRowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table orders: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[2:])))
+	if d.bID != nil {
+		d.vID = append(d.vID, int64(binary.LittleEndian.Uint64(v[idSlot:])))
 	}
-	if d.b1 != nil {
-		s := v[38 : 38+int(binary.LittleEndian.Uint32(v[10:]))]
-		d.b1.Reserve(1)
-		d.b1.ReserveData(len(s))
-		d.b1.UnsafeAppend(s)
+	if d.bCustomer != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[customerSlot:]))]
+		d.bCustomer.Reserve(1)
+		d.bCustomer.ReserveData(len(s))
+		d.bCustomer.UnsafeAppend(s)
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, decimal128.New(int64(binary.LittleEndian.Uint64(v[22:])), binary.LittleEndian.Uint64(v[14:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
+	if d.bAmount != nil {
+		d.vAmount = append(d.vAmount, decimal128.New(int64(binary.LittleEndian.Uint64(v[amountSlot+8:])), binary.LittleEndian.Uint64(v[amountSlot:])))
+		d.okAmount = append(d.okAmount, !(v[1]&4 != 0))
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Timestamp(binary.LittleEndian.Uint64(v[30:])))
+	if d.bPlacedAt != nil {
+		d.vPlacedAt = append(d.vPlacedAt, arrow.Timestamp(binary.LittleEndian.Uint64(v[placedAtSlot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *ordersRowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
+	if d.bID != nil {
+		d.bID.AppendValues(d.vID, nil)
+		d.vID = d.vID[:0]
 	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
+	if d.bCustomer != nil {
+		if n := d.bCustomer.Len(); n > 0 {
+			d.perCustomer = (d.bCustomer.DataLen() + n - 1) / n
 		}
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
+	if d.bAmount != nil {
+		d.bAmount.AppendValues(d.vAmount, d.okAmount)
+		d.vAmount = d.vAmount[:0]
+		d.okAmount = d.okAmount[:0]
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
+	if d.bPlacedAt != nil {
+		d.bPlacedAt.AppendValues(d.vPlacedAt, nil)
+		d.vPlacedAt = d.vPlacedAt[:0]
 	}
 	return nil
 }

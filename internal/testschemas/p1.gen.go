@@ -7,13 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // P1Fingerprint is the fingerprint of table p1's shape (schema.Table.Fingerprint).
@@ -21,7 +22,20 @@ const P1Fingerprint = "6ae5160da272c679f3654134"
 
 // P1Table returns a new copy of table p1's schema.
 func P1Table() *schema.Table {
-	t := &schema.Table{Name: "p1", Columns: []schema.Column{{Name: "type", Type: schema.Type{Kind: schema.Varchar}}, {Name: "func", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "range", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "Extra", Type: schema.Type{Kind: schema.Float64}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}}, DistKey: []int{0}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "p1",
+		Columns: []schema.Column{
+			{Name: "type", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "func", Type: schema.Type{Kind: schema.Int64}, Nullable: true},
+			{Name: "range", Type: schema.Type{Kind: schema.Bytea}, Nullable: true},
+			{Name: "Extra", Type: schema.Type{Kind: schema.Float64}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: P1ColType, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{P1ColType},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -118,7 +132,12 @@ func (b *P1Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *P1Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cType.NewArray(), b.cFunc.NewArray(), b.cRange.NewArray(), b.cExtra.NewArray()}
+	cols := []arrow.Array{
+		b.cType.NewArray(),
+		b.cFunc.NewArray(),
+		b.cRange.NewArray(),
+		b.cExtra.NewArray(),
+	}
 	rec := array.NewRecordBatch(p1ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -156,10 +175,10 @@ type P1View struct {
 func p1ViewOf(c *vec.Chunk) P1View {
 	rec := c.Record()
 	v := P1View{c: c}
-	v.Type = rec.Column(0).(*array.String)
-	v.Func = rec.Column(1).(*array.Int64)
-	v.Range = rec.Column(2).(*array.Binary)
-	v.Extra = rec.Column(3).(*array.Float64)
+	v.Type = rec.Column(P1ColType).(*array.String)
+	v.Func = rec.Column(P1ColFunc).(*array.Int64)
+	v.Range = rec.Column(P1ColRange).(*array.Binary)
+	v.Extra = rec.Column(P1ColExtra).(*array.Float64)
 	return v
 }
 
@@ -233,10 +252,18 @@ func (v *P1View) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// p1ValueZero is the fixed-width part of a row value of table p1, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var p1ValueZero [26]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *P1View) AppendValue(dst []byte, i int) []byte {
+	const (
+		typeSlot  = 2  // type varchar: the end offset of its bytes
+		funcSlot  = 6  // func int64
+		rangeSlot = 14 // range bytea: the end offset of its bytes
+		extraSlot = 18 // Extra float64
+	)
 	start := len(dst)
 	dst = append(dst, p1ValueZero[:]...)
 	row := dst[start:]
@@ -244,16 +271,16 @@ func (v *P1View) AppendValue(dst []byte, i int) []byte {
 	if v.Func.IsNull(i) {
 		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint64(row[6:], uint64(v.Func.Value(i)))
+		binary.LittleEndian.PutUint64(row[funcSlot:], uint64(v.Func.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[18:], math.Float64bits(v.Extra.Value(i)))
+	binary.LittleEndian.PutUint64(row[extraSlot:], math.Float64bits(v.Extra.Value(i)))
 	end := 0
 	{
 		x := v.Type.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+2:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+typeSlot:], uint32(end))
 	if v.Range.IsNull(i) {
 		dst[start+1] |= 4
 	} else {
@@ -261,7 +288,7 @@ func (v *P1View) AppendValue(dst []byte, i int) []byte {
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+14:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+rangeSlot:], uint32(end))
 	return dst
 }
 
@@ -365,15 +392,20 @@ func (p1Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // p1ValueOK reports whether v is a well-formed row value of table p1 (see vec.Layout.CheckValue).
 func p1ValueOK(v []byte) bool {
-	if len(v) < 26 || v[0] != vec.ValueVersion || v[1]&249 != 0 {
+	const (
+		varStart  = len(p1ValueZero) // the var-width bytes follow the fixed-width part
+		typeSlot  = 2                // type varchar: the end offset of its bytes
+		rangeSlot = 14               // range bytea: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&249 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[2:])
-	e1 := binary.LittleEndian.Uint32(v[14:])
-	if e1 < e0 {
+	typeEnd := binary.LittleEndian.Uint32(v[typeSlot:])
+	rangeEnd := binary.LittleEndian.Uint32(v[rangeSlot:])
+	if rangeEnd < typeEnd {
 		return false
 	}
-	return int(e1) == len(v)-26
+	return int(rangeEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -382,13 +414,21 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p1: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256              // rows a fixed-width column decodes into its buffer at a time
+		varStart  = len(p1ValueZero) // the var-width bytes follow the fixed-width part
+		typeSlot  = 2                // type varchar: the end offset of its bytes
+		funcSlot  = 6                // func int64
+		rangeSlot = 14               // range bytea: the end offset of its bytes
+		extraSlot = 18               // Extra float64
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
+	var typeTotal, rangeTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 0, 2:
+		case P1ColType, P1ColRange:
 			sums = true
 		}
 	}
@@ -402,79 +442,87 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			return fmt.Errorf("table p1: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[2:]))
-			total1 += int(binary.LittleEndian.Uint32(v[14:])) - int(binary.LittleEndian.Uint32(v[2:]))
+			typeTotal += int(binary.LittleEndian.Uint32(v[typeSlot:]))
+			rangeTotal += int(binary.LittleEndian.Uint32(v[rangeSlot:])) - int(binary.LittleEndian.Uint32(v[typeSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P1ColType:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table p1: column type: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(0).Type)
+			want := p1ArrowSchema.Field(P1ColType).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(typeTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+26 : o+26+int(binary.LittleEndian.Uint32(data[o+2:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+typeSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 1:
+		case P1ColFunc:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table p1: column func: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(1).Type)
+			want := p1ArrowSchema.Field(P1ColFunc).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+6:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+funcSlot:]))
 					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 2:
+		case P1ColRange:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table p1: column range: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(2).Type)
+			want := p1ArrowSchema.Field(P1ColRange).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
+			b.ReserveData(rangeTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(data[o+26+int(binary.LittleEndian.Uint32(data[o+2:])) : o+26+int(binary.LittleEndian.Uint32(data[o+14:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+typeSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+rangeSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 3:
+		case P1ColExtra:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return fmt.Errorf("table p1: column Extra: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(3).Type)
+			want := p1ArrowSchema.Field(P1ColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+18:]))
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+extraSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
@@ -487,15 +535,15 @@ func (p1Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 
 // p1RowDecoder decodes row values of table p1 one at a time (vec.RowDecoder).
 type p1RowDecoder struct {
-	b0   *vec.VarBuilder     // nil: type is not projected
-	per0 int                 // bytes per value of the last flushed rows
-	b1   *array.Int64Builder // nil: func is not projected
-	v1   []int64
-	ok1  []bool
-	b2   *vec.VarBuilder       // nil: range is not projected
-	per2 int                   // bytes per value of the last flushed rows
-	b3   *array.Float64Builder // nil: Extra is not projected
-	v3   []float64
+	bType    *vec.VarBuilder     // nil: type is not projected
+	perType  int                 // bytes per value of the last flushed rows
+	bFunc    *array.Int64Builder // nil: func is not projected
+	vFunc    []int64
+	okFunc   []bool
+	bRange   *vec.VarBuilder       // nil: range is not projected
+	perRange int                   // bytes per value of the last flushed rows
+	bExtra   *array.Float64Builder // nil: Extra is not projected
+	vExtra   []float64
 }
 
 var _ vec.RowDecoders = p1Kernels{}
@@ -508,54 +556,58 @@ func (p1Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 	d := &p1RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P1ColType:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p1: column type: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(0).Type)
+			want := p1ArrowSchema.Field(P1ColType).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p1: column type: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bType != nil {
 				return nil, fmt.Errorf("table p1: row decoder: projection names column type twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bType = b
+		case P1ColFunc:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p1: column func: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(1).Type)
+			want := p1ArrowSchema.Field(P1ColFunc).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p1: column func: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bFunc != nil {
 				return nil, fmt.Errorf("table p1: row decoder: projection names column func twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bFunc = b
+		case P1ColRange:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p1: column range: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(2).Type)
+			want := p1ArrowSchema.Field(P1ColRange).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p1: column range: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bRange != nil {
 				return nil, fmt.Errorf("table p1: row decoder: projection names column range twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bRange = b
+		case P1ColExtra:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p1: column Extra: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p1ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), p1ArrowSchema.Field(3).Type)
+			want := p1ArrowSchema.Field(P1ColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p1: column Extra: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bExtra != nil {
 				return nil, fmt.Errorf("table p1: row decoder: projection names column Extra twice")
 			}
-			d.b3 = b
+			d.bExtra = b
 		default:
 			return nil, fmt.Errorf("table p1: projection names column %d, the table has %d", col, 4)
 		}
@@ -566,31 +618,38 @@ func (p1Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 // Begin implements vec.RowDecoder.
 func (d *p1RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		d.b0.Reserve(n)
-		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
+	if d.bType != nil {
+		d.bType.Reserve(n)
+		d.bType.ReserveData(vec.BatchBytes(n, d.perType))
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
+	if d.bFunc != nil {
+		if cap(d.vFunc) < n {
+			d.vFunc = append(vec.MakeColored[int64](n), d.vFunc...)
 		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
+		if cap(d.okFunc) < n {
+			d.okFunc = append(vec.MakeColored[bool](n), d.okFunc...)
 		}
 	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
+	if d.bRange != nil {
+		d.bRange.Reserve(n)
+		d.bRange.ReserveData(vec.BatchBytes(n, d.perRange))
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[float64](n), d.v3...)
+	if d.bExtra != nil {
+		if cap(d.vExtra) < n {
+			d.vExtra = append(vec.MakeColored[float64](n), d.vExtra...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *p1RowDecoder) Append(v []byte) error {
+	const (
+		varStart  = len(p1ValueZero) // the var-width bytes follow the fixed-width part
+		typeSlot  = 2                // type varchar: the end offset of its bytes
+		funcSlot  = 6                // func int64
+		rangeSlot = 14               // range bytea: the end offset of its bytes
+		extraSlot = 18               // Extra float64
+	)
 	if !p1ValueOK(v) {
 		err := p1Layout.CheckValue(v)
 		if err == nil {
@@ -598,52 +657,52 @@ func (d *p1RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table p1: value: %w", err)
 	}
-	if d.b0 != nil {
-		s := v[26 : 26+int(binary.LittleEndian.Uint32(v[2:]))]
-		d.b0.Reserve(1)
-		d.b0.ReserveData(len(s))
-		d.b0.UnsafeAppend(s)
+	if d.bType != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[typeSlot:]))]
+		d.bType.Reserve(1)
+		d.bType.ReserveData(len(s))
+		d.bType.UnsafeAppend(s)
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[6:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
+	if d.bFunc != nil {
+		d.vFunc = append(d.vFunc, int64(binary.LittleEndian.Uint64(v[funcSlot:])))
+		d.okFunc = append(d.okFunc, !(v[1]&2 != 0))
 	}
-	if d.b2 != nil {
+	if d.bRange != nil {
 		if v[1]&4 != 0 {
-			d.b2.AppendNull()
+			d.bRange.AppendNull()
 		} else {
-			s := v[26+int(binary.LittleEndian.Uint32(v[2:])) : 26+int(binary.LittleEndian.Uint32(v[14:]))]
-			d.b2.Reserve(1)
-			d.b2.ReserveData(len(s))
-			d.b2.UnsafeAppend(s)
+			s := v[varStart+int(binary.LittleEndian.Uint32(v[typeSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[rangeSlot:]))]
+			d.bRange.Reserve(1)
+			d.bRange.ReserveData(len(s))
+			d.bRange.UnsafeAppend(s)
 		}
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, math.Float64frombits(binary.LittleEndian.Uint64(v[18:])))
+	if d.bExtra != nil {
+		d.vExtra = append(d.vExtra, math.Float64frombits(binary.LittleEndian.Uint64(v[extraSlot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *p1RowDecoder) Flush() error {
-	if d.b0 != nil {
-		if n := d.b0.Len(); n > 0 {
-			d.per0 = (d.b0.DataLen() + n - 1) / n
+	if d.bType != nil {
+		if n := d.bType.Len(); n > 0 {
+			d.perType = (d.bType.DataLen() + n - 1) / n
 		}
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
+	if d.bFunc != nil {
+		d.bFunc.AppendValues(d.vFunc, d.okFunc)
+		d.vFunc = d.vFunc[:0]
+		d.okFunc = d.okFunc[:0]
 	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
+	if d.bRange != nil {
+		if n := d.bRange.Len(); n > 0 {
+			d.perRange = (d.bRange.DataLen() + n - 1) / n
 		}
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
+	if d.bExtra != nil {
+		d.bExtra.AppendValues(d.vExtra, nil)
+		d.vExtra = d.vExtra[:0]
 	}
 	return nil
 }

@@ -8,13 +8,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // P2Fingerprint is the fingerprint of table p2's shape (schema.Table.Fingerprint).
@@ -22,7 +23,22 @@ const P2Fingerprint = "fb8fce0f4c34e616dbffad7b"
 
 // P2Table returns a new copy of table p2's schema.
 func P2Table() *schema.Table {
-	t := &schema.Table{Name: "p2", Columns: []schema.Column{{Name: "date_time", Type: schema.Type{Kind: schema.Timestamptz}}, {Name: "op", Type: schema.Type{Kind: schema.Int32}}, {Name: "len", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "row", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "auction_id", Type: schema.Type{Kind: schema.Decimal, Precision: 38, Scale: 0}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: true, NullsFirst: true}, {Column: 1, Desc: false, NullsFirst: true}}, DistKey: []int{1}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "p2",
+		Columns: []schema.Column{
+			{Name: "date_time", Type: schema.Type{Kind: schema.Timestamptz}},
+			{Name: "op", Type: schema.Type{Kind: schema.Int32}},
+			{Name: "len", Type: schema.Type{Kind: schema.Varchar}, Nullable: true},
+			{Name: "row", Type: schema.Type{Kind: schema.Boolean}, Nullable: true},
+			{Name: "auction_id", Type: schema.Type{Kind: schema.Decimal, Precision: 38, Scale: 0}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: P2ColDateTime, Desc: true, NullsFirst: true},
+			{Column: P2ColOpCol, Desc: false, NullsFirst: true},
+		},
+		DistKey:    []int{P2ColOpCol},
+		VnodeCount: 8,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -72,11 +88,11 @@ type P2Builder struct {
 // NewP2Builder returns a builder whose chunks are allocated from mem.
 func NewP2Builder(mem memory.Allocator) *P2Builder {
 	b := &P2Builder{mem: mem}
-	b.cDateTime = array.NewTimestampBuilder(mem, p2ArrowSchema.Field(0).Type.(*arrow.TimestampType))
+	b.cDateTime = array.NewTimestampBuilder(mem, p2ArrowSchema.Field(P2ColDateTime).Type.(*arrow.TimestampType))
 	b.cOpCol = array.NewInt32Builder(mem)
 	b.cLenCol = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cRowCol = array.NewBooleanBuilder(mem)
-	b.cAuctionID = array.NewDecimal128Builder(mem, p2ArrowSchema.Field(4).Type.(*arrow.Decimal128Type))
+	b.cAuctionID = array.NewDecimal128Builder(mem, p2ArrowSchema.Field(P2ColAuctionID).Type.(*arrow.Decimal128Type))
 	return b
 }
 
@@ -129,7 +145,13 @@ func (b *P2Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *P2Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cDateTime.NewArray(), b.cOpCol.NewArray(), b.cLenCol.NewArray(), b.cRowCol.NewArray(), b.cAuctionID.NewArray()}
+	cols := []arrow.Array{
+		b.cDateTime.NewArray(),
+		b.cOpCol.NewArray(),
+		b.cLenCol.NewArray(),
+		b.cRowCol.NewArray(),
+		b.cAuctionID.NewArray(),
+	}
 	rec := array.NewRecordBatch(p2ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -169,11 +191,11 @@ type P2View struct {
 func p2ViewOf(c *vec.Chunk) P2View {
 	rec := c.Record()
 	v := P2View{c: c}
-	v.DateTime = rec.Column(0).(*array.Timestamp)
-	v.OpCol = rec.Column(1).(*array.Int32)
-	v.LenCol = rec.Column(2).(*array.String)
-	v.RowCol = rec.Column(3).(*array.Boolean)
-	v.AuctionID = rec.Column(4).(*array.Decimal128)
+	v.DateTime = rec.Column(P2ColDateTime).(*array.Timestamp)
+	v.OpCol = rec.Column(P2ColOpCol).(*array.Int32)
+	v.LenCol = rec.Column(P2ColLenCol).(*array.String)
+	v.RowCol = rec.Column(P2ColRowCol).(*array.Boolean)
+	v.AuctionID = rec.Column(P2ColAuctionID).(*array.Decimal128)
 	return v
 }
 
@@ -258,29 +280,38 @@ func (v *P2View) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// p2ValueZero is the fixed-width part of a row value of table p2, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var p2ValueZero [35]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *P2View) AppendValue(dst []byte, i int) []byte {
+	const (
+		dateTimeSlot  = 2  // date_time timestamptz
+		opColSlot     = 10 // op int32
+		lenColSlot    = 14 // len varchar: the end offset of its bytes
+		rowColSlot    = 18 // row boolean
+		auctionIDSlot = 19 // auction_id decimal(38,0)
+	)
 	start := len(dst)
 	dst = append(dst, p2ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[2:], uint64(v.DateTime.Value(i)))
-	binary.LittleEndian.PutUint32(row[10:], uint32(v.OpCol.Value(i)))
+	binary.LittleEndian.PutUint64(row[dateTimeSlot:], uint64(v.DateTime.Value(i)))
+	binary.LittleEndian.PutUint32(row[opColSlot:], uint32(v.OpCol.Value(i)))
 	if v.RowCol.IsNull(i) {
 		row[1] |= 8
 	} else {
 		if v.RowCol.Value(i) {
-			row[18] = 1
+			row[rowColSlot] = 1
 		}
 	}
 	if v.AuctionID.IsNull(i) {
 		row[1] |= 16
 	} else {
 		{
-			binary.LittleEndian.PutUint64(row[19:], v.AuctionID.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[27:], uint64(v.AuctionID.Value(i).HighBits()))
+			binary.LittleEndian.PutUint64(row[auctionIDSlot:], v.AuctionID.Value(i).LowBits())
+			binary.LittleEndian.PutUint64(row[auctionIDSlot+8:], uint64(v.AuctionID.Value(i).HighBits()))
 		}
 	}
 	end := 0
@@ -291,7 +322,7 @@ func (v *P2View) AppendValue(dst []byte, i int) []byte {
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+14:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+lenColSlot:], uint32(end))
 	return dst
 }
 
@@ -417,11 +448,15 @@ func (p2Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // p2ValueOK reports whether v is a well-formed row value of table p2 (see vec.Layout.CheckValue).
 func p2ValueOK(v []byte) bool {
-	if len(v) < 35 || v[0] != vec.ValueVersion || v[1]&227 != 0 {
+	const (
+		varStart   = len(p2ValueZero) // the var-width bytes follow the fixed-width part
+		lenColSlot = 14               // len varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&227 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[14:])
-	return int(e0) == len(v)-35
+	lenColEnd := binary.LittleEndian.Uint32(v[lenColSlot:])
+	return int(lenColEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -430,13 +465,22 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p2: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step          = 256              // rows a fixed-width column decodes into its buffer at a time
+		varStart      = len(p2ValueZero) // the var-width bytes follow the fixed-width part
+		dateTimeSlot  = 2                // date_time timestamptz
+		opColSlot     = 10               // op int32
+		lenColSlot    = 14               // len varchar: the end offset of its bytes
+		rowColSlot    = 18               // row boolean
+		auctionIDSlot = 19               // auction_id decimal(38,0)
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0 int
+	var lenColTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 2:
+		case P2ColLenCol:
 			sums = true
 		}
 	}
@@ -450,101 +494,108 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			return fmt.Errorf("table p2: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[14:]))
+			lenColTotal += int(binary.LittleEndian.Uint32(v[lenColSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P2ColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table p2: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(0).Type)
+			want := p2ArrowSchema.Field(P2ColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+2:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+dateTimeSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case P2ColOpCol:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table p2: column op: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(1).Type)
+			want := p2ArrowSchema.Field(P2ColOpCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+10:]))
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+opColSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 2:
+		case P2ColLenCol:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table p2: column len: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(2).Type)
+			want := p2ArrowSchema.Field(P2ColLenCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(lenColTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&4 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(data[o+35 : o+35+int(binary.LittleEndian.Uint32(data[o+14:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+lenColSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 3:
+		case P2ColRowCol:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table p2: column row: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(3).Type)
+			want := p2ArrowSchema.Field(P2ColRowCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]bool
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+18:][0] != 0
+					tmp[i-lo] = data[o+rowColSlot:][0] != 0
 					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 4:
+		case P2ColAuctionID:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table p2: column auction_id: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(4).Type)
+			want := p2ArrowSchema.Field(P2ColAuctionID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+27:])), binary.LittleEndian.Uint64(data[o+19:]))
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+auctionIDSlot+8:])), binary.LittleEndian.Uint64(data[o+auctionIDSlot:]))
 					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
@@ -558,18 +609,18 @@ func (p2Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 
 // p2RowDecoder decodes row values of table p2 one at a time (vec.RowDecoder).
 type p2RowDecoder struct {
-	b0   *array.TimestampBuilder // nil: date_time is not projected
-	v0   []arrow.Timestamp
-	b1   *array.Int32Builder // nil: op is not projected
-	v1   []int32
-	b2   *vec.VarBuilder       // nil: len is not projected
-	per2 int                   // bytes per value of the last flushed rows
-	b3   *array.BooleanBuilder // nil: row is not projected
-	v3   []bool
-	ok3  []bool
-	b4   *array.Decimal128Builder // nil: auction_id is not projected
-	v4   []decimal128.Num
-	ok4  []bool
+	bDateTime   *array.TimestampBuilder // nil: date_time is not projected
+	vDateTime   []arrow.Timestamp
+	bOpCol      *array.Int32Builder // nil: op is not projected
+	vOpCol      []int32
+	bLenCol     *vec.VarBuilder       // nil: len is not projected
+	perLenCol   int                   // bytes per value of the last flushed rows
+	bRowCol     *array.BooleanBuilder // nil: row is not projected
+	vRowCol     []bool
+	okRowCol    []bool
+	bAuctionID  *array.Decimal128Builder // nil: auction_id is not projected
+	vAuctionID  []decimal128.Num
+	okAuctionID []bool
 }
 
 var _ vec.RowDecoders = p2Kernels{}
@@ -582,66 +633,71 @@ func (p2Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 	d := &p2RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P2ColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p2: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(0).Type)
+			want := p2ArrowSchema.Field(P2ColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p2: column date_time: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bDateTime != nil {
 				return nil, fmt.Errorf("table p2: row decoder: projection names column date_time twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bDateTime = b
+		case P2ColOpCol:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p2: column op: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(1).Type)
+			want := p2ArrowSchema.Field(P2ColOpCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p2: column op: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bOpCol != nil {
 				return nil, fmt.Errorf("table p2: row decoder: projection names column op twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bOpCol = b
+		case P2ColLenCol:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p2: column len: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(2).Type)
+			want := p2ArrowSchema.Field(P2ColLenCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p2: column len: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bLenCol != nil {
 				return nil, fmt.Errorf("table p2: row decoder: projection names column len twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bLenCol = b
+		case P2ColRowCol:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p2: column row: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(3).Type)
+			want := p2ArrowSchema.Field(P2ColRowCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p2: column row: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bRowCol != nil {
 				return nil, fmt.Errorf("table p2: row decoder: projection names column row twice")
 			}
-			d.b3 = b
-		case 4:
+			d.bRowCol = b
+		case P2ColAuctionID:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p2: column auction_id: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p2ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), p2ArrowSchema.Field(4).Type)
+			want := p2ArrowSchema.Field(P2ColAuctionID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p2: column auction_id: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
+			if d.bAuctionID != nil {
 				return nil, fmt.Errorf("table p2: row decoder: projection names column auction_id twice")
 			}
-			d.b4 = b
+			d.bAuctionID = b
 		default:
 			return nil, fmt.Errorf("table p2: projection names column %d, the table has %d", col, 5)
 		}
@@ -652,40 +708,48 @@ func (p2Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 // Begin implements vec.RowDecoder.
 func (d *p2RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[arrow.Timestamp](n), d.v0...)
+	if d.bDateTime != nil {
+		if cap(d.vDateTime) < n {
+			d.vDateTime = append(vec.MakeColored[arrow.Timestamp](n), d.vDateTime...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int32](n), d.v1...)
+	if d.bOpCol != nil {
+		if cap(d.vOpCol) < n {
+			d.vOpCol = append(vec.MakeColored[int32](n), d.vOpCol...)
 		}
 	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
+	if d.bLenCol != nil {
+		d.bLenCol.Reserve(n)
+		d.bLenCol.ReserveData(vec.BatchBytes(n, d.perLenCol))
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[bool](n), d.v3...)
+	if d.bRowCol != nil {
+		if cap(d.vRowCol) < n {
+			d.vRowCol = append(vec.MakeColored[bool](n), d.vRowCol...)
 		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
+		if cap(d.okRowCol) < n {
+			d.okRowCol = append(vec.MakeColored[bool](n), d.okRowCol...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[decimal128.Num](n), d.v4...)
+	if d.bAuctionID != nil {
+		if cap(d.vAuctionID) < n {
+			d.vAuctionID = append(vec.MakeColored[decimal128.Num](n), d.vAuctionID...)
 		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
+		if cap(d.okAuctionID) < n {
+			d.okAuctionID = append(vec.MakeColored[bool](n), d.okAuctionID...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *p2RowDecoder) Append(v []byte) error {
+	const (
+		varStart      = len(p2ValueZero) // the var-width bytes follow the fixed-width part
+		dateTimeSlot  = 2                // date_time timestamptz
+		opColSlot     = 10               // op int32
+		lenColSlot    = 14               // len varchar: the end offset of its bytes
+		rowColSlot    = 18               // row boolean
+		auctionIDSlot = 19               // auction_id decimal(38,0)
+	)
 	if !p2ValueOK(v) {
 		err := p2Layout.CheckValue(v)
 		if err == nil {
@@ -693,57 +757,57 @@ func (d *p2RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table p2: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, arrow.Timestamp(binary.LittleEndian.Uint64(v[2:])))
+	if d.bDateTime != nil {
+		d.vDateTime = append(d.vDateTime, arrow.Timestamp(binary.LittleEndian.Uint64(v[dateTimeSlot:])))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int32(binary.LittleEndian.Uint32(v[10:])))
+	if d.bOpCol != nil {
+		d.vOpCol = append(d.vOpCol, int32(binary.LittleEndian.Uint32(v[opColSlot:])))
 	}
-	if d.b2 != nil {
+	if d.bLenCol != nil {
 		if v[1]&4 != 0 {
-			d.b2.AppendNull()
+			d.bLenCol.AppendNull()
 		} else {
-			s := v[35 : 35+int(binary.LittleEndian.Uint32(v[14:]))]
-			d.b2.Reserve(1)
-			d.b2.ReserveData(len(s))
-			d.b2.UnsafeAppend(s)
+			s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[lenColSlot:]))]
+			d.bLenCol.Reserve(1)
+			d.bLenCol.ReserveData(len(s))
+			d.bLenCol.UnsafeAppend(s)
 		}
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, v[18:][0] != 0)
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
+	if d.bRowCol != nil {
+		d.vRowCol = append(d.vRowCol, v[rowColSlot:][0] != 0)
+		d.okRowCol = append(d.okRowCol, !(v[1]&8 != 0))
 	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, decimal128.New(int64(binary.LittleEndian.Uint64(v[27:])), binary.LittleEndian.Uint64(v[19:])))
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
+	if d.bAuctionID != nil {
+		d.vAuctionID = append(d.vAuctionID, decimal128.New(int64(binary.LittleEndian.Uint64(v[auctionIDSlot+8:])), binary.LittleEndian.Uint64(v[auctionIDSlot:])))
+		d.okAuctionID = append(d.okAuctionID, !(v[1]&16 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *p2RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
+	if d.bDateTime != nil {
+		d.bDateTime.AppendValues(d.vDateTime, nil)
+		d.vDateTime = d.vDateTime[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
+	if d.bOpCol != nil {
+		d.bOpCol.AppendValues(d.vOpCol, nil)
+		d.vOpCol = d.vOpCol[:0]
 	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
+	if d.bLenCol != nil {
+		if n := d.bLenCol.Len(); n > 0 {
+			d.perLenCol = (d.bLenCol.DataLen() + n - 1) / n
 		}
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
+	if d.bRowCol != nil {
+		d.bRowCol.AppendValues(d.vRowCol, d.okRowCol)
+		d.vRowCol = d.vRowCol[:0]
+		d.okRowCol = d.okRowCol[:0]
 	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
+	if d.bAuctionID != nil {
+		d.bAuctionID.AppendValues(d.vAuctionID, d.okAuctionID)
+		d.vAuctionID = d.vAuctionID[:0]
+		d.okAuctionID = d.okAuctionID[:0]
 	}
 	return nil
 }

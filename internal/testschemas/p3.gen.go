@@ -8,12 +8,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // P3Fingerprint is the fingerprint of table p3's shape (schema.Table.Fingerprint).
@@ -21,7 +22,22 @@ const P3Fingerprint = "edabafa598d50c292fed3cee"
 
 // P3Table returns a new copy of table p3's schema.
 func P3Table() *schema.Table {
-	t := &schema.Table{Name: "p3", Columns: []schema.Column{{Name: "a", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "b", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "c", Type: schema.Type{Kind: schema.Float32}}, {Name: "payload", Type: schema.Type{Kind: schema.Bytea}}}, PK: []schema.KeyColumn{{Column: 0, Desc: true, NullsFirst: false}, {Column: 1, Desc: false, NullsFirst: true}, {Column: 2, Desc: true, NullsFirst: true}}, DistKey: []int{1, 0}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "p3",
+		Columns: []schema.Column{
+			{Name: "a", Type: schema.Type{Kind: schema.Int16}, Nullable: true},
+			{Name: "b", Type: schema.Type{Kind: schema.Date}, Nullable: true},
+			{Name: "c", Type: schema.Type{Kind: schema.Float32}},
+			{Name: "payload", Type: schema.Type{Kind: schema.Bytea}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: P3ColA, Desc: true, NullsFirst: false},
+			{Column: P3ColB, Desc: false, NullsFirst: true},
+			{Column: P3ColC, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{P3ColB, P3ColA},
+		VnodeCount: 1,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -118,7 +134,12 @@ func (b *P3Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *P3Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cA.NewArray(), b.cB.NewArray(), b.cC.NewArray(), b.cPayload.NewArray()}
+	cols := []arrow.Array{
+		b.cA.NewArray(),
+		b.cB.NewArray(),
+		b.cC.NewArray(),
+		b.cPayload.NewArray(),
+	}
 	rec := array.NewRecordBatch(p3ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -156,10 +177,10 @@ type P3View struct {
 func p3ViewOf(c *vec.Chunk) P3View {
 	rec := c.Record()
 	v := P3View{c: c}
-	v.A = rec.Column(0).(*array.Int16)
-	v.B = rec.Column(1).(*array.Date32)
-	v.C = rec.Column(2).(*array.Float32)
-	v.Payload = rec.Column(3).(*array.Binary)
+	v.A = rec.Column(P3ColA).(*array.Int16)
+	v.B = rec.Column(P3ColB).(*array.Date32)
+	v.C = rec.Column(P3ColC).(*array.Float32)
+	v.Payload = rec.Column(P3ColPayload).(*array.Binary)
 	return v
 }
 
@@ -290,10 +311,18 @@ func (v *P3View) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// p3ValueZero is the fixed-width part of a row value of table p3, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var p3ValueZero [16]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *P3View) AppendValue(dst []byte, i int) []byte {
+	const (
+		aSlot       = 2  // a int16
+		bSlot       = 4  // b date
+		cSlot       = 8  // c float32
+		payloadSlot = 12 // payload bytea: the end offset of its bytes
+	)
 	start := len(dst)
 	dst = append(dst, p3ValueZero[:]...)
 	row := dst[start:]
@@ -301,21 +330,21 @@ func (v *P3View) AppendValue(dst []byte, i int) []byte {
 	if v.A.IsNull(i) {
 		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint16(row[2:], uint16(v.A.Value(i)))
+		binary.LittleEndian.PutUint16(row[aSlot:], uint16(v.A.Value(i)))
 	}
 	if v.B.IsNull(i) {
 		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint32(row[4:], uint32(v.B.Value(i)))
+		binary.LittleEndian.PutUint32(row[bSlot:], uint32(v.B.Value(i)))
 	}
-	binary.LittleEndian.PutUint32(row[8:], math.Float32bits(v.C.Value(i)))
+	binary.LittleEndian.PutUint32(row[cSlot:], math.Float32bits(v.C.Value(i)))
 	end := 0
 	{
 		x := v.Payload.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+12:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+payloadSlot:], uint32(end))
 	return dst
 }
 
@@ -473,11 +502,15 @@ func (p3Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // p3ValueOK reports whether v is a well-formed row value of table p3 (see vec.Layout.CheckValue).
 func p3ValueOK(v []byte) bool {
-	if len(v) < 16 || v[0] != vec.ValueVersion || v[1]&252 != 0 {
+	const (
+		varStart    = len(p3ValueZero) // the var-width bytes follow the fixed-width part
+		payloadSlot = 12               // payload bytea: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&252 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[12:])
-	return int(e0) == len(v)-16
+	payloadEnd := binary.LittleEndian.Uint32(v[payloadSlot:])
+	return int(payloadEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -486,13 +519,21 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 	if len(out) < len(proj) {
 		return fmt.Errorf("table p3: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step        = 256              // rows a fixed-width column decodes into its buffer at a time
+		varStart    = len(p3ValueZero) // the var-width bytes follow the fixed-width part
+		aSlot       = 2                // a int16
+		bSlot       = 4                // b date
+		cSlot       = 8                // c float32
+		payloadSlot = 12               // payload bytea: the end offset of its bytes
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0 int
+	var payloadTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 3:
+		case P3ColPayload:
 			sums = true
 		}
 	}
@@ -506,82 +547,88 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 			return fmt.Errorf("table p3: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[12:]))
+			payloadTotal += int(binary.LittleEndian.Uint32(v[payloadSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P3ColA:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table p3: column a: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(0).Type)
+			want := p3ArrowSchema.Field(P3ColA).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int16
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+2:]))
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+aSlot:]))
 					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 1:
+		case P3ColB:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table p3: column b: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(1).Type)
+			want := p3ArrowSchema.Field(P3ColB).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Date32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+4:]))
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+bSlot:]))
 					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 2:
+		case P3ColC:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table p3: column c: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(2).Type)
+			want := p3ArrowSchema.Field(P3ColC).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+8:]))
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+cSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 3:
+		case P3ColPayload:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table p3: column payload: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(3).Type)
+			want := p3ArrowSchema.Field(P3ColPayload).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(payloadTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+16 : o+16+int(binary.LittleEndian.Uint32(data[o+12:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+payloadSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
 		default:
 			return fmt.Errorf("table p3: projection names column %d, the table has %d", col, 4)
@@ -592,16 +639,16 @@ func (p3Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.Bu
 
 // p3RowDecoder decodes row values of table p3 one at a time (vec.RowDecoder).
 type p3RowDecoder struct {
-	b0   *array.Int16Builder // nil: a is not projected
-	v0   []int16
-	ok0  []bool
-	b1   *array.Date32Builder // nil: b is not projected
-	v1   []arrow.Date32
-	ok1  []bool
-	b2   *array.Float32Builder // nil: c is not projected
-	v2   []float32
-	b3   *vec.VarBuilder // nil: payload is not projected
-	per3 int             // bytes per value of the last flushed rows
+	bA         *array.Int16Builder // nil: a is not projected
+	vA         []int16
+	okA        []bool
+	bB         *array.Date32Builder // nil: b is not projected
+	vB         []arrow.Date32
+	okB        []bool
+	bC         *array.Float32Builder // nil: c is not projected
+	vC         []float32
+	bPayload   *vec.VarBuilder // nil: payload is not projected
+	perPayload int             // bytes per value of the last flushed rows
 }
 
 var _ vec.RowDecoders = p3Kernels{}
@@ -614,54 +661,58 @@ func (p3Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 	d := &p3RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case P3ColA:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p3: column a: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(0).Type)
+			want := p3ArrowSchema.Field(P3ColA).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p3: column a: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bA != nil {
 				return nil, fmt.Errorf("table p3: row decoder: projection names column a twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bA = b
+		case P3ColB:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p3: column b: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(1).Type)
+			want := p3ArrowSchema.Field(P3ColB).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p3: column b: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bB != nil {
 				return nil, fmt.Errorf("table p3: row decoder: projection names column b twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bB = b
+		case P3ColC:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table p3: column c: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(2).Type)
+			want := p3ArrowSchema.Field(P3ColC).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p3: column c: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bC != nil {
 				return nil, fmt.Errorf("table p3: row decoder: projection names column c twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bC = b
+		case P3ColPayload:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table p3: column payload: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), p3ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), p3ArrowSchema.Field(3).Type)
+			want := p3ArrowSchema.Field(P3ColPayload).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table p3: column payload: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bPayload != nil {
 				return nil, fmt.Errorf("table p3: row decoder: projection names column payload twice")
 			}
-			d.b3 = b
+			d.bPayload = b
 		default:
 			return nil, fmt.Errorf("table p3: projection names column %d, the table has %d", col, 4)
 		}
@@ -672,35 +723,42 @@ func (p3Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.RowD
 // Begin implements vec.RowDecoder.
 func (d *p3RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int16](n), d.v0...)
+	if d.bA != nil {
+		if cap(d.vA) < n {
+			d.vA = append(vec.MakeColored[int16](n), d.vA...)
 		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Date32](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
+		if cap(d.okA) < n {
+			d.okA = append(vec.MakeColored[bool](n), d.okA...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[float32](n), d.v2...)
+	if d.bB != nil {
+		if cap(d.vB) < n {
+			d.vB = append(vec.MakeColored[arrow.Date32](n), d.vB...)
+		}
+		if cap(d.okB) < n {
+			d.okB = append(vec.MakeColored[bool](n), d.okB...)
 		}
 	}
-	if d.b3 != nil {
-		d.b3.Reserve(n)
-		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
+	if d.bC != nil {
+		if cap(d.vC) < n {
+			d.vC = append(vec.MakeColored[float32](n), d.vC...)
+		}
+	}
+	if d.bPayload != nil {
+		d.bPayload.Reserve(n)
+		d.bPayload.ReserveData(vec.BatchBytes(n, d.perPayload))
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *p3RowDecoder) Append(v []byte) error {
+	const (
+		varStart    = len(p3ValueZero) // the var-width bytes follow the fixed-width part
+		aSlot       = 2                // a int16
+		bSlot       = 4                // b date
+		cSlot       = 8                // c float32
+		payloadSlot = 12               // payload bytea: the end offset of its bytes
+	)
 	if !p3ValueOK(v) {
 		err := p3Layout.CheckValue(v)
 		if err == nil {
@@ -708,45 +766,45 @@ func (d *p3RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table p3: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int16(binary.LittleEndian.Uint16(v[2:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bA != nil {
+		d.vA = append(d.vA, int16(binary.LittleEndian.Uint16(v[aSlot:])))
+		d.okA = append(d.okA, !(v[1]&1 != 0))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Date32(binary.LittleEndian.Uint32(v[4:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
+	if d.bB != nil {
+		d.vB = append(d.vB, arrow.Date32(binary.LittleEndian.Uint32(v[bSlot:])))
+		d.okB = append(d.okB, !(v[1]&2 != 0))
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, math.Float32frombits(binary.LittleEndian.Uint32(v[8:])))
+	if d.bC != nil {
+		d.vC = append(d.vC, math.Float32frombits(binary.LittleEndian.Uint32(v[cSlot:])))
 	}
-	if d.b3 != nil {
-		s := v[16 : 16+int(binary.LittleEndian.Uint32(v[12:]))]
-		d.b3.Reserve(1)
-		d.b3.ReserveData(len(s))
-		d.b3.UnsafeAppend(s)
+	if d.bPayload != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[payloadSlot:]))]
+		d.bPayload.Reserve(1)
+		d.bPayload.ReserveData(len(s))
+		d.bPayload.UnsafeAppend(s)
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *p3RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bA != nil {
+		d.bA.AppendValues(d.vA, d.okA)
+		d.vA = d.vA[:0]
+		d.okA = d.okA[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
+	if d.bB != nil {
+		d.bB.AppendValues(d.vB, d.okB)
+		d.vB = d.vB[:0]
+		d.okB = d.okB[:0]
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
+	if d.bC != nil {
+		d.bC.AppendValues(d.vC, nil)
+		d.vC = d.vC[:0]
 	}
-	if d.b3 != nil {
-		if n := d.b3.Len(); n > 0 {
-			d.per3 = (d.b3.DataLen() + n - 1) / n
+	if d.bPayload != nil {
+		if n := d.bPayload.Len(); n > 0 {
+			d.perPayload = (d.bPayload.DataLen() + n - 1) / n
 		}
 	}
 	return nil

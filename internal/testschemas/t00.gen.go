@@ -8,21 +8,44 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T00Fingerprint is the fingerprint of table t00's shape (schema.Table.Fingerprint).
-const T00Fingerprint = "34f794c56abfa780531056b9"
+const T00Fingerprint = "76869d67a4700aa5d389e0e6"
 
 // T00Table returns a new copy of table t00's schema.
 func T00Table() *schema.Table {
-	t := &schema.Table{Name: "t00", Columns: []schema.Column{{Name: "k0_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "k1_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "k2_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "k3_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "t00",
+		Columns: []schema.Column{
+			{Name: "k0_i64", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "k1_i16", Type: schema.Type{Kind: schema.Int16}},
+			{Name: "k2_tstz", Type: schema.Type{Kind: schema.Timestamptz}},
+			{Name: "k3_date", Type: schema.Type{Kind: schema.Date}},
+			{Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}},
+			{Name: "v_i16_nullable", Type: schema.Type{Kind: schema.Int16}, Nullable: true},
+			{Name: "v_i32", Type: schema.Type{Kind: schema.Int32}},
+			{Name: "v_i32_nullable", Type: schema.Type{Kind: schema.Int32}, Nullable: true},
+			{Name: "v_date_nullable", Type: schema.Type{Kind: schema.Date}, Nullable: true},
+			{Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "v_tstz_nullable", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T00ColK0I64, Desc: false, NullsFirst: true},
+			{Column: T00ColK1I16, Desc: false, NullsFirst: false},
+			{Column: T00ColK2Tstz, Desc: false, NullsFirst: false},
+			{Column: T00ColK3Date, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T00ColK3Date, T00ColK0I64},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +60,33 @@ var (
 
 // Column indexes of table t00, for projections.
 const (
-	T00ColK0Bool = 0  // k0_bool boolean
-	T00ColK1I16  = 1  // k1_i16 int16
-	T00ColK2I32  = 2  // k2_i32 int32
-	T00ColK3I64  = 3  // k3_i64 int64
-	T00ColVBool  = 4  // v_bool boolean
-	T00ColVI16   = 5  // v_i16 int16
-	T00ColVI32   = 6  // v_i32 int32
-	T00ColVI64   = 7  // v_i64 int64
-	T00ColVF32   = 8  // v_f32 float32
-	T00ColVF64   = 9  // v_f64 float64
-	T00ColVDec   = 10 // v_dec decimal(20,4)
-	T00ColVStr   = 11 // v_str varchar
-	T00ColVBin   = 12 // v_bin bytea
-	T00ColVDate  = 13 // v_date date
-	T00ColVTS    = 14 // v_ts timestamp
-	T00ColVTstz  = 15 // v_tstz timestamptz
+	T00ColK0I64         = 0  // k0_i64 int64
+	T00ColK1I16         = 1  // k1_i16 int16
+	T00ColK2Tstz        = 2  // k2_tstz timestamptz
+	T00ColK3Date        = 3  // k3_date date
+	T00ColVBool         = 4  // v_bool boolean
+	T00ColVI16Nullable  = 5  // v_i16_nullable int16
+	T00ColVI32          = 6  // v_i32 int32
+	T00ColVI32Nullable  = 7  // v_i32_nullable int32
+	T00ColVDateNullable = 8  // v_date_nullable date
+	T00ColVTS           = 9  // v_ts timestamp
+	T00ColVTstzNullable = 10 // v_tstz_nullable timestamptz
 )
 
 // T00 is one row of table t00. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T00 struct {
-	K0Bool vec.Nullable[bool]            // k0_bool boolean
-	K1I16  int16                         // k1_i16 int16
-	K2I32  vec.Nullable[int32]           // k2_i32 int32
-	K3I64  int64                         // k3_i64 int64
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0I64         int64                         // k0_i64 int64
+	K1I16         int16                         // k1_i16 int16
+	K2Tstz        arrow.Timestamp               // k2_tstz timestamptz
+	K3Date        arrow.Date32                  // k3_date date
+	VBool         bool                          // v_bool boolean
+	VI16Nullable  vec.Nullable[int16]           // v_i16_nullable int16
+	VI32          int32                         // v_i32 int32
+	VI32Nullable  vec.Nullable[int32]           // v_i32_nullable int32
+	VDateNullable vec.Nullable[arrow.Date32]    // v_date_nullable date
+	VTS           arrow.Timestamp               // v_ts timestamp
+	VTstzNullable vec.Nullable[arrow.Timestamp] // v_tstz_nullable timestamptz
 }
 
 // T00Builder builds chunks of table t00 with typed appends straight into Arrow
@@ -81,67 +94,52 @@ type T00 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T00Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Bool *array.BooleanBuilder
-	cK1I16  *array.Int16Builder
-	cK2I32  *array.Int32Builder
-	cK3I64  *array.Int64Builder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem            memory.Allocator
+	ops            []vec.Op
+	room           int // rows reserved in every fixed-width builder beyond those appended
+	cK0I64         *array.Int64Builder
+	cK1I16         *array.Int16Builder
+	cK2Tstz        *array.TimestampBuilder
+	cK3Date        *array.Date32Builder
+	cVBool         *array.BooleanBuilder
+	cVI16Nullable  *array.Int16Builder
+	cVI32          *array.Int32Builder
+	cVI32Nullable  *array.Int32Builder
+	cVDateNullable *array.Date32Builder
+	cVTS           *array.TimestampBuilder
+	cVTstzNullable *array.TimestampBuilder
 }
 
 // NewT00Builder returns a builder whose chunks are allocated from mem.
 func NewT00Builder(mem memory.Allocator) *T00Builder {
 	b := &T00Builder{mem: mem}
-	b.cK0Bool = array.NewBooleanBuilder(mem)
+	b.cK0I64 = array.NewInt64Builder(mem)
 	b.cK1I16 = array.NewInt16Builder(mem)
-	b.cK2I32 = array.NewInt32Builder(mem)
-	b.cK3I64 = array.NewInt64Builder(mem)
+	b.cK2Tstz = array.NewTimestampBuilder(mem, t00ArrowSchema.Field(T00ColK2Tstz).Type.(*arrow.TimestampType))
+	b.cK3Date = array.NewDate32Builder(mem)
 	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
+	b.cVI16Nullable = array.NewInt16Builder(mem)
 	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t00ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t00ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t00ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cVI32Nullable = array.NewInt32Builder(mem)
+	b.cVDateNullable = array.NewDate32Builder(mem)
+	b.cVTS = array.NewTimestampBuilder(mem, t00ArrowSchema.Field(T00ColVTS).Type.(*arrow.TimestampType))
+	b.cVTstzNullable = array.NewTimestampBuilder(mem, t00ArrowSchema.Field(T00ColVTstzNullable).Type.(*arrow.TimestampType))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T00Builder) Reserve(n int) {
-	b.cK0Bool.Reserve(n)
+	b.cK0I64.Reserve(n)
 	b.cK1I16.Reserve(n)
-	b.cK2I32.Reserve(n)
-	b.cK3I64.Reserve(n)
+	b.cK2Tstz.Reserve(n)
+	b.cK3Date.Reserve(n)
 	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
+	b.cVI16Nullable.Reserve(n)
 	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
+	b.cVI32Nullable.Reserve(n)
+	b.cVDateNullable.Reserve(n)
 	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cVTstzNullable.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +155,33 @@ func (b *T00Builder) Append(op vec.Op, r *T00) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Bool.Valid {
-		b.cK0Bool.UnsafeAppend(r.K0Bool.Value)
-	} else {
-		b.cK0Bool.UnsafeAppendBoolToBitmap(false)
-	}
+	b.cK0I64.UnsafeAppend(r.K0I64)
 	b.cK1I16.UnsafeAppend(r.K1I16)
-	if r.K2I32.Valid {
-		b.cK2I32.UnsafeAppend(r.K2I32.Value)
+	b.cK2Tstz.UnsafeAppend(r.K2Tstz)
+	b.cK3Date.UnsafeAppend(r.K3Date)
+	b.cVBool.UnsafeAppend(r.VBool)
+	if r.VI16Nullable.Valid {
+		b.cVI16Nullable.UnsafeAppend(r.VI16Nullable.Value)
 	} else {
-		b.cK2I32.UnsafeAppendBoolToBitmap(false)
+		b.cVI16Nullable.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK3I64.UnsafeAppend(r.K3I64)
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
+	b.cVI32.UnsafeAppend(r.VI32)
+	if r.VI32Nullable.Valid {
+		b.cVI32Nullable.UnsafeAppend(r.VI32Nullable.Value)
 	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
+		b.cVI32Nullable.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
+	if r.VDateNullable.Valid {
+		b.cVDateNullable.UnsafeAppend(r.VDateNullable.Value)
 	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
+		b.cVDateNullable.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
+	b.cVTS.UnsafeAppend(r.VTS)
+	if r.VTstzNullable.Valid {
+		b.cVTstzNullable.UnsafeAppend(r.VTstzNullable.Value)
 	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
+		b.cVTstzNullable.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +192,19 @@ func (b *T00Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T00Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Bool.NewArray(), b.cK1I16.NewArray(), b.cK2I32.NewArray(), b.cK3I64.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I64.NewArray(),
+		b.cK1I16.NewArray(),
+		b.cK2Tstz.NewArray(),
+		b.cK3Date.NewArray(),
+		b.cVBool.NewArray(),
+		b.cVI16Nullable.NewArray(),
+		b.cVI32.NewArray(),
+		b.cVI32Nullable.NewArray(),
+		b.cVDateNullable.NewArray(),
+		b.cVTS.NewArray(),
+		b.cVTstzNullable.NewArray(),
+	}
 	rec := array.NewRecordBatch(t00ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +222,51 @@ func (b *T00Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T00Builder) Release() {
-	b.cK0Bool.Release()
+	b.cK0I64.Release()
 	b.cK1I16.Release()
-	b.cK2I32.Release()
-	b.cK3I64.Release()
+	b.cK2Tstz.Release()
+	b.cK3Date.Release()
 	b.cVBool.Release()
-	b.cVI16.Release()
+	b.cVI16Nullable.Release()
 	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
+	b.cVI32Nullable.Release()
+	b.cVDateNullable.Release()
 	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cVTstzNullable.Release()
 }
 
 // T00View is a typed view of a chunk of table t00: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T00View struct {
-	c      *vec.Chunk
-	K0Bool *array.Boolean
-	K1I16  *array.Int16
-	K2I32  *array.Int32
-	K3I64  *array.Int64
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c             *vec.Chunk
+	K0I64         *array.Int64
+	K1I16         *array.Int16
+	K2Tstz        *array.Timestamp
+	K3Date        *array.Date32
+	VBool         *array.Boolean
+	VI16Nullable  *array.Int16
+	VI32          *array.Int32
+	VI32Nullable  *array.Int32
+	VDateNullable *array.Date32
+	VTS           *array.Timestamp
+	VTstzNullable *array.Timestamp
 }
 
 // t00ViewOf views a chunk already known to have table t00's schema.
 func t00ViewOf(c *vec.Chunk) T00View {
 	rec := c.Record()
 	v := T00View{c: c}
-	v.K0Bool = rec.Column(0).(*array.Boolean)
-	v.K1I16 = rec.Column(1).(*array.Int16)
-	v.K2I32 = rec.Column(2).(*array.Int32)
-	v.K3I64 = rec.Column(3).(*array.Int64)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I64 = rec.Column(T00ColK0I64).(*array.Int64)
+	v.K1I16 = rec.Column(T00ColK1I16).(*array.Int16)
+	v.K2Tstz = rec.Column(T00ColK2Tstz).(*array.Timestamp)
+	v.K3Date = rec.Column(T00ColK3Date).(*array.Date32)
+	v.VBool = rec.Column(T00ColVBool).(*array.Boolean)
+	v.VI16Nullable = rec.Column(T00ColVI16Nullable).(*array.Int16)
+	v.VI32 = rec.Column(T00ColVI32).(*array.Int32)
+	v.VI32Nullable = rec.Column(T00ColVI32Nullable).(*array.Int32)
+	v.VDateNullable = rec.Column(T00ColVDateNullable).(*array.Date32)
+	v.VTS = rec.Column(T00ColVTS).(*array.Timestamp)
+	v.VTstzNullable = rec.Column(T00ColVTstzNullable).(*array.Timestamp)
 	return v
 }
 
@@ -327,100 +301,55 @@ func (v *T00View) Visible(i int) bool {
 // Row returns row i.
 func (v *T00View) Row(i int) T00 {
 	return T00{
-		K0Bool: vec.Nullable[bool]{
-			Valid: v.K0Bool.IsValid(i),
-			Value: v.K0Bool.Value(i),
+		K0I64:  v.K0I64.Value(i),
+		K1I16:  v.K1I16.Value(i),
+		K2Tstz: v.K2Tstz.Value(i),
+		K3Date: v.K3Date.Value(i),
+		VBool:  v.VBool.Value(i),
+		VDateNullable: vec.Nullable[arrow.Date32]{
+			Valid: v.VDateNullable.IsValid(i),
+			Value: v.VDateNullable.Value(i),
 		},
-		K1I16: v.K1I16.Value(i),
-		K2I32: vec.Nullable[int32]{
-			Valid: v.K2I32.IsValid(i),
-			Value: v.K2I32.Value(i),
+		VI16Nullable: vec.Nullable[int16]{
+			Valid: v.VI16Nullable.IsValid(i),
+			Value: v.VI16Nullable.Value(i),
 		},
-		K3I64: v.K3I64.Value(i),
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
+		VI32: v.VI32.Value(i),
+		VI32Nullable: vec.Nullable[int32]{
+			Valid: v.VI32Nullable.IsValid(i),
+			Value: v.VI32Nullable.Value(i),
 		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
+		VTS: v.VTS.Value(i),
+		VTstzNullable: vec.Nullable[arrow.Timestamp]{
+			Valid: v.VTstzNullable.IsValid(i),
+			Value: v.VTstzNullable.Value(i),
 		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T00View) PK(i int) T00PK {
 	return T00PK{
-		K0Bool: vec.Nullable[bool]{
-			Valid: v.K0Bool.IsValid(i),
-			Value: v.K0Bool.Value(i),
-		},
-		K1I16: v.K1I16.Value(i),
-		K2I32: vec.Nullable[int32]{
-			Valid: v.K2I32.IsValid(i),
-			Value: v.K2I32.Value(i),
-		},
-		K3I64: v.K3I64.Value(i),
+		K0I64:  v.K0I64.Value(i),
+		K1I16:  v.K1I16.Value(i),
+		K2Tstz: v.K2Tstz.Value(i),
+		K3Date: v.K3Date.Value(i),
 	}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T00View) ComparePK(i int, k *T00PK) int {
-	{
-		an, bn := v.K0Bool.IsNull(i), !k.K0Bool.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := vec.CompareBool(v.K0Bool.Value(i), k.K0Bool.Value); r != 0 {
-				return r
-			}
-		}
+	if r := cmp.Compare(v.K0I64.Value(i), k.K0I64); r != 0 {
+		return r
 	}
 	if r := cmp.Compare(v.K1I16.Value(i), k.K1I16); r != 0 {
-		return -r
+		return r
 	}
-	{
-		an, bn := v.K2I32.IsNull(i), !k.K2I32.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := cmp.Compare(v.K2I32.Value(i), k.K2I32.Value); r != 0 {
-				return r
-			}
-		}
+	if r := cmp.Compare(v.K2Tstz.Value(i), k.K2Tstz); r != 0 {
+		return r
 	}
-	if r := cmp.Compare(v.K3I64.Value(i), k.K3I64); r != 0 {
+	if r := cmp.Compare(v.K3Date.Value(i), k.K3Date); r != 0 {
 		return -r
 	}
 	return 0
@@ -428,128 +357,89 @@ func (v *T00View) ComparePK(i int, k *T00PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T00View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Bool.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), false)
-	}
-	dst = vec.AppendKeyInt16(dst, v.K1I16.Value(i), true)
-	if v.K2I32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt32(dst, v.K2I32.Value(i), false)
-	}
-	dst = vec.AppendKeyInt64(dst, v.K3I64.Value(i), true)
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
+	dst = vec.AppendKeyInt16(dst, v.K1I16.Value(i), false)
+	dst = vec.AppendKeyInt64(dst, int64(v.K2Tstz.Value(i)), false)
+	dst = vec.AppendKeyInt32(dst, int32(v.K3Date.Value(i)), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T00View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0Bool.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), false)
-	}
+	dst = vec.AppendKeyInt32(dst, int32(v.K3Date.Value(i)), false)
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
 	return dst
 }
 
-var t00ValueZero [89]byte
+// t00ValueZero is the fixed-width part of a row value of table t00, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t00ValueZero [56]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T00View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I64Slot         = 3  // k0_i64 int64
+		k1I16Slot         = 11 // k1_i16 int16
+		k2TstzSlot        = 13 // k2_tstz timestamptz
+		k3DateSlot        = 21 // k3_date date
+		vBoolSlot         = 25 // v_bool boolean
+		vI16NullableSlot  = 26 // v_i16_nullable int16
+		vI32Slot          = 28 // v_i32 int32
+		vI32NullableSlot  = 32 // v_i32_nullable int32
+		vDateNullableSlot = 36 // v_date_nullable date
+		vtsSlot           = 40 // v_ts timestamp
+		vTstzNullableSlot = 48 // v_tstz_nullable timestamptz
+	)
 	start := len(dst)
 	dst = append(dst, t00ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0Bool.IsNull(i) {
-		row[1] |= 1
-	} else {
-		if v.K0Bool.Value(i) {
-			row[3] = 1
-		}
+	binary.LittleEndian.PutUint64(row[k0I64Slot:], uint64(v.K0I64.Value(i)))
+	binary.LittleEndian.PutUint16(row[k1I16Slot:], uint16(v.K1I16.Value(i)))
+	binary.LittleEndian.PutUint64(row[k2TstzSlot:], uint64(v.K2Tstz.Value(i)))
+	binary.LittleEndian.PutUint32(row[k3DateSlot:], uint32(v.K3Date.Value(i)))
+	if v.VBool.Value(i) {
+		row[vBoolSlot] = 1
 	}
-	binary.LittleEndian.PutUint16(row[4:], uint16(v.K1I16.Value(i)))
-	if v.K2I32.IsNull(i) {
-		row[1] |= 4
+	if v.VI16Nullable.IsNull(i) {
+		row[1] |= 32
 	} else {
-		binary.LittleEndian.PutUint32(row[6:], uint32(v.K2I32.Value(i)))
+		binary.LittleEndian.PutUint16(row[vI16NullableSlot:], uint16(v.VI16Nullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[10:], uint64(v.K3I64.Value(i)))
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
+	binary.LittleEndian.PutUint32(row[vI32Slot:], uint32(v.VI32.Value(i)))
+	if v.VI32Nullable.IsNull(i) {
+		row[1] |= 128
 	} else {
-		if v.VBool.Value(i) {
-			row[18] = 1
-		}
+		binary.LittleEndian.PutUint32(row[vI32NullableSlot:], uint32(v.VI32Nullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint16(row[19:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[21:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[25:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
+	if v.VDateNullable.IsNull(i) {
 		row[2] |= 1
 	} else {
-		binary.LittleEndian.PutUint32(row[33:], math.Float32bits(v.VF32.Value(i)))
+		binary.LittleEndian.PutUint32(row[vDateNullableSlot:], uint32(v.VDateNullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[37:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
+	binary.LittleEndian.PutUint64(row[vtsSlot:], uint64(v.VTS.Value(i)))
+	if v.VTstzNullable.IsNull(i) {
 		row[2] |= 4
 	} else {
-		{
-			binary.LittleEndian.PutUint64(row[45:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[53:], uint64(v.VDec.Value(i).HighBits()))
-		}
+		binary.LittleEndian.PutUint64(row[vTstzNullableSlot:], uint64(v.VTstzNullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint32(row[69:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[73:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[81:], uint64(v.VTstz.Value(i)))
-	end := 0
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+61:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+65:], uint32(end))
 	return dst
 }
 
 // T00PK is a decoded primary key of table t00, in key order.
 type T00PK struct {
-	K0Bool vec.Nullable[bool]  // k0_bool asc nulls last
-	K1I16  int16               // k1_i16 desc nulls first
-	K2I32  vec.Nullable[int32] // k2_i32 asc nulls first
-	K3I64  int64               // k3_i64 desc nulls last
+	K0I64  int64           // k0_i64 asc nulls first
+	K1I16  int16           // k1_i16 asc nulls last
+	K2Tstz arrow.Timestamp // k2_tstz asc nulls last
+	K3Date arrow.Date32    // k3_date desc nulls first
 }
 
 // AppendT00PK appends the memcomparable encoding of k to dst.
 func AppendT00PK(dst []byte, k *T00PK) []byte {
-	if !k.K0Bool.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBool(dst, k.K0Bool.Value, false)
-	}
-	dst = vec.AppendKeyInt16(dst, k.K1I16, true)
-	if !k.K2I32.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt32(dst, k.K2I32.Value, false)
-	}
-	dst = vec.AppendKeyInt64(dst, k.K3I64, true)
+	dst = vec.AppendKeyInt64(dst, k.K0I64, false)
+	dst = vec.AppendKeyInt16(dst, k.K1I16, false)
+	dst = vec.AppendKeyInt64(dst, int64(k.K2Tstz), false)
+	dst = vec.AppendKeyInt32(dst, int32(k.K3Date), true)
 	return dst
 }
 
@@ -558,19 +448,22 @@ func DecodeT00PK(src []byte) (T00PK, error) {
 	var k T00PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_bool: %w", err)
-	}
-	if !null {
-		var x bool
-		x, src, err = vec.DecodeKeyBool(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_bool: %w", err)
-		}
-		k.K0Bool = vec.Some(x)
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
+	if err != nil {
+		return k, fmt.Errorf("column k0_i64: %w", err)
+	}
+	if null {
+		return k, fmt.Errorf("column k0_i64: NULL in a NOT NULL column")
+	}
+	{
+		var x int64
+		x, src, err = vec.DecodeKeyInt64(src, false)
+		if err != nil {
+			return k, fmt.Errorf("column k0_i64: %w", err)
+		}
+		k.K0I64 = x
+	}
+	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
 		return k, fmt.Errorf("column k1_i16: %w", err)
 	}
@@ -579,38 +472,41 @@ func DecodeT00PK(src []byte) (T00PK, error) {
 	}
 	{
 		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, true)
+		x, src, err = vec.DecodeKeyInt16(src, false)
 		if err != nil {
 			return k, fmt.Errorf("column k1_i16: %w", err)
 		}
 		k.K1I16 = x
 	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_i32: %w", err)
-	}
-	if !null {
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_i32: %w", err)
-		}
-		k.K2I32 = vec.Some(x)
-	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_i64: %w", err)
+		return k, fmt.Errorf("column k2_tstz: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k3_i64: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k2_tstz: NULL in a NOT NULL column")
 	}
 	{
 		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
+		x, src, err = vec.DecodeKeyInt64(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k3_i64: %w", err)
+			return k, fmt.Errorf("column k2_tstz: %w", err)
 		}
-		k.K3I64 = x
+		k.K2Tstz = arrow.Timestamp(x)
+	}
+	null, src, err = vec.DecodeKeyMarker(src, true)
+	if err != nil {
+		return k, fmt.Errorf("column k3_date: %w", err)
+	}
+	if null {
+		return k, fmt.Errorf("column k3_date: NULL in a NOT NULL column")
+	}
+	{
+		var x int32
+		x, src, err = vec.DecodeKeyInt32(src, true)
+		if err != nil {
+			return k, fmt.Errorf("column k3_date: %w", err)
+		}
+		k.K3Date = arrow.Date32(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -665,54 +561,44 @@ func (t00Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	if len(out) != 4 {
 		return fmt.Errorf("table t00: DecodeKeys needs %d builders, got %d", 4, len(out))
 	}
-	b0, ok0 := out[0].(*array.BooleanBuilder)
+	b0, ok0 := out[0].(*array.Int64Builder)
 	if !ok0 {
-		return fmt.Errorf("table t00: column k0_bool: builder is %T, want *array.BooleanBuilder", out[0])
+		return fmt.Errorf("table t00: column k0_i64: builder is %T, want *array.Int64Builder", out[0])
 	}
 	b1, ok1 := out[1].(*array.Int16Builder)
 	if !ok1 {
 		return fmt.Errorf("table t00: column k1_i16: builder is %T, want *array.Int16Builder", out[1])
 	}
-	b2, ok2 := out[2].(*array.Int32Builder)
+	b2, ok2 := out[2].(*array.TimestampBuilder)
 	if !ok2 {
-		return fmt.Errorf("table t00: column k2_i32: builder is %T, want *array.Int32Builder", out[2])
+		return fmt.Errorf("table t00: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[2])
 	}
-	b3, ok3 := out[3].(*array.Int64Builder)
+	b3, ok3 := out[3].(*array.Date32Builder)
 	if !ok3 {
-		return fmt.Errorf("table t00: column k3_i64: builder is %T, want *array.Int64Builder", out[3])
+		return fmt.Errorf("table t00: column k3_date: builder is %T, want *array.Date32Builder", out[3])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT00PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t00: key %d: %w", i, err)
 		}
-		if k.K0Bool.Valid {
-			b0.Append(k.K0Bool.Value)
-		} else {
-			b0.AppendNull()
-		}
+		b0.Append(k.K0I64)
 		b1.Append(k.K1I16)
-		if k.K2I32.Valid {
-			b2.Append(k.K2I32.Value)
-		} else {
-			b2.AppendNull()
-		}
-		b3.Append(k.K3I64)
+		b2.Append(k.K2Tstz)
+		b3.Append(k.K3Date)
 	}
 	return nil
 }
 
 // t00ValueOK reports whether v is a well-formed row value of table t00 (see vec.Layout.CheckValue).
 func t00ValueOK(v []byte) bool {
-	if len(v) < 89 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t00ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&95 != 0 || v[2]&250 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[61:])
-	e1 := binary.LittleEndian.Uint32(v[65:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-89
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -721,16 +607,22 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t00: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step              = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I64Slot         = 3   // k0_i64 int64
+		k1I16Slot         = 11  // k1_i16 int16
+		k2TstzSlot        = 13  // k2_tstz timestamptz
+		k3DateSlot        = 21  // k3_date date
+		vBoolSlot         = 25  // v_bool boolean
+		vI16NullableSlot  = 26  // v_i16_nullable int16
+		vI32Slot          = 28  // v_i32 int32
+		vI32NullableSlot  = 32  // v_i32_nullable int32
+		vDateNullableSlot = 36  // v_date_nullable date
+		vtsSlot           = 40  // v_ts timestamp
+		vTstzNullableSlot = 48  // v_tstz_nullable timestamptz
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t00ValueOK(v) {
@@ -740,313 +632,228 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t00: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[61:]))
-			total1 += int(binary.LittleEndian.Uint32(v[65:])) - int(binary.LittleEndian.Uint32(v[61:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.BooleanBuilder)
+		case T00ColK0I64:
+			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return fmt.Errorf("table t00: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return fmt.Errorf("table t00: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t00: column k0_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(0).Type)
+			want := t00ArrowSchema.Field(T00ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+3:][0] != 0
-					valid[i-lo] = !(data[o+1]&1 != 0)
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+k0I64Slot:]))
 				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case T00ColK1I16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t00: column k1_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(1).Type)
+			want := t00ArrowSchema.Field(T00ColK1I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column k1_i16: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int16
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+4:]))
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+k1I16Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 2:
-			b, ok := out[j].(*array.Int32Builder)
+		case T00ColK2Tstz:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t00: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
+				return fmt.Errorf("table t00: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t00: column k2_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(2).Type)
+			want := t00ArrowSchema.Field(T00ColK2Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column k2_tstz: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+6:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t00: column k3_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k2TstzSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 4:
+		case T00ColK3Date:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return fmt.Errorf("table t00: column k3_date: builder is %T, want *array.Date32Builder", out[j])
+			}
+			want := t00ArrowSchema.Field(T00ColK3Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column k3_date: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]arrow.Date32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+k3DateSlot:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
+			}
+		case T00ColVBool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t00: column v_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(4).Type)
+			want := t00ArrowSchema.Field(T00ColVBool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_bool: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+18:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t00: column v_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+19:]))
+					tmp[i-lo] = data[o+vBoolSlot:][0] != 0
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 6:
+		case T00ColVI16Nullable:
+			b, ok := out[j].(*array.Int16Builder)
+			if !ok {
+				return fmt.Errorf("table t00: column v_i16_nullable: builder is %T, want *array.Int16Builder", out[j])
+			}
+			want := t00ArrowSchema.Field(T00ColVI16Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_i16_nullable: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]int16
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+vI16NullableSlot:]))
+					valid[i-lo] = !(data[o+1]&32 != 0)
+				}
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
+			}
+		case T00ColVI32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t00: column v_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(6).Type)
+			want := t00ArrowSchema.Field(T00ColVI32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_i32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+21:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t00: column v_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+25:]))
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+vI32Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
+		case T00ColVI32Nullable:
+			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return fmt.Errorf("table t00: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+				return fmt.Errorf("table t00: column v_i32_nullable: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t00: column v_f32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(8).Type)
+			want := t00ArrowSchema.Field(T00ColVI32Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_i32_nullable: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+33:]))
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+vI32NullableSlot:]))
+					valid[i-lo] = !(data[o+1]&128 != 0)
+				}
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
+			}
+		case T00ColVDateNullable:
+			b, ok := out[j].(*array.Date32Builder)
+			if !ok {
+				return fmt.Errorf("table t00: column v_date_nullable: builder is %T, want *array.Date32Builder", out[j])
+			}
+			want := t00ArrowSchema.Field(T00ColVDateNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_date_nullable: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]arrow.Date32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+vDateNullableSlot:]))
 					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t00: column v_f64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+37:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t00: column v_dec: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+53:])), binary.LittleEndian.Uint64(data[o+45:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t00: column v_str: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t00: column v_bin: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t00: column v_date: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+69:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
+		case T00ColVTS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t00: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t00: column v_ts: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(14).Type)
+			want := t00ArrowSchema.Field(T00ColVTS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_ts: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+73:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t00: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t00: column v_tstz: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+81:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+vtsSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
+		case T00ColVTstzNullable:
+			b, ok := out[j].(*array.TimestampBuilder)
+			if !ok {
+				return fmt.Errorf("table t00: column v_tstz_nullable: builder is %T, want *array.TimestampBuilder", out[j])
+			}
+			want := t00ArrowSchema.Field(T00ColVTstzNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t00: column v_tstz_nullable: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]arrow.Timestamp
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+vTstzNullableSlot:]))
+					valid[i-lo] = !(data[o+2]&4 != 0)
+				}
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
+			}
 		default:
-			return fmt.Errorf("table t00: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t00: projection names column %d, the table has %d", col, 11)
 		}
 	}
 	return nil
@@ -1054,45 +861,32 @@ func (t00Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t00RowDecoder decodes row values of table t00 one at a time (vec.RowDecoder).
 type t00RowDecoder struct {
-	b0    *array.BooleanBuilder // nil: k0_bool is not projected
-	v0    []bool
-	ok0   []bool
-	b1    *array.Int16Builder // nil: k1_i16 is not projected
-	v1    []int16
-	b2    *array.Int32Builder // nil: k2_i32 is not projected
-	v2    []int32
-	ok2   []bool
-	b3    *array.Int64Builder // nil: k3_i64 is not projected
-	v3    []int64
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0I64          *array.Int64Builder // nil: k0_i64 is not projected
+	vK0I64          []int64
+	bK1I16          *array.Int16Builder // nil: k1_i16 is not projected
+	vK1I16          []int16
+	bK2Tstz         *array.TimestampBuilder // nil: k2_tstz is not projected
+	vK2Tstz         []arrow.Timestamp
+	bK3Date         *array.Date32Builder // nil: k3_date is not projected
+	vK3Date         []arrow.Date32
+	bVBool          *array.BooleanBuilder // nil: v_bool is not projected
+	vVBool          []bool
+	bVI16Nullable   *array.Int16Builder // nil: v_i16_nullable is not projected
+	vVI16Nullable   []int16
+	okVI16Nullable  []bool
+	bVI32           *array.Int32Builder // nil: v_i32 is not projected
+	vVI32           []int32
+	bVI32Nullable   *array.Int32Builder // nil: v_i32_nullable is not projected
+	vVI32Nullable   []int32
+	okVI32Nullable  []bool
+	bVDateNullable  *array.Date32Builder // nil: v_date_nullable is not projected
+	vVDateNullable  []arrow.Date32
+	okVDateNullable []bool
+	bVTS            *array.TimestampBuilder // nil: v_ts is not projected
+	vVTS            []arrow.Timestamp
+	bVTstzNullable  *array.TimestampBuilder // nil: v_tstz_nullable is not projected
+	vVTstzNullable  []arrow.Timestamp
+	okVTstzNullable []bool
 }
 
 var _ vec.RowDecoders = t00Kernels{}
@@ -1105,200 +899,151 @@ func (t00Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t00RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.BooleanBuilder)
+		case T00ColK0I64:
+			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return nil, fmt.Errorf("table t00: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t00: column k0_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(0).Type)
+			want := t00ArrowSchema.Field(T00ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column k0_bool twice")
+			if d.bK0I64 != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column k0_i64 twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bK0I64 = b
+		case T00ColK1I16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t00: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t00: column k1_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(1).Type)
+			want := t00ArrowSchema.Field(T00ColK1I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column k1_i16: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bK1I16 != nil {
 				return nil, fmt.Errorf("table t00: row decoder: projection names column k1_i16 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Int32Builder)
+			d.bK1I16 = b
+		case T00ColK2Tstz:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
+				return nil, fmt.Errorf("table t00: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t00: column k2_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(2).Type)
+			want := t00ArrowSchema.Field(T00ColK2Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column k2_tstz: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column k2_i32 twice")
+			if d.bK2Tstz != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column k2_tstz twice")
 			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Int64Builder)
+			d.bK2Tstz = b
+		case T00ColK3Date:
+			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
+				return nil, fmt.Errorf("table t00: column k3_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t00: column k3_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(3).Type)
+			want := t00ArrowSchema.Field(T00ColK3Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column k3_date: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column k3_i64 twice")
+			if d.bK3Date != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column k3_date twice")
 			}
-			d.b3 = b
-		case 4:
+			d.bK3Date = b
+		case T00ColVBool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table t00: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t00: column v_bool: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(4).Type)
+			want := t00ArrowSchema.Field(T00ColVBool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_bool: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
+			if d.bVBool != nil {
 				return nil, fmt.Errorf("table t00: row decoder: projection names column v_bool twice")
 			}
-			d.b4 = b
-		case 5:
+			d.bVBool = b
+		case T00ColVI16Nullable:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+				return nil, fmt.Errorf("table t00: column v_i16_nullable: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t00: column v_i16: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(5).Type)
+			want := t00ArrowSchema.Field(T00ColVI16Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_i16_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_i16 twice")
+			if d.bVI16Nullable != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column v_i16_nullable twice")
 			}
-			d.b5 = b
-		case 6:
+			d.bVI16Nullable = b
+		case T00ColVI32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t00: column v_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t00: column v_i32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(6).Type)
+			want := t00ArrowSchema.Field(T00ColVI32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_i32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b6 != nil {
+			if d.bVI32 != nil {
 				return nil, fmt.Errorf("table t00: row decoder: projection names column v_i32 twice")
 			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
+			d.bVI32 = b
+		case T00ColVI32Nullable:
+			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+				return nil, fmt.Errorf("table t00: column v_i32_nullable: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t00: column v_i64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(7).Type)
+			want := t00ArrowSchema.Field(T00ColVI32Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_i32_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_i64 twice")
+			if d.bVI32Nullable != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column v_i32_nullable twice")
 			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t00: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t00: column v_f32: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t00: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t00: column v_f64: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t00: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t00: column v_dec: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t00: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t00: column v_str: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t00: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t00: column v_bin: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
+			d.bVI32Nullable = b
+		case T00ColVDateNullable:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column v_date: builder is %T, want *array.Date32Builder", out[j])
+				return nil, fmt.Errorf("table t00: column v_date_nullable: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t00: column v_date: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(13).Type)
+			want := t00ArrowSchema.Field(T00ColVDateNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_date_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_date twice")
+			if d.bVDateNullable != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column v_date_nullable twice")
 			}
-			d.b13 = b
-		case 14:
+			d.bVDateNullable = b
+		case T00ColVTS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table t00: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t00: column v_ts: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(14).Type)
+			want := t00ArrowSchema.Field(T00ColVTS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_ts: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b14 != nil {
+			if d.bVTS != nil {
 				return nil, fmt.Errorf("table t00: row decoder: projection names column v_ts twice")
 			}
-			d.b14 = b
-		case 15:
+			d.bVTS = b
+		case T00ColVTstzNullable:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t00: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
+				return nil, fmt.Errorf("table t00: column v_tstz_nullable: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t00ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t00: column v_tstz: builder of %s, want %s", b.Type(), t00ArrowSchema.Field(15).Type)
+			want := t00ArrowSchema.Field(T00ColVTstzNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t00: column v_tstz_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t00: row decoder: projection names column v_tstz twice")
+			if d.bVTstzNullable != nil {
+				return nil, fmt.Errorf("table t00: row decoder: projection names column v_tstz_nullable twice")
 			}
-			d.b15 = b
+			d.bVTstzNullable = b
 		default:
-			return nil, fmt.Errorf("table t00: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t00: projection names column %d, the table has %d", col, 11)
 		}
 	}
 	return d, nil
@@ -1307,109 +1052,90 @@ func (t00Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t00RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[bool](n), d.v0...)
-		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
+	if d.bK0I64 != nil {
+		if cap(d.vK0I64) < n {
+			d.vK0I64 = append(vec.MakeColored[int64](n), d.vK0I64...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int16](n), d.v1...)
+	if d.bK1I16 != nil {
+		if cap(d.vK1I16) < n {
+			d.vK1I16 = append(vec.MakeColored[int16](n), d.vK1I16...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int32](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
+	if d.bK2Tstz != nil {
+		if cap(d.vK2Tstz) < n {
+			d.vK2Tstz = append(vec.MakeColored[arrow.Timestamp](n), d.vK2Tstz...)
 		}
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[int64](n), d.v3...)
+	if d.bK3Date != nil {
+		if cap(d.vK3Date) < n {
+			d.vK3Date = append(vec.MakeColored[arrow.Date32](n), d.vK3Date...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
+	if d.bVBool != nil {
+		if cap(d.vVBool) < n {
+			d.vVBool = append(vec.MakeColored[bool](n), d.vVBool...)
 		}
 	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
+	if d.bVI16Nullable != nil {
+		if cap(d.vVI16Nullable) < n {
+			d.vVI16Nullable = append(vec.MakeColored[int16](n), d.vVI16Nullable...)
+		}
+		if cap(d.okVI16Nullable) < n {
+			d.okVI16Nullable = append(vec.MakeColored[bool](n), d.okVI16Nullable...)
 		}
 	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
+	if d.bVI32 != nil {
+		if cap(d.vVI32) < n {
+			d.vVI32 = append(vec.MakeColored[int32](n), d.vVI32...)
 		}
 	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
+	if d.bVI32Nullable != nil {
+		if cap(d.vVI32Nullable) < n {
+			d.vVI32Nullable = append(vec.MakeColored[int32](n), d.vVI32Nullable...)
+		}
+		if cap(d.okVI32Nullable) < n {
+			d.okVI32Nullable = append(vec.MakeColored[bool](n), d.okVI32Nullable...)
 		}
 	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
+	if d.bVDateNullable != nil {
+		if cap(d.vVDateNullable) < n {
+			d.vVDateNullable = append(vec.MakeColored[arrow.Date32](n), d.vVDateNullable...)
 		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
+		if cap(d.okVDateNullable) < n {
+			d.okVDateNullable = append(vec.MakeColored[bool](n), d.okVDateNullable...)
 		}
 	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
+	if d.bVTS != nil {
+		if cap(d.vVTS) < n {
+			d.vVTS = append(vec.MakeColored[arrow.Timestamp](n), d.vVTS...)
 		}
 	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
+	if d.bVTstzNullable != nil {
+		if cap(d.vVTstzNullable) < n {
+			d.vVTstzNullable = append(vec.MakeColored[arrow.Timestamp](n), d.vVTstzNullable...)
 		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+		if cap(d.okVTstzNullable) < n {
+			d.okVTstzNullable = append(vec.MakeColored[bool](n), d.okVTstzNullable...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t00RowDecoder) Append(v []byte) error {
+	const (
+		k0I64Slot         = 3  // k0_i64 int64
+		k1I16Slot         = 11 // k1_i16 int16
+		k2TstzSlot        = 13 // k2_tstz timestamptz
+		k3DateSlot        = 21 // k3_date date
+		vBoolSlot         = 25 // v_bool boolean
+		vI16NullableSlot  = 26 // v_i16_nullable int16
+		vI32Slot          = 28 // v_i32 int32
+		vI32NullableSlot  = 32 // v_i32_nullable int32
+		vDateNullableSlot = 36 // v_date_nullable date
+		vtsSlot           = 40 // v_ts timestamp
+		vTstzNullableSlot = 48 // v_tstz_nullable timestamptz
+	)
 	if !t00ValueOK(v) {
 		err := t00Layout.CheckValue(v)
 		if err == nil {
@@ -1417,148 +1143,95 @@ func (d *t00RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t00: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, v[3:][0] != 0)
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bK0I64 != nil {
+		d.vK0I64 = append(d.vK0I64, int64(binary.LittleEndian.Uint64(v[k0I64Slot:])))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int16(binary.LittleEndian.Uint16(v[4:])))
+	if d.bK1I16 != nil {
+		d.vK1I16 = append(d.vK1I16, int16(binary.LittleEndian.Uint16(v[k1I16Slot:])))
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int32(binary.LittleEndian.Uint32(v[6:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
+	if d.bK2Tstz != nil {
+		d.vK2Tstz = append(d.vK2Tstz, arrow.Timestamp(binary.LittleEndian.Uint64(v[k2TstzSlot:])))
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, int64(binary.LittleEndian.Uint64(v[10:])))
+	if d.bK3Date != nil {
+		d.vK3Date = append(d.vK3Date, arrow.Date32(binary.LittleEndian.Uint32(v[k3DateSlot:])))
 	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[18:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
+	if d.bVBool != nil {
+		d.vVBool = append(d.vVBool, v[vBoolSlot:][0] != 0)
 	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[19:])))
+	if d.bVI16Nullable != nil {
+		d.vVI16Nullable = append(d.vVI16Nullable, int16(binary.LittleEndian.Uint16(v[vI16NullableSlot:])))
+		d.okVI16Nullable = append(d.okVI16Nullable, !(v[1]&32 != 0))
 	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[21:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
+	if d.bVI32 != nil {
+		d.vVI32 = append(d.vVI32, int32(binary.LittleEndian.Uint32(v[vI32Slot:])))
 	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[25:])))
+	if d.bVI32Nullable != nil {
+		d.vVI32Nullable = append(d.vVI32Nullable, int32(binary.LittleEndian.Uint32(v[vI32NullableSlot:])))
+		d.okVI32Nullable = append(d.okVI32Nullable, !(v[1]&128 != 0))
 	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[33:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
+	if d.bVDateNullable != nil {
+		d.vVDateNullable = append(d.vVDateNullable, arrow.Date32(binary.LittleEndian.Uint32(v[vDateNullableSlot:])))
+		d.okVDateNullable = append(d.okVDateNullable, !(v[2]&1 != 0))
 	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[37:])))
+	if d.bVTS != nil {
+		d.vVTS = append(d.vVTS, arrow.Timestamp(binary.LittleEndian.Uint64(v[vtsSlot:])))
 	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[53:])), binary.LittleEndian.Uint64(v[45:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[89 : 89+int(binary.LittleEndian.Uint32(v[61:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[89+int(binary.LittleEndian.Uint32(v[61:])) : 89+int(binary.LittleEndian.Uint32(v[65:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[69:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[73:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[81:])))
+	if d.bVTstzNullable != nil {
+		d.vVTstzNullable = append(d.vVTstzNullable, arrow.Timestamp(binary.LittleEndian.Uint64(v[vTstzNullableSlot:])))
+		d.okVTstzNullable = append(d.okVTstzNullable, !(v[2]&4 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t00RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bK0I64 != nil {
+		d.bK0I64.AppendValues(d.vK0I64, nil)
+		d.vK0I64 = d.vK0I64[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
+	if d.bK1I16 != nil {
+		d.bK1I16.AppendValues(d.vK1I16, nil)
+		d.vK1I16 = d.vK1I16[:0]
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
+	if d.bK2Tstz != nil {
+		d.bK2Tstz.AppendValues(d.vK2Tstz, nil)
+		d.vK2Tstz = d.vK2Tstz[:0]
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
+	if d.bK3Date != nil {
+		d.bK3Date.AppendValues(d.vK3Date, nil)
+		d.vK3Date = d.vK3Date[:0]
 	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
+	if d.bVBool != nil {
+		d.bVBool.AppendValues(d.vVBool, nil)
+		d.vVBool = d.vVBool[:0]
 	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
+	if d.bVI16Nullable != nil {
+		d.bVI16Nullable.AppendValues(d.vVI16Nullable, d.okVI16Nullable)
+		d.vVI16Nullable = d.vVI16Nullable[:0]
+		d.okVI16Nullable = d.okVI16Nullable[:0]
 	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
+	if d.bVI32 != nil {
+		d.bVI32.AppendValues(d.vVI32, nil)
+		d.vVI32 = d.vVI32[:0]
 	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
+	if d.bVI32Nullable != nil {
+		d.bVI32Nullable.AppendValues(d.vVI32Nullable, d.okVI32Nullable)
+		d.vVI32Nullable = d.vVI32Nullable[:0]
+		d.okVI32Nullable = d.okVI32Nullable[:0]
 	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
+	if d.bVDateNullable != nil {
+		d.bVDateNullable.AppendValues(d.vVDateNullable, d.okVDateNullable)
+		d.vVDateNullable = d.vVDateNullable[:0]
+		d.okVDateNullable = d.okVDateNullable[:0]
 	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
+	if d.bVTS != nil {
+		d.bVTS.AppendValues(d.vVTS, nil)
+		d.vVTS = d.vVTS[:0]
 	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bVTstzNullable != nil {
+		d.bVTstzNullable.AppendValues(d.vVTstzNullable, d.okVTstzNullable)
+		d.vVTstzNullable = d.vVTstzNullable[:0]
+		d.okVTstzNullable = d.okVTstzNullable[:0]
 	}
 	return nil
 }
@@ -1571,7 +1244,7 @@ func (t00Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 1)
+		out[i] = vec.VnodeOf(buf, 256)
 	}
 }
 
@@ -1583,8 +1256,9 @@ func (t00Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t00Marker marks chunks of table t00 against decoded backfill positions.
 type t00Marker struct {
-	state [1]vec.BackfillState
-	pos   [1]T00PK
+	state [256]vec.BackfillState
+	pos   [256]T00PK
+	lo0   [256]int64
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1606,6 +1280,14 @@ func (k t00Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table t00 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int64(math.MaxInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = int64(math.MinInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].K0I64
+		}
 	}
 	return m, nil
 }
@@ -1615,17 +1297,35 @@ func (m *t00Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t00ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
+	vnodes = vnodes[:n]
+	k0 := v.K0I64.Values()[:n]
+	k1 := v.K1I16.Values()[:n]
+	k2 := v.K2Tstz.Values()[:n]
+	k3 := v.K3Date.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				var keep bool
-				switch m.state[0] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+				vn := vnodes[i]
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&255]
+						if a, b := k1[i], p.K1I16; a != b {
+							keep = a < b
+						} else if a, b := k2[i], p.K2Tstz; a != b {
+							keep = a < b
+						} else if a, b := k3[i], p.K3Date; a != b {
+							keep = a > b
+						} else {
+							keep = true
+						}
+					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1643,12 +1343,25 @@ func (m *t00Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				var keep bool
-				switch m.state[0] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+				vn := vnodes[i]
+				a, b := k0[i], m.lo0[vn&255]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&255] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&255]
+						if a, b := k1[i], p.K1I16; a != b {
+							keep = a < b
+						} else if a, b := k2[i], p.K2Tstz; a != b {
+							keep = a < b
+						} else if a, b := k3[i], p.K3Date; a != b {
+							keep = a > b
+						} else {
+							keep = true
+						}
+					}
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -8,21 +8,42 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T01Fingerprint is the fingerprint of table t01's shape (schema.Table.Fingerprint).
-const T01Fingerprint = "5102e701706a0f23952cb4a2"
+const T01Fingerprint = "f358b4e7d4984237b49ba492"
 
 // T01Table returns a new copy of table t01's schema.
 func T01Table() *schema.Table {
-	t := &schema.Table{Name: "t01", Columns: []schema.Column{{Name: "k0_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "k1_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "k2_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "k3_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "t01",
+		Columns: []schema.Column{
+			{Name: "k0_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true},
+			{Name: "k1_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true},
+			{Name: "k2_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 18, Scale: 0}},
+			{Name: "k3_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true},
+			{Name: "v_i16", Type: schema.Type{Kind: schema.Int16}},
+			{Name: "v_i64", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "v_f32_nullable", Type: schema.Type{Kind: schema.Float32}, Nullable: true},
+			{Name: "v_f32", Type: schema.Type{Kind: schema.Float32}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T01ColK0F64, Desc: false, NullsFirst: false},
+			{Column: T01ColK1I32, Desc: true, NullsFirst: false},
+			{Column: T01ColK2Dec, Desc: false, NullsFirst: false},
+			{Column: T01ColK3Bool, Desc: true, NullsFirst: false},
+		},
+		DistKey:    []int{T01ColK0F64, T01ColK1I32, T01ColK2Dec, T01ColK3Bool},
+		VnodeCount: 1,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +58,27 @@ var (
 
 // Column indexes of table t01, for projections.
 const (
-	T01ColK0I16 = 0  // k0_i16 int16
-	T01ColK1I32 = 1  // k1_i32 int32
-	T01ColK2I64 = 2  // k2_i64 int64
-	T01ColK3F32 = 3  // k3_f32 float32
-	T01ColVBool = 4  // v_bool boolean
-	T01ColVI16  = 5  // v_i16 int16
-	T01ColVI32  = 6  // v_i32 int32
-	T01ColVI64  = 7  // v_i64 int64
-	T01ColVF32  = 8  // v_f32 float32
-	T01ColVF64  = 9  // v_f64 float64
-	T01ColVDec  = 10 // v_dec decimal(20,4)
-	T01ColVStr  = 11 // v_str varchar
-	T01ColVBin  = 12 // v_bin bytea
-	T01ColVDate = 13 // v_date date
-	T01ColVTS   = 14 // v_ts timestamp
-	T01ColVTstz = 15 // v_tstz timestamptz
+	T01ColK0F64        = 0 // k0_f64 float64
+	T01ColK1I32        = 1 // k1_i32 int32
+	T01ColK2Dec        = 2 // k2_dec decimal(18,0)
+	T01ColK3Bool       = 3 // k3_bool boolean
+	T01ColVI16         = 4 // v_i16 int16
+	T01ColVI64         = 5 // v_i64 int64
+	T01ColVF32Nullable = 6 // v_f32_nullable float32
+	T01ColVF32         = 7 // v_f32 float32
 )
 
 // T01 is one row of table t01. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T01 struct {
-	K0I16 vec.Nullable[int16]           // k0_i16 int16
-	K1I32 int32                         // k1_i32 int32
-	K2I64 vec.Nullable[int64]           // k2_i64 int64
-	K3F32 float32                       // k3_f32 float32
-	VBool bool                          // v_bool boolean
-	VI16  vec.Nullable[int16]           // v_i16 int16
-	VI32  int32                         // v_i32 int32
-	VI64  vec.Nullable[int64]           // v_i64 int64
-	VF32  float32                       // v_f32 float32
-	VF64  vec.Nullable[float64]         // v_f64 float64
-	VDec  decimal128.Num                // v_dec decimal(20,4)
-	VStr  vec.Nullable[string]          // v_str varchar
-	VBin  []byte                        // v_bin bytea
-	VDate vec.Nullable[arrow.Date32]    // v_date date
-	VTS   arrow.Timestamp               // v_ts timestamp
-	VTstz vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0F64        vec.Nullable[float64] // k0_f64 float64
+	K1I32        vec.Nullable[int32]   // k1_i32 int32
+	K2Dec        decimal128.Num        // k2_dec decimal(18,0)
+	K3Bool       vec.Nullable[bool]    // k3_bool boolean
+	VI16         int16                 // v_i16 int16
+	VI64         int64                 // v_i64 int64
+	VF32Nullable vec.Nullable[float32] // v_f32_nullable float32
+	VF32         float32               // v_f32 float32
 }
 
 // T01Builder builds chunks of table t01 with typed appends straight into Arrow
@@ -81,67 +86,43 @@ type T01 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T01Builder struct {
-	mem    memory.Allocator
-	ops    []vec.Op
-	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0I16 *array.Int16Builder
-	cK1I32 *array.Int32Builder
-	cK2I64 *array.Int64Builder
-	cK3F32 *array.Float32Builder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	mem           memory.Allocator
+	ops           []vec.Op
+	room          int // rows reserved in every fixed-width builder beyond those appended
+	cK0F64        *array.Float64Builder
+	cK1I32        *array.Int32Builder
+	cK2Dec        *array.Decimal128Builder
+	cK3Bool       *array.BooleanBuilder
+	cVI16         *array.Int16Builder
+	cVI64         *array.Int64Builder
+	cVF32Nullable *array.Float32Builder
+	cVF32         *array.Float32Builder
 }
 
 // NewT01Builder returns a builder whose chunks are allocated from mem.
 func NewT01Builder(mem memory.Allocator) *T01Builder {
 	b := &T01Builder{mem: mem}
-	b.cK0I16 = array.NewInt16Builder(mem)
+	b.cK0F64 = array.NewFloat64Builder(mem)
 	b.cK1I32 = array.NewInt32Builder(mem)
-	b.cK2I64 = array.NewInt64Builder(mem)
-	b.cK3F32 = array.NewFloat32Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
+	b.cK2Dec = array.NewDecimal128Builder(mem, t01ArrowSchema.Field(T01ColK2Dec).Type.(*arrow.Decimal128Type))
+	b.cK3Bool = array.NewBooleanBuilder(mem)
 	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
 	b.cVI64 = array.NewInt64Builder(mem)
+	b.cVF32Nullable = array.NewFloat32Builder(mem)
 	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t01ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t01ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t01ArrowSchema.Field(15).Type.(*arrow.TimestampType))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T01Builder) Reserve(n int) {
-	b.cK0I16.Reserve(n)
+	b.cK0F64.Reserve(n)
 	b.cK1I32.Reserve(n)
-	b.cK2I64.Reserve(n)
-	b.cK3F32.Reserve(n)
-	b.cVBool.Reserve(n)
+	b.cK2Dec.Reserve(n)
+	b.cK3Bool.Reserve(n)
 	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
 	b.cVI64.Reserve(n)
+	b.cVF32Nullable.Reserve(n)
 	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +138,30 @@ func (b *T01Builder) Append(op vec.Op, r *T01) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0I16.Valid {
-		b.cK0I16.UnsafeAppend(r.K0I16.Value)
+	if r.K0F64.Valid {
+		b.cK0F64.UnsafeAppend(r.K0F64.Value)
 	} else {
-		b.cK0I16.UnsafeAppendBoolToBitmap(false)
+		b.cK0F64.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK1I32.UnsafeAppend(r.K1I32)
-	if r.K2I64.Valid {
-		b.cK2I64.UnsafeAppend(r.K2I64.Value)
+	if r.K1I32.Valid {
+		b.cK1I32.UnsafeAppend(r.K1I32.Value)
 	} else {
-		b.cK2I64.UnsafeAppendBoolToBitmap(false)
+		b.cK1I32.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK3F32.UnsafeAppend(r.K3F32)
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
+	b.cK2Dec.UnsafeAppend(r.K2Dec)
+	if r.K3Bool.Valid {
+		b.cK3Bool.UnsafeAppend(r.K3Bool.Value)
 	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
+		b.cK3Bool.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
+	b.cVI16.UnsafeAppend(r.VI16)
+	b.cVI64.UnsafeAppend(r.VI64)
+	if r.VF32Nullable.Valid {
+		b.cVF32Nullable.UnsafeAppend(r.VF32Nullable.Value)
 	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
+		b.cVF32Nullable.UnsafeAppendBoolToBitmap(false)
 	}
 	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
-	}
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +172,16 @@ func (b *T01Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T01Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0I16.NewArray(), b.cK1I32.NewArray(), b.cK2I64.NewArray(), b.cK3F32.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0F64.NewArray(),
+		b.cK1I32.NewArray(),
+		b.cK2Dec.NewArray(),
+		b.cK3Bool.NewArray(),
+		b.cVI16.NewArray(),
+		b.cVI64.NewArray(),
+		b.cVF32Nullable.NewArray(),
+		b.cVF32.NewArray(),
+	}
 	rec := array.NewRecordBatch(t01ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +199,42 @@ func (b *T01Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T01Builder) Release() {
-	b.cK0I16.Release()
+	b.cK0F64.Release()
 	b.cK1I32.Release()
-	b.cK2I64.Release()
-	b.cK3F32.Release()
-	b.cVBool.Release()
+	b.cK2Dec.Release()
+	b.cK3Bool.Release()
 	b.cVI16.Release()
-	b.cVI32.Release()
 	b.cVI64.Release()
+	b.cVF32Nullable.Release()
 	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
 }
 
 // T01View is a typed view of a chunk of table t01: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T01View struct {
-	c     *vec.Chunk
-	K0I16 *array.Int16
-	K1I32 *array.Int32
-	K2I64 *array.Int64
-	K3F32 *array.Float32
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	c            *vec.Chunk
+	K0F64        *array.Float64
+	K1I32        *array.Int32
+	K2Dec        *array.Decimal128
+	K3Bool       *array.Boolean
+	VI16         *array.Int16
+	VI64         *array.Int64
+	VF32Nullable *array.Float32
+	VF32         *array.Float32
 }
 
 // t01ViewOf views a chunk already known to have table t01's schema.
 func t01ViewOf(c *vec.Chunk) T01View {
 	rec := c.Record()
 	v := T01View{c: c}
-	v.K0I16 = rec.Column(0).(*array.Int16)
-	v.K1I32 = rec.Column(1).(*array.Int32)
-	v.K2I64 = rec.Column(2).(*array.Int64)
-	v.K3F32 = rec.Column(3).(*array.Float32)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0F64 = rec.Column(T01ColK0F64).(*array.Float64)
+	v.K1I32 = rec.Column(T01ColK1I32).(*array.Int32)
+	v.K2Dec = rec.Column(T01ColK2Dec).(*array.Decimal128)
+	v.K3Bool = rec.Column(T01ColK3Bool).(*array.Boolean)
+	v.VI16 = rec.Column(T01ColVI16).(*array.Int16)
+	v.VI64 = rec.Column(T01ColVI64).(*array.Int64)
+	v.VF32Nullable = rec.Column(T01ColVF32Nullable).(*array.Float32)
+	v.VF32 = rec.Column(T01ColVF32).(*array.Float32)
 	return v
 }
 
@@ -327,62 +269,45 @@ func (v *T01View) Visible(i int) bool {
 // Row returns row i.
 func (v *T01View) Row(i int) T01 {
 	return T01{
-		K0I16: vec.Nullable[int16]{
-			Valid: v.K0I16.IsValid(i),
-			Value: v.K0I16.Value(i),
+		K0F64: vec.Nullable[float64]{
+			Valid: v.K0F64.IsValid(i),
+			Value: v.K0F64.Value(i),
 		},
-		K1I32: v.K1I32.Value(i),
-		K2I64: vec.Nullable[int64]{
-			Valid: v.K2I64.IsValid(i),
-			Value: v.K2I64.Value(i),
+		K1I32: vec.Nullable[int32]{
+			Valid: v.K1I32.IsValid(i),
+			Value: v.K1I32.Value(i),
 		},
-		K3F32: v.K3F32.Value(i),
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
+		K2Dec: v.K2Dec.Value(i),
+		K3Bool: vec.Nullable[bool]{
+			Valid: v.K3Bool.IsValid(i),
+			Value: v.K3Bool.Value(i),
 		},
-		VDec: v.VDec.Value(i),
 		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
+		VF32Nullable: vec.Nullable[float32]{
+			Valid: v.VF32Nullable.IsValid(i),
+			Value: v.VF32Nullable.Value(i),
 		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
+		VI16: v.VI16.Value(i),
+		VI64: v.VI64.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T01View) PK(i int) T01PK {
 	return T01PK{
-		K0I16: vec.Nullable[int16]{
-			Valid: v.K0I16.IsValid(i),
-			Value: v.K0I16.Value(i),
+		K0F64: vec.Nullable[float64]{
+			Valid: v.K0F64.IsValid(i),
+			Value: v.K0F64.Value(i),
 		},
-		K1I32: v.K1I32.Value(i),
-		K2I64: vec.Nullable[int64]{
-			Valid: v.K2I64.IsValid(i),
-			Value: v.K2I64.Value(i),
+		K1I32: vec.Nullable[int32]{
+			Valid: v.K1I32.IsValid(i),
+			Value: v.K1I32.Value(i),
 		},
-		K3F32: v.K3F32.Value(i),
+		K2Dec: v.K2Dec.Value(i),
+		K3Bool: vec.Nullable[bool]{
+			Valid: v.K3Bool.IsValid(i),
+			Value: v.K3Bool.Value(i),
+		},
 	}
 }
 
@@ -390,7 +315,7 @@ func (v *T01View) PK(i int) T01PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T01View) ComparePK(i int, k *T01PK) int {
 	{
-		an, bn := v.K0I16.IsNull(i), !k.K0I16.Valid
+		an, bn := v.K0F64.IsNull(i), !k.K0F64.Valid
 		if an != bn {
 			if an {
 				return 1
@@ -398,163 +323,165 @@ func (v *T01View) ComparePK(i int, k *T01PK) int {
 			return -1
 		}
 		if !an {
-			if r := cmp.Compare(v.K0I16.Value(i), k.K0I16.Value); r != 0 {
+			if r := vec.CompareFloat64(v.K0F64.Value(i), k.K0F64.Value); r != 0 {
 				return r
 			}
 		}
-	}
-	if r := cmp.Compare(v.K1I32.Value(i), k.K1I32); r != 0 {
-		return -r
 	}
 	{
-		an, bn := v.K2I64.IsNull(i), !k.K2I64.Valid
+		an, bn := v.K1I32.IsNull(i), !k.K1I32.Valid
 		if an != bn {
 			if an {
-				return -1
+				return 1
 			}
-			return 1
+			return -1
 		}
 		if !an {
-			if r := cmp.Compare(v.K2I64.Value(i), k.K2I64.Value); r != 0 {
-				return r
+			if r := cmp.Compare(v.K1I32.Value(i), k.K1I32.Value); r != 0 {
+				return -r
 			}
 		}
 	}
-	if r := vec.CompareFloat32(v.K3F32.Value(i), k.K3F32); r != 0 {
-		return -r
+	if r := v.K2Dec.Value(i).Cmp(k.K2Dec); r != 0 {
+		return r
+	}
+	{
+		an, bn := v.K3Bool.IsNull(i), !k.K3Bool.Valid
+		if an != bn {
+			if an {
+				return 1
+			}
+			return -1
+		}
+		if !an {
+			if r := vec.CompareBool(v.K3Bool.Value(i), k.K3Bool.Value); r != 0 {
+				return -r
+			}
+		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T01View) AppendKey(dst []byte, i int) []byte {
-	if v.K0I16.IsNull(i) {
+	if v.K0F64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
+		dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), false)
 	}
-	dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), true)
-	if v.K2I64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
+	if v.K1I32.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt64(dst, v.K2I64.Value(i), false)
+		dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), true)
 	}
-	dst = vec.AppendKeyFloat32(dst, v.K3F32.Value(i), true)
+	dst = vec.AppendKeyDecimal(dst, v.K2Dec.Value(i), false)
+	if v.K3Bool.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, false)
+	} else {
+		dst = vec.AppendKeyBool(dst, v.K3Bool.Value(i), true)
+	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T01View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0I16.IsNull(i) {
+	if v.K0F64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
+		dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), false)
 	}
-	dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), false)
-	if v.K2I64.IsNull(i) {
+	if v.K1I32.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, v.K2I64.Value(i), false)
+		dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), false)
 	}
-	dst = vec.AppendKeyFloat32(dst, v.K3F32.Value(i), false)
+	dst = vec.AppendKeyDecimal(dst, v.K2Dec.Value(i), false)
+	if v.K3Bool.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyBool(dst, v.K3Bool.Value(i), false)
+	}
 	return dst
 }
 
-var t01ValueZero [92]byte
+// t01ValueZero is the fixed-width part of a row value of table t01, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t01ValueZero [49]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T01View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0F64Slot        = 2  // k0_f64 float64
+		k1I32Slot        = 10 // k1_i32 int32
+		k2DecSlot        = 14 // k2_dec decimal(18,0)
+		k3BoolSlot       = 30 // k3_bool boolean
+		vI16Slot         = 31 // v_i16 int16
+		vI64Slot         = 33 // v_i64 int64
+		vF32NullableSlot = 41 // v_f32_nullable float32
+		vF32Slot         = 45 // v_f32 float32
+	)
 	start := len(dst)
 	dst = append(dst, t01ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0I16.IsNull(i) {
+	if v.K0F64.IsNull(i) {
 		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint16(row[3:], uint16(v.K0I16.Value(i)))
+		binary.LittleEndian.PutUint64(row[k0F64Slot:], math.Float64bits(v.K0F64.Value(i)))
 	}
-	binary.LittleEndian.PutUint32(row[5:], uint32(v.K1I32.Value(i)))
-	if v.K2I64.IsNull(i) {
-		row[1] |= 4
+	if v.K1I32.IsNull(i) {
+		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint64(row[9:], uint64(v.K2I64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[17:], math.Float32bits(v.K3F32.Value(i)))
-	if v.VBool.Value(i) {
-		row[21] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[22:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[24:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[28:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[36:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[40:], math.Float64bits(v.VF64.Value(i)))
+		binary.LittleEndian.PutUint32(row[k1I32Slot:], uint32(v.K1I32.Value(i)))
 	}
 	{
-		binary.LittleEndian.PutUint64(row[48:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[56:], uint64(v.VDec.Value(i).HighBits()))
+		binary.LittleEndian.PutUint64(row[k2DecSlot:], v.K2Dec.Value(i).LowBits())
+		binary.LittleEndian.PutUint64(row[k2DecSlot+8:], uint64(v.K2Dec.Value(i).HighBits()))
 	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
+	if v.K3Bool.IsNull(i) {
+		row[1] |= 8
 	} else {
-		binary.LittleEndian.PutUint32(row[72:], uint32(v.VDate.Value(i)))
+		if v.K3Bool.Value(i) {
+			row[k3BoolSlot] = 1
+		}
 	}
-	binary.LittleEndian.PutUint64(row[76:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
+	binary.LittleEndian.PutUint16(row[vI16Slot:], uint16(v.VI16.Value(i)))
+	binary.LittleEndian.PutUint64(row[vI64Slot:], uint64(v.VI64.Value(i)))
+	if v.VF32Nullable.IsNull(i) {
+		row[1] |= 64
 	} else {
-		binary.LittleEndian.PutUint64(row[84:], uint64(v.VTstz.Value(i)))
+		binary.LittleEndian.PutUint32(row[vF32NullableSlot:], math.Float32bits(v.VF32Nullable.Value(i)))
 	}
-	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+64:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+68:], uint32(end))
+	binary.LittleEndian.PutUint32(row[vF32Slot:], math.Float32bits(v.VF32.Value(i)))
 	return dst
 }
 
 // T01PK is a decoded primary key of table t01, in key order.
 type T01PK struct {
-	K0I16 vec.Nullable[int16] // k0_i16 asc nulls last
-	K1I32 int32               // k1_i32 desc nulls first
-	K2I64 vec.Nullable[int64] // k2_i64 asc nulls first
-	K3F32 float32             // k3_f32 desc nulls last
+	K0F64  vec.Nullable[float64] // k0_f64 asc nulls last
+	K1I32  vec.Nullable[int32]   // k1_i32 desc nulls last
+	K2Dec  decimal128.Num        // k2_dec asc nulls last
+	K3Bool vec.Nullable[bool]    // k3_bool desc nulls last
 }
 
 // AppendT01PK appends the memcomparable encoding of k to dst.
 func AppendT01PK(dst []byte, k *T01PK) []byte {
-	if !k.K0I16.Valid {
+	if !k.K0F64.Valid {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt16(dst, k.K0I16.Value, false)
+		dst = vec.AppendKeyFloat64(dst, k.K0F64.Value, false)
 	}
-	dst = vec.AppendKeyInt32(dst, k.K1I32, true)
-	if !k.K2I64.Valid {
-		dst = vec.AppendKeyNull(dst, true)
+	if !k.K1I32.Valid {
+		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt64(dst, k.K2I64.Value, false)
+		dst = vec.AppendKeyInt32(dst, k.K1I32.Value, true)
 	}
-	dst = vec.AppendKeyFloat32(dst, k.K3F32, true)
+	dst = vec.AppendKeyDecimal(dst, k.K2Dec, false)
+	if !k.K3Bool.Valid {
+		dst = vec.AppendKeyNull(dst, false)
+	} else {
+		dst = vec.AppendKeyBool(dst, k.K3Bool.Value, true)
+	}
 	return dst
 }
 
@@ -565,57 +492,54 @@ func DecodeT01PK(src []byte) (T01PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_i16: %w", err)
+		return k, fmt.Errorf("column k0_f64: %w", err)
 	}
 	if !null {
-		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, false)
+		var x float64
+		x, src, err = vec.DecodeKeyFloat64(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k0_i16: %w", err)
+			return k, fmt.Errorf("column k0_f64: %w", err)
 		}
-		k.K0I16 = vec.Some(x)
+		k.K0F64 = vec.Some(x)
 	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
+	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
 		return k, fmt.Errorf("column k1_i32: %w", err)
 	}
-	if null {
-		return k, fmt.Errorf("column k1_i32: NULL in a NOT NULL column")
-	}
-	{
+	if !null {
 		var x int32
 		x, src, err = vec.DecodeKeyInt32(src, true)
 		if err != nil {
 			return k, fmt.Errorf("column k1_i32: %w", err)
 		}
-		k.K1I32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_i64: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_i64: %w", err)
-		}
-		k.K2I64 = vec.Some(x)
+		k.K1I32 = vec.Some(x)
 	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_f32: %w", err)
+		return k, fmt.Errorf("column k2_dec: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k3_f32: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k2_dec: NULL in a NOT NULL column")
 	}
 	{
-		var x float32
-		x, src, err = vec.DecodeKeyFloat32(src, true)
+		var x decimal128.Num
+		x, src, err = vec.DecodeKeyDecimal(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k3_f32: %w", err)
+			return k, fmt.Errorf("column k2_dec: %w", err)
 		}
-		k.K3F32 = x
+		k.K2Dec = x
+	}
+	null, src, err = vec.DecodeKeyMarker(src, false)
+	if err != nil {
+		return k, fmt.Errorf("column k3_bool: %w", err)
+	}
+	if !null {
+		var x bool
+		x, src, err = vec.DecodeKeyBool(src, true)
+		if err != nil {
+			return k, fmt.Errorf("column k3_bool: %w", err)
+		}
+		k.K3Bool = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -670,54 +594,56 @@ func (t01Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	if len(out) != 4 {
 		return fmt.Errorf("table t01: DecodeKeys needs %d builders, got %d", 4, len(out))
 	}
-	b0, ok0 := out[0].(*array.Int16Builder)
+	b0, ok0 := out[0].(*array.Float64Builder)
 	if !ok0 {
-		return fmt.Errorf("table t01: column k0_i16: builder is %T, want *array.Int16Builder", out[0])
+		return fmt.Errorf("table t01: column k0_f64: builder is %T, want *array.Float64Builder", out[0])
 	}
 	b1, ok1 := out[1].(*array.Int32Builder)
 	if !ok1 {
 		return fmt.Errorf("table t01: column k1_i32: builder is %T, want *array.Int32Builder", out[1])
 	}
-	b2, ok2 := out[2].(*array.Int64Builder)
+	b2, ok2 := out[2].(*array.Decimal128Builder)
 	if !ok2 {
-		return fmt.Errorf("table t01: column k2_i64: builder is %T, want *array.Int64Builder", out[2])
+		return fmt.Errorf("table t01: column k2_dec: builder is %T, want *array.Decimal128Builder", out[2])
 	}
-	b3, ok3 := out[3].(*array.Float32Builder)
+	b3, ok3 := out[3].(*array.BooleanBuilder)
 	if !ok3 {
-		return fmt.Errorf("table t01: column k3_f32: builder is %T, want *array.Float32Builder", out[3])
+		return fmt.Errorf("table t01: column k3_bool: builder is %T, want *array.BooleanBuilder", out[3])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT01PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t01: key %d: %w", i, err)
 		}
-		if k.K0I16.Valid {
-			b0.Append(k.K0I16.Value)
+		if k.K0F64.Valid {
+			b0.Append(k.K0F64.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1I32)
-		if k.K2I64.Valid {
-			b2.Append(k.K2I64.Value)
+		if k.K1I32.Valid {
+			b1.Append(k.K1I32.Value)
 		} else {
-			b2.AppendNull()
+			b1.AppendNull()
 		}
-		b3.Append(k.K3F32)
+		b2.Append(k.K2Dec)
+		if k.K3Bool.Valid {
+			b3.Append(k.K3Bool.Value)
+		} else {
+			b3.AppendNull()
+		}
 	}
 	return nil
 }
 
 // t01ValueOK reports whether v is a well-formed row value of table t01 (see vec.Layout.CheckValue).
 func t01ValueOK(v []byte) bool {
-	if len(v) < 92 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t01ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&180 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[64:])
-	e1 := binary.LittleEndian.Uint32(v[68:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-92
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -726,16 +652,19 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t01: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step             = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0F64Slot        = 2   // k0_f64 float64
+		k1I32Slot        = 10  // k1_i32 int32
+		k2DecSlot        = 14  // k2_dec decimal(18,0)
+		k3BoolSlot       = 30  // k3_bool boolean
+		vI16Slot         = 31  // v_i16 int16
+		vI64Slot         = 33  // v_i64 int64
+		vF32NullableSlot = 41  // v_f32_nullable float32
+		vF32Slot         = 45  // v_f32 float32
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t01ValueOK(v) {
@@ -745,313 +674,171 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t01: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[64:]))
-			total1 += int(binary.LittleEndian.Uint32(v[68:])) - int(binary.LittleEndian.Uint32(v[64:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int16Builder)
+		case T01ColK0F64:
+			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return fmt.Errorf("table t01: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
+				return fmt.Errorf("table t01: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t01: column k0_i16: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(0).Type)
+			want := t01ArrowSchema.Field(T01ColK0F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column k0_f64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float64
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+3:]))
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+k0F64Slot:]))
 					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 1:
+		case T01ColK1I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return fmt.Errorf("table t01: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t01: column k1_i32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(1).Type)
+			want := t01ArrowSchema.Field(T01ColK1I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column k1_i32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+5:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 2:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t01: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t01: column k2_i64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+9:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+k1I32Slot:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 3:
-			b, ok := out[j].(*array.Float32Builder)
+		case T01ColK2Dec:
+			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return fmt.Errorf("table t01: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
+				return fmt.Errorf("table t01: column k2_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t01: column k3_f32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(3).Type)
+			want := t01ArrowSchema.Field(T01ColK2Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column k2_dec: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+17:]))
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+k2DecSlot+8:])), binary.LittleEndian.Uint64(data[o+k2DecSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 4:
+		case T01ColK3Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return fmt.Errorf("table t01: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return fmt.Errorf("table t01: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t01: column v_bool: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(4).Type)
+			want := t01ArrowSchema.Field(T01ColK3Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column k3_bool: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]bool
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+21:][0] != 0
+					tmp[i-lo] = data[o+k3BoolSlot:][0] != 0
+					valid[i-lo] = !(data[o+1]&8 != 0)
 				}
-				b.AppendValues(tmp[:hi-lo], nil)
+				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 5:
+		case T01ColVI16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return fmt.Errorf("table t01: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t01: column v_i16: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(5).Type)
+			want := t01ArrowSchema.Field(T01ColVI16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column v_i16: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int16
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+22:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t01: column v_i32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+24:]))
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+vI16Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 7:
+		case T01ColVI64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t01: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t01: column v_i64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(7).Type)
+			want := t01ArrowSchema.Field(T01ColVI64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column v_i64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+28:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+vI64Slot:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
+			}
+		case T01ColVF32Nullable:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return fmt.Errorf("table t01: column v_f32_nullable: builder is %T, want *array.Float32Builder", out[j])
+			}
+			want := t01ArrowSchema.Field(T01ColVF32Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column v_f32_nullable: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]float32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+vF32NullableSlot:]))
+					valid[i-lo] = !(data[o+1]&64 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 8:
+		case T01ColVF32:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return fmt.Errorf("table t01: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t01: column v_f32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(8).Type)
+			want := t01ArrowSchema.Field(T01ColVF32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t01: column v_f32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+36:]))
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+vF32Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t01: column v_f64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+40:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t01: column v_dec: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+56:])), binary.LittleEndian.Uint64(data[o+48:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t01: column v_str: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+92 : o+92+int(binary.LittleEndian.Uint32(data[o+64:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t01: column v_bin: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+92+int(binary.LittleEndian.Uint32(data[o+64:])) : o+92+int(binary.LittleEndian.Uint32(data[o+68:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t01: column v_date: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+72:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t01: column v_ts: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+76:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t01: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t01: column v_tstz: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+84:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t01: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t01: projection names column %d, the table has %d", col, 8)
 		}
 	}
 	return nil
@@ -1059,45 +846,26 @@ func (t01Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t01RowDecoder decodes row values of table t01 one at a time (vec.RowDecoder).
 type t01RowDecoder struct {
-	b0    *array.Int16Builder // nil: k0_i16 is not projected
-	v0    []int16
-	ok0   []bool
-	b1    *array.Int32Builder // nil: k1_i32 is not projected
-	v1    []int32
-	b2    *array.Int64Builder // nil: k2_i64 is not projected
-	v2    []int64
-	ok2   []bool
-	b3    *array.Float32Builder // nil: k3_f32 is not projected
-	v3    []float32
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0F64         *array.Float64Builder // nil: k0_f64 is not projected
+	vK0F64         []float64
+	okK0F64        []bool
+	bK1I32         *array.Int32Builder // nil: k1_i32 is not projected
+	vK1I32         []int32
+	okK1I32        []bool
+	bK2Dec         *array.Decimal128Builder // nil: k2_dec is not projected
+	vK2Dec         []decimal128.Num
+	bK3Bool        *array.BooleanBuilder // nil: k3_bool is not projected
+	vK3Bool        []bool
+	okK3Bool       []bool
+	bVI16          *array.Int16Builder // nil: v_i16 is not projected
+	vVI16          []int16
+	bVI64          *array.Int64Builder // nil: v_i64 is not projected
+	vVI64          []int64
+	bVF32Nullable  *array.Float32Builder // nil: v_f32_nullable is not projected
+	vVF32Nullable  []float32
+	okVF32Nullable []bool
+	bVF32          *array.Float32Builder // nil: v_f32 is not projected
+	vVF32          []float32
 }
 
 var _ vec.RowDecoders = t01Kernels{}
@@ -1110,200 +878,112 @@ func (t01Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t01RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int16Builder)
+		case T01ColK0F64:
+			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t01: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
+				return nil, fmt.Errorf("table t01: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t01: column k0_i16: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(0).Type)
+			want := t01ArrowSchema.Field(T01ColK0F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column k0_f64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column k0_i16 twice")
+			if d.bK0F64 != nil {
+				return nil, fmt.Errorf("table t01: row decoder: projection names column k0_f64 twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bK0F64 = b
+		case T01ColK1I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t01: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t01: column k1_i32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(1).Type)
+			want := t01ArrowSchema.Field(T01ColK1I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column k1_i32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bK1I32 != nil {
 				return nil, fmt.Errorf("table t01: row decoder: projection names column k1_i32 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Int64Builder)
+			d.bK1I32 = b
+		case T01ColK2Dec:
+			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t01: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
+				return nil, fmt.Errorf("table t01: column k2_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t01: column k2_i64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(2).Type)
+			want := t01ArrowSchema.Field(T01ColK2Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column k2_dec: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column k2_i64 twice")
+			if d.bK2Dec != nil {
+				return nil, fmt.Errorf("table t01: row decoder: projection names column k2_dec twice")
 			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t01: column k3_f32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column k3_f32 twice")
-			}
-			d.b3 = b
-		case 4:
+			d.bK2Dec = b
+		case T01ColK3Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t01: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return nil, fmt.Errorf("table t01: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t01: column v_bool: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(4).Type)
+			want := t01ArrowSchema.Field(T01ColK3Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column k3_bool: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_bool twice")
+			if d.bK3Bool != nil {
+				return nil, fmt.Errorf("table t01: row decoder: projection names column k3_bool twice")
 			}
-			d.b4 = b
-		case 5:
+			d.bK3Bool = b
+		case T01ColVI16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t01: column v_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t01: column v_i16: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(5).Type)
+			want := t01ArrowSchema.Field(T01ColVI16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column v_i16: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
+			if d.bVI16 != nil {
 				return nil, fmt.Errorf("table t01: row decoder: projection names column v_i16 twice")
 			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t01: column v_i32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
+			d.bVI16 = b
+		case T01ColVI64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t01: column v_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t01: column v_i64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(7).Type)
+			want := t01ArrowSchema.Field(T01ColVI64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column v_i64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b7 != nil {
+			if d.bVI64 != nil {
 				return nil, fmt.Errorf("table t01: row decoder: projection names column v_i64 twice")
 			}
-			d.b7 = b
-		case 8:
+			d.bVI64 = b
+		case T01ColVF32Nullable:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t01: column v_f32_nullable: builder is %T, want *array.Float32Builder", out[j])
+			}
+			want := t01ArrowSchema.Field(T01ColVF32Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column v_f32_nullable: builder of %s, want %s", b.Type(), want)
+			}
+			if d.bVF32Nullable != nil {
+				return nil, fmt.Errorf("table t01: row decoder: projection names column v_f32_nullable twice")
+			}
+			d.bVF32Nullable = b
+		case T01ColVF32:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t01: column v_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t01: column v_f32: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(8).Type)
+			want := t01ArrowSchema.Field(T01ColVF32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t01: column v_f32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b8 != nil {
+			if d.bVF32 != nil {
 				return nil, fmt.Errorf("table t01: row decoder: projection names column v_f32 twice")
 			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t01: column v_f64: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t01: column v_dec: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t01: column v_str: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t01: column v_bin: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t01: column v_date: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t01: column v_ts: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t01: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t01ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t01: column v_tstz: builder of %s, want %s", b.Type(), t01ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t01: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bVF32 = b
 		default:
-			return nil, fmt.Errorf("table t01: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t01: projection names column %d, the table has %d", col, 8)
 		}
 	}
 	return d, nil
@@ -1312,109 +992,72 @@ func (t01Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t01RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int16](n), d.v0...)
+	if d.bK0F64 != nil {
+		if cap(d.vK0F64) < n {
+			d.vK0F64 = append(vec.MakeColored[float64](n), d.vK0F64...)
 		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int32](n), d.v1...)
+		if cap(d.okK0F64) < n {
+			d.okK0F64 = append(vec.MakeColored[bool](n), d.okK0F64...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int64](n), d.v2...)
+	if d.bK1I32 != nil {
+		if cap(d.vK1I32) < n {
+			d.vK1I32 = append(vec.MakeColored[int32](n), d.vK1I32...)
 		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[float32](n), d.v3...)
+		if cap(d.okK1I32) < n {
+			d.okK1I32 = append(vec.MakeColored[bool](n), d.okK1I32...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
+	if d.bK2Dec != nil {
+		if cap(d.vK2Dec) < n {
+			d.vK2Dec = append(vec.MakeColored[decimal128.Num](n), d.vK2Dec...)
 		}
 	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
+	if d.bK3Bool != nil {
+		if cap(d.vK3Bool) < n {
+			d.vK3Bool = append(vec.MakeColored[bool](n), d.vK3Bool...)
 		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
+		if cap(d.okK3Bool) < n {
+			d.okK3Bool = append(vec.MakeColored[bool](n), d.okK3Bool...)
 		}
 	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
+	if d.bVI16 != nil {
+		if cap(d.vVI16) < n {
+			d.vVI16 = append(vec.MakeColored[int16](n), d.vVI16...)
 		}
 	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
+	if d.bVI64 != nil {
+		if cap(d.vVI64) < n {
+			d.vVI64 = append(vec.MakeColored[int64](n), d.vVI64...)
 		}
 	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
+	if d.bVF32Nullable != nil {
+		if cap(d.vVF32Nullable) < n {
+			d.vVF32Nullable = append(vec.MakeColored[float32](n), d.vVF32Nullable...)
 		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
+		if cap(d.okVF32Nullable) < n {
+			d.okVF32Nullable = append(vec.MakeColored[bool](n), d.okVF32Nullable...)
 		}
 	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+	if d.bVF32 != nil {
+		if cap(d.vVF32) < n {
+			d.vVF32 = append(vec.MakeColored[float32](n), d.vVF32...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t01RowDecoder) Append(v []byte) error {
+	const (
+		k0F64Slot        = 2  // k0_f64 float64
+		k1I32Slot        = 10 // k1_i32 int32
+		k2DecSlot        = 14 // k2_dec decimal(18,0)
+		k3BoolSlot       = 30 // k3_bool boolean
+		vI16Slot         = 31 // v_i16 int16
+		vI64Slot         = 33 // v_i64 int64
+		vF32NullableSlot = 41 // v_f32_nullable float32
+		vF32Slot         = 45 // v_f32 float32
+	)
 	if !t01ValueOK(v) {
 		err := t01Layout.CheckValue(v)
 		if err == nil {
@@ -1422,148 +1065,74 @@ func (d *t01RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t01: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int16(binary.LittleEndian.Uint16(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bK0F64 != nil {
+		d.vK0F64 = append(d.vK0F64, math.Float64frombits(binary.LittleEndian.Uint64(v[k0F64Slot:])))
+		d.okK0F64 = append(d.okK0F64, !(v[1]&1 != 0))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int32(binary.LittleEndian.Uint32(v[5:])))
+	if d.bK1I32 != nil {
+		d.vK1I32 = append(d.vK1I32, int32(binary.LittleEndian.Uint32(v[k1I32Slot:])))
+		d.okK1I32 = append(d.okK1I32, !(v[1]&2 != 0))
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int64(binary.LittleEndian.Uint64(v[9:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
+	if d.bK2Dec != nil {
+		d.vK2Dec = append(d.vK2Dec, decimal128.New(int64(binary.LittleEndian.Uint64(v[k2DecSlot+8:])), binary.LittleEndian.Uint64(v[k2DecSlot:])))
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, math.Float32frombits(binary.LittleEndian.Uint32(v[17:])))
+	if d.bK3Bool != nil {
+		d.vK3Bool = append(d.vK3Bool, v[k3BoolSlot:][0] != 0)
+		d.okK3Bool = append(d.okK3Bool, !(v[1]&8 != 0))
 	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[21:][0] != 0)
+	if d.bVI16 != nil {
+		d.vVI16 = append(d.vVI16, int16(binary.LittleEndian.Uint16(v[vI16Slot:])))
 	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[22:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
+	if d.bVI64 != nil {
+		d.vVI64 = append(d.vVI64, int64(binary.LittleEndian.Uint64(v[vI64Slot:])))
 	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[24:])))
+	if d.bVF32Nullable != nil {
+		d.vVF32Nullable = append(d.vVF32Nullable, math.Float32frombits(binary.LittleEndian.Uint32(v[vF32NullableSlot:])))
+		d.okVF32Nullable = append(d.okVF32Nullable, !(v[1]&64 != 0))
 	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[28:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[36:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[40:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[56:])), binary.LittleEndian.Uint64(v[48:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[92 : 92+int(binary.LittleEndian.Uint32(v[64:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[92+int(binary.LittleEndian.Uint32(v[64:])) : 92+int(binary.LittleEndian.Uint32(v[68:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[72:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[76:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[84:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bVF32 != nil {
+		d.vVF32 = append(d.vVF32, math.Float32frombits(binary.LittleEndian.Uint32(v[vF32Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t01RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bK0F64 != nil {
+		d.bK0F64.AppendValues(d.vK0F64, d.okK0F64)
+		d.vK0F64 = d.vK0F64[:0]
+		d.okK0F64 = d.okK0F64[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
+	if d.bK1I32 != nil {
+		d.bK1I32.AppendValues(d.vK1I32, d.okK1I32)
+		d.vK1I32 = d.vK1I32[:0]
+		d.okK1I32 = d.okK1I32[:0]
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
+	if d.bK2Dec != nil {
+		d.bK2Dec.AppendValues(d.vK2Dec, nil)
+		d.vK2Dec = d.vK2Dec[:0]
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
+	if d.bK3Bool != nil {
+		d.bK3Bool.AppendValues(d.vK3Bool, d.okK3Bool)
+		d.vK3Bool = d.vK3Bool[:0]
+		d.okK3Bool = d.okK3Bool[:0]
 	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
+	if d.bVI16 != nil {
+		d.bVI16.AppendValues(d.vVI16, nil)
+		d.vVI16 = d.vVI16[:0]
 	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
+	if d.bVI64 != nil {
+		d.bVI64.AppendValues(d.vVI64, nil)
+		d.vVI64 = d.vVI64[:0]
 	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
+	if d.bVF32Nullable != nil {
+		d.bVF32Nullable.AppendValues(d.vVF32Nullable, d.okVF32Nullable)
+		d.vVF32Nullable = d.vVF32Nullable[:0]
+		d.okVF32Nullable = d.okVF32Nullable[:0]
 	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bVF32 != nil {
+		d.bVF32.AppendValues(d.vVF32, nil)
+		d.vVF32 = d.vVF32[:0]
 	}
 	return nil
 }
@@ -1576,7 +1145,7 @@ func (t01Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 8)
+		out[i] = vec.VnodeOf(buf, 1)
 	}
 }
 
@@ -1588,8 +1157,8 @@ func (t01Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t01Marker marks chunks of table t01 against decoded backfill positions.
 type t01Marker struct {
-	state [8]vec.BackfillState
-	pos   [8]T01PK
+	state [1]vec.BackfillState
+	pos   [1]T01PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1620,19 +1189,17 @@ func (m *t01Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t01ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1650,13 +1217,12 @@ func (m *t01Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -4,25 +4,50 @@
 package testschemas
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T02Fingerprint is the fingerprint of table t02's shape (schema.Table.Fingerprint).
-const T02Fingerprint = "7811e9246a781a3dbadf1e81"
+const T02Fingerprint = "c67bf991ff9111f38f959129"
 
 // T02Table returns a new copy of table t02's schema.
 func T02Table() *schema.Table {
-	t := &schema.Table{Name: "t02", Columns: []schema.Column{{Name: "k0_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "k1_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "k2_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "k3_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "t02",
+		Columns: []schema.Column{
+			{Name: "k3_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true},
+			{Name: "v_f64_nullable", Type: schema.Type{Kind: schema.Float64}, Nullable: true},
+			{Name: "k1_str", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}},
+			{Name: "k0_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true},
+			{Name: "v_str", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "k2_ts", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "v_date", Type: schema.Type{Kind: schema.Date}},
+			{Name: "v_ts_nullable", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true},
+			{Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T02ColK0F32, Desc: false, NullsFirst: true},
+			{Column: T02ColK1Str, Desc: true, NullsFirst: false},
+			{Column: T02ColK2TS, Desc: false, NullsFirst: false},
+			{Column: T02ColK3Bin, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T02ColK0F32, T02ColK1Str, T02ColK2TS, T02ColK3Bin},
+		VnodeCount: 8,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +62,31 @@ var (
 
 // Column indexes of table t02, for projections.
 const (
-	T02ColK0I32 = 0  // k0_i32 int32
-	T02ColK1I64 = 1  // k1_i64 int64
-	T02ColK2F32 = 2  // k2_f32 float32
-	T02ColK3F64 = 3  // k3_f64 float64
-	T02ColVBool = 4  // v_bool boolean
-	T02ColVI16  = 5  // v_i16 int16
-	T02ColVI32  = 6  // v_i32 int32
-	T02ColVI64  = 7  // v_i64 int64
-	T02ColVF32  = 8  // v_f32 float32
-	T02ColVF64  = 9  // v_f64 float64
-	T02ColVDec  = 10 // v_dec decimal(20,4)
-	T02ColVStr  = 11 // v_str varchar
-	T02ColVBin  = 12 // v_bin bytea
-	T02ColVDate = 13 // v_date date
-	T02ColVTS   = 14 // v_ts timestamp
-	T02ColVTstz = 15 // v_tstz timestamptz
+	T02ColK3Bin        = 0 // k3_bin bytea
+	T02ColVF64Nullable = 1 // v_f64_nullable float64
+	T02ColK1Str        = 2 // k1_str varchar
+	T02ColVDec         = 3 // v_dec decimal(20,4)
+	T02ColK0F32        = 4 // k0_f32 float32
+	T02ColVStr         = 5 // v_str varchar
+	T02ColK2TS         = 6 // k2_ts timestamp
+	T02ColVDate        = 7 // v_date date
+	T02ColVTSNullable  = 8 // v_ts_nullable timestamp
+	T02ColVTstz        = 9 // v_tstz timestamptz
 )
 
 // T02 is one row of table t02. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T02 struct {
-	K0I32 vec.Nullable[int32]           // k0_i32 int32
-	K1I64 int64                         // k1_i64 int64
-	K2F32 vec.Nullable[float32]         // k2_f32 float32
-	K3F64 float64                       // k3_f64 float64
-	VBool vec.Nullable[bool]            // v_bool boolean
-	VI16  int16                         // v_i16 int16
-	VI32  vec.Nullable[int32]           // v_i32 int32
-	VI64  int64                         // v_i64 int64
-	VF32  vec.Nullable[float32]         // v_f32 float32
-	VF64  float64                       // v_f64 float64
-	VDec  vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr  string                        // v_str varchar
-	VBin  vec.Nullable[[]byte]          // v_bin bytea
-	VDate arrow.Date32                  // v_date date
-	VTS   vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz arrow.Timestamp               // v_tstz timestamptz
+	K3Bin        vec.Nullable[[]byte]          // k3_bin bytea
+	VF64Nullable vec.Nullable[float64]         // v_f64_nullable float64
+	K1Str        string                        // k1_str varchar
+	VDec         decimal128.Num                // v_dec decimal(20,4)
+	K0F32        vec.Nullable[float32]         // k0_f32 float32
+	VStr         string                        // v_str varchar
+	K2TS         arrow.Timestamp               // k2_ts timestamp
+	VDate        arrow.Date32                  // v_date date
+	VTSNullable  vec.Nullable[arrow.Timestamp] // v_ts_nullable timestamp
+	VTstz        arrow.Timestamp               // v_tstz timestamptz
 }
 
 // T02Builder builds chunks of table t02 with typed appends straight into Arrow
@@ -81,66 +94,48 @@ type T02 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T02Builder struct {
-	mem    memory.Allocator
-	ops    []vec.Op
-	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0I32 *array.Int32Builder
-	cK1I64 *array.Int64Builder
-	cK2F32 *array.Float32Builder
-	cK3F64 *array.Float64Builder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	mem           memory.Allocator
+	ops           []vec.Op
+	room          int // rows reserved in every fixed-width builder beyond those appended
+	cK3Bin        *vec.VarBuilder
+	cVF64Nullable *array.Float64Builder
+	cK1Str        *vec.VarBuilder
+	cVDec         *array.Decimal128Builder
+	cK0F32        *array.Float32Builder
+	cVStr         *vec.VarBuilder
+	cK2TS         *array.TimestampBuilder
+	cVDate        *array.Date32Builder
+	cVTSNullable  *array.TimestampBuilder
+	cVTstz        *array.TimestampBuilder
 }
 
 // NewT02Builder returns a builder whose chunks are allocated from mem.
 func NewT02Builder(mem memory.Allocator) *T02Builder {
 	b := &T02Builder{mem: mem}
-	b.cK0I32 = array.NewInt32Builder(mem)
-	b.cK1I64 = array.NewInt64Builder(mem)
-	b.cK2F32 = array.NewFloat32Builder(mem)
-	b.cK3F64 = array.NewFloat64Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t02ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
+	b.cK3Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cVF64Nullable = array.NewFloat64Builder(mem)
+	b.cK1Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cVDec = array.NewDecimal128Builder(mem, t02ArrowSchema.Field(T02ColVDec).Type.(*arrow.Decimal128Type))
+	b.cK0F32 = array.NewFloat32Builder(mem)
 	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK2TS = array.NewTimestampBuilder(mem, t02ArrowSchema.Field(T02ColK2TS).Type.(*arrow.TimestampType))
 	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t02ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t02ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cVTSNullable = array.NewTimestampBuilder(mem, t02ArrowSchema.Field(T02ColVTSNullable).Type.(*arrow.TimestampType))
+	b.cVTstz = array.NewTimestampBuilder(mem, t02ArrowSchema.Field(T02ColVTstz).Type.(*arrow.TimestampType))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T02Builder) Reserve(n int) {
-	b.cK0I32.Reserve(n)
-	b.cK1I64.Reserve(n)
-	b.cK2F32.Reserve(n)
-	b.cK3F64.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
+	b.cK3Bin.Reserve(n)
+	b.cVF64Nullable.Reserve(n)
+	b.cK1Str.Reserve(n)
 	b.cVDec.Reserve(n)
+	b.cK0F32.Reserve(n)
 	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
+	b.cK2TS.Reserve(n)
 	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
+	b.cVTSNullable.Reserve(n)
 	b.cVTstz.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
@@ -157,52 +152,30 @@ func (b *T02Builder) Append(op vec.Op, r *T02) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0I32.Valid {
-		b.cK0I32.UnsafeAppend(r.K0I32.Value)
+	if r.K3Bin.Valid {
+		b.cK3Bin.Append(r.K3Bin.Value)
 	} else {
-		b.cK0I32.UnsafeAppendBoolToBitmap(false)
+		b.cK3Bin.AppendNull()
 	}
-	b.cK1I64.UnsafeAppend(r.K1I64)
-	if r.K2F32.Valid {
-		b.cK2F32.UnsafeAppend(r.K2F32.Value)
+	if r.VF64Nullable.Valid {
+		b.cVF64Nullable.UnsafeAppend(r.VF64Nullable.Value)
 	} else {
-		b.cK2F32.UnsafeAppendBoolToBitmap(false)
+		b.cVF64Nullable.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK3F64.UnsafeAppend(r.K3F64)
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
+	b.cK1Str.AppendString(r.K1Str)
+	b.cVDec.UnsafeAppend(r.VDec)
+	if r.K0F32.Valid {
+		b.cK0F32.UnsafeAppend(r.K0F32.Value)
 	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
+		b.cK0F32.UnsafeAppendBoolToBitmap(false)
 	}
 	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
+	b.cK2TS.UnsafeAppend(r.K2TS)
 	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
+	if r.VTSNullable.Valid {
+		b.cVTSNullable.UnsafeAppend(r.VTSNullable.Value)
 	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
+		b.cVTSNullable.UnsafeAppendBoolToBitmap(false)
 	}
 	b.cVTstz.UnsafeAppend(r.VTstz)
 }
@@ -215,7 +188,18 @@ func (b *T02Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T02Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0I32.NewArray(), b.cK1I64.NewArray(), b.cK2F32.NewArray(), b.cK3F64.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK3Bin.NewArray(),
+		b.cVF64Nullable.NewArray(),
+		b.cK1Str.NewArray(),
+		b.cVDec.NewArray(),
+		b.cK0F32.NewArray(),
+		b.cVStr.NewArray(),
+		b.cK2TS.NewArray(),
+		b.cVDate.NewArray(),
+		b.cVTSNullable.NewArray(),
+		b.cVTstz.NewArray(),
+	}
 	rec := array.NewRecordBatch(t02ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +217,48 @@ func (b *T02Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T02Builder) Release() {
-	b.cK0I32.Release()
-	b.cK1I64.Release()
-	b.cK2F32.Release()
-	b.cK3F64.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
+	b.cK3Bin.Release()
+	b.cVF64Nullable.Release()
+	b.cK1Str.Release()
 	b.cVDec.Release()
+	b.cK0F32.Release()
 	b.cVStr.Release()
-	b.cVBin.Release()
+	b.cK2TS.Release()
 	b.cVDate.Release()
-	b.cVTS.Release()
+	b.cVTSNullable.Release()
 	b.cVTstz.Release()
 }
 
 // T02View is a typed view of a chunk of table t02: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T02View struct {
-	c     *vec.Chunk
-	K0I32 *array.Int32
-	K1I64 *array.Int64
-	K2F32 *array.Float32
-	K3F64 *array.Float64
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	c            *vec.Chunk
+	K3Bin        *array.Binary
+	VF64Nullable *array.Float64
+	K1Str        *array.String
+	VDec         *array.Decimal128
+	K0F32        *array.Float32
+	VStr         *array.String
+	K2TS         *array.Timestamp
+	VDate        *array.Date32
+	VTSNullable  *array.Timestamp
+	VTstz        *array.Timestamp
 }
 
 // t02ViewOf views a chunk already known to have table t02's schema.
 func t02ViewOf(c *vec.Chunk) T02View {
 	rec := c.Record()
 	v := T02View{c: c}
-	v.K0I32 = rec.Column(0).(*array.Int32)
-	v.K1I64 = rec.Column(1).(*array.Int64)
-	v.K2F32 = rec.Column(2).(*array.Float32)
-	v.K3F64 = rec.Column(3).(*array.Float64)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K3Bin = rec.Column(T02ColK3Bin).(*array.Binary)
+	v.VF64Nullable = rec.Column(T02ColVF64Nullable).(*array.Float64)
+	v.K1Str = rec.Column(T02ColK1Str).(*array.String)
+	v.VDec = rec.Column(T02ColVDec).(*array.Decimal128)
+	v.K0F32 = rec.Column(T02ColK0F32).(*array.Float32)
+	v.VStr = rec.Column(T02ColVStr).(*array.String)
+	v.K2TS = rec.Column(T02ColK2TS).(*array.Timestamp)
+	v.VDate = rec.Column(T02ColVDate).(*array.Date32)
+	v.VTSNullable = rec.Column(T02ColVTSNullable).(*array.Timestamp)
+	v.VTstz = rec.Column(T02ColVTstz).(*array.Timestamp)
 	return v
 }
 
@@ -327,44 +293,26 @@ func (v *T02View) Visible(i int) bool {
 // Row returns row i.
 func (v *T02View) Row(i int) T02 {
 	return T02{
-		K0I32: vec.Nullable[int32]{
-			Valid: v.K0I32.IsValid(i),
-			Value: v.K0I32.Value(i),
+		K0F32: vec.Nullable[float32]{
+			Valid: v.K0F32.IsValid(i),
+			Value: v.K0F32.Value(i),
 		},
-		K1I64: v.K1I64.Value(i),
-		K2F32: vec.Nullable[float32]{
-			Valid: v.K2F32.IsValid(i),
-			Value: v.K2F32.Value(i),
-		},
-		K3F64: v.K3F64.Value(i),
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
+		K1Str: v.K1Str.Value(i),
+		K2TS:  v.K2TS.Value(i),
+		K3Bin: vec.Nullable[[]byte]{
+			Valid: v.K3Bin.IsValid(i),
+			Value: v.K3Bin.Value(i),
 		},
 		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
+		VDec:  v.VDec.Value(i),
+		VF64Nullable: vec.Nullable[float64]{
+			Valid: v.VF64Nullable.IsValid(i),
+			Value: v.VF64Nullable.Value(i),
 		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
 		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
+		VTSNullable: vec.Nullable[arrow.Timestamp]{
+			Valid: v.VTSNullable.IsValid(i),
+			Value: v.VTSNullable.Value(i),
 		},
 		VTstz: v.VTstz.Value(i),
 	}
@@ -373,16 +321,16 @@ func (v *T02View) Row(i int) T02 {
 // PK returns row i's primary key.
 func (v *T02View) PK(i int) T02PK {
 	return T02PK{
-		K0I32: vec.Nullable[int32]{
-			Valid: v.K0I32.IsValid(i),
-			Value: v.K0I32.Value(i),
+		K0F32: vec.Nullable[float32]{
+			Valid: v.K0F32.IsValid(i),
+			Value: v.K0F32.Value(i),
 		},
-		K1I64: v.K1I64.Value(i),
-		K2F32: vec.Nullable[float32]{
-			Valid: v.K2F32.IsValid(i),
-			Value: v.K2F32.Value(i),
+		K1Str: v.K1Str.Value(i),
+		K2TS:  v.K2TS.Value(i),
+		K3Bin: vec.Nullable[[]byte]{
+			Valid: v.K3Bin.IsValid(i),
+			Value: v.K3Bin.Value(i),
 		},
-		K3F64: v.K3F64.Value(i),
 	}
 }
 
@@ -390,24 +338,7 @@ func (v *T02View) PK(i int) T02PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T02View) ComparePK(i int, k *T02PK) int {
 	{
-		an, bn := v.K0I32.IsNull(i), !k.K0I32.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K0I32.Value(i), k.K0I32.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K1I64.Value(i), k.K1I64); r != 0 {
-		return -r
-	}
-	{
-		an, bn := v.K2F32.IsNull(i), !k.K2F32.Valid
+		an, bn := v.K0F32.IsNull(i), !k.K0F32.Valid
 		if an != bn {
 			if an {
 				return -1
@@ -415,146 +346,158 @@ func (v *T02View) ComparePK(i int, k *T02PK) int {
 			return 1
 		}
 		if !an {
-			if r := vec.CompareFloat32(v.K2F32.Value(i), k.K2F32.Value); r != 0 {
+			if r := vec.CompareFloat32(v.K0F32.Value(i), k.K0F32.Value); r != 0 {
 				return r
 			}
 		}
 	}
-	if r := vec.CompareFloat64(v.K3F64.Value(i), k.K3F64); r != 0 {
+	if r := strings.Compare(v.K1Str.Value(i), k.K1Str); r != 0 {
 		return -r
+	}
+	if r := cmp.Compare(v.K2TS.Value(i), k.K2TS); r != 0 {
+		return r
+	}
+	{
+		an, bn := v.K3Bin.IsNull(i), !k.K3Bin.Valid
+		if an != bn {
+			if an {
+				return -1
+			}
+			return 1
+		}
+		if !an {
+			if r := bytes.Compare(v.K3Bin.Value(i), k.K3Bin.Value); r != 0 {
+				return -r
+			}
+		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T02View) AppendKey(dst []byte, i int) []byte {
-	if v.K0I32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
-	}
-	dst = vec.AppendKeyInt64(dst, v.K1I64.Value(i), true)
-	if v.K2F32.IsNull(i) {
+	if v.K0F32.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyFloat32(dst, v.K2F32.Value(i), false)
+		dst = vec.AppendKeyFloat32(dst, v.K0F32.Value(i), false)
 	}
-	dst = vec.AppendKeyFloat64(dst, v.K3F64.Value(i), true)
+	dst = vec.AppendKeyString(dst, v.K1Str.Value(i), true)
+	dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
+	if v.K3Bin.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyBytes(dst, v.K3Bin.Value(i), true)
+	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T02View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0I32.IsNull(i) {
+	if v.K0F32.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
+		dst = vec.AppendKeyFloat32(dst, v.K0F32.Value(i), false)
 	}
-	dst = vec.AppendKeyInt64(dst, v.K1I64.Value(i), false)
-	if v.K2F32.IsNull(i) {
+	dst = vec.AppendKeyString(dst, v.K1Str.Value(i), false)
+	dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
+	if v.K3Bin.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyFloat32(dst, v.K2F32.Value(i), false)
+		dst = vec.AppendKeyBytes(dst, v.K3Bin.Value(i), false)
 	}
-	dst = vec.AppendKeyFloat64(dst, v.K3F64.Value(i), false)
 	return dst
 }
 
-var t02ValueZero [98]byte
+// t02ValueZero is the fixed-width part of a row value of table t02, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t02ValueZero [71]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T02View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k3BinSlot        = 3  // k3_bin bytea: the end offset of its bytes
+		vF64NullableSlot = 7  // v_f64_nullable float64
+		k1StrSlot        = 15 // k1_str varchar: the end offset of its bytes
+		vDecSlot         = 19 // v_dec decimal(20,4)
+		k0F32Slot        = 35 // k0_f32 float32
+		vStrSlot         = 39 // v_str varchar: the end offset of its bytes
+		k2TSSlot         = 43 // k2_ts timestamp
+		vDateSlot        = 51 // v_date date
+		vtsNullableSlot  = 55 // v_ts_nullable timestamp
+		vTstzSlot        = 63 // v_tstz timestamptz
+	)
 	start := len(dst)
 	dst = append(dst, t02ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0I32.IsNull(i) {
-		row[1] |= 1
+	if v.VF64Nullable.IsNull(i) {
+		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint32(row[3:], uint32(v.K0I32.Value(i)))
+		binary.LittleEndian.PutUint64(row[vF64NullableSlot:], math.Float64bits(v.VF64Nullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[7:], uint64(v.K1I64.Value(i)))
-	if v.K2F32.IsNull(i) {
-		row[1] |= 4
-	} else {
-		binary.LittleEndian.PutUint32(row[15:], math.Float32bits(v.K2F32.Value(i)))
+	{
+		binary.LittleEndian.PutUint64(row[vDecSlot:], v.VDec.Value(i).LowBits())
+		binary.LittleEndian.PutUint64(row[vDecSlot+8:], uint64(v.VDec.Value(i).HighBits()))
 	}
-	binary.LittleEndian.PutUint64(row[19:], math.Float64bits(v.K3F64.Value(i)))
-	if v.VBool.IsNull(i) {
+	if v.K0F32.IsNull(i) {
 		row[1] |= 16
 	} else {
-		if v.VBool.Value(i) {
-			row[27] = 1
-		}
+		binary.LittleEndian.PutUint32(row[k0F32Slot:], math.Float32bits(v.K0F32.Value(i)))
 	}
-	binary.LittleEndian.PutUint16(row[28:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[30:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[34:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
+	binary.LittleEndian.PutUint64(row[k2TSSlot:], uint64(v.K2TS.Value(i)))
+	binary.LittleEndian.PutUint32(row[vDateSlot:], uint32(v.VDate.Value(i)))
+	if v.VTSNullable.IsNull(i) {
 		row[2] |= 1
 	} else {
-		binary.LittleEndian.PutUint32(row[42:], math.Float32bits(v.VF32.Value(i)))
+		binary.LittleEndian.PutUint64(row[vtsNullableSlot:], uint64(v.VTSNullable.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[46:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[54:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[62:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[78:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[82:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[90:], uint64(v.VTstz.Value(i)))
+	binary.LittleEndian.PutUint64(row[vTstzSlot:], uint64(v.VTstz.Value(i)))
 	end := 0
+	if v.K3Bin.IsNull(i) {
+		dst[start+1] |= 1
+	} else {
+		x := v.K3Bin.Value(i)
+		dst = append(dst, x...)
+		end += len(x)
+	}
+	binary.LittleEndian.PutUint32(dst[start+k3BinSlot:], uint32(end))
+	{
+		x := v.K1Str.Value(i)
+		dst = append(dst, x...)
+		end += len(x)
+	}
+	binary.LittleEndian.PutUint32(dst[start+k1StrSlot:], uint32(end))
 	{
 		x := v.VStr.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+74:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+vStrSlot:], uint32(end))
 	return dst
 }
 
 // T02PK is a decoded primary key of table t02, in key order.
 type T02PK struct {
-	K0I32 vec.Nullable[int32]   // k0_i32 asc nulls last
-	K1I64 int64                 // k1_i64 desc nulls first
-	K2F32 vec.Nullable[float32] // k2_f32 asc nulls first
-	K3F64 float64               // k3_f64 desc nulls last
+	K0F32 vec.Nullable[float32] // k0_f32 asc nulls first
+	K1Str string                // k1_str desc nulls last
+	K2TS  arrow.Timestamp       // k2_ts asc nulls last
+	K3Bin vec.Nullable[[]byte]  // k3_bin desc nulls first
 }
 
 // AppendT02PK appends the memcomparable encoding of k to dst.
 func AppendT02PK(dst []byte, k *T02PK) []byte {
-	if !k.K0I32.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt32(dst, k.K0I32.Value, false)
-	}
-	dst = vec.AppendKeyInt64(dst, k.K1I64, true)
-	if !k.K2F32.Valid {
+	if !k.K0F32.Valid {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyFloat32(dst, k.K2F32.Value, false)
+		dst = vec.AppendKeyFloat32(dst, k.K0F32.Value, false)
 	}
-	dst = vec.AppendKeyFloat64(dst, k.K3F64, true)
+	dst = vec.AppendKeyString(dst, k.K1Str, true)
+	dst = vec.AppendKeyInt64(dst, int64(k.K2TS), false)
+	if !k.K3Bin.Valid {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyBytes(dst, k.K3Bin.Value, true)
+	}
 	return dst
 }
 
@@ -563,59 +506,59 @@ func DecodeT02PK(src []byte) (T02PK, error) {
 	var k T02PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_i32: %w", err)
-	}
-	if !null {
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_i32: %w", err)
-		}
-		k.K0I32 = vec.Some(x)
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_i64: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k1_i64: NULL in a NOT NULL column")
-	}
-	{
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_i64: %w", err)
-		}
-		k.K1I64 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_f32: %w", err)
+		return k, fmt.Errorf("column k0_f32: %w", err)
 	}
 	if !null {
 		var x float32
 		x, src, err = vec.DecodeKeyFloat32(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k2_f32: %w", err)
+			return k, fmt.Errorf("column k0_f32: %w", err)
 		}
-		k.K2F32 = vec.Some(x)
+		k.K0F32 = vec.Some(x)
 	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_f64: %w", err)
+		return k, fmt.Errorf("column k1_str: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k3_f64: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k1_str: NULL in a NOT NULL column")
 	}
 	{
-		var x float64
-		x, src, err = vec.DecodeKeyFloat64(src, true)
+		var x []byte
+		x, src, err = vec.DecodeKeyBytes(nil, src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k3_f64: %w", err)
+			return k, fmt.Errorf("column k1_str: %w", err)
 		}
-		k.K3F64 = x
+		k.K1Str = string(x)
+	}
+	null, src, err = vec.DecodeKeyMarker(src, false)
+	if err != nil {
+		return k, fmt.Errorf("column k2_ts: %w", err)
+	}
+	if null {
+		return k, fmt.Errorf("column k2_ts: NULL in a NOT NULL column")
+	}
+	{
+		var x int64
+		x, src, err = vec.DecodeKeyInt64(src, false)
+		if err != nil {
+			return k, fmt.Errorf("column k2_ts: %w", err)
+		}
+		k.K2TS = arrow.Timestamp(x)
+	}
+	null, src, err = vec.DecodeKeyMarker(src, true)
+	if err != nil {
+		return k, fmt.Errorf("column k3_bin: %w", err)
+	}
+	if !null {
+		var x []byte
+		x, src, err = vec.DecodeKeyBytes(nil, src, true)
+		if err != nil {
+			return k, fmt.Errorf("column k3_bin: %w", err)
+		}
+		k.K3Bin = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -670,54 +613,64 @@ func (t02Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 	if len(out) != 4 {
 		return fmt.Errorf("table t02: DecodeKeys needs %d builders, got %d", 4, len(out))
 	}
-	b0, ok0 := out[0].(*array.Int32Builder)
+	b0, ok0 := out[0].(*array.Float32Builder)
 	if !ok0 {
-		return fmt.Errorf("table t02: column k0_i32: builder is %T, want *array.Int32Builder", out[0])
+		return fmt.Errorf("table t02: column k0_f32: builder is %T, want *array.Float32Builder", out[0])
 	}
-	b1, ok1 := out[1].(*array.Int64Builder)
+	b1, ok1 := out[1].(*array.StringBuilder)
 	if !ok1 {
-		return fmt.Errorf("table t02: column k1_i64: builder is %T, want *array.Int64Builder", out[1])
+		return fmt.Errorf("table t02: column k1_str: builder is %T, want *array.StringBuilder", out[1])
 	}
-	b2, ok2 := out[2].(*array.Float32Builder)
+	b2, ok2 := out[2].(*array.TimestampBuilder)
 	if !ok2 {
-		return fmt.Errorf("table t02: column k2_f32: builder is %T, want *array.Float32Builder", out[2])
+		return fmt.Errorf("table t02: column k2_ts: builder is %T, want *array.TimestampBuilder", out[2])
 	}
-	b3, ok3 := out[3].(*array.Float64Builder)
+	b3, ok3 := out[3].(*array.BinaryBuilder)
 	if !ok3 {
-		return fmt.Errorf("table t02: column k3_f64: builder is %T, want *array.Float64Builder", out[3])
+		return fmt.Errorf("table t02: column k3_bin: builder is %T, want *array.BinaryBuilder", out[3])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT02PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t02: key %d: %w", i, err)
 		}
-		if k.K0I32.Valid {
-			b0.Append(k.K0I32.Value)
+		if k.K0F32.Valid {
+			b0.Append(k.K0F32.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1I64)
-		if k.K2F32.Valid {
-			b2.Append(k.K2F32.Value)
+		b1.Append(k.K1Str)
+		b2.Append(k.K2TS)
+		if k.K3Bin.Valid {
+			b3.Append(k.K3Bin.Value)
 		} else {
-			b2.AppendNull()
+			b3.AppendNull()
 		}
-		b3.Append(k.K3F64)
 	}
 	return nil
 }
 
 // t02ValueOK reports whether v is a well-formed row value of table t02 (see vec.Layout.CheckValue).
 func t02ValueOK(v []byte) bool {
-	if len(v) < 98 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+	const (
+		varStart  = len(t02ValueZero) // the var-width bytes follow the fixed-width part
+		k3BinSlot = 3                 // k3_bin bytea: the end offset of its bytes
+		k1StrSlot = 15                // k1_str varchar: the end offset of its bytes
+		vStrSlot  = 39                // v_str varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&236 != 0 || v[2]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[70:])
-	e1 := binary.LittleEndian.Uint32(v[74:])
-	if e1 < e0 {
+	k3BinEnd := binary.LittleEndian.Uint32(v[k3BinSlot:])
+	k1StrEnd := binary.LittleEndian.Uint32(v[k1StrSlot:])
+	if k1StrEnd < k3BinEnd {
 		return false
 	}
-	return int(e1) == len(v)-98
+	vStrEnd := binary.LittleEndian.Uint32(v[vStrSlot:])
+	if vStrEnd < k1StrEnd {
+		return false
+	}
+	return int(vStrEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -726,13 +679,27 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t02: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step             = 256               // rows a fixed-width column decodes into its buffer at a time
+		varStart         = len(t02ValueZero) // the var-width bytes follow the fixed-width part
+		k3BinSlot        = 3                 // k3_bin bytea: the end offset of its bytes
+		vF64NullableSlot = 7                 // v_f64_nullable float64
+		k1StrSlot        = 15                // k1_str varchar: the end offset of its bytes
+		vDecSlot         = 19                // v_dec decimal(20,4)
+		k0F32Slot        = 35                // k0_f32 float32
+		vStrSlot         = 39                // v_str varchar: the end offset of its bytes
+		k2TSSlot         = 43                // k2_ts timestamp
+		vDateSlot        = 51                // v_date date
+		vtsNullableSlot  = 55                // v_ts_nullable timestamp
+		vTstzSlot        = 63                // v_tstz timestamptz
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
+	var k3BinTotal, k1StrTotal, vStrTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 11, 12:
+		case T02ColK3Bin, T02ColK1Str, T02ColVStr:
 			sums = true
 		}
 	}
@@ -746,312 +713,209 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			return fmt.Errorf("table t02: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[70:]))
-			total1 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[70:]))
+			k3BinTotal += int(binary.LittleEndian.Uint32(v[k3BinSlot:]))
+			k1StrTotal += int(binary.LittleEndian.Uint32(v[k1StrSlot:])) - int(binary.LittleEndian.Uint32(v[k3BinSlot:]))
+			vStrTotal += int(binary.LittleEndian.Uint32(v[vStrSlot:])) - int(binary.LittleEndian.Uint32(v[k1StrSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int32Builder)
+		case T02ColK3Bin:
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t02: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
+				return fmt.Errorf("table t02: column k3_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t02: column k0_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(0).Type)
+			want := t02ArrowSchema.Field(T02ColK3Bin).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column k3_bin: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+3:]))
-					valid[i-lo] = !(data[o+1]&1 != 0)
+			b.ReserveData(k3BinTotal)
+			for i := 0; i < n; i++ {
+				o := int(offs[i])
+				if data[o+1]&1 != 0 {
+					b.AppendNull()
+					continue
 				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+k3BinSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 1:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t02: column k1_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+7:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 2:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t02: column k2_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+15:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
+		case T02ColVF64Nullable:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return fmt.Errorf("table t02: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
+				return fmt.Errorf("table t02: column v_f64_nullable: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t02: column k3_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+19:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t02: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t02: column v_bool: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(4).Type)
+			want := t02ArrowSchema.Field(T02ColVF64Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_f64_nullable: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float64
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+27:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+vF64NullableSlot:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
+		case T02ColK1Str:
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t02: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+				return fmt.Errorf("table t02: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t02: column v_i16: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(5).Type)
+			want := t02ArrowSchema.Field(T02ColK1Str).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column k1_str: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+28:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
+			b.ReserveData(k1StrTotal)
+			for i := 0; i < n; i++ {
+				o := int(offs[i])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+k3BinSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+k1StrSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t02: column v_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t02: column v_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+34:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t02: column v_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t02: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t02: column v_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+46:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
+		case T02ColVDec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t02: column v_dec: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(10).Type)
+			want := t02ArrowSchema.Field(T02ColVDec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_dec: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+62:])), binary.LittleEndian.Uint64(data[o+54:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+vDecSlot+8:])), binary.LittleEndian.Uint64(data[o+vDecSlot:]))
+				}
+				b.AppendValues(tmp[:hi-lo], nil)
+			}
+		case T02ColK0F32:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return fmt.Errorf("table t02: column k0_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			want := t02ArrowSchema.Field(T02ColK0F32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column k0_f32: builder of %s, want %s", b.Type(), want)
+			}
+			b.Reserve(n)
+			var tmp [step]float32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+k0F32Slot:]))
+					valid[i-lo] = !(data[o+1]&16 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 11:
+		case T02ColVStr:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t02: column v_str: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(11).Type)
+			want := t02ArrowSchema.Field(T02ColVStr).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_str: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(vStrTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+k1StrSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+vStrSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
+		case T02ColK2TS:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t02: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+				return fmt.Errorf("table t02: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t02: column v_bin: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(12).Type)
+			want := t02ArrowSchema.Field(T02ColK2TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column k2_ts: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
+				for i := lo; i < hi; i++ {
+					o := int(offs[i])
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k2TSSlot:]))
 				}
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+70:])) : o+98+int(binary.LittleEndian.Uint32(data[o+74:]))])
+				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 13:
+		case T02ColVDate:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t02: column v_date: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(13).Type)
+			want := t02ArrowSchema.Field(T02ColVDate).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_date: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Date32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+78:]))
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+vDateSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 14:
+		case T02ColVTSNullable:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t02: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return fmt.Errorf("table t02: column v_ts_nullable: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t02: column v_ts: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(14).Type)
+			want := t02ArrowSchema.Field(T02ColVTSNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_ts_nullable: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+82:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+vtsNullableSlot:]))
+					valid[i-lo] = !(data[o+2]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 15:
+		case T02ColVTstz:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t02: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t02: column v_tstz: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(15).Type)
+			want := t02ArrowSchema.Field(T02ColVTstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t02: column v_tstz: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+vTstzSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t02: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t02: projection names column %d, the table has %d", col, 10)
 		}
 	}
 	return nil
@@ -1059,45 +923,29 @@ func (t02Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t02RowDecoder decodes row values of table t02 one at a time (vec.RowDecoder).
 type t02RowDecoder struct {
-	b0    *array.Int32Builder // nil: k0_i32 is not projected
-	v0    []int32
-	ok0   []bool
-	b1    *array.Int64Builder // nil: k1_i64 is not projected
-	v1    []int64
-	b2    *array.Float32Builder // nil: k2_f32 is not projected
-	v2    []float32
-	ok2   []bool
-	b3    *array.Float64Builder // nil: k3_f64 is not projected
-	v3    []float64
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK3Bin         *vec.VarBuilder       // nil: k3_bin is not projected
+	perK3Bin       int                   // bytes per value of the last flushed rows
+	bVF64Nullable  *array.Float64Builder // nil: v_f64_nullable is not projected
+	vVF64Nullable  []float64
+	okVF64Nullable []bool
+	bK1Str         *vec.VarBuilder          // nil: k1_str is not projected
+	perK1Str       int                      // bytes per value of the last flushed rows
+	bVDec          *array.Decimal128Builder // nil: v_dec is not projected
+	vVDec          []decimal128.Num
+	bK0F32         *array.Float32Builder // nil: k0_f32 is not projected
+	vK0F32         []float32
+	okK0F32        []bool
+	bVStr          *vec.VarBuilder         // nil: v_str is not projected
+	perVStr        int                     // bytes per value of the last flushed rows
+	bK2TS          *array.TimestampBuilder // nil: k2_ts is not projected
+	vK2TS          []arrow.Timestamp
+	bVDate         *array.Date32Builder // nil: v_date is not projected
+	vVDate         []arrow.Date32
+	bVTSNullable   *array.TimestampBuilder // nil: v_ts_nullable is not projected
+	vVTSNullable   []arrow.Timestamp
+	okVTSNullable  []bool
+	bVTstz         *array.TimestampBuilder // nil: v_tstz is not projected
+	vVTstz         []arrow.Timestamp
 }
 
 var _ vec.RowDecoders = t02Kernels{}
@@ -1110,200 +958,138 @@ func (t02Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t02RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int32Builder)
+		case T02ColK3Bin:
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t02: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
+				return nil, fmt.Errorf("table t02: column k3_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t02: column k0_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(0).Type)
+			want := t02ArrowSchema.Field(T02ColK3Bin).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column k3_bin: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column k0_i32 twice")
+			if d.bK3Bin != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column k3_bin twice")
 			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t02: column k1_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column k1_i64 twice")
-			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t02: column k2_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column k2_f32 twice")
-			}
-			d.b2 = b
-		case 3:
+			d.bK3Bin = b
+		case T02ColVF64Nullable:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t02: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
+				return nil, fmt.Errorf("table t02: column v_f64_nullable: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t02: column k3_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(3).Type)
+			want := t02ArrowSchema.Field(T02ColVF64Nullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_f64_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column k3_f64 twice")
+			if d.bVF64Nullable != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column v_f64_nullable twice")
 			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
+			d.bVF64Nullable = b
+		case T02ColK1Str:
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t02: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return nil, fmt.Errorf("table t02: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t02: column v_bool: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(4).Type)
+			want := t02ArrowSchema.Field(T02ColK1Str).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column k1_str: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_bool twice")
+			if d.bK1Str != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column k1_str twice")
 			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t02: column v_i16: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t02: column v_i32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t02: column v_i64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t02: column v_f32: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t02: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t02: column v_f64: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
+			d.bK1Str = b
+		case T02ColVDec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t02: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t02: column v_dec: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(10).Type)
+			want := t02ArrowSchema.Field(T02ColVDec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_dec: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b10 != nil {
+			if d.bVDec != nil {
 				return nil, fmt.Errorf("table t02: row decoder: projection names column v_dec twice")
 			}
-			d.b10 = b
-		case 11:
+			d.bVDec = b
+		case T02ColK0F32:
+			b, ok := out[j].(*array.Float32Builder)
+			if !ok {
+				return nil, fmt.Errorf("table t02: column k0_f32: builder is %T, want *array.Float32Builder", out[j])
+			}
+			want := t02ArrowSchema.Field(T02ColK0F32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column k0_f32: builder of %s, want %s", b.Type(), want)
+			}
+			if d.bK0F32 != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column k0_f32 twice")
+			}
+			d.bK0F32 = b
+		case T02ColVStr:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table t02: column v_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t02: column v_str: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(11).Type)
+			want := t02ArrowSchema.Field(T02ColVStr).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_str: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b11 != nil {
+			if d.bVStr != nil {
 				return nil, fmt.Errorf("table t02: row decoder: projection names column v_str twice")
 			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
+			d.bVStr = b
+		case T02ColK2TS:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t02: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+				return nil, fmt.Errorf("table t02: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t02: column v_bin: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(12).Type)
+			want := t02ArrowSchema.Field(T02ColK2TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column k2_ts: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_bin twice")
+			if d.bK2TS != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column k2_ts twice")
 			}
-			d.b12 = b
-		case 13:
+			d.bK2TS = b
+		case T02ColVDate:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t02: column v_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t02: column v_date: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(13).Type)
+			want := t02ArrowSchema.Field(T02ColVDate).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_date: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b13 != nil {
+			if d.bVDate != nil {
 				return nil, fmt.Errorf("table t02: row decoder: projection names column v_date twice")
 			}
-			d.b13 = b
-		case 14:
+			d.bVDate = b
+		case T02ColVTSNullable:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t02: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return nil, fmt.Errorf("table t02: column v_ts_nullable: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t02: column v_ts: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(14).Type)
+			want := t02ArrowSchema.Field(T02ColVTSNullable).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_ts_nullable: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t02: row decoder: projection names column v_ts twice")
+			if d.bVTSNullable != nil {
+				return nil, fmt.Errorf("table t02: row decoder: projection names column v_ts_nullable twice")
 			}
-			d.b14 = b
-		case 15:
+			d.bVTSNullable = b
+		case T02ColVTstz:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table t02: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t02ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t02: column v_tstz: builder of %s, want %s", b.Type(), t02ArrowSchema.Field(15).Type)
+			want := t02ArrowSchema.Field(T02ColVTstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t02: column v_tstz: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b15 != nil {
+			if d.bVTstz != nil {
 				return nil, fmt.Errorf("table t02: row decoder: projection names column v_tstz twice")
 			}
-			d.b15 = b
+			d.bVTstz = b
 		default:
-			return nil, fmt.Errorf("table t02: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t02: projection names column %d, the table has %d", col, 10)
 		}
 	}
 	return d, nil
@@ -1312,109 +1098,79 @@ func (t02Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t02RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int32](n), d.v0...)
+	if d.bK3Bin != nil {
+		d.bK3Bin.Reserve(n)
+		d.bK3Bin.ReserveData(vec.BatchBytes(n, d.perK3Bin))
+	}
+	if d.bVF64Nullable != nil {
+		if cap(d.vVF64Nullable) < n {
+			d.vVF64Nullable = append(vec.MakeColored[float64](n), d.vVF64Nullable...)
 		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
+		if cap(d.okVF64Nullable) < n {
+			d.okVF64Nullable = append(vec.MakeColored[bool](n), d.okVF64Nullable...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
+	if d.bK1Str != nil {
+		d.bK1Str.Reserve(n)
+		d.bK1Str.ReserveData(vec.BatchBytes(n, d.perK1Str))
+	}
+	if d.bVDec != nil {
+		if cap(d.vVDec) < n {
+			d.vVDec = append(vec.MakeColored[decimal128.Num](n), d.vVDec...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[float32](n), d.v2...)
+	if d.bK0F32 != nil {
+		if cap(d.vK0F32) < n {
+			d.vK0F32 = append(vec.MakeColored[float32](n), d.vK0F32...)
 		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[float64](n), d.v3...)
+		if cap(d.okK0F32) < n {
+			d.okK0F32 = append(vec.MakeColored[bool](n), d.okK0F32...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
+	if d.bVStr != nil {
+		d.bVStr.Reserve(n)
+		d.bVStr.ReserveData(vec.BatchBytes(n, d.perVStr))
+	}
+	if d.bK2TS != nil {
+		if cap(d.vK2TS) < n {
+			d.vK2TS = append(vec.MakeColored[arrow.Timestamp](n), d.vK2TS...)
 		}
 	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
+	if d.bVDate != nil {
+		if cap(d.vVDate) < n {
+			d.vVDate = append(vec.MakeColored[arrow.Date32](n), d.vVDate...)
 		}
 	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
+	if d.bVTSNullable != nil {
+		if cap(d.vVTSNullable) < n {
+			d.vVTSNullable = append(vec.MakeColored[arrow.Timestamp](n), d.vVTSNullable...)
 		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
+		if cap(d.okVTSNullable) < n {
+			d.okVTSNullable = append(vec.MakeColored[bool](n), d.okVTSNullable...)
 		}
 	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+	if d.bVTstz != nil {
+		if cap(d.vVTstz) < n {
+			d.vVTstz = append(vec.MakeColored[arrow.Timestamp](n), d.vVTstz...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t02RowDecoder) Append(v []byte) error {
+	const (
+		varStart         = len(t02ValueZero) // the var-width bytes follow the fixed-width part
+		k3BinSlot        = 3                 // k3_bin bytea: the end offset of its bytes
+		vF64NullableSlot = 7                 // v_f64_nullable float64
+		k1StrSlot        = 15                // k1_str varchar: the end offset of its bytes
+		vDecSlot         = 19                // v_dec decimal(20,4)
+		k0F32Slot        = 35                // k0_f32 float32
+		vStrSlot         = 39                // v_str varchar: the end offset of its bytes
+		k2TSSlot         = 43                // k2_ts timestamp
+		vDateSlot        = 51                // v_date date
+		vtsNullableSlot  = 55                // v_ts_nullable timestamp
+		vTstzSlot        = 63                // v_tstz timestamptz
+	)
 	if !t02ValueOK(v) {
 		err := t02Layout.CheckValue(v)
 		if err == nil {
@@ -1422,148 +1178,102 @@ func (d *t02RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t02: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int32(binary.LittleEndian.Uint32(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[7:])))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, math.Float32frombits(binary.LittleEndian.Uint32(v[15:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, math.Float64frombits(binary.LittleEndian.Uint64(v[19:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[27:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[28:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[30:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[34:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[42:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[46:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[62:])), binary.LittleEndian.Uint64(v[54:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[98 : 98+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
+	if d.bK3Bin != nil {
+		if v[1]&1 != 0 {
+			d.bK3Bin.AppendNull()
 		} else {
-			s := v[98+int(binary.LittleEndian.Uint32(v[70:])) : 98+int(binary.LittleEndian.Uint32(v[74:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
+			s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[k3BinSlot:]))]
+			d.bK3Bin.Reserve(1)
+			d.bK3Bin.ReserveData(len(s))
+			d.bK3Bin.UnsafeAppend(s)
 		}
 	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[78:])))
+	if d.bVF64Nullable != nil {
+		d.vVF64Nullable = append(d.vVF64Nullable, math.Float64frombits(binary.LittleEndian.Uint64(v[vF64NullableSlot:])))
+		d.okVF64Nullable = append(d.okVF64Nullable, !(v[1]&2 != 0))
 	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[82:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
+	if d.bK1Str != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[k3BinSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[k1StrSlot:]))]
+		d.bK1Str.Reserve(1)
+		d.bK1Str.ReserveData(len(s))
+		d.bK1Str.UnsafeAppend(s)
 	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+	if d.bVDec != nil {
+		d.vVDec = append(d.vVDec, decimal128.New(int64(binary.LittleEndian.Uint64(v[vDecSlot+8:])), binary.LittleEndian.Uint64(v[vDecSlot:])))
+	}
+	if d.bK0F32 != nil {
+		d.vK0F32 = append(d.vK0F32, math.Float32frombits(binary.LittleEndian.Uint32(v[k0F32Slot:])))
+		d.okK0F32 = append(d.okK0F32, !(v[1]&16 != 0))
+	}
+	if d.bVStr != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[k1StrSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[vStrSlot:]))]
+		d.bVStr.Reserve(1)
+		d.bVStr.ReserveData(len(s))
+		d.bVStr.UnsafeAppend(s)
+	}
+	if d.bK2TS != nil {
+		d.vK2TS = append(d.vK2TS, arrow.Timestamp(binary.LittleEndian.Uint64(v[k2TSSlot:])))
+	}
+	if d.bVDate != nil {
+		d.vVDate = append(d.vVDate, arrow.Date32(binary.LittleEndian.Uint32(v[vDateSlot:])))
+	}
+	if d.bVTSNullable != nil {
+		d.vVTSNullable = append(d.vVTSNullable, arrow.Timestamp(binary.LittleEndian.Uint64(v[vtsNullableSlot:])))
+		d.okVTSNullable = append(d.okVTSNullable, !(v[2]&1 != 0))
+	}
+	if d.bVTstz != nil {
+		d.vVTstz = append(d.vVTstz, arrow.Timestamp(binary.LittleEndian.Uint64(v[vTstzSlot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t02RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
+	if d.bK3Bin != nil {
+		if n := d.bK3Bin.Len(); n > 0 {
+			d.perK3Bin = (d.bK3Bin.DataLen() + n - 1) / n
 		}
 	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
+	if d.bVF64Nullable != nil {
+		d.bVF64Nullable.AppendValues(d.vVF64Nullable, d.okVF64Nullable)
+		d.vVF64Nullable = d.vVF64Nullable[:0]
+		d.okVF64Nullable = d.okVF64Nullable[:0]
+	}
+	if d.bK1Str != nil {
+		if n := d.bK1Str.Len(); n > 0 {
+			d.perK1Str = (d.bK1Str.DataLen() + n - 1) / n
 		}
 	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
+	if d.bVDec != nil {
+		d.bVDec.AppendValues(d.vVDec, nil)
+		d.vVDec = d.vVDec[:0]
 	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
+	if d.bK0F32 != nil {
+		d.bK0F32.AppendValues(d.vK0F32, d.okK0F32)
+		d.vK0F32 = d.vK0F32[:0]
+		d.okK0F32 = d.okK0F32[:0]
 	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bVStr != nil {
+		if n := d.bVStr.Len(); n > 0 {
+			d.perVStr = (d.bVStr.DataLen() + n - 1) / n
+		}
+	}
+	if d.bK2TS != nil {
+		d.bK2TS.AppendValues(d.vK2TS, nil)
+		d.vK2TS = d.vK2TS[:0]
+	}
+	if d.bVDate != nil {
+		d.bVDate.AppendValues(d.vVDate, nil)
+		d.vVDate = d.vVDate[:0]
+	}
+	if d.bVTSNullable != nil {
+		d.bVTSNullable.AppendValues(d.vVTSNullable, d.okVTSNullable)
+		d.vVTSNullable = d.vVTSNullable[:0]
+		d.okVTSNullable = d.okVTSNullable[:0]
+	}
+	if d.bVTstz != nil {
+		d.bVTstz.AppendValues(d.vVTstz, nil)
+		d.vVTstz = d.vVTstz[:0]
 	}
 	return nil
 }
@@ -1576,7 +1286,7 @@ func (t02Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 256)
+		out[i] = vec.VnodeOf(buf, 8)
 	}
 }
 
@@ -1588,8 +1298,8 @@ func (t02Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t02Marker marks chunks of table t02 against decoded backfill positions.
 type t02Marker struct {
-	state [256]vec.BackfillState
-	pos   [256]T02PK
+	state [8]vec.BackfillState
+	pos   [8]T02PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1628,11 +1338,11 @@ func (m *t02Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&255] {
+				switch m.state[vn&7] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1652,11 +1362,11 @@ func (m *t02Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&255] {
+				switch m.state[vn&7] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -8,21 +8,35 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T03Fingerprint is the fingerprint of table t03's shape (schema.Table.Fingerprint).
-const T03Fingerprint = "4b6df1451f01843003855b73"
+const T03Fingerprint = "a434263f2463a4f3dd18da12"
 
 // T03Table returns a new copy of table t03's schema.
 func T03Table() *schema.Table {
-	t := &schema.Table{Name: "t03", Columns: []schema.Column{{Name: "k0_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "k1_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "k2_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "k3_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{3}, VnodeCount: 32768}
+	t := &schema.Table{
+		Name: "t03",
+		Columns: []schema.Column{
+			{Name: "k0_i64", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "k1_tstz", Type: schema.Type{Kind: schema.Timestamptz}},
+			{Name: "k2_i32", Type: schema.Type{Kind: schema.Int32}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T03ColK0I64, Desc: true, NullsFirst: true},
+			{Column: T03ColK1Tstz, Desc: true, NullsFirst: false},
+			{Column: T03ColK2I32, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T03ColK0I64, T03ColK1Tstz, T03ColK2I32},
+		VnodeCount: 32768,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +51,17 @@ var (
 
 // Column indexes of table t03, for projections.
 const (
-	T03ColK0I64 = 0  // k0_i64 int64
-	T03ColK1F32 = 1  // k1_f32 float32
-	T03ColK2F64 = 2  // k2_f64 float64
-	T03ColK3Dec = 3  // k3_dec decimal(20,4)
-	T03ColVBool = 4  // v_bool boolean
-	T03ColVI16  = 5  // v_i16 int16
-	T03ColVI32  = 6  // v_i32 int32
-	T03ColVI64  = 7  // v_i64 int64
-	T03ColVF32  = 8  // v_f32 float32
-	T03ColVF64  = 9  // v_f64 float64
-	T03ColVDec  = 10 // v_dec decimal(20,4)
-	T03ColVStr  = 11 // v_str varchar
-	T03ColVBin  = 12 // v_bin bytea
-	T03ColVDate = 13 // v_date date
-	T03ColVTS   = 14 // v_ts timestamp
-	T03ColVTstz = 15 // v_tstz timestamptz
+	T03ColK0I64  = 0 // k0_i64 int64
+	T03ColK1Tstz = 1 // k1_tstz timestamptz
+	T03ColK2I32  = 2 // k2_i32 int32
 )
 
 // T03 is one row of table t03. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T03 struct {
-	K0I64 vec.Nullable[int64]           // k0_i64 int64
-	K1F32 float32                       // k1_f32 float32
-	K2F64 vec.Nullable[float64]         // k2_f64 float64
-	K3Dec decimal128.Num                // k3_dec decimal(20,4)
-	VBool bool                          // v_bool boolean
-	VI16  vec.Nullable[int16]           // v_i16 int16
-	VI32  int32                         // v_i32 int32
-	VI64  vec.Nullable[int64]           // v_i64 int64
-	VF32  float32                       // v_f32 float32
-	VF64  vec.Nullable[float64]         // v_f64 float64
-	VDec  decimal128.Num                // v_dec decimal(20,4)
-	VStr  vec.Nullable[string]          // v_str varchar
-	VBin  []byte                        // v_bin bytea
-	VDate vec.Nullable[arrow.Date32]    // v_date date
-	VTS   arrow.Timestamp               // v_ts timestamp
-	VTstz vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0I64  int64           // k0_i64 int64
+	K1Tstz arrow.Timestamp // k1_tstz timestamptz
+	K2I32  int32           // k2_i32 int32
 }
 
 // T03Builder builds chunks of table t03 with typed appends straight into Arrow
@@ -81,67 +69,28 @@ type T03 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T03Builder struct {
-	mem    memory.Allocator
-	ops    []vec.Op
-	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0I64 *array.Int64Builder
-	cK1F32 *array.Float32Builder
-	cK2F64 *array.Float64Builder
-	cK3Dec *array.Decimal128Builder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	mem     memory.Allocator
+	ops     []vec.Op
+	room    int // rows reserved in every fixed-width builder beyond those appended
+	cK0I64  *array.Int64Builder
+	cK1Tstz *array.TimestampBuilder
+	cK2I32  *array.Int32Builder
 }
 
 // NewT03Builder returns a builder whose chunks are allocated from mem.
 func NewT03Builder(mem memory.Allocator) *T03Builder {
 	b := &T03Builder{mem: mem}
 	b.cK0I64 = array.NewInt64Builder(mem)
-	b.cK1F32 = array.NewFloat32Builder(mem)
-	b.cK2F64 = array.NewFloat64Builder(mem)
-	b.cK3Dec = array.NewDecimal128Builder(mem, t03ArrowSchema.Field(3).Type.(*arrow.Decimal128Type))
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t03ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t03ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t03ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK1Tstz = array.NewTimestampBuilder(mem, t03ArrowSchema.Field(T03ColK1Tstz).Type.(*arrow.TimestampType))
+	b.cK2I32 = array.NewInt32Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T03Builder) Reserve(n int) {
 	b.cK0I64.Reserve(n)
-	b.cK1F32.Reserve(n)
-	b.cK2F64.Reserve(n)
-	b.cK3Dec.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK1Tstz.Reserve(n)
+	b.cK2I32.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +106,9 @@ func (b *T03Builder) Append(op vec.Op, r *T03) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0I64.Valid {
-		b.cK0I64.UnsafeAppend(r.K0I64.Value)
-	} else {
-		b.cK0I64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK1F32.UnsafeAppend(r.K1F32)
-	if r.K2F64.Valid {
-		b.cK2F64.UnsafeAppend(r.K2F64.Value)
-	} else {
-		b.cK2F64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK3Dec.UnsafeAppend(r.K3Dec)
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
-	}
+	b.cK0I64.UnsafeAppend(r.K0I64)
+	b.cK1Tstz.UnsafeAppend(r.K1Tstz)
+	b.cK2I32.UnsafeAppend(r.K2I32)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +119,11 @@ func (b *T03Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T03Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0I64.NewArray(), b.cK1F32.NewArray(), b.cK2F64.NewArray(), b.cK3Dec.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I64.NewArray(),
+		b.cK1Tstz.NewArray(),
+		b.cK2I32.NewArray(),
+	}
 	rec := array.NewRecordBatch(t03ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -234,65 +142,26 @@ func (b *T03Builder) Build() *vec.Chunk {
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T03Builder) Release() {
 	b.cK0I64.Release()
-	b.cK1F32.Release()
-	b.cK2F64.Release()
-	b.cK3Dec.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK1Tstz.Release()
+	b.cK2I32.Release()
 }
 
 // T03View is a typed view of a chunk of table t03: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T03View struct {
-	c     *vec.Chunk
-	K0I64 *array.Int64
-	K1F32 *array.Float32
-	K2F64 *array.Float64
-	K3Dec *array.Decimal128
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	c      *vec.Chunk
+	K0I64  *array.Int64
+	K1Tstz *array.Timestamp
+	K2I32  *array.Int32
 }
 
 // t03ViewOf views a chunk already known to have table t03's schema.
 func t03ViewOf(c *vec.Chunk) T03View {
 	rec := c.Record()
 	v := T03View{c: c}
-	v.K0I64 = rec.Column(0).(*array.Int64)
-	v.K1F32 = rec.Column(1).(*array.Float32)
-	v.K2F64 = rec.Column(2).(*array.Float64)
-	v.K3Dec = rec.Column(3).(*array.Decimal128)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I64 = rec.Column(T03ColK0I64).(*array.Int64)
+	v.K1Tstz = rec.Column(T03ColK1Tstz).(*array.Timestamp)
+	v.K2I32 = rec.Column(T03ColK2I32).(*array.Int32)
 	return v
 }
 
@@ -327,100 +196,31 @@ func (v *T03View) Visible(i int) bool {
 // Row returns row i.
 func (v *T03View) Row(i int) T03 {
 	return T03{
-		K0I64: vec.Nullable[int64]{
-			Valid: v.K0I64.IsValid(i),
-			Value: v.K0I64.Value(i),
-		},
-		K1F32: v.K1F32.Value(i),
-		K2F64: vec.Nullable[float64]{
-			Valid: v.K2F64.IsValid(i),
-			Value: v.K2F64.Value(i),
-		},
-		K3Dec: v.K3Dec.Value(i),
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
+		K0I64:  v.K0I64.Value(i),
+		K1Tstz: v.K1Tstz.Value(i),
+		K2I32:  v.K2I32.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T03View) PK(i int) T03PK {
 	return T03PK{
-		K0I64: vec.Nullable[int64]{
-			Valid: v.K0I64.IsValid(i),
-			Value: v.K0I64.Value(i),
-		},
-		K1F32: v.K1F32.Value(i),
-		K2F64: vec.Nullable[float64]{
-			Valid: v.K2F64.IsValid(i),
-			Value: v.K2F64.Value(i),
-		},
-		K3Dec: v.K3Dec.Value(i),
+		K0I64:  v.K0I64.Value(i),
+		K1Tstz: v.K1Tstz.Value(i),
+		K2I32:  v.K2I32.Value(i),
 	}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T03View) ComparePK(i int, k *T03PK) int {
-	{
-		an, bn := v.K0I64.IsNull(i), !k.K0I64.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K0I64.Value(i), k.K0I64.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := vec.CompareFloat32(v.K1F32.Value(i), k.K1F32); r != 0 {
+	if r := cmp.Compare(v.K0I64.Value(i), k.K0I64); r != 0 {
 		return -r
 	}
-	{
-		an, bn := v.K2F64.IsNull(i), !k.K2F64.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := vec.CompareFloat64(v.K2F64.Value(i), k.K2F64.Value); r != 0 {
-				return r
-			}
-		}
+	if r := cmp.Compare(v.K1Tstz.Value(i), k.K1Tstz); r != 0 {
+		return -r
 	}
-	if r := v.K3Dec.Value(i).Cmp(k.K3Dec); r != 0 {
+	if r := cmp.Compare(v.K2I32.Value(i), k.K2I32); r != 0 {
 		return -r
 	}
 	return 0
@@ -428,125 +228,53 @@ func (v *T03View) ComparePK(i int, k *T03PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T03View) AppendKey(dst []byte, i int) []byte {
-	if v.K0I64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
-	}
-	dst = vec.AppendKeyFloat32(dst, v.K1F32.Value(i), true)
-	if v.K2F64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, v.K2F64.Value(i), false)
-	}
-	dst = vec.AppendKeyDecimal(dst, v.K3Dec.Value(i), true)
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), true)
+	dst = vec.AppendKeyInt64(dst, int64(v.K1Tstz.Value(i)), true)
+	dst = vec.AppendKeyInt32(dst, v.K2I32.Value(i), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T03View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyDecimal(dst, v.K3Dec.Value(i), false)
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
+	dst = vec.AppendKeyInt64(dst, int64(v.K1Tstz.Value(i)), false)
+	dst = vec.AppendKeyInt32(dst, v.K2I32.Value(i), false)
 	return dst
 }
 
-var t03ValueZero [110]byte
+// t03ValueZero is the fixed-width part of a row value of table t03, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t03ValueZero [22]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T03View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I64Slot  = 2  // k0_i64 int64
+		k1TstzSlot = 10 // k1_tstz timestamptz
+		k2I32Slot  = 18 // k2_i32 int32
+	)
 	start := len(dst)
 	dst = append(dst, t03ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0I64.IsNull(i) {
-		row[1] |= 1
-	} else {
-		binary.LittleEndian.PutUint64(row[3:], uint64(v.K0I64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[11:], math.Float32bits(v.K1F32.Value(i)))
-	if v.K2F64.IsNull(i) {
-		row[1] |= 4
-	} else {
-		binary.LittleEndian.PutUint64(row[15:], math.Float64bits(v.K2F64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[23:], v.K3Dec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[31:], uint64(v.K3Dec.Value(i).HighBits()))
-	}
-	if v.VBool.Value(i) {
-		row[39] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[40:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[42:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[46:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[54:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[58:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[66:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[74:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[90:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[94:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[102:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+82:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+86:], uint32(end))
+	binary.LittleEndian.PutUint64(row[k0I64Slot:], uint64(v.K0I64.Value(i)))
+	binary.LittleEndian.PutUint64(row[k1TstzSlot:], uint64(v.K1Tstz.Value(i)))
+	binary.LittleEndian.PutUint32(row[k2I32Slot:], uint32(v.K2I32.Value(i)))
 	return dst
 }
 
 // T03PK is a decoded primary key of table t03, in key order.
 type T03PK struct {
-	K0I64 vec.Nullable[int64]   // k0_i64 asc nulls last
-	K1F32 float32               // k1_f32 desc nulls first
-	K2F64 vec.Nullable[float64] // k2_f64 asc nulls first
-	K3Dec decimal128.Num        // k3_dec desc nulls last
+	K0I64  int64           // k0_i64 desc nulls first
+	K1Tstz arrow.Timestamp // k1_tstz desc nulls last
+	K2I32  int32           // k2_i32 desc nulls first
 }
 
 // AppendT03PK appends the memcomparable encoding of k to dst.
 func AppendT03PK(dst []byte, k *T03PK) []byte {
-	if !k.K0I64.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, k.K0I64.Value, false)
-	}
-	dst = vec.AppendKeyFloat32(dst, k.K1F32, true)
-	if !k.K2F64.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, k.K2F64.Value, false)
-	}
-	dst = vec.AppendKeyDecimal(dst, k.K3Dec, true)
+	dst = vec.AppendKeyInt64(dst, k.K0I64, true)
+	dst = vec.AppendKeyInt64(dst, int64(k.K1Tstz), true)
+	dst = vec.AppendKeyInt32(dst, k.K2I32, true)
 	return dst
 }
 
@@ -555,59 +283,50 @@ func DecodeT03PK(src []byte) (T03PK, error) {
 	var k T03PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
+	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
 		return k, fmt.Errorf("column k0_i64: %w", err)
 	}
-	if !null {
+	if null {
+		return k, fmt.Errorf("column k0_i64: NULL in a NOT NULL column")
+	}
+	{
 		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
+		x, src, err = vec.DecodeKeyInt64(src, true)
 		if err != nil {
 			return k, fmt.Errorf("column k0_i64: %w", err)
 		}
-		k.K0I64 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_f32: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k1_f32: NULL in a NOT NULL column")
-	}
-	{
-		var x float32
-		x, src, err = vec.DecodeKeyFloat32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_f32: %w", err)
-		}
-		k.K1F32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_f64: %w", err)
-	}
-	if !null {
-		var x float64
-		x, src, err = vec.DecodeKeyFloat64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_f64: %w", err)
-		}
-		k.K2F64 = vec.Some(x)
+		k.K0I64 = x
 	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_dec: %w", err)
+		return k, fmt.Errorf("column k1_tstz: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k3_dec: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k1_tstz: NULL in a NOT NULL column")
 	}
 	{
-		var x decimal128.Num
-		x, src, err = vec.DecodeKeyDecimal(src, true)
+		var x int64
+		x, src, err = vec.DecodeKeyInt64(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k3_dec: %w", err)
+			return k, fmt.Errorf("column k1_tstz: %w", err)
 		}
-		k.K3Dec = x
+		k.K1Tstz = arrow.Timestamp(x)
+	}
+	null, src, err = vec.DecodeKeyMarker(src, true)
+	if err != nil {
+		return k, fmt.Errorf("column k2_i32: %w", err)
+	}
+	if null {
+		return k, fmt.Errorf("column k2_i32: NULL in a NOT NULL column")
+	}
+	{
+		var x int32
+		x, src, err = vec.DecodeKeyInt32(src, true)
+		if err != nil {
+			return k, fmt.Errorf("column k2_i32: %w", err)
+		}
+		k.K2I32 = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -659,57 +378,42 @@ func (t03Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t03Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t03: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 3 {
+		return fmt.Errorf("table t03: DecodeKeys needs %d builders, got %d", 3, len(out))
 	}
 	b0, ok0 := out[0].(*array.Int64Builder)
 	if !ok0 {
 		return fmt.Errorf("table t03: column k0_i64: builder is %T, want *array.Int64Builder", out[0])
 	}
-	b1, ok1 := out[1].(*array.Float32Builder)
+	b1, ok1 := out[1].(*array.TimestampBuilder)
 	if !ok1 {
-		return fmt.Errorf("table t03: column k1_f32: builder is %T, want *array.Float32Builder", out[1])
+		return fmt.Errorf("table t03: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[1])
 	}
-	b2, ok2 := out[2].(*array.Float64Builder)
+	b2, ok2 := out[2].(*array.Int32Builder)
 	if !ok2 {
-		return fmt.Errorf("table t03: column k2_f64: builder is %T, want *array.Float64Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Decimal128Builder)
-	if !ok3 {
-		return fmt.Errorf("table t03: column k3_dec: builder is %T, want *array.Decimal128Builder", out[3])
+		return fmt.Errorf("table t03: column k2_i32: builder is %T, want *array.Int32Builder", out[2])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT03PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t03: key %d: %w", i, err)
 		}
-		if k.K0I64.Valid {
-			b0.Append(k.K0I64.Value)
-		} else {
-			b0.AppendNull()
-		}
-		b1.Append(k.K1F32)
-		if k.K2F64.Valid {
-			b2.Append(k.K2F64.Value)
-		} else {
-			b2.AppendNull()
-		}
-		b3.Append(k.K3Dec)
+		b0.Append(k.K0I64)
+		b1.Append(k.K1Tstz)
+		b2.Append(k.K2I32)
 	}
 	return nil
 }
 
 // t03ValueOK reports whether v is a well-formed row value of table t03 (see vec.Layout.CheckValue).
 func t03ValueOK(v []byte) bool {
-	if len(v) < 110 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t03ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[82:])
-	e1 := binary.LittleEndian.Uint32(v[86:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-110
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -718,16 +422,14 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t03: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I64Slot  = 2   // k0_i64 int64
+		k1TstzSlot = 10  // k1_tstz timestamptz
+		k2I32Slot  = 18  // k2_i32 int32
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t03ValueOK(v) {
@@ -737,313 +439,68 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t03: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[82:]))
-			total1 += int(binary.LittleEndian.Uint32(v[86:])) - int(binary.LittleEndian.Uint32(v[82:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T03ColK0I64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table t03: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t03: column k0_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(0).Type)
+			want := t03ArrowSchema.Field(T03ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t03: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+3:]))
-					valid[i-lo] = !(data[o+1]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 1:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t03: column k1_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+11:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+k0I64Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 2:
-			b, ok := out[j].(*array.Float64Builder)
+		case T03ColK1Tstz:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t03: column k2_f64: builder is %T, want *array.Float64Builder", out[j])
+				return fmt.Errorf("table t03: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t03: column k2_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(2).Type)
+			want := t03ArrowSchema.Field(T03ColK1Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t03: column k1_tstz: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+15:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column k3_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t03: column k3_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+31:])), binary.LittleEndian.Uint64(data[o+23:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k1TstzSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t03: column v_bool: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+39:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t03: column v_i16: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+40:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
+		case T03ColK2I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return fmt.Errorf("table t03: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+				return fmt.Errorf("table t03: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t03: column v_i32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(6).Type)
+			want := t03ArrowSchema.Field(T03ColK2I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t03: column k2_i32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+42:]))
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+k2I32Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t03: column v_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+46:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t03: column v_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+54:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t03: column v_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+58:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t03: column v_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+74:])), binary.LittleEndian.Uint64(data[o+66:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t03: column v_str: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+110 : o+110+int(binary.LittleEndian.Uint32(data[o+82:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t03: column v_bin: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+110+int(binary.LittleEndian.Uint32(data[o+82:])) : o+110+int(binary.LittleEndian.Uint32(data[o+86:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t03: column v_date: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+90:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t03: column v_ts: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+94:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t03: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t03: column v_tstz: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+102:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t03: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t03: projection names column %d, the table has %d", col, 3)
 		}
 	}
 	return nil
@@ -1051,45 +508,12 @@ func (t03Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t03RowDecoder decodes row values of table t03 one at a time (vec.RowDecoder).
 type t03RowDecoder struct {
-	b0    *array.Int64Builder // nil: k0_i64 is not projected
-	v0    []int64
-	ok0   []bool
-	b1    *array.Float32Builder // nil: k1_f32 is not projected
-	v1    []float32
-	b2    *array.Float64Builder // nil: k2_f64 is not projected
-	v2    []float64
-	ok2   []bool
-	b3    *array.Decimal128Builder // nil: k3_dec is not projected
-	v3    []decimal128.Num
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0I64  *array.Int64Builder // nil: k0_i64 is not projected
+	vK0I64  []int64
+	bK1Tstz *array.TimestampBuilder // nil: k1_tstz is not projected
+	vK1Tstz []arrow.Timestamp
+	bK2I32  *array.Int32Builder // nil: k2_i32 is not projected
+	vK2I32  []int32
 }
 
 var _ vec.RowDecoders = t03Kernels{}
@@ -1102,200 +526,47 @@ func (t03Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t03RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T03ColK0I64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table t03: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t03: column k0_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(0).Type)
+			want := t03ArrowSchema.Field(T03ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t03: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bK0I64 != nil {
 				return nil, fmt.Errorf("table t03: row decoder: projection names column k0_i64 twice")
 			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.Float32Builder)
+			d.bK0I64 = b
+		case T03ColK1Tstz:
+			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t03: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
+				return nil, fmt.Errorf("table t03: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t03: column k1_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(1).Type)
+			want := t03ArrowSchema.Field(T03ColK1Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t03: column k1_tstz: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column k1_f32 twice")
+			if d.bK1Tstz != nil {
+				return nil, fmt.Errorf("table t03: row decoder: projection names column k1_tstz twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column k2_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t03: column k2_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column k2_f64 twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column k3_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t03: column k3_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column k3_dec twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t03: column v_bool: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t03: column v_i16: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
+			d.bK1Tstz = b
+		case T03ColK2I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t03: column v_i32: builder is %T, want *array.Int32Builder", out[j])
+				return nil, fmt.Errorf("table t03: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t03: column v_i32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(6).Type)
+			want := t03ArrowSchema.Field(T03ColK2I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t03: column k2_i32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_i32 twice")
+			if d.bK2I32 != nil {
+				return nil, fmt.Errorf("table t03: row decoder: projection names column k2_i32 twice")
 			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t03: column v_i64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t03: column v_f32: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t03: column v_f64: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t03: column v_dec: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t03: column v_str: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t03: column v_bin: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t03: column v_date: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t03: column v_ts: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t03: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t03ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t03: column v_tstz: builder of %s, want %s", b.Type(), t03ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t03: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK2I32 = b
 		default:
-			return nil, fmt.Errorf("table t03: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t03: projection names column %d, the table has %d", col, 3)
 		}
 	}
 	return d, nil
@@ -1304,109 +575,30 @@ func (t03Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t03RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
-		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
+	if d.bK0I64 != nil {
+		if cap(d.vK0I64) < n {
+			d.vK0I64 = append(vec.MakeColored[int64](n), d.vK0I64...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[float32](n), d.v1...)
+	if d.bK1Tstz != nil {
+		if cap(d.vK1Tstz) < n {
+			d.vK1Tstz = append(vec.MakeColored[arrow.Timestamp](n), d.vK1Tstz...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[float64](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[decimal128.Num](n), d.v3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+	if d.bK2I32 != nil {
+		if cap(d.vK2I32) < n {
+			d.vK2I32 = append(vec.MakeColored[int32](n), d.vK2I32...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t03RowDecoder) Append(v []byte) error {
+	const (
+		k0I64Slot  = 2  // k0_i64 int64
+		k1TstzSlot = 10 // k1_tstz timestamptz
+		k2I32Slot  = 18 // k2_i32 int32
+	)
 	if !t03ValueOK(v) {
 		err := t03Layout.CheckValue(v)
 		if err == nil {
@@ -1414,148 +606,31 @@ func (d *t03RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t03: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bK0I64 != nil {
+		d.vK0I64 = append(d.vK0I64, int64(binary.LittleEndian.Uint64(v[k0I64Slot:])))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, math.Float32frombits(binary.LittleEndian.Uint32(v[11:])))
+	if d.bK1Tstz != nil {
+		d.vK1Tstz = append(d.vK1Tstz, arrow.Timestamp(binary.LittleEndian.Uint64(v[k1TstzSlot:])))
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, math.Float64frombits(binary.LittleEndian.Uint64(v[15:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, decimal128.New(int64(binary.LittleEndian.Uint64(v[31:])), binary.LittleEndian.Uint64(v[23:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[39:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[40:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[42:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[46:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[54:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[58:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[74:])), binary.LittleEndian.Uint64(v[66:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[110 : 110+int(binary.LittleEndian.Uint32(v[82:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[110+int(binary.LittleEndian.Uint32(v[82:])) : 110+int(binary.LittleEndian.Uint32(v[86:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[90:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[102:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK2I32 != nil {
+		d.vK2I32 = append(d.vK2I32, int32(binary.LittleEndian.Uint32(v[k2I32Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t03RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bK0I64 != nil {
+		d.bK0I64.AppendValues(d.vK0I64, nil)
+		d.vK0I64 = d.vK0I64[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
+	if d.bK1Tstz != nil {
+		d.bK1Tstz.AppendValues(d.vK1Tstz, nil)
+		d.vK1Tstz = d.vK1Tstz[:0]
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK2I32 != nil {
+		d.bK2I32.AppendValues(d.vK2I32, nil)
+		d.vK2I32 = d.vK2I32[:0]
 	}
 	return nil
 }
@@ -1582,6 +657,7 @@ func (t03Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 type t03Marker struct {
 	state [32768]vec.BackfillState
 	pos   [32768]T03PK
+	lo0   [32768]int64
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1603,6 +679,14 @@ func (k t03Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table t03 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int64(math.MinInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = int64(math.MaxInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].K0I64
+		}
 	}
 	return m, nil
 }
@@ -1613,18 +697,31 @@ func (m *t03Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	n := v.NumRows()
 	out = out[:(n+7)/8]
 	vnodes = vnodes[:n]
+	k0 := v.K0I64.Values()[:n]
+	k1 := v.K1Tstz.Values()[:n]
+	k2 := v.K2I32.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&32767] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+				a, b := k0[i], m.lo0[vn&32767]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&32767] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&32767]
+						if a, b := k1[i], p.K1Tstz; a != b {
+							keep = a > b
+						} else if a, b := k2[i], p.K2I32; a != b {
+							keep = a > b
+						} else {
+							keep = true
+						}
+					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1643,12 +740,22 @@ func (m *t03Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&32767] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+				a, b := k0[i], m.lo0[vn&32767]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&32767] {
+					case vec.Completed:
+						keep = true
+					case vec.InProgress:
+						p := &m.pos[vn&32767]
+						if a, b := k1[i], p.K1Tstz; a != b {
+							keep = a > b
+						} else if a, b := k2[i], p.K2I32; a != b {
+							keep = a > b
+						} else {
+							keep = true
+						}
+					}
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -4,27 +4,37 @@
 package testschemas
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // T06Fingerprint is the fingerprint of table t06's shape (schema.Table.Fingerprint).
-const T06Fingerprint = "764aa00f1e8d2f9138e174a8"
+const T06Fingerprint = "a32c14ac912e3aaf9b9ddcc0"
 
 // T06Table returns a new copy of table t06's schema.
 func T06Table() *schema.Table {
-	t := &schema.Table{Name: "t06", Columns: []schema.Column{{Name: "k0_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "k1_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "k2_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "k3_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{2}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "t06",
+		Columns: []schema.Column{
+			{Name: "k0_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true},
+			{Name: "k1_f64", Type: schema.Type{Kind: schema.Float64}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T06ColK0I64, Desc: false, NullsFirst: false},
+			{Column: T06ColK1F64, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T06ColK0I64, T06ColK1F64},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -39,43 +49,15 @@ var (
 
 // Column indexes of table t06, for projections.
 const (
-	T06ColK0Dec  = 0  // k0_dec decimal(20,4)
-	T06ColK1Str  = 1  // k1_str varchar
-	T06ColK2Bin  = 2  // k2_bin bytea
-	T06ColK3Date = 3  // k3_date date
-	T06ColVBool  = 4  // v_bool boolean
-	T06ColVI16   = 5  // v_i16 int16
-	T06ColVI32   = 6  // v_i32 int32
-	T06ColVI64   = 7  // v_i64 int64
-	T06ColVF32   = 8  // v_f32 float32
-	T06ColVF64   = 9  // v_f64 float64
-	T06ColVDec   = 10 // v_dec decimal(20,4)
-	T06ColVStr   = 11 // v_str varchar
-	T06ColVBin   = 12 // v_bin bytea
-	T06ColVDate  = 13 // v_date date
-	T06ColVTS    = 14 // v_ts timestamp
-	T06ColVTstz  = 15 // v_tstz timestamptz
+	T06ColK0I64 = 0 // k0_i64 int64
+	T06ColK1F64 = 1 // k1_f64 float64
 )
 
 // T06 is one row of table t06. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T06 struct {
-	K0Dec  vec.Nullable[decimal128.Num]  // k0_dec decimal(20,4)
-	K1Str  string                        // k1_str varchar
-	K2Bin  vec.Nullable[[]byte]          // k2_bin bytea
-	K3Date arrow.Date32                  // k3_date date
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0I64 vec.Nullable[int64] // k0_i64 int64
+	K1F64 float64             // k1_f64 float64
 }
 
 // T06Builder builds chunks of table t06 with typed appends straight into Arrow
@@ -83,67 +65,25 @@ type T06 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T06Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Dec  *array.Decimal128Builder
-	cK1Str  *vec.VarBuilder
-	cK2Bin  *vec.VarBuilder
-	cK3Date *array.Date32Builder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem    memory.Allocator
+	ops    []vec.Op
+	room   int // rows reserved in every fixed-width builder beyond those appended
+	cK0I64 *array.Int64Builder
+	cK1F64 *array.Float64Builder
 }
 
 // NewT06Builder returns a builder whose chunks are allocated from mem.
 func NewT06Builder(mem memory.Allocator) *T06Builder {
 	b := &T06Builder{mem: mem}
-	b.cK0Dec = array.NewDecimal128Builder(mem, t06ArrowSchema.Field(0).Type.(*arrow.Decimal128Type))
-	b.cK1Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cK2Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cK3Date = array.NewDate32Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t06ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t06ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t06ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0I64 = array.NewInt64Builder(mem)
+	b.cK1F64 = array.NewFloat64Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T06Builder) Reserve(n int) {
-	b.cK0Dec.Reserve(n)
-	b.cK1Str.Reserve(n)
-	b.cK2Bin.Reserve(n)
-	b.cK3Date.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0I64.Reserve(n)
+	b.cK1F64.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -159,54 +99,12 @@ func (b *T06Builder) Append(op vec.Op, r *T06) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Dec.Valid {
-		b.cK0Dec.UnsafeAppend(r.K0Dec.Value)
+	if r.K0I64.Valid {
+		b.cK0I64.UnsafeAppend(r.K0I64.Value)
 	} else {
-		b.cK0Dec.UnsafeAppendBoolToBitmap(false)
+		b.cK0I64.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK1Str.AppendString(r.K1Str)
-	if r.K2Bin.Valid {
-		b.cK2Bin.Append(r.K2Bin.Value)
-	} else {
-		b.cK2Bin.AppendNull()
-	}
-	b.cK3Date.UnsafeAppend(r.K3Date)
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
+	b.cK1F64.UnsafeAppend(r.K1F64)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -217,7 +115,10 @@ func (b *T06Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T06Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Dec.NewArray(), b.cK1Str.NewArray(), b.cK2Bin.NewArray(), b.cK3Date.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I64.NewArray(),
+		b.cK1F64.NewArray(),
+	}
 	rec := array.NewRecordBatch(t06ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -235,66 +136,24 @@ func (b *T06Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T06Builder) Release() {
-	b.cK0Dec.Release()
-	b.cK1Str.Release()
-	b.cK2Bin.Release()
-	b.cK3Date.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0I64.Release()
+	b.cK1F64.Release()
 }
 
 // T06View is a typed view of a chunk of table t06: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T06View struct {
-	c      *vec.Chunk
-	K0Dec  *array.Decimal128
-	K1Str  *array.String
-	K2Bin  *array.Binary
-	K3Date *array.Date32
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c     *vec.Chunk
+	K0I64 *array.Int64
+	K1F64 *array.Float64
 }
 
 // t06ViewOf views a chunk already known to have table t06's schema.
 func t06ViewOf(c *vec.Chunk) T06View {
 	rec := c.Record()
 	v := T06View{c: c}
-	v.K0Dec = rec.Column(0).(*array.Decimal128)
-	v.K1Str = rec.Column(1).(*array.String)
-	v.K2Bin = rec.Column(2).(*array.Binary)
-	v.K3Date = rec.Column(3).(*array.Date32)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I64 = rec.Column(T06ColK0I64).(*array.Int64)
+	v.K1F64 = rec.Column(T06ColK1F64).(*array.Float64)
 	return v
 }
 
@@ -329,62 +188,22 @@ func (v *T06View) Visible(i int) bool {
 // Row returns row i.
 func (v *T06View) Row(i int) T06 {
 	return T06{
-		K0Dec: vec.Nullable[decimal128.Num]{
-			Valid: v.K0Dec.IsValid(i),
-			Value: v.K0Dec.Value(i),
+		K0I64: vec.Nullable[int64]{
+			Valid: v.K0I64.IsValid(i),
+			Value: v.K0I64.Value(i),
 		},
-		K1Str: v.K1Str.Value(i),
-		K2Bin: vec.Nullable[[]byte]{
-			Valid: v.K2Bin.IsValid(i),
-			Value: v.K2Bin.Value(i),
-		},
-		K3Date: v.K3Date.Value(i),
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
+		K1F64: v.K1F64.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T06View) PK(i int) T06PK {
 	return T06PK{
-		K0Dec: vec.Nullable[decimal128.Num]{
-			Valid: v.K0Dec.IsValid(i),
-			Value: v.K0Dec.Value(i),
+		K0I64: vec.Nullable[int64]{
+			Valid: v.K0I64.IsValid(i),
+			Value: v.K0I64.Value(i),
 		},
-		K1Str: v.K1Str.Value(i),
-		K2Bin: vec.Nullable[[]byte]{
-			Valid: v.K2Bin.IsValid(i),
-			Value: v.K2Bin.Value(i),
-		},
-		K3Date: v.K3Date.Value(i),
+		K1F64: v.K1F64.Value(i),
 	}
 }
 
@@ -392,7 +211,7 @@ func (v *T06View) PK(i int) T06PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T06View) ComparePK(i int, k *T06PK) int {
 	{
-		an, bn := v.K0Dec.IsNull(i), !k.K0Dec.Valid
+		an, bn := v.K0I64.IsNull(i), !k.K0I64.Valid
 		if an != bn {
 			if an {
 				return 1
@@ -400,29 +219,12 @@ func (v *T06View) ComparePK(i int, k *T06PK) int {
 			return -1
 		}
 		if !an {
-			if r := v.K0Dec.Value(i).Cmp(k.K0Dec.Value); r != 0 {
+			if r := cmp.Compare(v.K0I64.Value(i), k.K0I64.Value); r != 0 {
 				return r
 			}
 		}
 	}
-	if r := strings.Compare(v.K1Str.Value(i), k.K1Str); r != 0 {
-		return -r
-	}
-	{
-		an, bn := v.K2Bin.IsNull(i), !k.K2Bin.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := bytes.Compare(v.K2Bin.Value(i), k.K2Bin.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K3Date.Value(i), k.K3Date); r != 0 {
+	if r := vec.CompareFloat64(v.K1F64.Value(i), k.K1F64); r != 0 {
 		return -r
 	}
 	return 0
@@ -430,137 +232,63 @@ func (v *T06View) ComparePK(i int, k *T06PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T06View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Dec.IsNull(i) {
+	if v.K0I64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyDecimal(dst, v.K0Dec.Value(i), false)
+		dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
 	}
-	dst = vec.AppendKeyString(dst, v.K1Str.Value(i), true)
-	if v.K2Bin.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBytes(dst, v.K2Bin.Value(i), false)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(v.K3Date.Value(i)), true)
+	dst = vec.AppendKeyFloat64(dst, v.K1F64.Value(i), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T06View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K2Bin.IsNull(i) {
+	if v.K0I64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyBytes(dst, v.K2Bin.Value(i), false)
+		dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
 	}
+	dst = vec.AppendKeyFloat64(dst, v.K1F64.Value(i), false)
 	return dst
 }
 
-var t06ValueZero [102]byte
+// t06ValueZero is the fixed-width part of a row value of table t06, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t06ValueZero [18]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T06View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I64Slot = 2  // k0_i64 int64
+		k1F64Slot = 10 // k1_f64 float64
+	)
 	start := len(dst)
 	dst = append(dst, t06ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0Dec.IsNull(i) {
+	if v.K0I64.IsNull(i) {
 		row[1] |= 1
 	} else {
-		{
-			binary.LittleEndian.PutUint64(row[3:], v.K0Dec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[11:], uint64(v.K0Dec.Value(i).HighBits()))
-		}
+		binary.LittleEndian.PutUint64(row[k0I64Slot:], uint64(v.K0I64.Value(i)))
 	}
-	binary.LittleEndian.PutUint32(row[27:], uint32(v.K3Date.Value(i)))
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[31] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[32:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[34:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[38:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[46:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[50:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[58:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[66:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[82:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[86:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[94:], uint64(v.VTstz.Value(i)))
-	end := 0
-	{
-		x := v.K1Str.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+19:], uint32(end))
-	if v.K2Bin.IsNull(i) {
-		dst[start+1] |= 4
-	} else {
-		x := v.K2Bin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+23:], uint32(end))
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+74:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+78:], uint32(end))
+	binary.LittleEndian.PutUint64(row[k1F64Slot:], math.Float64bits(v.K1F64.Value(i)))
 	return dst
 }
 
 // T06PK is a decoded primary key of table t06, in key order.
 type T06PK struct {
-	K0Dec  vec.Nullable[decimal128.Num] // k0_dec asc nulls last
-	K1Str  string                       // k1_str desc nulls first
-	K2Bin  vec.Nullable[[]byte]         // k2_bin asc nulls first
-	K3Date arrow.Date32                 // k3_date desc nulls last
+	K0I64 vec.Nullable[int64] // k0_i64 asc nulls last
+	K1F64 float64             // k1_f64 desc nulls first
 }
 
 // AppendT06PK appends the memcomparable encoding of k to dst.
 func AppendT06PK(dst []byte, k *T06PK) []byte {
-	if !k.K0Dec.Valid {
+	if !k.K0I64.Valid {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyDecimal(dst, k.K0Dec.Value, false)
+		dst = vec.AppendKeyInt64(dst, k.K0I64.Value, false)
 	}
-	dst = vec.AppendKeyString(dst, k.K1Str, true)
-	if !k.K2Bin.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBytes(dst, k.K2Bin.Value, false)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(k.K3Date), true)
+	dst = vec.AppendKeyFloat64(dst, k.K1F64, true)
 	return dst
 }
 
@@ -571,57 +299,30 @@ func DecodeT06PK(src []byte) (T06PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_dec: %w", err)
+		return k, fmt.Errorf("column k0_i64: %w", err)
 	}
 	if !null {
-		var x decimal128.Num
-		x, src, err = vec.DecodeKeyDecimal(src, false)
+		var x int64
+		x, src, err = vec.DecodeKeyInt64(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k0_dec: %w", err)
+			return k, fmt.Errorf("column k0_i64: %w", err)
 		}
-		k.K0Dec = vec.Some(x)
+		k.K0I64 = vec.Some(x)
 	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_str: %w", err)
+		return k, fmt.Errorf("column k1_f64: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k1_str: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k1_f64: NULL in a NOT NULL column")
 	}
 	{
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, true)
+		var x float64
+		x, src, err = vec.DecodeKeyFloat64(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_str: %w", err)
+			return k, fmt.Errorf("column k1_f64: %w", err)
 		}
-		k.K1Str = string(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_bin: %w", err)
-	}
-	if !null {
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_bin: %w", err)
-		}
-		k.K2Bin = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_date: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k3_date: NULL in a NOT NULL column")
-	}
-	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_date: %w", err)
-		}
-		k.K3Date = arrow.Date32(x)
+		k.K1F64 = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -673,65 +374,41 @@ func (t06Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t06Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t06: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 2 {
+		return fmt.Errorf("table t06: DecodeKeys needs %d builders, got %d", 2, len(out))
 	}
-	b0, ok0 := out[0].(*array.Decimal128Builder)
+	b0, ok0 := out[0].(*array.Int64Builder)
 	if !ok0 {
-		return fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[0])
+		return fmt.Errorf("table t06: column k0_i64: builder is %T, want *array.Int64Builder", out[0])
 	}
-	b1, ok1 := out[1].(*array.StringBuilder)
+	b1, ok1 := out[1].(*array.Float64Builder)
 	if !ok1 {
-		return fmt.Errorf("table t06: column k1_str: builder is %T, want *array.StringBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.BinaryBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t06: column k2_bin: builder is %T, want *array.BinaryBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Date32Builder)
-	if !ok3 {
-		return fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[3])
+		return fmt.Errorf("table t06: column k1_f64: builder is %T, want *array.Float64Builder", out[1])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT06PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t06: key %d: %w", i, err)
 		}
-		if k.K0Dec.Valid {
-			b0.Append(k.K0Dec.Value)
+		if k.K0I64.Valid {
+			b0.Append(k.K0I64.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1Str)
-		if k.K2Bin.Valid {
-			b2.Append(k.K2Bin.Value)
-		} else {
-			b2.AppendNull()
-		}
-		b3.Append(k.K3Date)
+		b1.Append(k.K1F64)
 	}
 	return nil
 }
 
 // t06ValueOK reports whether v is a well-formed row value of table t06 (see vec.Layout.CheckValue).
 func t06ValueOK(v []byte) bool {
-	if len(v) < 102 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t06ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[19:])
-	e1 := binary.LittleEndian.Uint32(v[23:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[74:])
-	if e2 < e1 {
-		return false
-	}
-	e3 := binary.LittleEndian.Uint32(v[78:])
-	if e3 < e2 {
-		return false
-	}
-	return int(e3) == len(v)-102
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -740,16 +417,13 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t06: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I64Slot = 2   // k0_i64 int64
+		k1F64Slot = 10  // k1_f64 float64
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2, total3 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 1, 2, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t06ValueOK(v) {
@@ -759,309 +433,51 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t06: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[19:]))
-			total1 += int(binary.LittleEndian.Uint32(v[23:])) - int(binary.LittleEndian.Uint32(v[19:]))
-			total2 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[23:]))
-			total3 += int(binary.LittleEndian.Uint32(v[78:])) - int(binary.LittleEndian.Uint32(v[74:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Decimal128Builder)
+		case T06ColK0I64:
+			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
+				return fmt.Errorf("table t06: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t06: column k0_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(0).Type)
+			want := t06ArrowSchema.Field(T06ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t06: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+11:])), binary.LittleEndian.Uint64(data[o+3:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+k0I64Slot:]))
 					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t06: column k1_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+102 : o+102+int(binary.LittleEndian.Uint32(data[o+19:]))])
-			}
-		case 2:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t06: column k2_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+1]&4 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+19:])) : o+102+int(binary.LittleEndian.Uint32(data[o+23:]))])
-			}
-		case 3:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t06: column k3_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+27:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t06: column v_bool: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+31:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t06: column v_i16: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+32:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t06: column v_i32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+34:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t06: column v_i64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+38:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t06: column v_f32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+46:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
+		case T06ColK1F64:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return fmt.Errorf("table t06: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+				return fmt.Errorf("table t06: column k1_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t06: column v_f64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(9).Type)
+			want := t06ArrowSchema.Field(T06ColK1F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t06: column k1_f64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+50:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t06: column v_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+66:])), binary.LittleEndian.Uint64(data[o+58:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t06: column v_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+23:])) : o+102+int(binary.LittleEndian.Uint32(data[o+74:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t06: column v_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total3)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+102+int(binary.LittleEndian.Uint32(data[o+74:])) : o+102+int(binary.LittleEndian.Uint32(data[o+78:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t06: column v_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+82:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t06: column v_ts: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+86:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t06: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t06: column v_tstz: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+94:]))
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+k1F64Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t06: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t06: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return nil
@@ -1069,44 +485,11 @@ func (t06Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t06RowDecoder decodes row values of table t06 one at a time (vec.RowDecoder).
 type t06RowDecoder struct {
-	b0    *array.Decimal128Builder // nil: k0_dec is not projected
-	v0    []decimal128.Num
-	ok0   []bool
-	b1    *vec.VarBuilder      // nil: k1_str is not projected
-	per1  int                  // bytes per value of the last flushed rows
-	b2    *vec.VarBuilder      // nil: k2_bin is not projected
-	per2  int                  // bytes per value of the last flushed rows
-	b3    *array.Date32Builder // nil: k3_date is not projected
-	v3    []arrow.Date32
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0I64  *array.Int64Builder // nil: k0_i64 is not projected
+	vK0I64  []int64
+	okK0I64 []bool
+	bK1F64  *array.Float64Builder // nil: k1_f64 is not projected
+	vK1F64  []float64
 }
 
 var _ vec.RowDecoders = t06Kernels{}
@@ -1119,200 +502,34 @@ func (t06Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t06RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t06: column k0_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column k0_dec twice")
-			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column k1_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t06: column k1_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column k1_str twice")
-			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column k2_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t06: column k2_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column k2_bin twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column k3_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t06: column k3_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column k3_date twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t06: column v_bool: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t06: column v_i16: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t06: column v_i32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
+		case T06ColK0I64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t06: column v_i64: builder is %T, want *array.Int64Builder", out[j])
+				return nil, fmt.Errorf("table t06: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t06: column v_i64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(7).Type)
+			want := t06ArrowSchema.Field(T06ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t06: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_i64 twice")
+			if d.bK0I64 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k0_i64 twice")
 			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t06: column v_f32: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
+			d.bK0I64 = b
+		case T06ColK1F64:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t06: column v_f64: builder is %T, want *array.Float64Builder", out[j])
+				return nil, fmt.Errorf("table t06: column k1_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t06: column v_f64: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(9).Type)
+			want := t06ArrowSchema.Field(T06ColK1F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t06: column k1_f64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_f64 twice")
+			if d.bK1F64 != nil {
+				return nil, fmt.Errorf("table t06: row decoder: projection names column k1_f64 twice")
 			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t06: column v_dec: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t06: column v_str: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t06: column v_bin: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t06: column v_date: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t06: column v_ts: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t06: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t06ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t06: column v_tstz: builder of %s, want %s", b.Type(), t06ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t06: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK1F64 = b
 		default:
-			return nil, fmt.Errorf("table t06: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t06: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return d, nil
@@ -1321,104 +538,27 @@ func (t06Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t06RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[decimal128.Num](n), d.v0...)
+	if d.bK0I64 != nil {
+		if cap(d.vK0I64) < n {
+			d.vK0I64 = append(vec.MakeColored[int64](n), d.vK0I64...)
 		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
-		}
-	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
-	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Date32](n), d.v3...)
+		if cap(d.okK0I64) < n {
+			d.okK0I64 = append(vec.MakeColored[bool](n), d.okK0I64...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+	if d.bK1F64 != nil {
+		if cap(d.vK1F64) < n {
+			d.vK1F64 = append(vec.MakeColored[float64](n), d.vK1F64...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t06RowDecoder) Append(v []byte) error {
+	const (
+		k0I64Slot = 2  // k0_i64 int64
+		k1F64Slot = 10 // k1_f64 float64
+	)
 	if !t06ValueOK(v) {
 		err := t06Layout.CheckValue(v)
 		if err == nil {
@@ -1426,158 +566,26 @@ func (d *t06RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t06: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, decimal128.New(int64(binary.LittleEndian.Uint64(v[11:])), binary.LittleEndian.Uint64(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bK0I64 != nil {
+		d.vK0I64 = append(d.vK0I64, int64(binary.LittleEndian.Uint64(v[k0I64Slot:])))
+		d.okK0I64 = append(d.okK0I64, !(v[1]&1 != 0))
 	}
-	if d.b1 != nil {
-		s := v[102 : 102+int(binary.LittleEndian.Uint32(v[19:]))]
-		d.b1.Reserve(1)
-		d.b1.ReserveData(len(s))
-		d.b1.UnsafeAppend(s)
-	}
-	if d.b2 != nil {
-		if v[1]&4 != 0 {
-			d.b2.AppendNull()
-		} else {
-			s := v[102+int(binary.LittleEndian.Uint32(v[19:])) : 102+int(binary.LittleEndian.Uint32(v[23:]))]
-			d.b2.Reserve(1)
-			d.b2.ReserveData(len(s))
-			d.b2.UnsafeAppend(s)
-		}
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Date32(binary.LittleEndian.Uint32(v[27:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[31:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[32:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[34:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[38:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[46:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[50:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[66:])), binary.LittleEndian.Uint64(v[58:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[102+int(binary.LittleEndian.Uint32(v[23:])) : 102+int(binary.LittleEndian.Uint32(v[74:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[102+int(binary.LittleEndian.Uint32(v[74:])) : 102+int(binary.LittleEndian.Uint32(v[78:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[82:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[94:])))
+	if d.bK1F64 != nil {
+		d.vK1F64 = append(d.vK1F64, math.Float64frombits(binary.LittleEndian.Uint64(v[k1F64Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t06RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bK0I64 != nil {
+		d.bK0I64.AppendValues(d.vK0I64, d.okK0I64)
+		d.vK0I64 = d.vK0I64[:0]
+		d.okK0I64 = d.okK0I64[:0]
 	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
-		}
-	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
-		}
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK1F64 != nil {
+		d.bK1F64.AppendValues(d.vK1F64, nil)
+		d.vK1F64 = d.vK1F64[:0]
 	}
 	return nil
 }

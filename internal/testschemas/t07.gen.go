@@ -4,27 +4,37 @@
 package testschemas
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // T07Fingerprint is the fingerprint of table t07's shape (schema.Table.Fingerprint).
-const T07Fingerprint = "8bff6a6935fb9117de5c0a89"
+const T07Fingerprint = "f13610ca12800af83861bf4f"
 
 // T07Table returns a new copy of table t07's schema.
 func T07Table() *schema.Table {
-	t := &schema.Table{Name: "t07", Columns: []schema.Column{{Name: "k0_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "k1_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "k2_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "k3_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 32768}
+	t := &schema.Table{
+		Name: "t07",
+		Columns: []schema.Column{
+			{Name: "k0_date", Type: schema.Type{Kind: schema.Date}, Nullable: true},
+			{Name: "k1_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T07ColK0Date, Desc: false, NullsFirst: false},
+			{Column: T07ColK1F32, Desc: true, NullsFirst: false},
+		},
+		DistKey:    []int{T07ColK0Date, T07ColK1F32},
+		VnodeCount: 1,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -39,43 +49,15 @@ var (
 
 // Column indexes of table t07, for projections.
 const (
-	T07ColK0Str  = 0  // k0_str varchar
-	T07ColK1Bin  = 1  // k1_bin bytea
-	T07ColK2Date = 2  // k2_date date
-	T07ColK3TS   = 3  // k3_ts timestamp
-	T07ColVBool  = 4  // v_bool boolean
-	T07ColVI16   = 5  // v_i16 int16
-	T07ColVI32   = 6  // v_i32 int32
-	T07ColVI64   = 7  // v_i64 int64
-	T07ColVF32   = 8  // v_f32 float32
-	T07ColVF64   = 9  // v_f64 float64
-	T07ColVDec   = 10 // v_dec decimal(20,4)
-	T07ColVStr   = 11 // v_str varchar
-	T07ColVBin   = 12 // v_bin bytea
-	T07ColVDate  = 13 // v_date date
-	T07ColVTS    = 14 // v_ts timestamp
-	T07ColVTstz  = 15 // v_tstz timestamptz
+	T07ColK0Date = 0 // k0_date date
+	T07ColK1F32  = 1 // k1_f32 float32
 )
 
 // T07 is one row of table t07. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T07 struct {
-	K0Str  vec.Nullable[string]          // k0_str varchar
-	K1Bin  []byte                        // k1_bin bytea
-	K2Date vec.Nullable[arrow.Date32]    // k2_date date
-	K3TS   arrow.Timestamp               // k3_ts timestamp
-	VBool  bool                          // v_bool boolean
-	VI16   vec.Nullable[int16]           // v_i16 int16
-	VI32   int32                         // v_i32 int32
-	VI64   vec.Nullable[int64]           // v_i64 int64
-	VF32   float32                       // v_f32 float32
-	VF64   vec.Nullable[float64]         // v_f64 float64
-	VDec   decimal128.Num                // v_dec decimal(20,4)
-	VStr   vec.Nullable[string]          // v_str varchar
-	VBin   []byte                        // v_bin bytea
-	VDate  vec.Nullable[arrow.Date32]    // v_date date
-	VTS    arrow.Timestamp               // v_ts timestamp
-	VTstz  vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Date vec.Nullable[arrow.Date32] // k0_date date
+	K1F32  vec.Nullable[float32]      // k1_f32 float32
 }
 
 // T07Builder builds chunks of table t07 with typed appends straight into Arrow
@@ -86,64 +68,22 @@ type T07Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Str  *vec.VarBuilder
-	cK1Bin  *vec.VarBuilder
-	cK2Date *array.Date32Builder
-	cK3TS   *array.TimestampBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	cK0Date *array.Date32Builder
+	cK1F32  *array.Float32Builder
 }
 
 // NewT07Builder returns a builder whose chunks are allocated from mem.
 func NewT07Builder(mem memory.Allocator) *T07Builder {
 	b := &T07Builder{mem: mem}
-	b.cK0Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cK1Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cK2Date = array.NewDate32Builder(mem)
-	b.cK3TS = array.NewTimestampBuilder(mem, t07ArrowSchema.Field(3).Type.(*arrow.TimestampType))
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t07ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t07ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t07ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Date = array.NewDate32Builder(mem)
+	b.cK1F32 = array.NewFloat32Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T07Builder) Reserve(n int) {
-	b.cK0Str.Reserve(n)
-	b.cK1Bin.Reserve(n)
-	b.cK2Date.Reserve(n)
-	b.cK3TS.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Date.Reserve(n)
+	b.cK1F32.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -159,53 +99,15 @@ func (b *T07Builder) Append(op vec.Op, r *T07) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Str.Valid {
-		b.cK0Str.AppendString(r.K0Str.Value)
+	if r.K0Date.Valid {
+		b.cK0Date.UnsafeAppend(r.K0Date.Value)
 	} else {
-		b.cK0Str.AppendNull()
+		b.cK0Date.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK1Bin.Append(r.K1Bin)
-	if r.K2Date.Valid {
-		b.cK2Date.UnsafeAppend(r.K2Date.Value)
+	if r.K1F32.Valid {
+		b.cK1F32.UnsafeAppend(r.K1F32.Value)
 	} else {
-		b.cK2Date.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK3TS.UnsafeAppend(r.K3TS)
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
+		b.cK1F32.UnsafeAppendBoolToBitmap(false)
 	}
 }
 
@@ -217,7 +119,10 @@ func (b *T07Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T07Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Str.NewArray(), b.cK1Bin.NewArray(), b.cK2Date.NewArray(), b.cK3TS.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Date.NewArray(),
+		b.cK1F32.NewArray(),
+	}
 	rec := array.NewRecordBatch(t07ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -235,66 +140,24 @@ func (b *T07Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T07Builder) Release() {
-	b.cK0Str.Release()
-	b.cK1Bin.Release()
-	b.cK2Date.Release()
-	b.cK3TS.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Date.Release()
+	b.cK1F32.Release()
 }
 
 // T07View is a typed view of a chunk of table t07: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T07View struct {
 	c      *vec.Chunk
-	K0Str  *array.String
-	K1Bin  *array.Binary
-	K2Date *array.Date32
-	K3TS   *array.Timestamp
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	K0Date *array.Date32
+	K1F32  *array.Float32
 }
 
 // t07ViewOf views a chunk already known to have table t07's schema.
 func t07ViewOf(c *vec.Chunk) T07View {
 	rec := c.Record()
 	v := T07View{c: c}
-	v.K0Str = rec.Column(0).(*array.String)
-	v.K1Bin = rec.Column(1).(*array.Binary)
-	v.K2Date = rec.Column(2).(*array.Date32)
-	v.K3TS = rec.Column(3).(*array.Timestamp)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Date = rec.Column(T07ColK0Date).(*array.Date32)
+	v.K1F32 = rec.Column(T07ColK1F32).(*array.Float32)
 	return v
 }
 
@@ -329,45 +192,13 @@ func (v *T07View) Visible(i int) bool {
 // Row returns row i.
 func (v *T07View) Row(i int) T07 {
 	return T07{
-		K0Str: vec.Nullable[string]{
-			Valid: v.K0Str.IsValid(i),
-			Value: v.K0Str.Value(i),
+		K0Date: vec.Nullable[arrow.Date32]{
+			Valid: v.K0Date.IsValid(i),
+			Value: v.K0Date.Value(i),
 		},
-		K1Bin: v.K1Bin.Value(i),
-		K2Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K2Date.IsValid(i),
-			Value: v.K2Date.Value(i),
-		},
-		K3TS:  v.K3TS.Value(i),
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
+		K1F32: vec.Nullable[float32]{
+			Valid: v.K1F32.IsValid(i),
+			Value: v.K1F32.Value(i),
 		},
 	}
 }
@@ -375,16 +206,14 @@ func (v *T07View) Row(i int) T07 {
 // PK returns row i's primary key.
 func (v *T07View) PK(i int) T07PK {
 	return T07PK{
-		K0Str: vec.Nullable[string]{
-			Valid: v.K0Str.IsValid(i),
-			Value: v.K0Str.Value(i),
+		K0Date: vec.Nullable[arrow.Date32]{
+			Valid: v.K0Date.IsValid(i),
+			Value: v.K0Date.Value(i),
 		},
-		K1Bin: v.K1Bin.Value(i),
-		K2Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K2Date.IsValid(i),
-			Value: v.K2Date.Value(i),
+		K1F32: vec.Nullable[float32]{
+			Valid: v.K1F32.IsValid(i),
+			Value: v.K1F32.Value(i),
 		},
-		K3TS: v.K3TS.Value(i),
 	}
 }
 
@@ -392,7 +221,7 @@ func (v *T07View) PK(i int) T07PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T07View) ComparePK(i int, k *T07PK) int {
 	{
-		an, bn := v.K0Str.IsNull(i), !k.K0Str.Valid
+		an, bn := v.K0Date.IsNull(i), !k.K0Date.Valid
 		if an != bn {
 			if an {
 				return 1
@@ -400,171 +229,103 @@ func (v *T07View) ComparePK(i int, k *T07PK) int {
 			return -1
 		}
 		if !an {
-			if r := strings.Compare(v.K0Str.Value(i), k.K0Str.Value); r != 0 {
+			if r := cmp.Compare(v.K0Date.Value(i), k.K0Date.Value); r != 0 {
 				return r
 			}
 		}
-	}
-	if r := bytes.Compare(v.K1Bin.Value(i), k.K1Bin); r != 0 {
-		return -r
 	}
 	{
-		an, bn := v.K2Date.IsNull(i), !k.K2Date.Valid
+		an, bn := v.K1F32.IsNull(i), !k.K1F32.Valid
 		if an != bn {
 			if an {
-				return -1
+				return 1
 			}
-			return 1
+			return -1
 		}
 		if !an {
-			if r := cmp.Compare(v.K2Date.Value(i), k.K2Date.Value); r != 0 {
-				return r
+			if r := vec.CompareFloat32(v.K1F32.Value(i), k.K1F32.Value); r != 0 {
+				return -r
 			}
 		}
-	}
-	if r := cmp.Compare(v.K3TS.Value(i), k.K3TS); r != 0 {
-		return -r
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T07View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Str.IsNull(i) {
+	if v.K0Date.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyString(dst, v.K0Str.Value(i), false)
+		dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), false)
 	}
-	dst = vec.AppendKeyBytes(dst, v.K1Bin.Value(i), true)
-	if v.K2Date.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
+	if v.K1F32.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(v.K2Date.Value(i)), false)
+		dst = vec.AppendKeyFloat32(dst, v.K1F32.Value(i), true)
 	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K3TS.Value(i)), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T07View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0Str.IsNull(i) {
+	if v.K0Date.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyString(dst, v.K0Str.Value(i), false)
+		dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), false)
 	}
-	dst = vec.AppendKeyBytes(dst, v.K1Bin.Value(i), false)
-	if v.K2Date.IsNull(i) {
+	if v.K1F32.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(v.K2Date.Value(i)), false)
+		dst = vec.AppendKeyFloat32(dst, v.K1F32.Value(i), false)
 	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K3TS.Value(i)), false)
 	return dst
 }
 
-var t07ValueZero [94]byte
+// t07ValueZero is the fixed-width part of a row value of table t07, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t07ValueZero [10]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T07View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0DateSlot = 2 // k0_date date
+		k1F32Slot  = 6 // k1_f32 float32
+	)
 	start := len(dst)
 	dst = append(dst, t07ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K2Date.IsNull(i) {
-		row[1] |= 4
+	if v.K0Date.IsNull(i) {
+		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint32(row[11:], uint32(v.K2Date.Value(i)))
+		binary.LittleEndian.PutUint32(row[k0DateSlot:], uint32(v.K0Date.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[15:], uint64(v.K3TS.Value(i)))
-	if v.VBool.Value(i) {
-		row[23] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
+	if v.K1F32.IsNull(i) {
+		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint16(row[24:], uint16(v.VI16.Value(i)))
+		binary.LittleEndian.PutUint32(row[k1F32Slot:], math.Float32bits(v.K1F32.Value(i)))
 	}
-	binary.LittleEndian.PutUint32(row[26:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[30:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[38:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[42:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[50:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[58:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[74:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[78:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[86:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	if v.K0Str.IsNull(i) {
-		dst[start+1] |= 1
-	} else {
-		x := v.K0Str.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+3:], uint32(end))
-	{
-		x := v.K1Bin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+7:], uint32(end))
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+66:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
 	return dst
 }
 
 // T07PK is a decoded primary key of table t07, in key order.
 type T07PK struct {
-	K0Str  vec.Nullable[string]       // k0_str asc nulls last
-	K1Bin  []byte                     // k1_bin desc nulls first
-	K2Date vec.Nullable[arrow.Date32] // k2_date asc nulls first
-	K3TS   arrow.Timestamp            // k3_ts desc nulls last
+	K0Date vec.Nullable[arrow.Date32] // k0_date asc nulls last
+	K1F32  vec.Nullable[float32]      // k1_f32 desc nulls last
 }
 
 // AppendT07PK appends the memcomparable encoding of k to dst.
 func AppendT07PK(dst []byte, k *T07PK) []byte {
-	if !k.K0Str.Valid {
+	if !k.K0Date.Valid {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyString(dst, k.K0Str.Value, false)
+		dst = vec.AppendKeyInt32(dst, int32(k.K0Date.Value), false)
 	}
-	dst = vec.AppendKeyBytes(dst, k.K1Bin, true)
-	if !k.K2Date.Valid {
-		dst = vec.AppendKeyNull(dst, true)
+	if !k.K1F32.Valid {
+		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(k.K2Date.Value), false)
+		dst = vec.AppendKeyFloat32(dst, k.K1F32.Value, true)
 	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K3TS), true)
 	return dst
 }
 
@@ -575,57 +336,27 @@ func DecodeT07PK(src []byte) (T07PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_str: %w", err)
-	}
-	if !null {
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_str: %w", err)
-		}
-		k.K0Str = vec.Some(string(x))
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_bin: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k1_bin: NULL in a NOT NULL column")
-	}
-	{
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_bin: %w", err)
-		}
-		k.K1Bin = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_date: %w", err)
+		return k, fmt.Errorf("column k0_date: %w", err)
 	}
 	if !null {
 		var x int32
 		x, src, err = vec.DecodeKeyInt32(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k2_date: %w", err)
+			return k, fmt.Errorf("column k0_date: %w", err)
 		}
-		k.K2Date = vec.Some(arrow.Date32(x))
+		k.K0Date = vec.Some(arrow.Date32(x))
 	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_ts: %w", err)
+		return k, fmt.Errorf("column k1_f32: %w", err)
 	}
-	if null {
-		return k, fmt.Errorf("column k3_ts: NULL in a NOT NULL column")
-	}
-	{
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
+	if !null {
+		var x float32
+		x, src, err = vec.DecodeKeyFloat32(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k3_ts: %w", err)
+			return k, fmt.Errorf("column k1_f32: %w", err)
 		}
-		k.K3TS = arrow.Timestamp(x)
+		k.K1F32 = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -677,65 +408,45 @@ func (t07Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t07Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t07: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 2 {
+		return fmt.Errorf("table t07: DecodeKeys needs %d builders, got %d", 2, len(out))
 	}
-	b0, ok0 := out[0].(*array.StringBuilder)
+	b0, ok0 := out[0].(*array.Date32Builder)
 	if !ok0 {
-		return fmt.Errorf("table t07: column k0_str: builder is %T, want *array.StringBuilder", out[0])
+		return fmt.Errorf("table t07: column k0_date: builder is %T, want *array.Date32Builder", out[0])
 	}
-	b1, ok1 := out[1].(*array.BinaryBuilder)
+	b1, ok1 := out[1].(*array.Float32Builder)
 	if !ok1 {
-		return fmt.Errorf("table t07: column k1_bin: builder is %T, want *array.BinaryBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Date32Builder)
-	if !ok2 {
-		return fmt.Errorf("table t07: column k2_date: builder is %T, want *array.Date32Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.TimestampBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t07: column k3_ts: builder is %T, want *array.TimestampBuilder", out[3])
+		return fmt.Errorf("table t07: column k1_f32: builder is %T, want *array.Float32Builder", out[1])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT07PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t07: key %d: %w", i, err)
 		}
-		if k.K0Str.Valid {
-			b0.Append(k.K0Str.Value)
+		if k.K0Date.Valid {
+			b0.Append(k.K0Date.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1Bin)
-		if k.K2Date.Valid {
-			b2.Append(k.K2Date.Value)
+		if k.K1F32.Valid {
+			b1.Append(k.K1F32.Value)
 		} else {
-			b2.AppendNull()
+			b1.AppendNull()
 		}
-		b3.Append(k.K3TS)
 	}
 	return nil
 }
 
 // t07ValueOK reports whether v is a well-formed row value of table t07 (see vec.Layout.CheckValue).
 func t07ValueOK(v []byte) bool {
-	if len(v) < 94 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t07ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&252 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[3:])
-	e1 := binary.LittleEndian.Uint32(v[7:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[66:])
-	if e2 < e1 {
-		return false
-	}
-	e3 := binary.LittleEndian.Uint32(v[70:])
-	if e3 < e2 {
-		return false
-	}
-	return int(e3) == len(v)-94
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -744,16 +455,13 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t07: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0DateSlot = 2   // k0_date date
+		k1F32Slot  = 6   // k1_f32 float32
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2, total3 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 0, 1, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t07ValueOK(v) {
@@ -763,309 +471,53 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t07: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[3:]))
-			total1 += int(binary.LittleEndian.Uint32(v[7:])) - int(binary.LittleEndian.Uint32(v[3:]))
-			total2 += int(binary.LittleEndian.Uint32(v[66:])) - int(binary.LittleEndian.Uint32(v[7:]))
-			total3 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[66:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t07: column k0_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+1]&1 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+94 : o+94+int(binary.LittleEndian.Uint32(data[o+3:]))])
-			}
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t07: column k1_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+3:])) : o+94+int(binary.LittleEndian.Uint32(data[o+7:]))])
-			}
-		case 2:
+		case T07ColK0Date:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return fmt.Errorf("table t07: column k2_date: builder is %T, want *array.Date32Builder", out[j])
+				return fmt.Errorf("table t07: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t07: column k2_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(2).Type)
+			want := t07ArrowSchema.Field(T07ColK0Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t07: column k0_date: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Date32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+11:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+k0DateSlot:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t07: column k3_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t07: column v_bool: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+23:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t07: column v_i16: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+24:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t07: column v_i32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+26:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t07: column v_i64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
+		case T07ColK1F32:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
-				return fmt.Errorf("table t07: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+				return fmt.Errorf("table t07: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t07: column v_f32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(8).Type)
+			want := t07ArrowSchema.Field(T07ColK1F32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t07: column k1_f32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+38:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t07: column v_f64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t07: column v_dec: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+58:])), binary.LittleEndian.Uint64(data[o+50:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t07: column v_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+7:])) : o+94+int(binary.LittleEndian.Uint32(data[o+66:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t07: column v_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total3)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+66:])) : o+94+int(binary.LittleEndian.Uint32(data[o+70:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t07: column v_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+74:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t07: column v_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+78:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t07: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t07: column v_tstz: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+86:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
+					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+k1F32Slot:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t07: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t07: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return nil
@@ -1073,44 +525,12 @@ func (t07Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t07RowDecoder decodes row values of table t07 one at a time (vec.RowDecoder).
 type t07RowDecoder struct {
-	b0    *vec.VarBuilder      // nil: k0_str is not projected
-	per0  int                  // bytes per value of the last flushed rows
-	b1    *vec.VarBuilder      // nil: k1_bin is not projected
-	per1  int                  // bytes per value of the last flushed rows
-	b2    *array.Date32Builder // nil: k2_date is not projected
-	v2    []arrow.Date32
-	ok2   []bool
-	b3    *array.TimestampBuilder // nil: k3_ts is not projected
-	v3    []arrow.Timestamp
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Date  *array.Date32Builder // nil: k0_date is not projected
+	vK0Date  []arrow.Date32
+	okK0Date []bool
+	bK1F32   *array.Float32Builder // nil: k1_f32 is not projected
+	vK1F32   []float32
+	okK1F32  []bool
 }
 
 var _ vec.RowDecoders = t07Kernels{}
@@ -1123,200 +543,34 @@ func (t07Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t07RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t07: column k0_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column k0_str twice")
-			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t07: column k1_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column k1_bin twice")
-			}
-			d.b1 = b
-		case 2:
+		case T07ColK0Date:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t07: column k2_date: builder is %T, want *array.Date32Builder", out[j])
+				return nil, fmt.Errorf("table t07: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t07: column k2_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(2).Type)
+			want := t07ArrowSchema.Field(T07ColK0Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t07: column k0_date: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column k2_date twice")
+			if d.bK0Date != nil {
+				return nil, fmt.Errorf("table t07: row decoder: projection names column k0_date twice")
 			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t07: column k3_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column k3_ts twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t07: column v_bool: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t07: column v_i16: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t07: column v_i32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t07: column v_i64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
+			d.bK0Date = b
+		case T07ColK1F32:
 			b, ok := out[j].(*array.Float32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t07: column v_f32: builder is %T, want *array.Float32Builder", out[j])
+				return nil, fmt.Errorf("table t07: column k1_f32: builder is %T, want *array.Float32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t07: column v_f32: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(8).Type)
+			want := t07ArrowSchema.Field(T07ColK1F32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t07: column k1_f32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_f32 twice")
+			if d.bK1F32 != nil {
+				return nil, fmt.Errorf("table t07: row decoder: projection names column k1_f32 twice")
 			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t07: column v_f64: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t07: column v_dec: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t07: column v_str: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t07: column v_bin: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t07: column v_date: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t07: column v_ts: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t07: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t07ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t07: column v_tstz: builder of %s, want %s", b.Type(), t07ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t07: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK1F32 = b
 		default:
-			return nil, fmt.Errorf("table t07: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t07: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return d, nil
@@ -1325,104 +579,30 @@ func (t07Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t07RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		d.b0.Reserve(n)
-		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
-	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Date32](n), d.v2...)
+	if d.bK0Date != nil {
+		if cap(d.vK0Date) < n {
+			d.vK0Date = append(vec.MakeColored[arrow.Date32](n), d.vK0Date...)
 		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
+		if cap(d.okK0Date) < n {
+			d.okK0Date = append(vec.MakeColored[bool](n), d.okK0Date...)
 		}
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Timestamp](n), d.v3...)
+	if d.bK1F32 != nil {
+		if cap(d.vK1F32) < n {
+			d.vK1F32 = append(vec.MakeColored[float32](n), d.vK1F32...)
 		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+		if cap(d.okK1F32) < n {
+			d.okK1F32 = append(vec.MakeColored[bool](n), d.okK1F32...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t07RowDecoder) Append(v []byte) error {
+	const (
+		k0DateSlot = 2 // k0_date date
+		k1F32Slot  = 6 // k1_f32 float32
+	)
 	if !t07ValueOK(v) {
 		err := t07Layout.CheckValue(v)
 		if err == nil {
@@ -1430,158 +610,28 @@ func (d *t07RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t07: value: %w", err)
 	}
-	if d.b0 != nil {
-		if v[1]&1 != 0 {
-			d.b0.AppendNull()
-		} else {
-			s := v[94 : 94+int(binary.LittleEndian.Uint32(v[3:]))]
-			d.b0.Reserve(1)
-			d.b0.ReserveData(len(s))
-			d.b0.UnsafeAppend(s)
-		}
+	if d.bK0Date != nil {
+		d.vK0Date = append(d.vK0Date, arrow.Date32(binary.LittleEndian.Uint32(v[k0DateSlot:])))
+		d.okK0Date = append(d.okK0Date, !(v[1]&1 != 0))
 	}
-	if d.b1 != nil {
-		s := v[94+int(binary.LittleEndian.Uint32(v[3:])) : 94+int(binary.LittleEndian.Uint32(v[7:]))]
-		d.b1.Reserve(1)
-		d.b1.ReserveData(len(s))
-		d.b1.UnsafeAppend(s)
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Date32(binary.LittleEndian.Uint32(v[11:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[23:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[24:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[26:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[30:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[38:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[42:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[58:])), binary.LittleEndian.Uint64(v[50:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[94+int(binary.LittleEndian.Uint32(v[7:])) : 94+int(binary.LittleEndian.Uint32(v[66:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[94+int(binary.LittleEndian.Uint32(v[66:])) : 94+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[74:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[78:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK1F32 != nil {
+		d.vK1F32 = append(d.vK1F32, math.Float32frombits(binary.LittleEndian.Uint32(v[k1F32Slot:])))
+		d.okK1F32 = append(d.okK1F32, !(v[1]&2 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t07RowDecoder) Flush() error {
-	if d.b0 != nil {
-		if n := d.b0.Len(); n > 0 {
-			d.per0 = (d.b0.DataLen() + n - 1) / n
-		}
+	if d.bK0Date != nil {
+		d.bK0Date.AppendValues(d.vK0Date, d.okK0Date)
+		d.vK0Date = d.vK0Date[:0]
+		d.okK0Date = d.okK0Date[:0]
 	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
-		}
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK1F32 != nil {
+		d.bK1F32.AppendValues(d.vK1F32, d.okK1F32)
+		d.vK1F32 = d.vK1F32[:0]
+		d.okK1F32 = d.okK1F32[:0]
 	}
 	return nil
 }
@@ -1594,7 +644,7 @@ func (t07Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 32768)
+		out[i] = vec.VnodeOf(buf, 1)
 	}
 }
 
@@ -1606,8 +656,8 @@ func (t07Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t07Marker marks chunks of table t07 against decoded backfill positions.
 type t07Marker struct {
-	state [32768]vec.BackfillState
-	pos   [32768]T07PK
+	state [1]vec.BackfillState
+	pos   [1]T07PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1638,19 +688,17 @@ func (m *t07Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t07ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&32767] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1668,13 +716,12 @@ func (m *t07Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&32767] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -4,26 +4,36 @@
 package testschemas
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T08Fingerprint is the fingerprint of table t08's shape (schema.Table.Fingerprint).
-const T08Fingerprint = "5464bbb0d17b83537278e407"
+const T08Fingerprint = "538881e8254ebf62ff6464ca"
 
 // T08Table returns a new copy of table t08's schema.
 func T08Table() *schema.Table {
-	t := &schema.Table{Name: "t08", Columns: []schema.Column{{Name: "k0_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "k1_date", Type: schema.Type{Kind: schema.Date}}, {Name: "k2_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "k3_tstz", Type: schema.Type{Kind: schema.Timestamptz}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "t08",
+		Columns: []schema.Column{
+			{Name: "k0_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true},
+			{Name: "k1_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T08ColK0Str, Desc: true, NullsFirst: true},
+			{Column: T08ColK1Bool, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{T08ColK1Bool},
+		VnodeCount: 32768,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -38,43 +48,15 @@ var (
 
 // Column indexes of table t08, for projections.
 const (
-	T08ColK0Bin  = 0  // k0_bin bytea
-	T08ColK1Date = 1  // k1_date date
-	T08ColK2TS   = 2  // k2_ts timestamp
-	T08ColK3Tstz = 3  // k3_tstz timestamptz
-	T08ColVBool  = 4  // v_bool boolean
-	T08ColVI16   = 5  // v_i16 int16
-	T08ColVI32   = 6  // v_i32 int32
-	T08ColVI64   = 7  // v_i64 int64
-	T08ColVF32   = 8  // v_f32 float32
-	T08ColVF64   = 9  // v_f64 float64
-	T08ColVDec   = 10 // v_dec decimal(20,4)
-	T08ColVStr   = 11 // v_str varchar
-	T08ColVBin   = 12 // v_bin bytea
-	T08ColVDate  = 13 // v_date date
-	T08ColVTS    = 14 // v_ts timestamp
-	T08ColVTstz  = 15 // v_tstz timestamptz
+	T08ColK0Str  = 0 // k0_str varchar
+	T08ColK1Bool = 1 // k1_bool boolean
 )
 
 // T08 is one row of table t08. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T08 struct {
-	K0Bin  vec.Nullable[[]byte]          // k0_bin bytea
-	K1Date arrow.Date32                  // k1_date date
-	K2TS   vec.Nullable[arrow.Timestamp] // k2_ts timestamp
-	K3Tstz arrow.Timestamp               // k3_tstz timestamptz
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0Str  vec.Nullable[string] // k0_str varchar
+	K1Bool vec.Nullable[bool]   // k1_bool boolean
 }
 
 // T08Builder builds chunks of table t08 with typed appends straight into Arrow
@@ -85,64 +67,22 @@ type T08Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Bin  *vec.VarBuilder
-	cK1Date *array.Date32Builder
-	cK2TS   *array.TimestampBuilder
-	cK3Tstz *array.TimestampBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	cK0Str  *vec.VarBuilder
+	cK1Bool *array.BooleanBuilder
 }
 
 // NewT08Builder returns a builder whose chunks are allocated from mem.
 func NewT08Builder(mem memory.Allocator) *T08Builder {
 	b := &T08Builder{mem: mem}
-	b.cK0Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cK1Date = array.NewDate32Builder(mem)
-	b.cK2TS = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(2).Type.(*arrow.TimestampType))
-	b.cK3Tstz = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(3).Type.(*arrow.TimestampType))
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t08ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t08ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
+	b.cK1Bool = array.NewBooleanBuilder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T08Builder) Reserve(n int) {
-	b.cK0Bin.Reserve(n)
-	b.cK1Date.Reserve(n)
-	b.cK2TS.Reserve(n)
-	b.cK3Tstz.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Str.Reserve(n)
+	b.cK1Bool.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -158,54 +98,16 @@ func (b *T08Builder) Append(op vec.Op, r *T08) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Bin.Valid {
-		b.cK0Bin.Append(r.K0Bin.Value)
+	if r.K0Str.Valid {
+		b.cK0Str.AppendString(r.K0Str.Value)
 	} else {
-		b.cK0Bin.AppendNull()
+		b.cK0Str.AppendNull()
 	}
-	b.cK1Date.UnsafeAppend(r.K1Date)
-	if r.K2TS.Valid {
-		b.cK2TS.UnsafeAppend(r.K2TS.Value)
+	if r.K1Bool.Valid {
+		b.cK1Bool.UnsafeAppend(r.K1Bool.Value)
 	} else {
-		b.cK2TS.UnsafeAppendBoolToBitmap(false)
+		b.cK1Bool.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK3Tstz.UnsafeAppend(r.K3Tstz)
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -216,7 +118,10 @@ func (b *T08Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T08Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Bin.NewArray(), b.cK1Date.NewArray(), b.cK2TS.NewArray(), b.cK3Tstz.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Str.NewArray(),
+		b.cK1Bool.NewArray(),
+	}
 	rec := array.NewRecordBatch(t08ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -234,66 +139,24 @@ func (b *T08Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T08Builder) Release() {
-	b.cK0Bin.Release()
-	b.cK1Date.Release()
-	b.cK2TS.Release()
-	b.cK3Tstz.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Str.Release()
+	b.cK1Bool.Release()
 }
 
 // T08View is a typed view of a chunk of table t08: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T08View struct {
 	c      *vec.Chunk
-	K0Bin  *array.Binary
-	K1Date *array.Date32
-	K2TS   *array.Timestamp
-	K3Tstz *array.Timestamp
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	K0Str  *array.String
+	K1Bool *array.Boolean
 }
 
 // t08ViewOf views a chunk already known to have table t08's schema.
 func t08ViewOf(c *vec.Chunk) T08View {
 	rec := c.Record()
 	v := T08View{c: c}
-	v.K0Bin = rec.Column(0).(*array.Binary)
-	v.K1Date = rec.Column(1).(*array.Date32)
-	v.K2TS = rec.Column(2).(*array.Timestamp)
-	v.K3Tstz = rec.Column(3).(*array.Timestamp)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Str = rec.Column(T08ColK0Str).(*array.String)
+	v.K1Bool = rec.Column(T08ColK1Bool).(*array.Boolean)
 	return v
 }
 
@@ -328,62 +191,28 @@ func (v *T08View) Visible(i int) bool {
 // Row returns row i.
 func (v *T08View) Row(i int) T08 {
 	return T08{
-		K0Bin: vec.Nullable[[]byte]{
-			Valid: v.K0Bin.IsValid(i),
-			Value: v.K0Bin.Value(i),
+		K0Str: vec.Nullable[string]{
+			Valid: v.K0Str.IsValid(i),
+			Value: v.K0Str.Value(i),
 		},
-		K1Date: v.K1Date.Value(i),
-		K2TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K2TS.IsValid(i),
-			Value: v.K2TS.Value(i),
+		K1Bool: vec.Nullable[bool]{
+			Valid: v.K1Bool.IsValid(i),
+			Value: v.K1Bool.Value(i),
 		},
-		K3Tstz: v.K3Tstz.Value(i),
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T08View) PK(i int) T08PK {
 	return T08PK{
-		K0Bin: vec.Nullable[[]byte]{
-			Valid: v.K0Bin.IsValid(i),
-			Value: v.K0Bin.Value(i),
+		K0Str: vec.Nullable[string]{
+			Valid: v.K0Str.IsValid(i),
+			Value: v.K0Str.Value(i),
 		},
-		K1Date: v.K1Date.Value(i),
-		K2TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K2TS.IsValid(i),
-			Value: v.K2TS.Value(i),
+		K1Bool: vec.Nullable[bool]{
+			Valid: v.K1Bool.IsValid(i),
+			Value: v.K1Bool.Value(i),
 		},
-		K3Tstz: v.K3Tstz.Value(i),
 	}
 }
 
@@ -391,24 +220,7 @@ func (v *T08View) PK(i int) T08PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T08View) ComparePK(i int, k *T08PK) int {
 	{
-		an, bn := v.K0Bin.IsNull(i), !k.K0Bin.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := bytes.Compare(v.K0Bin.Value(i), k.K0Bin.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K1Date.Value(i), k.K1Date); r != 0 {
-		return -r
-	}
-	{
-		an, bn := v.K2TS.IsNull(i), !k.K2TS.Valid
+		an, bn := v.K0Str.IsNull(i), !k.K0Str.Valid
 		if an != bn {
 			if an {
 				return -1
@@ -416,149 +228,104 @@ func (v *T08View) ComparePK(i int, k *T08PK) int {
 			return 1
 		}
 		if !an {
-			if r := cmp.Compare(v.K2TS.Value(i), k.K2TS.Value); r != 0 {
-				return r
+			if r := strings.Compare(v.K0Str.Value(i), k.K0Str.Value); r != 0 {
+				return -r
 			}
 		}
 	}
-	if r := cmp.Compare(v.K3Tstz.Value(i), k.K3Tstz); r != 0 {
-		return -r
+	{
+		an, bn := v.K1Bool.IsNull(i), !k.K1Bool.Valid
+		if an != bn {
+			if an {
+				return 1
+			}
+			return -1
+		}
+		if !an {
+			if r := vec.CompareBool(v.K1Bool.Value(i), k.K1Bool.Value); r != 0 {
+				return r
+			}
+		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T08View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Bin.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(v.K1Date.Value(i)), true)
-	if v.K2TS.IsNull(i) {
+	if v.K0Str.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
+		dst = vec.AppendKeyString(dst, v.K0Str.Value(i), true)
 	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K3Tstz.Value(i)), true)
+	if v.K1Bool.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, false)
+	} else {
+		dst = vec.AppendKeyBool(dst, v.K1Bool.Value(i), false)
+	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T08View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0Bin.IsNull(i) {
+	if v.K1Bool.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
+		dst = vec.AppendKeyBool(dst, v.K1Bool.Value(i), false)
 	}
-	dst = vec.AppendKeyInt32(dst, int32(v.K1Date.Value(i)), false)
-	if v.K2TS.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K3Tstz.Value(i)), false)
 	return dst
 }
 
-var t08ValueZero [98]byte
+// t08ValueZero is the fixed-width part of a row value of table t08, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t08ValueZero [7]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T08View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0StrSlot  = 2 // k0_str varchar: the end offset of its bytes
+		k1BoolSlot = 6 // k1_bool boolean
+	)
 	start := len(dst)
 	dst = append(dst, t08ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint32(row[7:], uint32(v.K1Date.Value(i)))
-	if v.K2TS.IsNull(i) {
-		row[1] |= 4
+	if v.K1Bool.IsNull(i) {
+		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint64(row[11:], uint64(v.K2TS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[19:], uint64(v.K3Tstz.Value(i)))
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[27] = 1
+		if v.K1Bool.Value(i) {
+			row[k1BoolSlot] = 1
 		}
 	}
-	binary.LittleEndian.PutUint16(row[28:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[30:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[34:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[42:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[46:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[54:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[62:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[78:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[82:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[90:], uint64(v.VTstz.Value(i)))
 	end := 0
-	if v.K0Bin.IsNull(i) {
+	if v.K0Str.IsNull(i) {
 		dst[start+1] |= 1
 	} else {
-		x := v.K0Bin.Value(i)
+		x := v.K0Str.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+3:], uint32(end))
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+74:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+k0StrSlot:], uint32(end))
 	return dst
 }
 
 // T08PK is a decoded primary key of table t08, in key order.
 type T08PK struct {
-	K0Bin  vec.Nullable[[]byte]          // k0_bin asc nulls last
-	K1Date arrow.Date32                  // k1_date desc nulls first
-	K2TS   vec.Nullable[arrow.Timestamp] // k2_ts asc nulls first
-	K3Tstz arrow.Timestamp               // k3_tstz desc nulls last
+	K0Str  vec.Nullable[string] // k0_str desc nulls first
+	K1Bool vec.Nullable[bool]   // k1_bool asc nulls last
 }
 
 // AppendT08PK appends the memcomparable encoding of k to dst.
 func AppendT08PK(dst []byte, k *T08PK) []byte {
-	if !k.K0Bin.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBytes(dst, k.K0Bin.Value, false)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(k.K1Date), true)
-	if !k.K2TS.Valid {
+	if !k.K0Str.Valid {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K2TS.Value), false)
+		dst = vec.AppendKeyString(dst, k.K0Str.Value, true)
 	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K3Tstz), true)
+	if !k.K1Bool.Valid {
+		dst = vec.AppendKeyNull(dst, false)
+	} else {
+		dst = vec.AppendKeyBool(dst, k.K1Bool.Value, false)
+	}
 	return dst
 }
 
@@ -567,59 +334,29 @@ func DecodeT08PK(src []byte) (T08PK, error) {
 	var k T08PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
+	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k0_bin: %w", err)
+		return k, fmt.Errorf("column k0_str: %w", err)
 	}
 	if !null {
 		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
+		x, src, err = vec.DecodeKeyBytes(nil, src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k0_bin: %w", err)
+			return k, fmt.Errorf("column k0_str: %w", err)
 		}
-		k.K0Bin = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_date: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k1_date: NULL in a NOT NULL column")
-	}
-	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_date: %w", err)
-		}
-		k.K1Date = arrow.Date32(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_ts: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_ts: %w", err)
-		}
-		k.K2TS = vec.Some(arrow.Timestamp(x))
+		k.K0Str = vec.Some(string(x))
 	}
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k3_tstz: %w", err)
+		return k, fmt.Errorf("column k1_bool: %w", err)
 	}
-	if null {
-		return k, fmt.Errorf("column k3_tstz: NULL in a NOT NULL column")
-	}
-	{
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
+	if !null {
+		var x bool
+		x, src, err = vec.DecodeKeyBool(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k3_tstz: %w", err)
+			return k, fmt.Errorf("column k1_bool: %w", err)
 		}
-		k.K3Tstz = arrow.Timestamp(x)
+		k.K1Bool = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -671,61 +408,47 @@ func (t08Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t08Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t08: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 2 {
+		return fmt.Errorf("table t08: DecodeKeys needs %d builders, got %d", 2, len(out))
 	}
-	b0, ok0 := out[0].(*array.BinaryBuilder)
+	b0, ok0 := out[0].(*array.StringBuilder)
 	if !ok0 {
-		return fmt.Errorf("table t08: column k0_bin: builder is %T, want *array.BinaryBuilder", out[0])
+		return fmt.Errorf("table t08: column k0_str: builder is %T, want *array.StringBuilder", out[0])
 	}
-	b1, ok1 := out[1].(*array.Date32Builder)
+	b1, ok1 := out[1].(*array.BooleanBuilder)
 	if !ok1 {
-		return fmt.Errorf("table t08: column k1_date: builder is %T, want *array.Date32Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.TimestampBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t08: column k2_ts: builder is %T, want *array.TimestampBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.TimestampBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t08: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[3])
+		return fmt.Errorf("table t08: column k1_bool: builder is %T, want *array.BooleanBuilder", out[1])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT08PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t08: key %d: %w", i, err)
 		}
-		if k.K0Bin.Valid {
-			b0.Append(k.K0Bin.Value)
+		if k.K0Str.Valid {
+			b0.Append(k.K0Str.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1Date)
-		if k.K2TS.Valid {
-			b2.Append(k.K2TS.Value)
+		if k.K1Bool.Valid {
+			b1.Append(k.K1Bool.Value)
 		} else {
-			b2.AppendNull()
+			b1.AppendNull()
 		}
-		b3.Append(k.K3Tstz)
 	}
 	return nil
 }
 
 // t08ValueOK reports whether v is a well-formed row value of table t08 (see vec.Layout.CheckValue).
 func t08ValueOK(v []byte) bool {
-	if len(v) < 98 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+	const (
+		varStart  = len(t08ValueZero) // the var-width bytes follow the fixed-width part
+		k0StrSlot = 2                 // k0_str varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&252 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[3:])
-	e1 := binary.LittleEndian.Uint32(v[70:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[74:])
-	if e2 < e1 {
-		return false
-	}
-	return int(e2) == len(v)-98
+	k0StrEnd := binary.LittleEndian.Uint32(v[k0StrSlot:])
+	return int(k0StrEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -734,13 +457,19 @@ func (t08Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t08: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256               // rows a fixed-width column decodes into its buffer at a time
+		varStart   = len(t08ValueZero) // the var-width bytes follow the fixed-width part
+		k0StrSlot  = 2                 // k0_str varchar: the end offset of its bytes
+		k1BoolSlot = 6                 // k1_bool boolean
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2 int
+	var k0StrTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 0, 11, 12:
+		case T08ColK0Str:
 			sums = true
 		}
 	}
@@ -754,311 +483,55 @@ func (t08Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			return fmt.Errorf("table t08: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[3:]))
-			total1 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[3:]))
-			total2 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[70:]))
+			k0StrTotal += int(binary.LittleEndian.Uint32(v[k0StrSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T08ColK0Str:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t08: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
+				return fmt.Errorf("table t08: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t08: column k0_bin: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(0).Type)
+			want := t08ArrowSchema.Field(T08ColK0Str).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t08: column k0_str: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(k0StrTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
 				if data[o+1]&1 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+3:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+k0StrSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 1:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column k1_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t08: column k1_date: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+7:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t08: column k2_ts: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+11:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t08: column k3_tstz: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+19:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
+		case T08ColK1Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return fmt.Errorf("table t08: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return fmt.Errorf("table t08: column k1_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t08: column v_bool: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(4).Type)
+			want := t08ArrowSchema.Field(T08ColK1Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t08: column k1_bool: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]bool
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+27:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
+					tmp[i-lo] = data[o+k1BoolSlot:][0] != 0
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t08: column v_i16: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+28:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t08: column v_i32: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t08: column v_i64: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+34:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t08: column v_f32: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t08: column v_f64: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+46:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t08: column v_dec: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+62:])), binary.LittleEndian.Uint64(data[o+54:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t08: column v_str: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+3:])) : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t08: column v_bin: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+70:])) : o+98+int(binary.LittleEndian.Uint32(data[o+74:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t08: column v_date: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+78:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t08: column v_ts: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+82:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t08: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t08: column v_tstz: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t08: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t08: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return nil
@@ -1066,44 +539,11 @@ func (t08Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t08RowDecoder decodes row values of table t08 one at a time (vec.RowDecoder).
 type t08RowDecoder struct {
-	b0    *vec.VarBuilder      // nil: k0_bin is not projected
-	per0  int                  // bytes per value of the last flushed rows
-	b1    *array.Date32Builder // nil: k1_date is not projected
-	v1    []arrow.Date32
-	b2    *array.TimestampBuilder // nil: k2_ts is not projected
-	v2    []arrow.Timestamp
-	ok2   []bool
-	b3    *array.TimestampBuilder // nil: k3_tstz is not projected
-	v3    []arrow.Timestamp
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0Str   *vec.VarBuilder       // nil: k0_str is not projected
+	perK0Str int                   // bytes per value of the last flushed rows
+	bK1Bool  *array.BooleanBuilder // nil: k1_bool is not projected
+	vK1Bool  []bool
+	okK1Bool []bool
 }
 
 var _ vec.RowDecoders = t08Kernels{}
@@ -1116,200 +556,34 @@ func (t08Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t08RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T08ColK0Str:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t08: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
+				return nil, fmt.Errorf("table t08: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t08: column k0_bin: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(0).Type)
+			want := t08ArrowSchema.Field(T08ColK0Str).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t08: column k0_str: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column k0_bin twice")
+			if d.bK0Str != nil {
+				return nil, fmt.Errorf("table t08: row decoder: projection names column k0_str twice")
 			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column k1_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t08: column k1_date: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column k1_date twice")
-			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t08: column k2_ts: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column k2_ts twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t08: column k3_tstz: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column k3_tstz twice")
-			}
-			d.b3 = b
-		case 4:
+			d.bK0Str = b
+		case T08ColK1Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t08: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return nil, fmt.Errorf("table t08: column k1_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t08: column v_bool: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(4).Type)
+			want := t08ArrowSchema.Field(T08ColK1Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t08: column k1_bool: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_bool twice")
+			if d.bK1Bool != nil {
+				return nil, fmt.Errorf("table t08: row decoder: projection names column k1_bool twice")
 			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t08: column v_i16: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t08: column v_i32: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t08: column v_i64: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t08: column v_f32: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t08: column v_f64: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t08: column v_dec: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t08: column v_str: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t08: column v_bin: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t08: column v_date: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t08: column v_ts: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t08: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t08ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t08: column v_tstz: builder of %s, want %s", b.Type(), t08ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t08: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK1Bool = b
 		default:
-			return nil, fmt.Errorf("table t08: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t08: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return d, nil
@@ -1318,105 +592,27 @@ func (t08Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t08RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		d.b0.Reserve(n)
-		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
+	if d.bK0Str != nil {
+		d.bK0Str.Reserve(n)
+		d.bK0Str.ReserveData(vec.BatchBytes(n, d.perK0Str))
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Date32](n), d.v1...)
+	if d.bK1Bool != nil {
+		if cap(d.vK1Bool) < n {
+			d.vK1Bool = append(vec.MakeColored[bool](n), d.vK1Bool...)
 		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Timestamp](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Timestamp](n), d.v3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+		if cap(d.okK1Bool) < n {
+			d.okK1Bool = append(vec.MakeColored[bool](n), d.okK1Bool...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t08RowDecoder) Append(v []byte) error {
+	const (
+		varStart   = len(t08ValueZero) // the var-width bytes follow the fixed-width part
+		k0StrSlot  = 2                 // k0_str varchar: the end offset of its bytes
+		k1BoolSlot = 6                 // k1_bool boolean
+	)
 	if !t08ValueOK(v) {
 		err := t08Layout.CheckValue(v)
 		if err == nil {
@@ -1424,154 +620,34 @@ func (d *t08RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t08: value: %w", err)
 	}
-	if d.b0 != nil {
+	if d.bK0Str != nil {
 		if v[1]&1 != 0 {
-			d.b0.AppendNull()
+			d.bK0Str.AppendNull()
 		} else {
-			s := v[98 : 98+int(binary.LittleEndian.Uint32(v[3:]))]
-			d.b0.Reserve(1)
-			d.b0.ReserveData(len(s))
-			d.b0.UnsafeAppend(s)
+			s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[k0StrSlot:]))]
+			d.bK0Str.Reserve(1)
+			d.bK0Str.ReserveData(len(s))
+			d.bK0Str.UnsafeAppend(s)
 		}
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Date32(binary.LittleEndian.Uint32(v[7:])))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Timestamp(binary.LittleEndian.Uint64(v[11:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Timestamp(binary.LittleEndian.Uint64(v[19:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[27:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[28:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[30:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[34:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[42:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[46:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[62:])), binary.LittleEndian.Uint64(v[54:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[98+int(binary.LittleEndian.Uint32(v[3:])) : 98+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[98+int(binary.LittleEndian.Uint32(v[70:])) : 98+int(binary.LittleEndian.Uint32(v[74:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[78:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[82:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+	if d.bK1Bool != nil {
+		d.vK1Bool = append(d.vK1Bool, v[k1BoolSlot:][0] != 0)
+		d.okK1Bool = append(d.okK1Bool, !(v[1]&2 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t08RowDecoder) Flush() error {
-	if d.b0 != nil {
-		if n := d.b0.Len(); n > 0 {
-			d.per0 = (d.b0.DataLen() + n - 1) / n
+	if d.bK0Str != nil {
+		if n := d.bK0Str.Len(); n > 0 {
+			d.perK0Str = (d.bK0Str.DataLen() + n - 1) / n
 		}
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK1Bool != nil {
+		d.bK1Bool.AppendValues(d.vK1Bool, d.okK1Bool)
+		d.vK1Bool = d.vK1Bool[:0]
+		d.okK1Bool = d.okK1Bool[:0]
 	}
 	return nil
 }
@@ -1584,7 +660,7 @@ func (t08Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 1)
+		out[i] = vec.VnodeOf(buf, 32768)
 	}
 }
 
@@ -1596,8 +672,8 @@ func (t08Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t08Marker marks chunks of table t08 against decoded backfill positions.
 type t08Marker struct {
-	state [1]vec.BackfillState
-	pos   [1]T08PK
+	state [32768]vec.BackfillState
+	pos   [32768]T08PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1628,17 +704,19 @@ func (m *t08Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t08ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
+	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn&32767] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1656,12 +734,13 @@ func (m *t08Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn&32767] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

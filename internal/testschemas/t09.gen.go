@@ -4,25 +4,37 @@
 package testschemas
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T09Fingerprint is the fingerprint of table t09's shape (schema.Table.Fingerprint).
-const T09Fingerprint = "5f8ed3e64831dbc7f2c5db76"
+const T09Fingerprint = "85127c17ce0e451cf1c4e8af"
 
 // T09Table returns a new copy of table t09's schema.
 func T09Table() *schema.Table {
-	t := &schema.Table{Name: "t09", Columns: []schema.Column{{Name: "k0_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "k1_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "k2_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}, {Name: "k3_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{1}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "t09",
+		Columns: []schema.Column{
+			{Name: "k0_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true},
+			{Name: "k1_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T09ColK0Bin, Desc: false, NullsFirst: true},
+			{Column: T09ColK1I16, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T09ColK0Bin, T09ColK1I16},
+		VnodeCount: 1000,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +49,15 @@ var (
 
 // Column indexes of table t09, for projections.
 const (
-	T09ColK0Date = 0  // k0_date date
-	T09ColK1TS   = 1  // k1_ts timestamp
-	T09ColK2Tstz = 2  // k2_tstz timestamptz
-	T09ColK3Bool = 3  // k3_bool boolean
-	T09ColVBool  = 4  // v_bool boolean
-	T09ColVI16   = 5  // v_i16 int16
-	T09ColVI32   = 6  // v_i32 int32
-	T09ColVI64   = 7  // v_i64 int64
-	T09ColVF32   = 8  // v_f32 float32
-	T09ColVF64   = 9  // v_f64 float64
-	T09ColVDec   = 10 // v_dec decimal(20,4)
-	T09ColVStr   = 11 // v_str varchar
-	T09ColVBin   = 12 // v_bin bytea
-	T09ColVDate  = 13 // v_date date
-	T09ColVTS    = 14 // v_ts timestamp
-	T09ColVTstz  = 15 // v_tstz timestamptz
+	T09ColK0Bin = 0 // k0_bin bytea
+	T09ColK1I16 = 1 // k1_i16 int16
 )
 
 // T09 is one row of table t09. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T09 struct {
-	K0Date vec.Nullable[arrow.Date32]    // k0_date date
-	K1TS   arrow.Timestamp               // k1_ts timestamp
-	K2Tstz vec.Nullable[arrow.Timestamp] // k2_tstz timestamptz
-	K3Bool bool                          // k3_bool boolean
-	VBool  bool                          // v_bool boolean
-	VI16   vec.Nullable[int16]           // v_i16 int16
-	VI32   int32                         // v_i32 int32
-	VI64   vec.Nullable[int64]           // v_i64 int64
-	VF32   float32                       // v_f32 float32
-	VF64   vec.Nullable[float64]         // v_f64 float64
-	VDec   decimal128.Num                // v_dec decimal(20,4)
-	VStr   vec.Nullable[string]          // v_str varchar
-	VBin   []byte                        // v_bin bytea
-	VDate  vec.Nullable[arrow.Date32]    // v_date date
-	VTS    arrow.Timestamp               // v_ts timestamp
-	VTstz  vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Bin vec.Nullable[[]byte] // k0_bin bytea
+	K1I16 vec.Nullable[int16]  // k1_i16 int16
 }
 
 // T09Builder builds chunks of table t09 with typed appends straight into Arrow
@@ -81,67 +65,25 @@ type T09 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T09Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Date *array.Date32Builder
-	cK1TS   *array.TimestampBuilder
-	cK2Tstz *array.TimestampBuilder
-	cK3Bool *array.BooleanBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem    memory.Allocator
+	ops    []vec.Op
+	room   int // rows reserved in every fixed-width builder beyond those appended
+	cK0Bin *vec.VarBuilder
+	cK1I16 *array.Int16Builder
 }
 
 // NewT09Builder returns a builder whose chunks are allocated from mem.
 func NewT09Builder(mem memory.Allocator) *T09Builder {
 	b := &T09Builder{mem: mem}
-	b.cK0Date = array.NewDate32Builder(mem)
-	b.cK1TS = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(1).Type.(*arrow.TimestampType))
-	b.cK2Tstz = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(2).Type.(*arrow.TimestampType))
-	b.cK3Bool = array.NewBooleanBuilder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t09ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t09ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
+	b.cK1I16 = array.NewInt16Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T09Builder) Reserve(n int) {
-	b.cK0Date.Reserve(n)
-	b.cK1TS.Reserve(n)
-	b.cK2Tstz.Reserve(n)
-	b.cK3Bool.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Bin.Reserve(n)
+	b.cK1I16.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,53 +99,15 @@ func (b *T09Builder) Append(op vec.Op, r *T09) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Date.Valid {
-		b.cK0Date.UnsafeAppend(r.K0Date.Value)
+	if r.K0Bin.Valid {
+		b.cK0Bin.Append(r.K0Bin.Value)
 	} else {
-		b.cK0Date.UnsafeAppendBoolToBitmap(false)
+		b.cK0Bin.AppendNull()
 	}
-	b.cK1TS.UnsafeAppend(r.K1TS)
-	if r.K2Tstz.Valid {
-		b.cK2Tstz.UnsafeAppend(r.K2Tstz.Value)
+	if r.K1I16.Valid {
+		b.cK1I16.UnsafeAppend(r.K1I16.Value)
 	} else {
-		b.cK2Tstz.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK3Bool.UnsafeAppend(r.K3Bool)
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
+		b.cK1I16.UnsafeAppendBoolToBitmap(false)
 	}
 }
 
@@ -215,7 +119,10 @@ func (b *T09Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T09Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Date.NewArray(), b.cK1TS.NewArray(), b.cK2Tstz.NewArray(), b.cK3Bool.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Bin.NewArray(),
+		b.cK1I16.NewArray(),
+	}
 	rec := array.NewRecordBatch(t09ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +140,24 @@ func (b *T09Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T09Builder) Release() {
-	b.cK0Date.Release()
-	b.cK1TS.Release()
-	b.cK2Tstz.Release()
-	b.cK3Bool.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Bin.Release()
+	b.cK1I16.Release()
 }
 
 // T09View is a typed view of a chunk of table t09: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T09View struct {
-	c      *vec.Chunk
-	K0Date *array.Date32
-	K1TS   *array.Timestamp
-	K2Tstz *array.Timestamp
-	K3Bool *array.Boolean
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c     *vec.Chunk
+	K0Bin *array.Binary
+	K1I16 *array.Int16
 }
 
 // t09ViewOf views a chunk already known to have table t09's schema.
 func t09ViewOf(c *vec.Chunk) T09View {
 	rec := c.Record()
 	v := T09View{c: c}
-	v.K0Date = rec.Column(0).(*array.Date32)
-	v.K1TS = rec.Column(1).(*array.Timestamp)
-	v.K2Tstz = rec.Column(2).(*array.Timestamp)
-	v.K3Bool = rec.Column(3).(*array.Boolean)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Bin = rec.Column(T09ColK0Bin).(*array.Binary)
+	v.K1I16 = rec.Column(T09ColK1I16).(*array.Int16)
 	return v
 }
 
@@ -327,45 +192,13 @@ func (v *T09View) Visible(i int) bool {
 // Row returns row i.
 func (v *T09View) Row(i int) T09 {
 	return T09{
-		K0Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K0Date.IsValid(i),
-			Value: v.K0Date.Value(i),
+		K0Bin: vec.Nullable[[]byte]{
+			Valid: v.K0Bin.IsValid(i),
+			Value: v.K0Bin.Value(i),
 		},
-		K1TS: v.K1TS.Value(i),
-		K2Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K2Tstz.IsValid(i),
-			Value: v.K2Tstz.Value(i),
-		},
-		K3Bool: v.K3Bool.Value(i),
-		VBin:   v.VBin.Value(i),
-		VBool:  v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
+		K1I16: vec.Nullable[int16]{
+			Valid: v.K1I16.IsValid(i),
+			Value: v.K1I16.Value(i),
 		},
 	}
 }
@@ -373,16 +206,14 @@ func (v *T09View) Row(i int) T09 {
 // PK returns row i's primary key.
 func (v *T09View) PK(i int) T09PK {
 	return T09PK{
-		K0Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K0Date.IsValid(i),
-			Value: v.K0Date.Value(i),
+		K0Bin: vec.Nullable[[]byte]{
+			Valid: v.K0Bin.IsValid(i),
+			Value: v.K0Bin.Value(i),
 		},
-		K1TS: v.K1TS.Value(i),
-		K2Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K2Tstz.IsValid(i),
-			Value: v.K2Tstz.Value(i),
+		K1I16: vec.Nullable[int16]{
+			Valid: v.K1I16.IsValid(i),
+			Value: v.K1I16.Value(i),
 		},
-		K3Bool: v.K3Bool.Value(i),
 	}
 }
 
@@ -390,24 +221,7 @@ func (v *T09View) PK(i int) T09PK {
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T09View) ComparePK(i int, k *T09PK) int {
 	{
-		an, bn := v.K0Date.IsNull(i), !k.K0Date.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K0Date.Value(i), k.K0Date.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K1TS.Value(i), k.K1TS); r != 0 {
-		return -r
-	}
-	{
-		an, bn := v.K2Tstz.IsNull(i), !k.K2Tstz.Valid
+		an, bn := v.K0Bin.IsNull(i), !k.K0Bin.Valid
 		if an != bn {
 			if an {
 				return -1
@@ -415,137 +229,107 @@ func (v *T09View) ComparePK(i int, k *T09PK) int {
 			return 1
 		}
 		if !an {
-			if r := cmp.Compare(v.K2Tstz.Value(i), k.K2Tstz.Value); r != 0 {
+			if r := bytes.Compare(v.K0Bin.Value(i), k.K0Bin.Value); r != 0 {
 				return r
 			}
 		}
 	}
-	if r := vec.CompareBool(v.K3Bool.Value(i), k.K3Bool); r != 0 {
-		return -r
+	{
+		an, bn := v.K1I16.IsNull(i), !k.K1I16.Valid
+		if an != bn {
+			if an {
+				return -1
+			}
+			return 1
+		}
+		if !an {
+			if r := cmp.Compare(v.K1I16.Value(i), k.K1I16.Value); r != 0 {
+				return -r
+			}
+		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T09View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Date.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K1TS.Value(i)), true)
-	if v.K2Tstz.IsNull(i) {
+	if v.K0Bin.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K2Tstz.Value(i)), false)
+		dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
 	}
-	dst = vec.AppendKeyBool(dst, v.K3Bool.Value(i), true)
+	if v.K1I16.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyInt16(dst, v.K1I16.Value(i), true)
+	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T09View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt64(dst, int64(v.K1TS.Value(i)), false)
+	if v.K0Bin.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
+	}
+	if v.K1I16.IsNull(i) {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyInt16(dst, v.K1I16.Value(i), false)
+	}
 	return dst
 }
 
-var t09ValueZero [95]byte
+// t09ValueZero is the fixed-width part of a row value of table t09, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t09ValueZero [8]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T09View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0BinSlot = 2 // k0_bin bytea: the end offset of its bytes
+		k1I16Slot = 6 // k1_i16 int16
+	)
 	start := len(dst)
 	dst = append(dst, t09ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0Date.IsNull(i) {
-		row[1] |= 1
+	if v.K1I16.IsNull(i) {
+		row[1] |= 2
 	} else {
-		binary.LittleEndian.PutUint32(row[3:], uint32(v.K0Date.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[7:], uint64(v.K1TS.Value(i)))
-	if v.K2Tstz.IsNull(i) {
-		row[1] |= 4
-	} else {
-		binary.LittleEndian.PutUint64(row[15:], uint64(v.K2Tstz.Value(i)))
-	}
-	if v.K3Bool.Value(i) {
-		row[23] = 1
-	}
-	if v.VBool.Value(i) {
-		row[24] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[25:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[27:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[31:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[39:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[43:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[51:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[59:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[75:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[79:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[87:], uint64(v.VTstz.Value(i)))
+		binary.LittleEndian.PutUint16(row[k1I16Slot:], uint16(v.K1I16.Value(i)))
 	}
 	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
+	if v.K0Bin.IsNull(i) {
+		dst[start+1] |= 1
 	} else {
-		x := v.VStr.Value(i)
+		x := v.K0Bin.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+67:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+71:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+k0BinSlot:], uint32(end))
 	return dst
 }
 
 // T09PK is a decoded primary key of table t09, in key order.
 type T09PK struct {
-	K0Date vec.Nullable[arrow.Date32]    // k0_date asc nulls last
-	K1TS   arrow.Timestamp               // k1_ts desc nulls first
-	K2Tstz vec.Nullable[arrow.Timestamp] // k2_tstz asc nulls first
-	K3Bool bool                          // k3_bool desc nulls last
+	K0Bin vec.Nullable[[]byte] // k0_bin asc nulls first
+	K1I16 vec.Nullable[int16]  // k1_i16 desc nulls first
 }
 
 // AppendT09PK appends the memcomparable encoding of k to dst.
 func AppendT09PK(dst []byte, k *T09PK) []byte {
-	if !k.K0Date.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt32(dst, int32(k.K0Date.Value), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K1TS), true)
-	if !k.K2Tstz.Valid {
+	if !k.K0Bin.Valid {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K2Tstz.Value), false)
+		dst = vec.AppendKeyBytes(dst, k.K0Bin.Value, false)
 	}
-	dst = vec.AppendKeyBool(dst, k.K3Bool, true)
+	if !k.K1I16.Valid {
+		dst = vec.AppendKeyNull(dst, true)
+	} else {
+		dst = vec.AppendKeyInt16(dst, k.K1I16.Value, true)
+	}
 	return dst
 }
 
@@ -554,59 +338,29 @@ func DecodeT09PK(src []byte) (T09PK, error) {
 	var k T09PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
+	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k0_date: %w", err)
+		return k, fmt.Errorf("column k0_bin: %w", err)
 	}
 	if !null {
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
+		var x []byte
+		x, src, err = vec.DecodeKeyBytes(nil, src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k0_date: %w", err)
+			return k, fmt.Errorf("column k0_bin: %w", err)
 		}
-		k.K0Date = vec.Some(arrow.Date32(x))
+		k.K0Bin = vec.Some(x)
 	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_ts: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k1_ts: NULL in a NOT NULL column")
-	}
-	{
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_ts: %w", err)
-		}
-		k.K1TS = arrow.Timestamp(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_tstz: %w", err)
+		return k, fmt.Errorf("column k1_i16: %w", err)
 	}
 	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
+		var x int16
+		x, src, err = vec.DecodeKeyInt16(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k2_tstz: %w", err)
+			return k, fmt.Errorf("column k1_i16: %w", err)
 		}
-		k.K2Tstz = vec.Some(arrow.Timestamp(x))
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_bool: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k3_bool: NULL in a NOT NULL column")
-	}
-	{
-		var x bool
-		x, src, err = vec.DecodeKeyBool(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_bool: %w", err)
-		}
-		k.K3Bool = x
+		k.K1I16 = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -658,57 +412,47 @@ func (t09Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t09Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t09: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 2 {
+		return fmt.Errorf("table t09: DecodeKeys needs %d builders, got %d", 2, len(out))
 	}
-	b0, ok0 := out[0].(*array.Date32Builder)
+	b0, ok0 := out[0].(*array.BinaryBuilder)
 	if !ok0 {
-		return fmt.Errorf("table t09: column k0_date: builder is %T, want *array.Date32Builder", out[0])
+		return fmt.Errorf("table t09: column k0_bin: builder is %T, want *array.BinaryBuilder", out[0])
 	}
-	b1, ok1 := out[1].(*array.TimestampBuilder)
+	b1, ok1 := out[1].(*array.Int16Builder)
 	if !ok1 {
-		return fmt.Errorf("table t09: column k1_ts: builder is %T, want *array.TimestampBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.TimestampBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t09: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.BooleanBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t09: column k3_bool: builder is %T, want *array.BooleanBuilder", out[3])
+		return fmt.Errorf("table t09: column k1_i16: builder is %T, want *array.Int16Builder", out[1])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT09PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t09: key %d: %w", i, err)
 		}
-		if k.K0Date.Valid {
-			b0.Append(k.K0Date.Value)
+		if k.K0Bin.Valid {
+			b0.Append(k.K0Bin.Value)
 		} else {
 			b0.AppendNull()
 		}
-		b1.Append(k.K1TS)
-		if k.K2Tstz.Valid {
-			b2.Append(k.K2Tstz.Value)
+		if k.K1I16.Valid {
+			b1.Append(k.K1I16.Value)
 		} else {
-			b2.AppendNull()
+			b1.AppendNull()
 		}
-		b3.Append(k.K3Bool)
 	}
 	return nil
 }
 
 // t09ValueOK reports whether v is a well-formed row value of table t09 (see vec.Layout.CheckValue).
 func t09ValueOK(v []byte) bool {
-	if len(v) < 95 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+	const (
+		varStart  = len(t09ValueZero) // the var-width bytes follow the fixed-width part
+		k0BinSlot = 2                 // k0_bin bytea: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&252 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[67:])
-	e1 := binary.LittleEndian.Uint32(v[71:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-95
+	k0BinEnd := binary.LittleEndian.Uint32(v[k0BinSlot:])
+	return int(k0BinEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -717,13 +461,19 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t09: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256               // rows a fixed-width column decodes into its buffer at a time
+		varStart  = len(t09ValueZero) // the var-width bytes follow the fixed-width part
+		k0BinSlot = 2                 // k0_bin bytea: the end offset of its bytes
+		k1I16Slot = 6                 // k1_i16 int16
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
+	var k0BinTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 11, 12:
+		case T09ColK0Bin:
 			sums = true
 		}
 	}
@@ -737,312 +487,55 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			return fmt.Errorf("table t09: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[67:]))
-			total1 += int(binary.LittleEndian.Uint32(v[71:])) - int(binary.LittleEndian.Uint32(v[67:]))
+			k0BinTotal += int(binary.LittleEndian.Uint32(v[k0BinSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column k0_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t09: column k0_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+3:]))
-					valid[i-lo] = !(data[o+1]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 1:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t09: column k1_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+7:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t09: column k2_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t09: column k3_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+23:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t09: column v_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+24:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t09: column v_i16: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+25:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t09: column v_i32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+27:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t09: column v_i64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+31:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t09: column v_f32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+39:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t09: column v_f64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+43:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t09: column v_dec: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+59:])), binary.LittleEndian.Uint64(data[o+51:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
+		case T09ColK0Bin:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return fmt.Errorf("table t09: column v_str: builder is %T, want *vec.VarBuilder", out[j])
+				return fmt.Errorf("table t09: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t09: column v_str: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(11).Type)
+			want := t09ArrowSchema.Field(T09ColK0Bin).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t09: column k0_bin: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(k0BinTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				if data[o+2]&8 != 0 {
+				if data[o+1]&1 != 0 {
 					b.AppendNull()
 					continue
 				}
-				b.UnsafeAppend(data[o+95 : o+95+int(binary.LittleEndian.Uint32(data[o+67:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+k0BinSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
+		case T09ColK1I16:
+			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
-				return fmt.Errorf("table t09: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
+				return fmt.Errorf("table t09: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t09: column v_bin: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(12).Type)
+			want := t09ArrowSchema.Field(T09ColK1I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t09: column k1_i16: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+95+int(binary.LittleEndian.Uint32(data[o+67:])) : o+95+int(binary.LittleEndian.Uint32(data[o+71:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t09: column v_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int16
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+75:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t09: column v_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+79:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t09: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t09: column v_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+87:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+k1I16Slot:]))
+					valid[i-lo] = !(data[o+1]&2 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t09: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t09: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return nil
@@ -1050,45 +543,11 @@ func (t09Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t09RowDecoder decodes row values of table t09 one at a time (vec.RowDecoder).
 type t09RowDecoder struct {
-	b0    *array.Date32Builder // nil: k0_date is not projected
-	v0    []arrow.Date32
-	ok0   []bool
-	b1    *array.TimestampBuilder // nil: k1_ts is not projected
-	v1    []arrow.Timestamp
-	b2    *array.TimestampBuilder // nil: k2_tstz is not projected
-	v2    []arrow.Timestamp
-	ok2   []bool
-	b3    *array.BooleanBuilder // nil: k3_bool is not projected
-	v3    []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Bin   *vec.VarBuilder     // nil: k0_bin is not projected
+	perK0Bin int                 // bytes per value of the last flushed rows
+	bK1I16   *array.Int16Builder // nil: k1_i16 is not projected
+	vK1I16   []int16
+	okK1I16  []bool
 }
 
 var _ vec.RowDecoders = t09Kernels{}
@@ -1101,200 +560,34 @@ func (t09Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t09RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Date32Builder)
+		case T09ColK0Bin:
+			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t09: column k0_date: builder is %T, want *array.Date32Builder", out[j])
+				return nil, fmt.Errorf("table t09: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t09: column k0_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(0).Type)
+			want := t09ArrowSchema.Field(T09ColK0Bin).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t09: column k0_bin: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column k0_date twice")
+			if d.bK0Bin != nil {
+				return nil, fmt.Errorf("table t09: row decoder: projection names column k0_bin twice")
 			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t09: column k1_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column k1_ts twice")
-			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t09: column k2_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column k2_tstz twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t09: column k3_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column k3_bool twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t09: column v_bool: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
+			d.bK0Bin = b
+		case T09ColK1I16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t09: column v_i16: builder is %T, want *array.Int16Builder", out[j])
+				return nil, fmt.Errorf("table t09: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t09: column v_i16: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(5).Type)
+			want := t09ArrowSchema.Field(T09ColK1I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t09: column k1_i16: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_i16 twice")
+			if d.bK1I16 != nil {
+				return nil, fmt.Errorf("table t09: row decoder: projection names column k1_i16 twice")
 			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t09: column v_i32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t09: column v_i64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t09: column v_f32: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t09: column v_f64: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t09: column v_dec: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t09: column v_str: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t09: column v_bin: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t09: column v_date: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t09: column v_ts: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t09: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t09ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t09: column v_tstz: builder of %s, want %s", b.Type(), t09ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t09: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK1I16 = b
 		default:
-			return nil, fmt.Errorf("table t09: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t09: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return d, nil
@@ -1303,109 +596,27 @@ func (t09Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t09RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[arrow.Date32](n), d.v0...)
-		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
-		}
+	if d.bK0Bin != nil {
+		d.bK0Bin.Reserve(n)
+		d.bK0Bin.ReserveData(vec.BatchBytes(n, d.perK0Bin))
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Timestamp](n), d.v1...)
+	if d.bK1I16 != nil {
+		if cap(d.vK1I16) < n {
+			d.vK1I16 = append(vec.MakeColored[int16](n), d.vK1I16...)
 		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Timestamp](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[bool](n), d.v3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+		if cap(d.okK1I16) < n {
+			d.okK1I16 = append(vec.MakeColored[bool](n), d.okK1I16...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t09RowDecoder) Append(v []byte) error {
+	const (
+		varStart  = len(t09ValueZero) // the var-width bytes follow the fixed-width part
+		k0BinSlot = 2                 // k0_bin bytea: the end offset of its bytes
+		k1I16Slot = 6                 // k1_i16 int16
+	)
 	if !t09ValueOK(v) {
 		err := t09Layout.CheckValue(v)
 		if err == nil {
@@ -1413,148 +624,34 @@ func (d *t09RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t09: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, arrow.Date32(binary.LittleEndian.Uint32(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Timestamp(binary.LittleEndian.Uint64(v[7:])))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, v[23:][0] != 0)
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[24:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[25:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[27:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[31:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[39:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[43:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[59:])), binary.LittleEndian.Uint64(v[51:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
+	if d.bK0Bin != nil {
+		if v[1]&1 != 0 {
+			d.bK0Bin.AppendNull()
 		} else {
-			s := v[95 : 95+int(binary.LittleEndian.Uint32(v[67:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
+			s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[k0BinSlot:]))]
+			d.bK0Bin.Reserve(1)
+			d.bK0Bin.ReserveData(len(s))
+			d.bK0Bin.UnsafeAppend(s)
 		}
 	}
-	if d.b12 != nil {
-		s := v[95+int(binary.LittleEndian.Uint32(v[67:])) : 95+int(binary.LittleEndian.Uint32(v[71:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[75:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[79:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[87:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK1I16 != nil {
+		d.vK1I16 = append(d.vK1I16, int16(binary.LittleEndian.Uint16(v[k1I16Slot:])))
+		d.okK1I16 = append(d.okK1I16, !(v[1]&2 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t09RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
+	if d.bK0Bin != nil {
+		if n := d.bK0Bin.Len(); n > 0 {
+			d.perK0Bin = (d.bK0Bin.DataLen() + n - 1) / n
 		}
 	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK1I16 != nil {
+		d.bK1I16.AppendValues(d.vK1I16, d.okK1I16)
+		d.vK1I16 = d.vK1I16[:0]
+		d.okK1I16 = d.okK1I16[:0]
 	}
 	return nil
 }
@@ -1567,7 +664,7 @@ func (t09Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 8)
+		out[i] = vec.VnodeOf(buf, 1000)
 	}
 }
 
@@ -1579,8 +676,8 @@ func (t09Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t09Marker marks chunks of table t09 against decoded backfill positions.
 type t09Marker struct {
-	state [8]vec.BackfillState
-	pos   [8]T09PK
+	state []vec.BackfillState
+	pos   []T09PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1588,8 +685,10 @@ func (k t09Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t09Marker{}
-	copy(m.state[:], p.State)
+	m := &t09Marker{
+		pos:   make([]T09PK, len(p.State)),
+		state: append([]vec.BackfillState{}, p.State...),
+	}
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1619,11 +718,11 @@ func (m *t09Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1643,11 +742,11 @@ func (m *t09Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

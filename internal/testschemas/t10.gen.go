@@ -8,21 +8,33 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T10Fingerprint is the fingerprint of table t10's shape (schema.Table.Fingerprint).
-const T10Fingerprint = "47cffeaa98fcb96c35fb828b"
+const T10Fingerprint = "8d0a60bbe8224cfadec4a0a5"
 
 // T10Table returns a new copy of table t10's schema.
 func T10Table() *schema.Table {
-	t := &schema.Table{Name: "t10", Columns: []schema.Column{{Name: "k0_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "k1_tstz", Type: schema.Type{Kind: schema.Timestamptz}}, {Name: "k2_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "k3_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "t10",
+		Columns: []schema.Column{
+			{Name: "k0_ts", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "k1_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T10ColK0TS, Desc: true, NullsFirst: false},
+			{Column: T10ColK1Dec, Desc: false, NullsFirst: true},
+		},
+		DistKey:    []int{T10ColK0TS, T10ColK1Dec},
+		VnodeCount: 3,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +49,15 @@ var (
 
 // Column indexes of table t10, for projections.
 const (
-	T10ColK0TS   = 0  // k0_ts timestamp
-	T10ColK1Tstz = 1  // k1_tstz timestamptz
-	T10ColK2Bool = 2  // k2_bool boolean
-	T10ColK3I16  = 3  // k3_i16 int16
-	T10ColVBool  = 4  // v_bool boolean
-	T10ColVI16   = 5  // v_i16 int16
-	T10ColVI32   = 6  // v_i32 int32
-	T10ColVI64   = 7  // v_i64 int64
-	T10ColVF32   = 8  // v_f32 float32
-	T10ColVF64   = 9  // v_f64 float64
-	T10ColVDec   = 10 // v_dec decimal(20,4)
-	T10ColVStr   = 11 // v_str varchar
-	T10ColVBin   = 12 // v_bin bytea
-	T10ColVDate  = 13 // v_date date
-	T10ColVTS    = 14 // v_ts timestamp
-	T10ColVTstz  = 15 // v_tstz timestamptz
+	T10ColK0TS  = 0 // k0_ts timestamp
+	T10ColK1Dec = 1 // k1_dec decimal(20,4)
 )
 
 // T10 is one row of table t10. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T10 struct {
-	K0TS   vec.Nullable[arrow.Timestamp] // k0_ts timestamp
-	K1Tstz arrow.Timestamp               // k1_tstz timestamptz
-	K2Bool vec.Nullable[bool]            // k2_bool boolean
-	K3I16  int16                         // k3_i16 int16
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0TS  arrow.Timestamp // k0_ts timestamp
+	K1Dec decimal128.Num  // k1_dec decimal(20,4)
 }
 
 // T10Builder builds chunks of table t10 with typed appends straight into Arrow
@@ -81,67 +65,25 @@ type T10 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T10Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0TS   *array.TimestampBuilder
-	cK1Tstz *array.TimestampBuilder
-	cK2Bool *array.BooleanBuilder
-	cK3I16  *array.Int16Builder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem    memory.Allocator
+	ops    []vec.Op
+	room   int // rows reserved in every fixed-width builder beyond those appended
+	cK0TS  *array.TimestampBuilder
+	cK1Dec *array.Decimal128Builder
 }
 
 // NewT10Builder returns a builder whose chunks are allocated from mem.
 func NewT10Builder(mem memory.Allocator) *T10Builder {
 	b := &T10Builder{mem: mem}
-	b.cK0TS = array.NewTimestampBuilder(mem, t10ArrowSchema.Field(0).Type.(*arrow.TimestampType))
-	b.cK1Tstz = array.NewTimestampBuilder(mem, t10ArrowSchema.Field(1).Type.(*arrow.TimestampType))
-	b.cK2Bool = array.NewBooleanBuilder(mem)
-	b.cK3I16 = array.NewInt16Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t10ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t10ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t10ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0TS = array.NewTimestampBuilder(mem, t10ArrowSchema.Field(T10ColK0TS).Type.(*arrow.TimestampType))
+	b.cK1Dec = array.NewDecimal128Builder(mem, t10ArrowSchema.Field(T10ColK1Dec).Type.(*arrow.Decimal128Type))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T10Builder) Reserve(n int) {
 	b.cK0TS.Reserve(n)
-	b.cK1Tstz.Reserve(n)
-	b.cK2Bool.Reserve(n)
-	b.cK3I16.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK1Dec.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +99,8 @@ func (b *T10Builder) Append(op vec.Op, r *T10) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0TS.Valid {
-		b.cK0TS.UnsafeAppend(r.K0TS.Value)
-	} else {
-		b.cK0TS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK1Tstz.UnsafeAppend(r.K1Tstz)
-	if r.K2Bool.Valid {
-		b.cK2Bool.UnsafeAppend(r.K2Bool.Value)
-	} else {
-		b.cK2Bool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK3I16.UnsafeAppend(r.K3I16)
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
+	b.cK0TS.UnsafeAppend(r.K0TS)
+	b.cK1Dec.UnsafeAppend(r.K1Dec)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +111,10 @@ func (b *T10Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T10Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0TS.NewArray(), b.cK1Tstz.NewArray(), b.cK2Bool.NewArray(), b.cK3I16.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0TS.NewArray(),
+		b.cK1Dec.NewArray(),
+	}
 	rec := array.NewRecordBatch(t10ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -234,65 +133,23 @@ func (b *T10Builder) Build() *vec.Chunk {
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T10Builder) Release() {
 	b.cK0TS.Release()
-	b.cK1Tstz.Release()
-	b.cK2Bool.Release()
-	b.cK3I16.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK1Dec.Release()
 }
 
 // T10View is a typed view of a chunk of table t10: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T10View struct {
-	c      *vec.Chunk
-	K0TS   *array.Timestamp
-	K1Tstz *array.Timestamp
-	K2Bool *array.Boolean
-	K3I16  *array.Int16
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c     *vec.Chunk
+	K0TS  *array.Timestamp
+	K1Dec *array.Decimal128
 }
 
 // t10ViewOf views a chunk already known to have table t10's schema.
 func t10ViewOf(c *vec.Chunk) T10View {
 	rec := c.Record()
 	v := T10View{c: c}
-	v.K0TS = rec.Column(0).(*array.Timestamp)
-	v.K1Tstz = rec.Column(1).(*array.Timestamp)
-	v.K2Bool = rec.Column(2).(*array.Boolean)
-	v.K3I16 = rec.Column(3).(*array.Int16)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0TS = rec.Column(T10ColK0TS).(*array.Timestamp)
+	v.K1Dec = rec.Column(T10ColK1Dec).(*array.Decimal128)
 	return v
 }
 
@@ -327,236 +184,77 @@ func (v *T10View) Visible(i int) bool {
 // Row returns row i.
 func (v *T10View) Row(i int) T10 {
 	return T10{
-		K0TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K0TS.IsValid(i),
-			Value: v.K0TS.Value(i),
-		},
-		K1Tstz: v.K1Tstz.Value(i),
-		K2Bool: vec.Nullable[bool]{
-			Valid: v.K2Bool.IsValid(i),
-			Value: v.K2Bool.Value(i),
-		},
-		K3I16: v.K3I16.Value(i),
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
+		K0TS:  v.K0TS.Value(i),
+		K1Dec: v.K1Dec.Value(i),
 	}
 }
 
 // PK returns row i's primary key.
 func (v *T10View) PK(i int) T10PK {
 	return T10PK{
-		K0TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K0TS.IsValid(i),
-			Value: v.K0TS.Value(i),
-		},
-		K1Tstz: v.K1Tstz.Value(i),
-		K2Bool: vec.Nullable[bool]{
-			Valid: v.K2Bool.IsValid(i),
-			Value: v.K2Bool.Value(i),
-		},
-		K3I16: v.K3I16.Value(i),
+		K0TS:  v.K0TS.Value(i),
+		K1Dec: v.K1Dec.Value(i),
 	}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T10View) ComparePK(i int, k *T10PK) int {
-	{
-		an, bn := v.K0TS.IsNull(i), !k.K0TS.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K0TS.Value(i), k.K0TS.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K1Tstz.Value(i), k.K1Tstz); r != 0 {
+	if r := cmp.Compare(v.K0TS.Value(i), k.K0TS); r != 0 {
 		return -r
 	}
-	{
-		an, bn := v.K2Bool.IsNull(i), !k.K2Bool.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := vec.CompareBool(v.K2Bool.Value(i), k.K2Bool.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K3I16.Value(i), k.K3I16); r != 0 {
-		return -r
+	if r := v.K1Dec.Value(i).Cmp(k.K1Dec); r != 0 {
+		return r
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T10View) AppendKey(dst []byte, i int) []byte {
-	if v.K0TS.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K1Tstz.Value(i)), true)
-	if v.K2Bool.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBool(dst, v.K2Bool.Value(i), false)
-	}
-	dst = vec.AppendKeyInt16(dst, v.K3I16.Value(i), true)
+	dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), true)
+	dst = vec.AppendKeyDecimal(dst, v.K1Dec.Value(i), false)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T10View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0TS.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K1Tstz.Value(i)), false)
-	if v.K2Bool.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBool(dst, v.K2Bool.Value(i), false)
-	}
-	dst = vec.AppendKeyInt16(dst, v.K3I16.Value(i), false)
+	dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), false)
+	dst = vec.AppendKeyDecimal(dst, v.K1Dec.Value(i), false)
 	return dst
 }
 
-var t10ValueZero [93]byte
+// t10ValueZero is the fixed-width part of a row value of table t10, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t10ValueZero [26]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T10View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0TSSlot  = 2  // k0_ts timestamp
+		k1DecSlot = 10 // k1_dec decimal(20,4)
+	)
 	start := len(dst)
 	dst = append(dst, t10ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0TS.IsNull(i) {
-		row[1] |= 1
-	} else {
-		binary.LittleEndian.PutUint64(row[3:], uint64(v.K0TS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[11:], uint64(v.K1Tstz.Value(i)))
-	if v.K2Bool.IsNull(i) {
-		row[1] |= 4
-	} else {
-		if v.K2Bool.Value(i) {
-			row[19] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[20:], uint16(v.K3I16.Value(i)))
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[22] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[23:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[25:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[29:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[37:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[41:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[49:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[57:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[73:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[77:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[85:], uint64(v.VTstz.Value(i)))
-	end := 0
+	binary.LittleEndian.PutUint64(row[k0TSSlot:], uint64(v.K0TS.Value(i)))
 	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
+		binary.LittleEndian.PutUint64(row[k1DecSlot:], v.K1Dec.Value(i).LowBits())
+		binary.LittleEndian.PutUint64(row[k1DecSlot+8:], uint64(v.K1Dec.Value(i).HighBits()))
 	}
-	binary.LittleEndian.PutUint32(dst[start+65:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+69:], uint32(end))
 	return dst
 }
 
 // T10PK is a decoded primary key of table t10, in key order.
 type T10PK struct {
-	K0TS   vec.Nullable[arrow.Timestamp] // k0_ts asc nulls last
-	K1Tstz arrow.Timestamp               // k1_tstz desc nulls first
-	K2Bool vec.Nullable[bool]            // k2_bool asc nulls first
-	K3I16  int16                         // k3_i16 desc nulls last
+	K0TS  arrow.Timestamp // k0_ts desc nulls last
+	K1Dec decimal128.Num  // k1_dec asc nulls first
 }
 
 // AppendT10PK appends the memcomparable encoding of k to dst.
 func AppendT10PK(dst []byte, k *T10PK) []byte {
-	if !k.K0TS.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K0TS.Value), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K1Tstz), true)
-	if !k.K2Bool.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBool(dst, k.K2Bool.Value, false)
-	}
-	dst = vec.AppendKeyInt16(dst, k.K3I16, true)
+	dst = vec.AppendKeyInt64(dst, int64(k.K0TS), true)
+	dst = vec.AppendKeyDecimal(dst, k.K1Dec, false)
 	return dst
 }
 
@@ -569,55 +267,31 @@ func DecodeT10PK(src []byte) (T10PK, error) {
 	if err != nil {
 		return k, fmt.Errorf("column k0_ts: %w", err)
 	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_ts: %w", err)
-		}
-		k.K0TS = vec.Some(arrow.Timestamp(x))
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_tstz: %w", err)
-	}
 	if null {
-		return k, fmt.Errorf("column k1_tstz: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k0_ts: NULL in a NOT NULL column")
 	}
 	{
 		var x int64
 		x, src, err = vec.DecodeKeyInt64(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_tstz: %w", err)
+			return k, fmt.Errorf("column k0_ts: %w", err)
 		}
-		k.K1Tstz = arrow.Timestamp(x)
+		k.K0TS = arrow.Timestamp(x)
 	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k2_bool: %w", err)
-	}
-	if !null {
-		var x bool
-		x, src, err = vec.DecodeKeyBool(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_bool: %w", err)
-		}
-		k.K2Bool = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_i16: %w", err)
+		return k, fmt.Errorf("column k1_dec: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k3_i16: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k1_dec: NULL in a NOT NULL column")
 	}
 	{
-		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, true)
+		var x decimal128.Num
+		x, src, err = vec.DecodeKeyDecimal(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k3_i16: %w", err)
+			return k, fmt.Errorf("column k1_dec: %w", err)
 		}
-		k.K3I16 = x
+		k.K1Dec = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -669,57 +343,37 @@ func (t10Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t10Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t10: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 2 {
+		return fmt.Errorf("table t10: DecodeKeys needs %d builders, got %d", 2, len(out))
 	}
 	b0, ok0 := out[0].(*array.TimestampBuilder)
 	if !ok0 {
 		return fmt.Errorf("table t10: column k0_ts: builder is %T, want *array.TimestampBuilder", out[0])
 	}
-	b1, ok1 := out[1].(*array.TimestampBuilder)
+	b1, ok1 := out[1].(*array.Decimal128Builder)
 	if !ok1 {
-		return fmt.Errorf("table t10: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.BooleanBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t10: column k2_bool: builder is %T, want *array.BooleanBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Int16Builder)
-	if !ok3 {
-		return fmt.Errorf("table t10: column k3_i16: builder is %T, want *array.Int16Builder", out[3])
+		return fmt.Errorf("table t10: column k1_dec: builder is %T, want *array.Decimal128Builder", out[1])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT10PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t10: key %d: %w", i, err)
 		}
-		if k.K0TS.Valid {
-			b0.Append(k.K0TS.Value)
-		} else {
-			b0.AppendNull()
-		}
-		b1.Append(k.K1Tstz)
-		if k.K2Bool.Valid {
-			b2.Append(k.K2Bool.Value)
-		} else {
-			b2.AppendNull()
-		}
-		b3.Append(k.K3I16)
+		b0.Append(k.K0TS)
+		b1.Append(k.K1Dec)
 	}
 	return nil
 }
 
 // t10ValueOK reports whether v is a well-formed row value of table t10 (see vec.Layout.CheckValue).
 func t10ValueOK(v []byte) bool {
-	if len(v) < 93 || v[0] != vec.ValueVersion || v[1]&170 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t10ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[65:])
-	e1 := binary.LittleEndian.Uint32(v[69:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-93
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -728,16 +382,13 @@ func (t10Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t10: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0TSSlot  = 2   // k0_ts timestamp
+		k1DecSlot = 10  // k1_dec decimal(20,4)
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t10ValueOK(v) {
@@ -747,313 +398,49 @@ func (t10Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t10: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[65:]))
-			total1 += int(binary.LittleEndian.Uint32(v[69:])) - int(binary.LittleEndian.Uint32(v[65:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T10ColK0TS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table t10: column k0_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t10: column k0_ts: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(0).Type)
+			want := t10ArrowSchema.Field(T10ColK0TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t10: column k0_ts: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+3:]))
-					valid[i-lo] = !(data[o+1]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 1:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t10: column k1_tstz: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+11:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k0TSSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 2:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column k2_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t10: column k2_bool: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+19:][0] != 0
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column k3_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t10: column k3_i16: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+20:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t10: column v_bool: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+22:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t10: column v_i16: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+23:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t10: column v_i32: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+25:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t10: column v_i64: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+29:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t10: column v_f32: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+37:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t10: column v_f64: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+41:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
+		case T10ColK1Dec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return fmt.Errorf("table t10: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+				return fmt.Errorf("table t10: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t10: column v_dec: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(10).Type)
+			want := t10ArrowSchema.Field(T10ColK1Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t10: column k1_dec: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+57:])), binary.LittleEndian.Uint64(data[o+49:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t10: column v_str: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+93 : o+93+int(binary.LittleEndian.Uint32(data[o+65:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t10: column v_bin: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+93+int(binary.LittleEndian.Uint32(data[o+65:])) : o+93+int(binary.LittleEndian.Uint32(data[o+69:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t10: column v_date: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+73:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t10: column v_ts: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+77:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t10: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t10: column v_tstz: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+85:]))
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+k1DecSlot+8:])), binary.LittleEndian.Uint64(data[o+k1DecSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t10: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t10: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return nil
@@ -1061,45 +448,10 @@ func (t10Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t10RowDecoder decodes row values of table t10 one at a time (vec.RowDecoder).
 type t10RowDecoder struct {
-	b0    *array.TimestampBuilder // nil: k0_ts is not projected
-	v0    []arrow.Timestamp
-	ok0   []bool
-	b1    *array.TimestampBuilder // nil: k1_tstz is not projected
-	v1    []arrow.Timestamp
-	b2    *array.BooleanBuilder // nil: k2_bool is not projected
-	v2    []bool
-	ok2   []bool
-	b3    *array.Int16Builder // nil: k3_i16 is not projected
-	v3    []int16
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0TS  *array.TimestampBuilder // nil: k0_ts is not projected
+	vK0TS  []arrow.Timestamp
+	bK1Dec *array.Decimal128Builder // nil: k1_dec is not projected
+	vK1Dec []decimal128.Num
 }
 
 var _ vec.RowDecoders = t10Kernels{}
@@ -1112,200 +464,34 @@ func (t10Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t10RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case T10ColK0TS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table t10: column k0_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t10: column k0_ts: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(0).Type)
+			want := t10ArrowSchema.Field(T10ColK0TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t10: column k0_ts: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bK0TS != nil {
 				return nil, fmt.Errorf("table t10: row decoder: projection names column k0_ts twice")
 			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column k1_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t10: column k1_tstz: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column k1_tstz twice")
-			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column k2_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t10: column k2_bool: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column k2_bool twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column k3_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t10: column k3_i16: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column k3_i16 twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t10: column v_bool: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t10: column v_i16: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t10: column v_i32: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t10: column v_i64: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t10: column v_f32: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t10: column v_f64: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
+			d.bK0TS = b
+		case T10ColK1Dec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t10: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
+				return nil, fmt.Errorf("table t10: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t10: column v_dec: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(10).Type)
+			want := t10ArrowSchema.Field(T10ColK1Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t10: column k1_dec: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_dec twice")
+			if d.bK1Dec != nil {
+				return nil, fmt.Errorf("table t10: row decoder: projection names column k1_dec twice")
 			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t10: column v_str: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t10: column v_bin: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t10: column v_date: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t10: column v_ts: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t10: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t10ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t10: column v_tstz: builder of %s, want %s", b.Type(), t10ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t10: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK1Dec = b
 		default:
-			return nil, fmt.Errorf("table t10: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t10: projection names column %d, the table has %d", col, 2)
 		}
 	}
 	return d, nil
@@ -1314,109 +500,24 @@ func (t10Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t10RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[arrow.Timestamp](n), d.v0...)
-		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
+	if d.bK0TS != nil {
+		if cap(d.vK0TS) < n {
+			d.vK0TS = append(vec.MakeColored[arrow.Timestamp](n), d.vK0TS...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Timestamp](n), d.v1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[bool](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[int16](n), d.v3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+	if d.bK1Dec != nil {
+		if cap(d.vK1Dec) < n {
+			d.vK1Dec = append(vec.MakeColored[decimal128.Num](n), d.vK1Dec...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t10RowDecoder) Append(v []byte) error {
+	const (
+		k0TSSlot  = 2  // k0_ts timestamp
+		k1DecSlot = 10 // k1_dec decimal(20,4)
+	)
 	if !t10ValueOK(v) {
 		err := t10Layout.CheckValue(v)
 		if err == nil {
@@ -1424,148 +525,24 @@ func (d *t10RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t10: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, arrow.Timestamp(binary.LittleEndian.Uint64(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
+	if d.bK0TS != nil {
+		d.vK0TS = append(d.vK0TS, arrow.Timestamp(binary.LittleEndian.Uint64(v[k0TSSlot:])))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Timestamp(binary.LittleEndian.Uint64(v[11:])))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, v[19:][0] != 0)
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, int16(binary.LittleEndian.Uint16(v[20:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[22:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[23:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[25:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[29:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[37:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[41:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[57:])), binary.LittleEndian.Uint64(v[49:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[93 : 93+int(binary.LittleEndian.Uint32(v[65:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[93+int(binary.LittleEndian.Uint32(v[65:])) : 93+int(binary.LittleEndian.Uint32(v[69:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[73:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[77:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[85:])))
+	if d.bK1Dec != nil {
+		d.vK1Dec = append(d.vK1Dec, decimal128.New(int64(binary.LittleEndian.Uint64(v[k1DecSlot+8:])), binary.LittleEndian.Uint64(v[k1DecSlot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t10RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
+	if d.bK0TS != nil {
+		d.bK0TS.AppendValues(d.vK0TS, nil)
+		d.vK0TS = d.vK0TS[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK1Dec != nil {
+		d.bK1Dec.AppendValues(d.vK1Dec, nil)
+		d.vK1Dec = d.vK1Dec[:0]
 	}
 	return nil
 }
@@ -1578,7 +555,7 @@ func (t10Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 256)
+		out[i] = vec.VnodeOf(buf, 3)
 	}
 }
 
@@ -1590,8 +567,8 @@ func (t10Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t10Marker marks chunks of table t10 against decoded backfill positions.
 type t10Marker struct {
-	state [256]vec.BackfillState
-	pos   [256]T10PK
+	state []vec.BackfillState
+	pos   []T10PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1599,8 +576,10 @@ func (k t10Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t10Marker{}
-	copy(m.state[:], p.State)
+	m := &t10Marker{
+		pos:   make([]T10PK, len(p.State)),
+		state: append([]vec.BackfillState{}, p.State...),
+	}
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1630,11 +609,11 @@ func (m *t10Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&255] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1654,11 +633,11 @@ func (m *t10Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&255] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

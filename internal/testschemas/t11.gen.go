@@ -4,25 +4,33 @@
 package testschemas
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T11Fingerprint is the fingerprint of table t11's shape (schema.Table.Fingerprint).
-const T11Fingerprint = "fb67419805604aaa76cf5355"
+const T11Fingerprint = "c598f4355f1717387686d6d0"
 
 // T11Table returns a new copy of table t11's schema.
 func T11Table() *schema.Table {
-	t := &schema.Table{Name: "t11", Columns: []schema.Column{{Name: "k0_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}, {Name: "k1_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "k2_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "k3_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 32768}
+	t := &schema.Table{
+		Name: "t11",
+		Columns: []schema.Column{
+			{Name: "k0_bool", Type: schema.Type{Kind: schema.Boolean}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T11ColK0Bool, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T11ColK0Bool},
+		VnodeCount: 1,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +45,13 @@ var (
 
 // Column indexes of table t11, for projections.
 const (
-	T11ColK0Tstz = 0  // k0_tstz timestamptz
-	T11ColK1Bool = 1  // k1_bool boolean
-	T11ColK2I16  = 2  // k2_i16 int16
-	T11ColK3I32  = 3  // k3_i32 int32
-	T11ColVBool  = 4  // v_bool boolean
-	T11ColVI16   = 5  // v_i16 int16
-	T11ColVI32   = 6  // v_i32 int32
-	T11ColVI64   = 7  // v_i64 int64
-	T11ColVF32   = 8  // v_f32 float32
-	T11ColVF64   = 9  // v_f64 float64
-	T11ColVDec   = 10 // v_dec decimal(20,4)
-	T11ColVStr   = 11 // v_str varchar
-	T11ColVBin   = 12 // v_bin bytea
-	T11ColVDate  = 13 // v_date date
-	T11ColVTS    = 14 // v_ts timestamp
-	T11ColVTstz  = 15 // v_tstz timestamptz
+	T11ColK0Bool = 0 // k0_bool boolean
 )
 
 // T11 is one row of table t11. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T11 struct {
-	K0Tstz vec.Nullable[arrow.Timestamp] // k0_tstz timestamptz
-	K1Bool bool                          // k1_bool boolean
-	K2I16  vec.Nullable[int16]           // k2_i16 int16
-	K3I32  int32                         // k3_i32 int32
-	VBool  bool                          // v_bool boolean
-	VI16   vec.Nullable[int16]           // v_i16 int16
-	VI32   int32                         // v_i32 int32
-	VI64   vec.Nullable[int64]           // v_i64 int64
-	VF32   float32                       // v_f32 float32
-	VF64   vec.Nullable[float64]         // v_f64 float64
-	VDec   decimal128.Num                // v_dec decimal(20,4)
-	VStr   vec.Nullable[string]          // v_str varchar
-	VBin   []byte                        // v_bin bytea
-	VDate  vec.Nullable[arrow.Date32]    // v_date date
-	VTS    arrow.Timestamp               // v_ts timestamp
-	VTstz  vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Bool bool // k0_bool boolean
 }
 
 // T11Builder builds chunks of table t11 with typed appends straight into Arrow
@@ -84,64 +62,19 @@ type T11Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Tstz *array.TimestampBuilder
-	cK1Bool *array.BooleanBuilder
-	cK2I16  *array.Int16Builder
-	cK3I32  *array.Int32Builder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	cK0Bool *array.BooleanBuilder
 }
 
 // NewT11Builder returns a builder whose chunks are allocated from mem.
 func NewT11Builder(mem memory.Allocator) *T11Builder {
 	b := &T11Builder{mem: mem}
-	b.cK0Tstz = array.NewTimestampBuilder(mem, t11ArrowSchema.Field(0).Type.(*arrow.TimestampType))
-	b.cK1Bool = array.NewBooleanBuilder(mem)
-	b.cK2I16 = array.NewInt16Builder(mem)
-	b.cK3I32 = array.NewInt32Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t11ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t11ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t11ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Bool = array.NewBooleanBuilder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T11Builder) Reserve(n int) {
-	b.cK0Tstz.Reserve(n)
-	b.cK1Bool.Reserve(n)
-	b.cK2I16.Reserve(n)
-	b.cK3I32.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Bool.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +90,7 @@ func (b *T11Builder) Append(op vec.Op, r *T11) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	if r.K0Tstz.Valid {
-		b.cK0Tstz.UnsafeAppend(r.K0Tstz.Value)
-	} else {
-		b.cK0Tstz.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK1Bool.UnsafeAppend(r.K1Bool)
-	if r.K2I16.Valid {
-		b.cK2I16.UnsafeAppend(r.K2I16.Value)
-	} else {
-		b.cK2I16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK3I32.UnsafeAppend(r.K3I32)
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
-	}
+	b.cK0Bool.UnsafeAppend(r.K0Bool)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +101,9 @@ func (b *T11Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T11Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Tstz.NewArray(), b.cK1Bool.NewArray(), b.cK2I16.NewArray(), b.cK3I32.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Bool.NewArray(),
+	}
 	rec := array.NewRecordBatch(t11ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +121,21 @@ func (b *T11Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T11Builder) Release() {
-	b.cK0Tstz.Release()
-	b.cK1Bool.Release()
-	b.cK2I16.Release()
-	b.cK3I32.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Bool.Release()
 }
 
 // T11View is a typed view of a chunk of table t11: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T11View struct {
 	c      *vec.Chunk
-	K0Tstz *array.Timestamp
-	K1Bool *array.Boolean
-	K2I16  *array.Int16
-	K3I32  *array.Int32
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	K0Bool *array.Boolean
 }
 
 // t11ViewOf views a chunk already known to have table t11's schema.
 func t11ViewOf(c *vec.Chunk) T11View {
 	rec := c.Record()
 	v := T11View{c: c}
-	v.K0Tstz = rec.Column(0).(*array.Timestamp)
-	v.K1Bool = rec.Column(1).(*array.Boolean)
-	v.K2I16 = rec.Column(2).(*array.Int16)
-	v.K3I32 = rec.Column(3).(*array.Int32)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Bool = rec.Column(T11ColK0Bool).(*array.Boolean)
 	return v
 }
 
@@ -326,101 +169,18 @@ func (v *T11View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T11View) Row(i int) T11 {
-	return T11{
-		K0Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K0Tstz.IsValid(i),
-			Value: v.K0Tstz.Value(i),
-		},
-		K1Bool: v.K1Bool.Value(i),
-		K2I16: vec.Nullable[int16]{
-			Valid: v.K2I16.IsValid(i),
-			Value: v.K2I16.Value(i),
-		},
-		K3I32: v.K3I32.Value(i),
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
-	}
+	return T11{K0Bool: v.K0Bool.Value(i)}
 }
 
 // PK returns row i's primary key.
 func (v *T11View) PK(i int) T11PK {
-	return T11PK{
-		K0Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K0Tstz.IsValid(i),
-			Value: v.K0Tstz.Value(i),
-		},
-		K1Bool: v.K1Bool.Value(i),
-		K2I16: vec.Nullable[int16]{
-			Valid: v.K2I16.IsValid(i),
-			Value: v.K2I16.Value(i),
-		},
-		K3I32: v.K3I32.Value(i),
-	}
+	return T11PK{K0Bool: v.K0Bool.Value(i)}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T11View) ComparePK(i int, k *T11PK) int {
-	{
-		an, bn := v.K0Tstz.IsNull(i), !k.K0Tstz.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K0Tstz.Value(i), k.K0Tstz.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := vec.CompareBool(v.K1Bool.Value(i), k.K1Bool); r != 0 {
-		return -r
-	}
-	{
-		an, bn := v.K2I16.IsNull(i), !k.K2I16.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := cmp.Compare(v.K2I16.Value(i), k.K2I16.Value); r != 0 {
-				return r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K3I32.Value(i), k.K3I32); r != 0 {
+	if r := vec.CompareBool(v.K0Bool.Value(i), k.K0Bool); r != 0 {
 		return -r
 	}
 	return 0
@@ -428,135 +188,43 @@ func (v *T11View) ComparePK(i int, k *T11PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T11View) AppendKey(dst []byte, i int) []byte {
-	if v.K0Tstz.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K0Tstz.Value(i)), false)
-	}
-	dst = vec.AppendKeyBool(dst, v.K1Bool.Value(i), true)
-	if v.K2I16.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt16(dst, v.K2I16.Value(i), false)
-	}
-	dst = vec.AppendKeyInt32(dst, v.K3I32.Value(i), true)
+	dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T11View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K0Tstz.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K0Tstz.Value(i)), false)
-	}
-	dst = vec.AppendKeyBool(dst, v.K1Bool.Value(i), false)
-	if v.K2I16.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt16(dst, v.K2I16.Value(i), false)
-	}
-	dst = vec.AppendKeyInt32(dst, v.K3I32.Value(i), false)
+	dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), false)
 	return dst
 }
 
-var t11ValueZero [89]byte
+// t11ValueZero is the fixed-width part of a row value of table t11, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t11ValueZero [3]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T11View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0BoolSlot = 2 // k0_bool boolean
+	)
 	start := len(dst)
 	dst = append(dst, t11ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0Tstz.IsNull(i) {
-		row[1] |= 1
-	} else {
-		binary.LittleEndian.PutUint64(row[3:], uint64(v.K0Tstz.Value(i)))
+	if v.K0Bool.Value(i) {
+		row[k0BoolSlot] = 1
 	}
-	if v.K1Bool.Value(i) {
-		row[11] = 1
-	}
-	if v.K2I16.IsNull(i) {
-		row[1] |= 4
-	} else {
-		binary.LittleEndian.PutUint16(row[12:], uint16(v.K2I16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[14:], uint32(v.K3I32.Value(i)))
-	if v.VBool.Value(i) {
-		row[18] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[19:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[21:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[25:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[33:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[37:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[45:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[53:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[69:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[73:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[81:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+61:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+65:], uint32(end))
 	return dst
 }
 
 // T11PK is a decoded primary key of table t11, in key order.
 type T11PK struct {
-	K0Tstz vec.Nullable[arrow.Timestamp] // k0_tstz asc nulls last
-	K1Bool bool                          // k1_bool desc nulls first
-	K2I16  vec.Nullable[int16]           // k2_i16 asc nulls first
-	K3I32  int32                         // k3_i32 desc nulls last
+	K0Bool bool // k0_bool desc nulls first
 }
 
 // AppendT11PK appends the memcomparable encoding of k to dst.
 func AppendT11PK(dst []byte, k *T11PK) []byte {
-	if !k.K0Tstz.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K0Tstz.Value), false)
-	}
-	dst = vec.AppendKeyBool(dst, k.K1Bool, true)
-	if !k.K2I16.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt16(dst, k.K2I16.Value, false)
-	}
-	dst = vec.AppendKeyInt32(dst, k.K3I32, true)
+	dst = vec.AppendKeyBool(dst, k.K0Bool, true)
 	return dst
 }
 
@@ -565,59 +233,20 @@ func DecodeT11PK(src []byte) (T11PK, error) {
 	var k T11PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_tstz: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_tstz: %w", err)
-		}
-		k.K0Tstz = vec.Some(arrow.Timestamp(x))
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_bool: %w", err)
+		return k, fmt.Errorf("column k0_bool: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k1_bool: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k0_bool: NULL in a NOT NULL column")
 	}
 	{
 		var x bool
 		x, src, err = vec.DecodeKeyBool(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_bool: %w", err)
+			return k, fmt.Errorf("column k0_bool: %w", err)
 		}
-		k.K1Bool = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_i16: %w", err)
-	}
-	if !null {
-		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_i16: %w", err)
-		}
-		k.K2I16 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_i32: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k3_i32: NULL in a NOT NULL column")
-	}
-	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_i32: %w", err)
-		}
-		k.K3I32 = x
+		k.K0Bool = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -669,57 +298,32 @@ func (t11Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t11Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t11: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t11: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.TimestampBuilder)
+	b0, ok0 := out[0].(*array.BooleanBuilder)
 	if !ok0 {
-		return fmt.Errorf("table t11: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[0])
-	}
-	b1, ok1 := out[1].(*array.BooleanBuilder)
-	if !ok1 {
-		return fmt.Errorf("table t11: column k1_bool: builder is %T, want *array.BooleanBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Int16Builder)
-	if !ok2 {
-		return fmt.Errorf("table t11: column k2_i16: builder is %T, want *array.Int16Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Int32Builder)
-	if !ok3 {
-		return fmt.Errorf("table t11: column k3_i32: builder is %T, want *array.Int32Builder", out[3])
+		return fmt.Errorf("table t11: column k0_bool: builder is %T, want *array.BooleanBuilder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT11PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t11: key %d: %w", i, err)
 		}
-		if k.K0Tstz.Valid {
-			b0.Append(k.K0Tstz.Value)
-		} else {
-			b0.AppendNull()
-		}
-		b1.Append(k.K1Bool)
-		if k.K2I16.Valid {
-			b2.Append(k.K2I16.Value)
-		} else {
-			b2.AppendNull()
-		}
-		b3.Append(k.K3I32)
+		b0.Append(k.K0Bool)
 	}
 	return nil
 }
 
 // t11ValueOK reports whether v is a well-formed row value of table t11 (see vec.Layout.CheckValue).
 func t11ValueOK(v []byte) bool {
-	if len(v) < 89 || v[0] != vec.ValueVersion || v[1]&90 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t11ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[61:])
-	e1 := binary.LittleEndian.Uint32(v[65:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-89
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -728,16 +332,12 @@ func (t11Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t11: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0BoolSlot = 2   // k0_bool boolean
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t11ValueOK(v) {
@@ -747,313 +347,30 @@ func (t11Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t11: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[61:]))
-			total1 += int(binary.LittleEndian.Uint32(v[65:])) - int(binary.LittleEndian.Uint32(v[61:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t11: column k0_tstz: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+3:]))
-					valid[i-lo] = !(data[o+1]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 1:
+		case T11ColK0Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return fmt.Errorf("table t11: column k1_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return fmt.Errorf("table t11: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t11: column k1_bool: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(1).Type)
+			want := t11ArrowSchema.Field(T11ColK0Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t11: column k0_bool: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = data[o+11:][0] != 0
+					tmp[i-lo] = data[o+k0BoolSlot:][0] != 0
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 2:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column k2_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t11: column k2_i16: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+12:]))
-					valid[i-lo] = !(data[o+1]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 3:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column k3_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t11: column k3_i32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+14:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t11: column v_bool: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+18:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t11: column v_i16: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+19:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t11: column v_i32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+21:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t11: column v_i64: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+25:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t11: column v_f32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+33:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t11: column v_f64: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+37:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t11: column v_dec: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+53:])), binary.LittleEndian.Uint64(data[o+45:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t11: column v_str: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t11: column v_bin: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t11: column v_date: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+69:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t11: column v_ts: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+73:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t11: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t11: column v_tstz: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+81:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t11: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t11: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1061,45 +378,8 @@ func (t11Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t11RowDecoder decodes row values of table t11 one at a time (vec.RowDecoder).
 type t11RowDecoder struct {
-	b0    *array.TimestampBuilder // nil: k0_tstz is not projected
-	v0    []arrow.Timestamp
-	ok0   []bool
-	b1    *array.BooleanBuilder // nil: k1_bool is not projected
-	v1    []bool
-	b2    *array.Int16Builder // nil: k2_i16 is not projected
-	v2    []int16
-	ok2   []bool
-	b3    *array.Int32Builder // nil: k3_i32 is not projected
-	v3    []int32
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Bool *array.BooleanBuilder // nil: k0_bool is not projected
+	vK0Bool []bool
 }
 
 var _ vec.RowDecoders = t11Kernels{}
@@ -1112,200 +392,21 @@ func (t11Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t11RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t11: column k0_tstz: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column k0_tstz twice")
-			}
-			d.b0 = b
-		case 1:
+		case T11ColK0Bool:
 			b, ok := out[j].(*array.BooleanBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t11: column k1_bool: builder is %T, want *array.BooleanBuilder", out[j])
+				return nil, fmt.Errorf("table t11: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t11: column k1_bool: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(1).Type)
+			want := t11ArrowSchema.Field(T11ColK0Bool).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t11: column k0_bool: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column k1_bool twice")
+			if d.bK0Bool != nil {
+				return nil, fmt.Errorf("table t11: row decoder: projection names column k0_bool twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column k2_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t11: column k2_i16: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column k2_i16 twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column k3_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t11: column k3_i32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column k3_i32 twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t11: column v_bool: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t11: column v_i16: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t11: column v_i32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t11: column v_i64: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t11: column v_f32: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t11: column v_f64: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t11: column v_dec: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t11: column v_str: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t11: column v_bin: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t11: column v_date: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t11: column v_ts: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t11: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t11ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t11: column v_tstz: builder of %s, want %s", b.Type(), t11ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t11: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0Bool = b
 		default:
-			return nil, fmt.Errorf("table t11: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t11: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1314,109 +415,18 @@ func (t11Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t11RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[arrow.Timestamp](n), d.v0...)
-		}
-		if cap(d.ok0) < n {
-			d.ok0 = append(vec.MakeColored[bool](n), d.ok0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[bool](n), d.v1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int16](n), d.v2...)
-		}
-		if cap(d.ok2) < n {
-			d.ok2 = append(vec.MakeColored[bool](n), d.ok2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[int32](n), d.v3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+	if d.bK0Bool != nil {
+		if cap(d.vK0Bool) < n {
+			d.vK0Bool = append(vec.MakeColored[bool](n), d.vK0Bool...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t11RowDecoder) Append(v []byte) error {
+	const (
+		k0BoolSlot = 2 // k0_bool boolean
+	)
 	if !t11ValueOK(v) {
 		err := t11Layout.CheckValue(v)
 		if err == nil {
@@ -1424,148 +434,17 @@ func (d *t11RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t11: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, arrow.Timestamp(binary.LittleEndian.Uint64(v[3:])))
-		d.ok0 = append(d.ok0, !(v[1]&1 != 0))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, v[11:][0] != 0)
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int16(binary.LittleEndian.Uint16(v[12:])))
-		d.ok2 = append(d.ok2, !(v[1]&4 != 0))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, int32(binary.LittleEndian.Uint32(v[14:])))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[18:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[19:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[21:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[25:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[33:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[37:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[53:])), binary.LittleEndian.Uint64(v[45:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[89 : 89+int(binary.LittleEndian.Uint32(v[61:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[89+int(binary.LittleEndian.Uint32(v[61:])) : 89+int(binary.LittleEndian.Uint32(v[65:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[69:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[73:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[81:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK0Bool != nil {
+		d.vK0Bool = append(d.vK0Bool, v[k0BoolSlot:][0] != 0)
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t11RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, d.ok0)
-		d.v0 = d.v0[:0]
-		d.ok0 = d.ok0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, d.ok2)
-		d.v2 = d.v2[:0]
-		d.ok2 = d.ok2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK0Bool != nil {
+		d.bK0Bool.AppendValues(d.vK0Bool, nil)
+		d.vK0Bool = d.vK0Bool[:0]
 	}
 	return nil
 }
@@ -1578,7 +457,7 @@ func (t11Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 32768)
+		out[i] = vec.VnodeOf(buf, 1)
 	}
 }
 
@@ -1590,8 +469,8 @@ func (t11Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t11Marker marks chunks of table t11 against decoded backfill positions.
 type t11Marker struct {
-	state [32768]vec.BackfillState
-	pos   [32768]T11PK
+	state [1]vec.BackfillState
+	pos   [1]T11PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1622,19 +501,17 @@ func (m *t11Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t11ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&32767] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1652,13 +529,12 @@ func (m *t11Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&32767] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&32767]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -8,21 +8,31 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T12Fingerprint is the fingerprint of table t12's shape (schema.Table.Fingerprint).
-const T12Fingerprint = "caf1a73a5db738f566951779"
+const T12Fingerprint = "d3ddabaeb92f0a176361b3e8"
 
 // T12Table returns a new copy of table t12's schema.
 func T12Table() *schema.Table {
-	t := &schema.Table{Name: "t12", Columns: []schema.Column{{Name: "k0_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "k1_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "k2_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "k3_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "t12",
+		Columns: []schema.Column{
+			{Name: "k0_i16", Type: schema.Type{Kind: schema.Int16}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T12ColK0I16, Desc: false, NullsFirst: true},
+		},
+		DistKey:    []int{T12ColK0I16},
+		VnodeCount: 8,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +47,13 @@ var (
 
 // Column indexes of table t12, for projections.
 const (
-	T12ColK0Bool = 0  // k0_bool boolean
-	T12ColK1I16  = 1  // k1_i16 int16
-	T12ColK2I32  = 2  // k2_i32 int32
-	T12ColK3I64  = 3  // k3_i64 int64
-	T12ColVBool  = 4  // v_bool boolean
-	T12ColVI16   = 5  // v_i16 int16
-	T12ColVI32   = 6  // v_i32 int32
-	T12ColVI64   = 7  // v_i64 int64
-	T12ColVF32   = 8  // v_f32 float32
-	T12ColVF64   = 9  // v_f64 float64
-	T12ColVDec   = 10 // v_dec decimal(20,4)
-	T12ColVStr   = 11 // v_str varchar
-	T12ColVBin   = 12 // v_bin bytea
-	T12ColVDate  = 13 // v_date date
-	T12ColVTS    = 14 // v_ts timestamp
-	T12ColVTstz  = 15 // v_tstz timestamptz
+	T12ColK0I16 = 0 // k0_i16 int16
 )
 
 // T12 is one row of table t12. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T12 struct {
-	K0Bool bool                          // k0_bool boolean
-	K1I16  vec.Nullable[int16]           // k1_i16 int16
-	K2I32  int32                         // k2_i32 int32
-	K3I64  vec.Nullable[int64]           // k3_i64 int64
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0I16 int16 // k0_i16 int16
 }
 
 // T12Builder builds chunks of table t12 with typed appends straight into Arrow
@@ -81,67 +61,22 @@ type T12 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T12Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Bool *array.BooleanBuilder
-	cK1I16  *array.Int16Builder
-	cK2I32  *array.Int32Builder
-	cK3I64  *array.Int64Builder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem    memory.Allocator
+	ops    []vec.Op
+	room   int // rows reserved in every fixed-width builder beyond those appended
+	cK0I16 *array.Int16Builder
 }
 
 // NewT12Builder returns a builder whose chunks are allocated from mem.
 func NewT12Builder(mem memory.Allocator) *T12Builder {
 	b := &T12Builder{mem: mem}
-	b.cK0Bool = array.NewBooleanBuilder(mem)
-	b.cK1I16 = array.NewInt16Builder(mem)
-	b.cK2I32 = array.NewInt32Builder(mem)
-	b.cK3I64 = array.NewInt64Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t12ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t12ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t12ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0I16 = array.NewInt16Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T12Builder) Reserve(n int) {
-	b.cK0Bool.Reserve(n)
-	b.cK1I16.Reserve(n)
-	b.cK2I32.Reserve(n)
-	b.cK3I64.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0I16.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +92,7 @@ func (b *T12Builder) Append(op vec.Op, r *T12) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0Bool.UnsafeAppend(r.K0Bool)
-	if r.K1I16.Valid {
-		b.cK1I16.UnsafeAppend(r.K1I16.Value)
-	} else {
-		b.cK1I16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK2I32.UnsafeAppend(r.K2I32)
-	if r.K3I64.Valid {
-		b.cK3I64.UnsafeAppend(r.K3I64.Value)
-	} else {
-		b.cK3I64.UnsafeAppendBoolToBitmap(false)
-	}
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
+	b.cK0I16.UnsafeAppend(r.K0I16)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +103,9 @@ func (b *T12Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T12Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Bool.NewArray(), b.cK1I16.NewArray(), b.cK2I32.NewArray(), b.cK3I64.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I16.NewArray(),
+	}
 	rec := array.NewRecordBatch(t12ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +123,21 @@ func (b *T12Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T12Builder) Release() {
-	b.cK0Bool.Release()
-	b.cK1I16.Release()
-	b.cK2I32.Release()
-	b.cK3I64.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0I16.Release()
 }
 
 // T12View is a typed view of a chunk of table t12: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T12View struct {
-	c      *vec.Chunk
-	K0Bool *array.Boolean
-	K1I16  *array.Int16
-	K2I32  *array.Int32
-	K3I64  *array.Int64
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c     *vec.Chunk
+	K0I16 *array.Int16
 }
 
 // t12ViewOf views a chunk already known to have table t12's schema.
 func t12ViewOf(c *vec.Chunk) T12View {
 	rec := c.Record()
 	v := T12View{c: c}
-	v.K0Bool = rec.Column(0).(*array.Boolean)
-	v.K1I16 = rec.Column(1).(*array.Int16)
-	v.K2I32 = rec.Column(2).(*array.Int32)
-	v.K3I64 = rec.Column(3).(*array.Int64)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I16 = rec.Column(T12ColK0I16).(*array.Int16)
 	return v
 }
 
@@ -326,226 +171,60 @@ func (v *T12View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T12View) Row(i int) T12 {
-	return T12{
-		K0Bool: v.K0Bool.Value(i),
-		K1I16: vec.Nullable[int16]{
-			Valid: v.K1I16.IsValid(i),
-			Value: v.K1I16.Value(i),
-		},
-		K2I32: v.K2I32.Value(i),
-		K3I64: vec.Nullable[int64]{
-			Valid: v.K3I64.IsValid(i),
-			Value: v.K3I64.Value(i),
-		},
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
-	}
+	return T12{K0I16: v.K0I16.Value(i)}
 }
 
 // PK returns row i's primary key.
 func (v *T12View) PK(i int) T12PK {
-	return T12PK{
-		K0Bool: v.K0Bool.Value(i),
-		K1I16: vec.Nullable[int16]{
-			Valid: v.K1I16.IsValid(i),
-			Value: v.K1I16.Value(i),
-		},
-		K2I32: v.K2I32.Value(i),
-		K3I64: vec.Nullable[int64]{
-			Valid: v.K3I64.IsValid(i),
-			Value: v.K3I64.Value(i),
-		},
-	}
+	return T12PK{K0I16: v.K0I16.Value(i)}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T12View) ComparePK(i int, k *T12PK) int {
-	if r := vec.CompareBool(v.K0Bool.Value(i), k.K0Bool); r != 0 {
+	if r := cmp.Compare(v.K0I16.Value(i), k.K0I16); r != 0 {
 		return r
-	}
-	{
-		an, bn := v.K1I16.IsNull(i), !k.K1I16.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := cmp.Compare(v.K1I16.Value(i), k.K1I16.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K2I32.Value(i), k.K2I32); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3I64.IsNull(i), !k.K3I64.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K3I64.Value(i), k.K3I64.Value); r != 0 {
-				return -r
-			}
-		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T12View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), false)
-	if v.K1I16.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt16(dst, v.K1I16.Value(i), true)
-	}
-	dst = vec.AppendKeyInt32(dst, v.K2I32.Value(i), false)
-	if v.K3I64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, v.K3I64.Value(i), true)
-	}
+	dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T12View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyBool(dst, v.K0Bool.Value(i), false)
+	dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
 	return dst
 }
 
-var t12ValueZero [89]byte
+// t12ValueZero is the fixed-width part of a row value of table t12, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t12ValueZero [4]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T12View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I16Slot = 2 // k0_i16 int16
+	)
 	start := len(dst)
 	dst = append(dst, t12ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K0Bool.Value(i) {
-		row[3] = 1
-	}
-	if v.K1I16.IsNull(i) {
-		row[1] |= 2
-	} else {
-		binary.LittleEndian.PutUint16(row[4:], uint16(v.K1I16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[6:], uint32(v.K2I32.Value(i)))
-	if v.K3I64.IsNull(i) {
-		row[1] |= 8
-	} else {
-		binary.LittleEndian.PutUint64(row[10:], uint64(v.K3I64.Value(i)))
-	}
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[18] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[19:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[21:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[25:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[33:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[37:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[45:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[53:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[69:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[73:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[81:], uint64(v.VTstz.Value(i)))
-	end := 0
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+61:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+65:], uint32(end))
+	binary.LittleEndian.PutUint16(row[k0I16Slot:], uint16(v.K0I16.Value(i)))
 	return dst
 }
 
 // T12PK is a decoded primary key of table t12, in key order.
 type T12PK struct {
-	K0Bool bool                // k0_bool asc nulls last
-	K1I16  vec.Nullable[int16] // k1_i16 desc nulls first
-	K2I32  int32               // k2_i32 asc nulls first
-	K3I64  vec.Nullable[int64] // k3_i64 desc nulls last
+	K0I16 int16 // k0_i16 asc nulls first
 }
 
 // AppendT12PK appends the memcomparable encoding of k to dst.
 func AppendT12PK(dst []byte, k *T12PK) []byte {
-	dst = vec.AppendKeyBool(dst, k.K0Bool, false)
-	if !k.K1I16.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt16(dst, k.K1I16.Value, true)
-	}
-	dst = vec.AppendKeyInt32(dst, k.K2I32, false)
-	if !k.K3I64.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, k.K3I64.Value, true)
-	}
+	dst = vec.AppendKeyInt16(dst, k.K0I16, false)
 	return dst
 }
 
@@ -554,59 +233,20 @@ func DecodeT12PK(src []byte) (T12PK, error) {
 	var k T12PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_bool: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_bool: NULL in a NOT NULL column")
-	}
-	{
-		var x bool
-		x, src, err = vec.DecodeKeyBool(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_bool: %w", err)
-		}
-		k.K0Bool = x
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_i16: %w", err)
+		return k, fmt.Errorf("column k0_i16: %w", err)
 	}
-	if !null {
+	if null {
+		return k, fmt.Errorf("column k0_i16: NULL in a NOT NULL column")
+	}
+	{
 		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, true)
+		x, src, err = vec.DecodeKeyInt16(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k1_i16: %w", err)
+			return k, fmt.Errorf("column k0_i16: %w", err)
 		}
-		k.K1I16 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_i32: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_i32: NULL in a NOT NULL column")
-	}
-	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_i32: %w", err)
-		}
-		k.K2I32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_i64: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_i64: %w", err)
-		}
-		k.K3I64 = vec.Some(x)
+		k.K0I16 = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -658,57 +298,32 @@ func (t12Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t12Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t12: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t12: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.BooleanBuilder)
+	b0, ok0 := out[0].(*array.Int16Builder)
 	if !ok0 {
-		return fmt.Errorf("table t12: column k0_bool: builder is %T, want *array.BooleanBuilder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Int16Builder)
-	if !ok1 {
-		return fmt.Errorf("table t12: column k1_i16: builder is %T, want *array.Int16Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Int32Builder)
-	if !ok2 {
-		return fmt.Errorf("table t12: column k2_i32: builder is %T, want *array.Int32Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Int64Builder)
-	if !ok3 {
-		return fmt.Errorf("table t12: column k3_i64: builder is %T, want *array.Int64Builder", out[3])
+		return fmt.Errorf("table t12: column k0_i16: builder is %T, want *array.Int16Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT12PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t12: key %d: %w", i, err)
 		}
-		b0.Append(k.K0Bool)
-		if k.K1I16.Valid {
-			b1.Append(k.K1I16.Value)
-		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2I32)
-		if k.K3I64.Valid {
-			b3.Append(k.K3I64.Value)
-		} else {
-			b3.AppendNull()
-		}
+		b0.Append(k.K0I16)
 	}
 	return nil
 }
 
 // t12ValueOK reports whether v is a well-formed row value of table t12 (see vec.Layout.CheckValue).
 func t12ValueOK(v []byte) bool {
-	if len(v) < 89 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t12ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[61:])
-	e1 := binary.LittleEndian.Uint32(v[65:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-89
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -717,16 +332,12 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t12: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I16Slot = 2   // k0_i16 int16
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t12ValueOK(v) {
@@ -736,313 +347,30 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t12: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[61:]))
-			total1 += int(binary.LittleEndian.Uint32(v[65:])) - int(binary.LittleEndian.Uint32(v[61:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t12: column k0_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+3:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T12ColK0I16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
-				return fmt.Errorf("table t12: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
+				return fmt.Errorf("table t12: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t12: column k1_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(1).Type)
+			want := t12ArrowSchema.Field(T12ColK0I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t12: column k0_i16: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int16
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+4:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t12: column k2_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+6:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t12: column k3_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
-					valid[i-lo] = !(data[o+1]&8 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t12: column v_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+18:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t12: column v_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+19:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t12: column v_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+21:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t12: column v_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+25:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t12: column v_f32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+33:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t12: column v_f64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+37:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t12: column v_dec: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+53:])), binary.LittleEndian.Uint64(data[o+45:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t12: column v_str: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+89 : o+89+int(binary.LittleEndian.Uint32(data[o+61:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t12: column v_bin: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+89+int(binary.LittleEndian.Uint32(data[o+61:])) : o+89+int(binary.LittleEndian.Uint32(data[o+65:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t12: column v_date: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+69:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t12: column v_ts: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+73:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t12: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t12: column v_tstz: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+81:]))
+					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+k0I16Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t12: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t12: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1050,45 +378,8 @@ func (t12Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t12RowDecoder decodes row values of table t12 one at a time (vec.RowDecoder).
 type t12RowDecoder struct {
-	b0    *array.BooleanBuilder // nil: k0_bool is not projected
-	v0    []bool
-	b1    *array.Int16Builder // nil: k1_i16 is not projected
-	v1    []int16
-	ok1   []bool
-	b2    *array.Int32Builder // nil: k2_i32 is not projected
-	v2    []int32
-	b3    *array.Int64Builder // nil: k3_i64 is not projected
-	v3    []int64
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0I16 *array.Int16Builder // nil: k0_i16 is not projected
+	vK0I16 []int16
 }
 
 var _ vec.RowDecoders = t12Kernels{}
@@ -1101,200 +392,21 @@ func (t12Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t12RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column k0_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t12: column k0_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column k0_bool twice")
-			}
-			d.b0 = b
-		case 1:
+		case T12ColK0I16:
 			b, ok := out[j].(*array.Int16Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t12: column k1_i16: builder is %T, want *array.Int16Builder", out[j])
+				return nil, fmt.Errorf("table t12: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t12: column k1_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(1).Type)
+			want := t12ArrowSchema.Field(T12ColK0I16).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t12: column k0_i16: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column k1_i16 twice")
+			if d.bK0I16 != nil {
+				return nil, fmt.Errorf("table t12: row decoder: projection names column k0_i16 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column k2_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t12: column k2_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column k2_i32 twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column k3_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t12: column k3_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column k3_i64 twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t12: column v_bool: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t12: column v_i16: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t12: column v_i32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t12: column v_i64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t12: column v_f32: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t12: column v_f64: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t12: column v_dec: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t12: column v_str: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t12: column v_bin: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t12: column v_date: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t12: column v_ts: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t12: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t12ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t12: column v_tstz: builder of %s, want %s", b.Type(), t12ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t12: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0I16 = b
 		default:
-			return nil, fmt.Errorf("table t12: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t12: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1303,109 +415,18 @@ func (t12Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t12RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[bool](n), d.v0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int16](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int32](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[int64](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+	if d.bK0I16 != nil {
+		if cap(d.vK0I16) < n {
+			d.vK0I16 = append(vec.MakeColored[int16](n), d.vK0I16...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t12RowDecoder) Append(v []byte) error {
+	const (
+		k0I16Slot = 2 // k0_i16 int16
+	)
 	if !t12ValueOK(v) {
 		err := t12Layout.CheckValue(v)
 		if err == nil {
@@ -1413,148 +434,17 @@ func (d *t12RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t12: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, v[3:][0] != 0)
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int16(binary.LittleEndian.Uint16(v[4:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int32(binary.LittleEndian.Uint32(v[6:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, int64(binary.LittleEndian.Uint64(v[10:])))
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[18:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[19:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[21:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[25:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[33:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[37:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[53:])), binary.LittleEndian.Uint64(v[45:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[89 : 89+int(binary.LittleEndian.Uint32(v[61:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[89+int(binary.LittleEndian.Uint32(v[61:])) : 89+int(binary.LittleEndian.Uint32(v[65:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[69:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[73:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[81:])))
+	if d.bK0I16 != nil {
+		d.vK0I16 = append(d.vK0I16, int16(binary.LittleEndian.Uint16(v[k0I16Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t12RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK0I16 != nil {
+		d.bK0I16.AppendValues(d.vK0I16, nil)
+		d.vK0I16 = d.vK0I16[:0]
 	}
 	return nil
 }
@@ -1567,7 +457,7 @@ func (t12Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 1)
+		out[i] = vec.VnodeOf(buf, 8)
 	}
 }
 
@@ -1579,8 +469,9 @@ func (t12Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t12Marker marks chunks of table t12 against decoded backfill positions.
 type t12Marker struct {
-	state [1]vec.BackfillState
-	pos   [1]T12PK
+	state [8]vec.BackfillState
+	pos   [8]T12PK
+	lo0   [8]int16
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1602,6 +493,14 @@ func (k t12Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table t12 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int16(math.MaxInt16)
+		case vec.NotStarted:
+			m.lo0[vn] = int16(math.MinInt16)
+		default:
+			m.lo0[vn] = m.pos[vn].K0I16
+		}
 	}
 	return m, nil
 }
@@ -1611,17 +510,21 @@ func (m *t12Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t12ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
+	vnodes = vnodes[:n]
+	k0 := v.K0I16.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				var keep bool
-				switch m.state[0] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+				vn := vnodes[i]
+				a, b := k0[i], m.lo0[vn&7]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&7] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1639,12 +542,14 @@ func (m *t12Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				var keep bool
-				switch m.state[0] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+				vn := vnodes[i]
+				a, b := k0[i], m.lo0[vn&7]
+				keep := a < b
+				if a == b {
+					switch m.state[vn&7] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

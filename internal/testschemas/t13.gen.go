@@ -8,21 +8,31 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T13Fingerprint is the fingerprint of table t13's shape (schema.Table.Fingerprint).
-const T13Fingerprint = "52fb8d027bc8cfcc0e3c7673"
+const T13Fingerprint = "2222f29dca372d13e77b86cf"
 
 // T13Table returns a new copy of table t13's schema.
 func T13Table() *schema.Table {
-	t := &schema.Table{Name: "t13", Columns: []schema.Column{{Name: "k0_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "k1_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "k2_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "k3_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "t13",
+		Columns: []schema.Column{
+			{Name: "k0_i32", Type: schema.Type{Kind: schema.Int32}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T13ColK0I32, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{T13ColK0I32},
+		VnodeCount: 1000,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +47,13 @@ var (
 
 // Column indexes of table t13, for projections.
 const (
-	T13ColK0I16 = 0  // k0_i16 int16
-	T13ColK1I32 = 1  // k1_i32 int32
-	T13ColK2I64 = 2  // k2_i64 int64
-	T13ColK3F32 = 3  // k3_f32 float32
-	T13ColVBool = 4  // v_bool boolean
-	T13ColVI16  = 5  // v_i16 int16
-	T13ColVI32  = 6  // v_i32 int32
-	T13ColVI64  = 7  // v_i64 int64
-	T13ColVF32  = 8  // v_f32 float32
-	T13ColVF64  = 9  // v_f64 float64
-	T13ColVDec  = 10 // v_dec decimal(20,4)
-	T13ColVStr  = 11 // v_str varchar
-	T13ColVBin  = 12 // v_bin bytea
-	T13ColVDate = 13 // v_date date
-	T13ColVTS   = 14 // v_ts timestamp
-	T13ColVTstz = 15 // v_tstz timestamptz
+	T13ColK0I32 = 0 // k0_i32 int32
 )
 
 // T13 is one row of table t13. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T13 struct {
-	K0I16 int16                         // k0_i16 int16
-	K1I32 vec.Nullable[int32]           // k1_i32 int32
-	K2I64 int64                         // k2_i64 int64
-	K3F32 vec.Nullable[float32]         // k3_f32 float32
-	VBool bool                          // v_bool boolean
-	VI16  vec.Nullable[int16]           // v_i16 int16
-	VI32  int32                         // v_i32 int32
-	VI64  vec.Nullable[int64]           // v_i64 int64
-	VF32  float32                       // v_f32 float32
-	VF64  vec.Nullable[float64]         // v_f64 float64
-	VDec  decimal128.Num                // v_dec decimal(20,4)
-	VStr  vec.Nullable[string]          // v_str varchar
-	VBin  []byte                        // v_bin bytea
-	VDate vec.Nullable[arrow.Date32]    // v_date date
-	VTS   arrow.Timestamp               // v_ts timestamp
-	VTstz vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0I32 int32 // k0_i32 int32
 }
 
 // T13Builder builds chunks of table t13 with typed appends straight into Arrow
@@ -84,64 +64,19 @@ type T13Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0I16 *array.Int16Builder
-	cK1I32 *array.Int32Builder
-	cK2I64 *array.Int64Builder
-	cK3F32 *array.Float32Builder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	cK0I32 *array.Int32Builder
 }
 
 // NewT13Builder returns a builder whose chunks are allocated from mem.
 func NewT13Builder(mem memory.Allocator) *T13Builder {
 	b := &T13Builder{mem: mem}
-	b.cK0I16 = array.NewInt16Builder(mem)
-	b.cK1I32 = array.NewInt32Builder(mem)
-	b.cK2I64 = array.NewInt64Builder(mem)
-	b.cK3F32 = array.NewFloat32Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t13ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t13ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t13ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0I32 = array.NewInt32Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T13Builder) Reserve(n int) {
-	b.cK0I16.Reserve(n)
-	b.cK1I32.Reserve(n)
-	b.cK2I64.Reserve(n)
-	b.cK3F32.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0I32.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +92,7 @@ func (b *T13Builder) Append(op vec.Op, r *T13) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0I16.UnsafeAppend(r.K0I16)
-	if r.K1I32.Valid {
-		b.cK1I32.UnsafeAppend(r.K1I32.Value)
-	} else {
-		b.cK1I32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK2I64.UnsafeAppend(r.K2I64)
-	if r.K3F32.Valid {
-		b.cK3F32.UnsafeAppend(r.K3F32.Value)
-	} else {
-		b.cK3F32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
-	}
+	b.cK0I32.UnsafeAppend(r.K0I32)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +103,9 @@ func (b *T13Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T13Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0I16.NewArray(), b.cK1I32.NewArray(), b.cK2I64.NewArray(), b.cK3F32.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I32.NewArray(),
+	}
 	rec := array.NewRecordBatch(t13ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +123,21 @@ func (b *T13Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T13Builder) Release() {
-	b.cK0I16.Release()
-	b.cK1I32.Release()
-	b.cK2I64.Release()
-	b.cK3F32.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0I32.Release()
 }
 
 // T13View is a typed view of a chunk of table t13: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T13View struct {
 	c     *vec.Chunk
-	K0I16 *array.Int16
-	K1I32 *array.Int32
-	K2I64 *array.Int64
-	K3F32 *array.Float32
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	K0I32 *array.Int32
 }
 
 // t13ViewOf views a chunk already known to have table t13's schema.
 func t13ViewOf(c *vec.Chunk) T13View {
 	rec := c.Record()
 	v := T13View{c: c}
-	v.K0I16 = rec.Column(0).(*array.Int16)
-	v.K1I32 = rec.Column(1).(*array.Int32)
-	v.K2I64 = rec.Column(2).(*array.Int64)
-	v.K3F32 = rec.Column(3).(*array.Float32)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I32 = rec.Column(T13ColK0I32).(*array.Int32)
 	return v
 }
 
@@ -326,235 +171,60 @@ func (v *T13View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T13View) Row(i int) T13 {
-	return T13{
-		K0I16: v.K0I16.Value(i),
-		K1I32: vec.Nullable[int32]{
-			Valid: v.K1I32.IsValid(i),
-			Value: v.K1I32.Value(i),
-		},
-		K2I64: v.K2I64.Value(i),
-		K3F32: vec.Nullable[float32]{
-			Valid: v.K3F32.IsValid(i),
-			Value: v.K3F32.Value(i),
-		},
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
-	}
+	return T13{K0I32: v.K0I32.Value(i)}
 }
 
 // PK returns row i's primary key.
 func (v *T13View) PK(i int) T13PK {
-	return T13PK{
-		K0I16: v.K0I16.Value(i),
-		K1I32: vec.Nullable[int32]{
-			Valid: v.K1I32.IsValid(i),
-			Value: v.K1I32.Value(i),
-		},
-		K2I64: v.K2I64.Value(i),
-		K3F32: vec.Nullable[float32]{
-			Valid: v.K3F32.IsValid(i),
-			Value: v.K3F32.Value(i),
-		},
-	}
+	return T13PK{K0I32: v.K0I32.Value(i)}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T13View) ComparePK(i int, k *T13PK) int {
-	if r := cmp.Compare(v.K0I16.Value(i), k.K0I16); r != 0 {
+	if r := cmp.Compare(v.K0I32.Value(i), k.K0I32); r != 0 {
 		return r
-	}
-	{
-		an, bn := v.K1I32.IsNull(i), !k.K1I32.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := cmp.Compare(v.K1I32.Value(i), k.K1I32.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K2I64.Value(i), k.K2I64); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3F32.IsNull(i), !k.K3F32.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := vec.CompareFloat32(v.K3F32.Value(i), k.K3F32.Value); r != 0 {
-				return -r
-			}
-		}
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T13View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
-	if v.K1I32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), true)
-	}
-	dst = vec.AppendKeyInt64(dst, v.K2I64.Value(i), false)
-	if v.K3F32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyFloat32(dst, v.K3F32.Value(i), true)
-	}
+	dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T13View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt16(dst, v.K0I16.Value(i), false)
-	if v.K1I32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt32(dst, v.K1I32.Value(i), false)
-	}
-	dst = vec.AppendKeyInt64(dst, v.K2I64.Value(i), false)
-	if v.K3F32.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat32(dst, v.K3F32.Value(i), false)
-	}
+	dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
 	return dst
 }
 
-var t13ValueZero [92]byte
+// t13ValueZero is the fixed-width part of a row value of table t13, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t13ValueZero [6]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T13View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I32Slot = 2 // k0_i32 int32
+	)
 	start := len(dst)
 	dst = append(dst, t13ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint16(row[3:], uint16(v.K0I16.Value(i)))
-	if v.K1I32.IsNull(i) {
-		row[1] |= 2
-	} else {
-		binary.LittleEndian.PutUint32(row[5:], uint32(v.K1I32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[9:], uint64(v.K2I64.Value(i)))
-	if v.K3F32.IsNull(i) {
-		row[1] |= 8
-	} else {
-		binary.LittleEndian.PutUint32(row[17:], math.Float32bits(v.K3F32.Value(i)))
-	}
-	if v.VBool.Value(i) {
-		row[21] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[22:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[24:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[28:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[36:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[40:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[48:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[56:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[72:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[76:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[84:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+64:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+68:], uint32(end))
+	binary.LittleEndian.PutUint32(row[k0I32Slot:], uint32(v.K0I32.Value(i)))
 	return dst
 }
 
 // T13PK is a decoded primary key of table t13, in key order.
 type T13PK struct {
-	K0I16 int16                 // k0_i16 asc nulls last
-	K1I32 vec.Nullable[int32]   // k1_i32 desc nulls first
-	K2I64 int64                 // k2_i64 asc nulls first
-	K3F32 vec.Nullable[float32] // k3_f32 desc nulls last
+	K0I32 int32 // k0_i32 asc nulls last
 }
 
 // AppendT13PK appends the memcomparable encoding of k to dst.
 func AppendT13PK(dst []byte, k *T13PK) []byte {
-	dst = vec.AppendKeyInt16(dst, k.K0I16, false)
-	if !k.K1I32.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt32(dst, k.K1I32.Value, true)
-	}
-	dst = vec.AppendKeyInt64(dst, k.K2I64, false)
-	if !k.K3F32.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyFloat32(dst, k.K3F32.Value, true)
-	}
+	dst = vec.AppendKeyInt32(dst, k.K0I32, false)
 	return dst
 }
 
@@ -565,57 +235,18 @@ func DecodeT13PK(src []byte) (T13PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_i16: %w", err)
+		return k, fmt.Errorf("column k0_i32: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k0_i16: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k0_i32: NULL in a NOT NULL column")
 	}
 	{
-		var x int16
-		x, src, err = vec.DecodeKeyInt16(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_i16: %w", err)
-		}
-		k.K0I16 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_i32: %w", err)
-	}
-	if !null {
 		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, true)
+		x, src, err = vec.DecodeKeyInt32(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k1_i32: %w", err)
+			return k, fmt.Errorf("column k0_i32: %w", err)
 		}
-		k.K1I32 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_i64: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_i64: NULL in a NOT NULL column")
-	}
-	{
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_i64: %w", err)
-		}
-		k.K2I64 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_f32: %w", err)
-	}
-	if !null {
-		var x float32
-		x, src, err = vec.DecodeKeyFloat32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_f32: %w", err)
-		}
-		k.K3F32 = vec.Some(x)
+		k.K0I32 = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -667,57 +298,32 @@ func (t13Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t13Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t13: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t13: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.Int16Builder)
+	b0, ok0 := out[0].(*array.Int32Builder)
 	if !ok0 {
-		return fmt.Errorf("table t13: column k0_i16: builder is %T, want *array.Int16Builder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Int32Builder)
-	if !ok1 {
-		return fmt.Errorf("table t13: column k1_i32: builder is %T, want *array.Int32Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Int64Builder)
-	if !ok2 {
-		return fmt.Errorf("table t13: column k2_i64: builder is %T, want *array.Int64Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Float32Builder)
-	if !ok3 {
-		return fmt.Errorf("table t13: column k3_f32: builder is %T, want *array.Float32Builder", out[3])
+		return fmt.Errorf("table t13: column k0_i32: builder is %T, want *array.Int32Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT13PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t13: key %d: %w", i, err)
 		}
-		b0.Append(k.K0I16)
-		if k.K1I32.Valid {
-			b1.Append(k.K1I32.Value)
-		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2I64)
-		if k.K3F32.Valid {
-			b3.Append(k.K3F32.Value)
-		} else {
-			b3.AppendNull()
-		}
+		b0.Append(k.K0I32)
 	}
 	return nil
 }
 
 // t13ValueOK reports whether v is a well-formed row value of table t13 (see vec.Layout.CheckValue).
 func t13ValueOK(v []byte) bool {
-	if len(v) < 92 || v[0] != vec.ValueVersion || v[1]&85 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t13ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[64:])
-	e1 := binary.LittleEndian.Uint32(v[68:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-92
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -726,16 +332,12 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t13: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I32Slot = 2   // k0_i32 int32
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t13ValueOK(v) {
@@ -745,313 +347,30 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t13: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[64:]))
-			total1 += int(binary.LittleEndian.Uint32(v[68:])) - int(binary.LittleEndian.Uint32(v[64:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t13: column k0_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+3:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T13ColK0I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return fmt.Errorf("table t13: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
+				return fmt.Errorf("table t13: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t13: column k1_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+5:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t13: column k2_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(2).Type)
+			want := t13ArrowSchema.Field(T13ColK0I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t13: column k0_i32: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int32
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+9:]))
+					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+k0I32Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t13: column k3_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+17:]))
-					valid[i-lo] = !(data[o+1]&8 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t13: column v_bool: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+21:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t13: column v_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+22:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t13: column v_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+24:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t13: column v_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+28:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t13: column v_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+36:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t13: column v_f64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+40:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t13: column v_dec: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+56:])), binary.LittleEndian.Uint64(data[o+48:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t13: column v_str: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+92 : o+92+int(binary.LittleEndian.Uint32(data[o+64:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t13: column v_bin: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+92+int(binary.LittleEndian.Uint32(data[o+64:])) : o+92+int(binary.LittleEndian.Uint32(data[o+68:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t13: column v_date: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+72:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t13: column v_ts: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+76:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t13: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t13: column v_tstz: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+84:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t13: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t13: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1059,45 +378,8 @@ func (t13Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t13RowDecoder decodes row values of table t13 one at a time (vec.RowDecoder).
 type t13RowDecoder struct {
-	b0    *array.Int16Builder // nil: k0_i16 is not projected
-	v0    []int16
-	b1    *array.Int32Builder // nil: k1_i32 is not projected
-	v1    []int32
-	ok1   []bool
-	b2    *array.Int64Builder // nil: k2_i64 is not projected
-	v2    []int64
-	b3    *array.Float32Builder // nil: k3_f32 is not projected
-	v3    []float32
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0I32 *array.Int32Builder // nil: k0_i32 is not projected
+	vK0I32 []int32
 }
 
 var _ vec.RowDecoders = t13Kernels{}
@@ -1110,200 +392,21 @@ func (t13Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t13RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column k0_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t13: column k0_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column k0_i16 twice")
-			}
-			d.b0 = b
-		case 1:
+		case T13ColK0I32:
 			b, ok := out[j].(*array.Int32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t13: column k1_i32: builder is %T, want *array.Int32Builder", out[j])
+				return nil, fmt.Errorf("table t13: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t13: column k1_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(1).Type)
+			want := t13ArrowSchema.Field(T13ColK0I32).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t13: column k0_i32: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column k1_i32 twice")
+			if d.bK0I32 != nil {
+				return nil, fmt.Errorf("table t13: row decoder: projection names column k0_i32 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column k2_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t13: column k2_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column k2_i64 twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column k3_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t13: column k3_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column k3_f32 twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t13: column v_bool: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t13: column v_i16: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t13: column v_i32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t13: column v_i64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t13: column v_f32: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t13: column v_f64: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t13: column v_dec: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t13: column v_str: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t13: column v_bin: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t13: column v_date: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t13: column v_ts: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t13: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t13ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t13: column v_tstz: builder of %s, want %s", b.Type(), t13ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t13: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0I32 = b
 		default:
-			return nil, fmt.Errorf("table t13: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t13: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1312,109 +415,18 @@ func (t13Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t13RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int16](n), d.v0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int32](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int64](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[float32](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+	if d.bK0I32 != nil {
+		if cap(d.vK0I32) < n {
+			d.vK0I32 = append(vec.MakeColored[int32](n), d.vK0I32...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t13RowDecoder) Append(v []byte) error {
+	const (
+		k0I32Slot = 2 // k0_i32 int32
+	)
 	if !t13ValueOK(v) {
 		err := t13Layout.CheckValue(v)
 		if err == nil {
@@ -1422,148 +434,17 @@ func (d *t13RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t13: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int16(binary.LittleEndian.Uint16(v[3:])))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int32(binary.LittleEndian.Uint32(v[5:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int64(binary.LittleEndian.Uint64(v[9:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, math.Float32frombits(binary.LittleEndian.Uint32(v[17:])))
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[21:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[22:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[24:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[28:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[36:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[40:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[56:])), binary.LittleEndian.Uint64(v[48:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[92 : 92+int(binary.LittleEndian.Uint32(v[64:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[92+int(binary.LittleEndian.Uint32(v[64:])) : 92+int(binary.LittleEndian.Uint32(v[68:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[72:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[76:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[84:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK0I32 != nil {
+		d.vK0I32 = append(d.vK0I32, int32(binary.LittleEndian.Uint32(v[k0I32Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t13RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK0I32 != nil {
+		d.bK0I32.AppendValues(d.vK0I32, nil)
+		d.vK0I32 = d.vK0I32[:0]
 	}
 	return nil
 }
@@ -1576,7 +457,7 @@ func (t13Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 8)
+		out[i] = vec.VnodeOf(buf, 1000)
 	}
 }
 
@@ -1588,8 +469,9 @@ func (t13Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t13Marker marks chunks of table t13 against decoded backfill positions.
 type t13Marker struct {
-	state [8]vec.BackfillState
-	pos   [8]T13PK
+	state []vec.BackfillState
+	pos   []T13PK
+	lo0   []int32
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1597,8 +479,11 @@ func (k t13Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t13Marker{}
-	copy(m.state[:], p.State)
+	m := &t13Marker{
+		pos:   make([]T13PK, len(p.State)),
+		state: append([]vec.BackfillState{}, p.State...),
+	}
+	m.lo0 = make([]int32, len(p.State))
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1611,6 +496,14 @@ func (k t13Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table t13 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int32(math.MaxInt32)
+		case vec.NotStarted:
+			m.lo0[vn] = int32(math.MinInt32)
+		default:
+			m.lo0[vn] = m.pos[vn].K0I32
+		}
 	}
 	return m, nil
 }
@@ -1621,18 +514,20 @@ func (m *t13Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	n := v.NumRows()
 	out = out[:(n+7)/8]
 	vnodes = vnodes[:n]
+	k0 := v.K0I32.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&7] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+				a, b := k0[i], m.lo0[vn]
+				keep := a < b
+				if a == b {
+					switch m.state[vn] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1651,12 +546,13 @@ func (m *t13Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&7] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+				a, b := k0[i], m.lo0[vn]
+				keep := a < b
+				if a == b {
+					switch m.state[vn] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

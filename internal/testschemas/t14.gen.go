@@ -8,21 +8,31 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T14Fingerprint is the fingerprint of table t14's shape (schema.Table.Fingerprint).
-const T14Fingerprint = "ed3f5abfecd8e5a96417eeaf"
+const T14Fingerprint = "110ee35919f887a40729cd6b"
 
 // T14Table returns a new copy of table t14's schema.
 func T14Table() *schema.Table {
-	t := &schema.Table{Name: "t14", Columns: []schema.Column{{Name: "k0_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "k1_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "k2_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "k3_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "t14",
+		Columns: []schema.Column{
+			{Name: "k0_i64", Type: schema.Type{Kind: schema.Int64}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T14ColK0I64, Desc: true, NullsFirst: false},
+		},
+		DistKey:    []int{T14ColK0I64},
+		VnodeCount: 32768,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +47,13 @@ var (
 
 // Column indexes of table t14, for projections.
 const (
-	T14ColK0I32 = 0  // k0_i32 int32
-	T14ColK1I64 = 1  // k1_i64 int64
-	T14ColK2F32 = 2  // k2_f32 float32
-	T14ColK3F64 = 3  // k3_f64 float64
-	T14ColVBool = 4  // v_bool boolean
-	T14ColVI16  = 5  // v_i16 int16
-	T14ColVI32  = 6  // v_i32 int32
-	T14ColVI64  = 7  // v_i64 int64
-	T14ColVF32  = 8  // v_f32 float32
-	T14ColVF64  = 9  // v_f64 float64
-	T14ColVDec  = 10 // v_dec decimal(20,4)
-	T14ColVStr  = 11 // v_str varchar
-	T14ColVBin  = 12 // v_bin bytea
-	T14ColVDate = 13 // v_date date
-	T14ColVTS   = 14 // v_ts timestamp
-	T14ColVTstz = 15 // v_tstz timestamptz
+	T14ColK0I64 = 0 // k0_i64 int64
 )
 
 // T14 is one row of table t14. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T14 struct {
-	K0I32 int32                         // k0_i32 int32
-	K1I64 vec.Nullable[int64]           // k1_i64 int64
-	K2F32 float32                       // k2_f32 float32
-	K3F64 vec.Nullable[float64]         // k3_f64 float64
-	VBool vec.Nullable[bool]            // v_bool boolean
-	VI16  int16                         // v_i16 int16
-	VI32  vec.Nullable[int32]           // v_i32 int32
-	VI64  int64                         // v_i64 int64
-	VF32  vec.Nullable[float32]         // v_f32 float32
-	VF64  float64                       // v_f64 float64
-	VDec  vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr  string                        // v_str varchar
-	VBin  vec.Nullable[[]byte]          // v_bin bytea
-	VDate arrow.Date32                  // v_date date
-	VTS   vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz arrow.Timestamp               // v_tstz timestamptz
+	K0I64 int64 // k0_i64 int64
 }
 
 // T14Builder builds chunks of table t14 with typed appends straight into Arrow
@@ -84,64 +64,19 @@ type T14Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0I32 *array.Int32Builder
-	cK1I64 *array.Int64Builder
-	cK2F32 *array.Float32Builder
-	cK3F64 *array.Float64Builder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	cK0I64 *array.Int64Builder
 }
 
 // NewT14Builder returns a builder whose chunks are allocated from mem.
 func NewT14Builder(mem memory.Allocator) *T14Builder {
 	b := &T14Builder{mem: mem}
-	b.cK0I32 = array.NewInt32Builder(mem)
-	b.cK1I64 = array.NewInt64Builder(mem)
-	b.cK2F32 = array.NewFloat32Builder(mem)
-	b.cK3F64 = array.NewFloat64Builder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t14ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t14ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t14ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0I64 = array.NewInt64Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T14Builder) Reserve(n int) {
-	b.cK0I32.Reserve(n)
-	b.cK1I64.Reserve(n)
-	b.cK2F32.Reserve(n)
-	b.cK3F64.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0I64.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +92,7 @@ func (b *T14Builder) Append(op vec.Op, r *T14) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0I32.UnsafeAppend(r.K0I32)
-	if r.K1I64.Valid {
-		b.cK1I64.UnsafeAppend(r.K1I64.Value)
-	} else {
-		b.cK1I64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK2F32.UnsafeAppend(r.K2F32)
-	if r.K3F64.Valid {
-		b.cK3F64.UnsafeAppend(r.K3F64.Value)
-	} else {
-		b.cK3F64.UnsafeAppendBoolToBitmap(false)
-	}
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
+	b.cK0I64.UnsafeAppend(r.K0I64)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +103,9 @@ func (b *T14Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T14Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0I32.NewArray(), b.cK1I64.NewArray(), b.cK2F32.NewArray(), b.cK3F64.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0I64.NewArray(),
+	}
 	rec := array.NewRecordBatch(t14ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +123,21 @@ func (b *T14Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T14Builder) Release() {
-	b.cK0I32.Release()
-	b.cK1I64.Release()
-	b.cK2F32.Release()
-	b.cK3F64.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0I64.Release()
 }
 
 // T14View is a typed view of a chunk of table t14: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T14View struct {
 	c     *vec.Chunk
-	K0I32 *array.Int32
-	K1I64 *array.Int64
-	K2F32 *array.Float32
-	K3F64 *array.Float64
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	K0I64 *array.Int64
 }
 
 // t14ViewOf views a chunk already known to have table t14's schema.
 func t14ViewOf(c *vec.Chunk) T14View {
 	rec := c.Record()
 	v := T14View{c: c}
-	v.K0I32 = rec.Column(0).(*array.Int32)
-	v.K1I64 = rec.Column(1).(*array.Int64)
-	v.K2F32 = rec.Column(2).(*array.Float32)
-	v.K3F64 = rec.Column(3).(*array.Float64)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0I64 = rec.Column(T14ColK0I64).(*array.Int64)
 	return v
 }
 
@@ -326,235 +171,60 @@ func (v *T14View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T14View) Row(i int) T14 {
-	return T14{
-		K0I32: v.K0I32.Value(i),
-		K1I64: vec.Nullable[int64]{
-			Valid: v.K1I64.IsValid(i),
-			Value: v.K1I64.Value(i),
-		},
-		K2F32: v.K2F32.Value(i),
-		K3F64: vec.Nullable[float64]{
-			Valid: v.K3F64.IsValid(i),
-			Value: v.K3F64.Value(i),
-		},
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
-	}
+	return T14{K0I64: v.K0I64.Value(i)}
 }
 
 // PK returns row i's primary key.
 func (v *T14View) PK(i int) T14PK {
-	return T14PK{
-		K0I32: v.K0I32.Value(i),
-		K1I64: vec.Nullable[int64]{
-			Valid: v.K1I64.IsValid(i),
-			Value: v.K1I64.Value(i),
-		},
-		K2F32: v.K2F32.Value(i),
-		K3F64: vec.Nullable[float64]{
-			Valid: v.K3F64.IsValid(i),
-			Value: v.K3F64.Value(i),
-		},
-	}
+	return T14PK{K0I64: v.K0I64.Value(i)}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T14View) ComparePK(i int, k *T14PK) int {
-	if r := cmp.Compare(v.K0I32.Value(i), k.K0I32); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K1I64.IsNull(i), !k.K1I64.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := cmp.Compare(v.K1I64.Value(i), k.K1I64.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := vec.CompareFloat32(v.K2F32.Value(i), k.K2F32); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3F64.IsNull(i), !k.K3F64.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := vec.CompareFloat64(v.K3F64.Value(i), k.K3F64.Value); r != 0 {
-				return -r
-			}
-		}
+	if r := cmp.Compare(v.K0I64.Value(i), k.K0I64); r != 0 {
+		return -r
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T14View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
-	if v.K1I64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, v.K1I64.Value(i), true)
-	}
-	dst = vec.AppendKeyFloat32(dst, v.K2F32.Value(i), false)
-	if v.K3F64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, v.K3F64.Value(i), true)
-	}
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T14View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt32(dst, v.K0I32.Value(i), false)
-	if v.K1I64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, v.K1I64.Value(i), false)
-	}
-	dst = vec.AppendKeyFloat32(dst, v.K2F32.Value(i), false)
-	if v.K3F64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, v.K3F64.Value(i), false)
-	}
+	dst = vec.AppendKeyInt64(dst, v.K0I64.Value(i), false)
 	return dst
 }
 
-var t14ValueZero [98]byte
+// t14ValueZero is the fixed-width part of a row value of table t14, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t14ValueZero [10]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T14View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0I64Slot = 2 // k0_i64 int64
+	)
 	start := len(dst)
 	dst = append(dst, t14ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint32(row[3:], uint32(v.K0I32.Value(i)))
-	if v.K1I64.IsNull(i) {
-		row[1] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[7:], uint64(v.K1I64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[15:], math.Float32bits(v.K2F32.Value(i)))
-	if v.K3F64.IsNull(i) {
-		row[1] |= 8
-	} else {
-		binary.LittleEndian.PutUint64(row[19:], math.Float64bits(v.K3F64.Value(i)))
-	}
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[27] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[28:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[30:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[34:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[42:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[46:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[54:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[62:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[78:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[82:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[90:], uint64(v.VTstz.Value(i)))
-	end := 0
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+74:], uint32(end))
+	binary.LittleEndian.PutUint64(row[k0I64Slot:], uint64(v.K0I64.Value(i)))
 	return dst
 }
 
 // T14PK is a decoded primary key of table t14, in key order.
 type T14PK struct {
-	K0I32 int32                 // k0_i32 asc nulls last
-	K1I64 vec.Nullable[int64]   // k1_i64 desc nulls first
-	K2F32 float32               // k2_f32 asc nulls first
-	K3F64 vec.Nullable[float64] // k3_f64 desc nulls last
+	K0I64 int64 // k0_i64 desc nulls last
 }
 
 // AppendT14PK appends the memcomparable encoding of k to dst.
 func AppendT14PK(dst []byte, k *T14PK) []byte {
-	dst = vec.AppendKeyInt32(dst, k.K0I32, false)
-	if !k.K1I64.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, k.K1I64.Value, true)
-	}
-	dst = vec.AppendKeyFloat32(dst, k.K2F32, false)
-	if !k.K3F64.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, k.K3F64.Value, true)
-	}
+	dst = vec.AppendKeyInt64(dst, k.K0I64, true)
 	return dst
 }
 
@@ -565,57 +235,18 @@ func DecodeT14PK(src []byte) (T14PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_i32: %w", err)
+		return k, fmt.Errorf("column k0_i64: %w", err)
 	}
 	if null {
-		return k, fmt.Errorf("column k0_i32: NULL in a NOT NULL column")
+		return k, fmt.Errorf("column k0_i64: NULL in a NOT NULL column")
 	}
 	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_i32: %w", err)
-		}
-		k.K0I32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_i64: %w", err)
-	}
-	if !null {
 		var x int64
 		x, src, err = vec.DecodeKeyInt64(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_i64: %w", err)
+			return k, fmt.Errorf("column k0_i64: %w", err)
 		}
-		k.K1I64 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_f32: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_f32: NULL in a NOT NULL column")
-	}
-	{
-		var x float32
-		x, src, err = vec.DecodeKeyFloat32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_f32: %w", err)
-		}
-		k.K2F32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_f64: %w", err)
-	}
-	if !null {
-		var x float64
-		x, src, err = vec.DecodeKeyFloat64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_f64: %w", err)
-		}
-		k.K3F64 = vec.Some(x)
+		k.K0I64 = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -667,57 +298,32 @@ func (t14Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t14Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t14: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t14: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.Int32Builder)
+	b0, ok0 := out[0].(*array.Int64Builder)
 	if !ok0 {
-		return fmt.Errorf("table t14: column k0_i32: builder is %T, want *array.Int32Builder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Int64Builder)
-	if !ok1 {
-		return fmt.Errorf("table t14: column k1_i64: builder is %T, want *array.Int64Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Float32Builder)
-	if !ok2 {
-		return fmt.Errorf("table t14: column k2_f32: builder is %T, want *array.Float32Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.Float64Builder)
-	if !ok3 {
-		return fmt.Errorf("table t14: column k3_f64: builder is %T, want *array.Float64Builder", out[3])
+		return fmt.Errorf("table t14: column k0_i64: builder is %T, want *array.Int64Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT14PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t14: key %d: %w", i, err)
 		}
-		b0.Append(k.K0I32)
-		if k.K1I64.Valid {
-			b1.Append(k.K1I64.Value)
-		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2F32)
-		if k.K3F64.Valid {
-			b3.Append(k.K3F64.Value)
-		} else {
-			b3.AppendNull()
-		}
+		b0.Append(k.K0I64)
 	}
 	return nil
 }
 
 // t14ValueOK reports whether v is a well-formed row value of table t14 (see vec.Layout.CheckValue).
 func t14ValueOK(v []byte) bool {
-	if len(v) < 98 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t14ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[70:])
-	e1 := binary.LittleEndian.Uint32(v[74:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-98
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -726,16 +332,12 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t14: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0I64Slot = 2   // k0_i64 int64
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t14ValueOK(v) {
@@ -745,313 +347,30 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t14: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[70:]))
-			total1 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[70:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t14: column k0_i32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+3:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T14ColK0I64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return fmt.Errorf("table t14: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
+				return fmt.Errorf("table t14: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t14: column k1_i64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(1).Type)
+			want := t14ArrowSchema.Field(T14ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t14: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+7:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t14: column k2_f32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+15:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t14: column k3_f64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+19:]))
-					valid[i-lo] = !(data[o+1]&8 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t14: column v_bool: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+27:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t14: column v_i16: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+28:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t14: column v_i32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t14: column v_i64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+34:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t14: column v_f32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t14: column v_f64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+46:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t14: column v_dec: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+62:])), binary.LittleEndian.Uint64(data[o+54:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t14: column v_str: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t14: column v_bin: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+70:])) : o+98+int(binary.LittleEndian.Uint32(data[o+74:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t14: column v_date: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+78:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t14: column v_ts: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+82:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t14: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t14: column v_tstz: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+k0I64Slot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t14: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t14: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1059,45 +378,8 @@ func (t14Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t14RowDecoder decodes row values of table t14 one at a time (vec.RowDecoder).
 type t14RowDecoder struct {
-	b0    *array.Int32Builder // nil: k0_i32 is not projected
-	v0    []int32
-	b1    *array.Int64Builder // nil: k1_i64 is not projected
-	v1    []int64
-	ok1   []bool
-	b2    *array.Float32Builder // nil: k2_f32 is not projected
-	v2    []float32
-	b3    *array.Float64Builder // nil: k3_f64 is not projected
-	v3    []float64
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0I64 *array.Int64Builder // nil: k0_i64 is not projected
+	vK0I64 []int64
 }
 
 var _ vec.RowDecoders = t14Kernels{}
@@ -1110,200 +392,21 @@ func (t14Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t14RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column k0_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t14: column k0_i32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column k0_i32 twice")
-			}
-			d.b0 = b
-		case 1:
+		case T14ColK0I64:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t14: column k1_i64: builder is %T, want *array.Int64Builder", out[j])
+				return nil, fmt.Errorf("table t14: column k0_i64: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t14: column k1_i64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(1).Type)
+			want := t14ArrowSchema.Field(T14ColK0I64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t14: column k0_i64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column k1_i64 twice")
+			if d.bK0I64 != nil {
+				return nil, fmt.Errorf("table t14: row decoder: projection names column k0_i64 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column k2_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t14: column k2_f32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column k2_f32 twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column k3_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t14: column k3_f64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column k3_f64 twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t14: column v_bool: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t14: column v_i16: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t14: column v_i32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t14: column v_i64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t14: column v_f32: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t14: column v_f64: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t14: column v_dec: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t14: column v_str: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t14: column v_bin: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t14: column v_date: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t14: column v_ts: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t14: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t14ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t14: column v_tstz: builder of %s, want %s", b.Type(), t14ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t14: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0I64 = b
 		default:
-			return nil, fmt.Errorf("table t14: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t14: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1312,109 +415,18 @@ func (t14Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t14RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int32](n), d.v0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[float32](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[float64](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+	if d.bK0I64 != nil {
+		if cap(d.vK0I64) < n {
+			d.vK0I64 = append(vec.MakeColored[int64](n), d.vK0I64...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t14RowDecoder) Append(v []byte) error {
+	const (
+		k0I64Slot = 2 // k0_i64 int64
+	)
 	if !t14ValueOK(v) {
 		err := t14Layout.CheckValue(v)
 		if err == nil {
@@ -1422,148 +434,17 @@ func (d *t14RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t14: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int32(binary.LittleEndian.Uint32(v[3:])))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[7:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, math.Float32frombits(binary.LittleEndian.Uint32(v[15:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, math.Float64frombits(binary.LittleEndian.Uint64(v[19:])))
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[27:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[28:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[30:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[34:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[42:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[46:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[62:])), binary.LittleEndian.Uint64(v[54:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[98 : 98+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[98+int(binary.LittleEndian.Uint32(v[70:])) : 98+int(binary.LittleEndian.Uint32(v[74:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[78:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[82:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+	if d.bK0I64 != nil {
+		d.vK0I64 = append(d.vK0I64, int64(binary.LittleEndian.Uint64(v[k0I64Slot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t14RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK0I64 != nil {
+		d.bK0I64.AppendValues(d.vK0I64, nil)
+		d.vK0I64 = d.vK0I64[:0]
 	}
 	return nil
 }
@@ -1576,7 +457,7 @@ func (t14Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 256)
+		out[i] = vec.VnodeOf(buf, 32768)
 	}
 }
 
@@ -1588,8 +469,9 @@ func (t14Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t14Marker marks chunks of table t14 against decoded backfill positions.
 type t14Marker struct {
-	state [256]vec.BackfillState
-	pos   [256]T14PK
+	state [32768]vec.BackfillState
+	pos   [32768]T14PK
+	lo0   [32768]int64
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1611,6 +493,14 @@ func (k t14Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 		default:
 			return nil, fmt.Errorf("table t14 vnode %d: bad backfill state %d", vn, s)
 		}
+		switch s {
+		case vec.Completed:
+			m.lo0[vn] = int64(math.MinInt64)
+		case vec.NotStarted:
+			m.lo0[vn] = int64(math.MaxInt64)
+		default:
+			m.lo0[vn] = m.pos[vn].K0I64
+		}
 	}
 	return m, nil
 }
@@ -1621,18 +511,20 @@ func (m *t14Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	n := v.NumRows()
 	out = out[:(n+7)/8]
 	vnodes = vnodes[:n]
+	k0 := v.K0I64.Values()[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+				a, b := k0[i], m.lo0[vn&32767]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&32767] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1651,12 +543,13 @@ func (m *t14Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			var w uint64
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
-				var keep bool
-				switch m.state[vn&255] {
-				case vec.Completed:
-					keep = true
-				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
+				a, b := k0[i], m.lo0[vn&32767]
+				keep := a > b
+				if a == b {
+					switch m.state[vn&32767] {
+					case vec.Completed, vec.InProgress:
+						keep = true
+					}
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -7,22 +7,31 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // T16Fingerprint is the fingerprint of table t16's shape (schema.Table.Fingerprint).
-const T16Fingerprint = "ad1a9eaaf3fee5cc56c8b246"
+const T16Fingerprint = "2d447ac3a391465f91040807"
 
 // T16Table returns a new copy of table t16's schema.
 func T16Table() *schema.Table {
-	t := &schema.Table{Name: "t16", Columns: []schema.Column{{Name: "k0_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "k1_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "k2_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "k3_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "t16",
+		Columns: []schema.Column{
+			{Name: "k0_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T16ColK0F64, Desc: true, NullsFirst: false},
+		},
+		DistKey:    []int{T16ColK0F64},
+		VnodeCount: 3,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +46,13 @@ var (
 
 // Column indexes of table t16, for projections.
 const (
-	T16ColK0F32 = 0  // k0_f32 float32
-	T16ColK1F64 = 1  // k1_f64 float64
-	T16ColK2Dec = 2  // k2_dec decimal(20,4)
-	T16ColK3Str = 3  // k3_str varchar
-	T16ColVBool = 4  // v_bool boolean
-	T16ColVI16  = 5  // v_i16 int16
-	T16ColVI32  = 6  // v_i32 int32
-	T16ColVI64  = 7  // v_i64 int64
-	T16ColVF32  = 8  // v_f32 float32
-	T16ColVF64  = 9  // v_f64 float64
-	T16ColVDec  = 10 // v_dec decimal(20,4)
-	T16ColVStr  = 11 // v_str varchar
-	T16ColVBin  = 12 // v_bin bytea
-	T16ColVDate = 13 // v_date date
-	T16ColVTS   = 14 // v_ts timestamp
-	T16ColVTstz = 15 // v_tstz timestamptz
+	T16ColK0F64 = 0 // k0_f64 float64
 )
 
 // T16 is one row of table t16. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T16 struct {
-	K0F32 float32                       // k0_f32 float32
-	K1F64 vec.Nullable[float64]         // k1_f64 float64
-	K2Dec decimal128.Num                // k2_dec decimal(20,4)
-	K3Str vec.Nullable[string]          // k3_str varchar
-	VBool vec.Nullable[bool]            // v_bool boolean
-	VI16  int16                         // v_i16 int16
-	VI32  vec.Nullable[int32]           // v_i32 int32
-	VI64  int64                         // v_i64 int64
-	VF32  vec.Nullable[float32]         // v_f32 float32
-	VF64  float64                       // v_f64 float64
-	VDec  vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr  string                        // v_str varchar
-	VBin  vec.Nullable[[]byte]          // v_bin bytea
-	VDate arrow.Date32                  // v_date date
-	VTS   vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz arrow.Timestamp               // v_tstz timestamptz
+	K0F64 vec.Nullable[float64] // k0_f64 float64
 }
 
 // T16Builder builds chunks of table t16 with typed appends straight into Arrow
@@ -84,64 +63,19 @@ type T16Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0F32 *array.Float32Builder
-	cK1F64 *array.Float64Builder
-	cK2Dec *array.Decimal128Builder
-	cK3Str *vec.VarBuilder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	cK0F64 *array.Float64Builder
 }
 
 // NewT16Builder returns a builder whose chunks are allocated from mem.
 func NewT16Builder(mem memory.Allocator) *T16Builder {
 	b := &T16Builder{mem: mem}
-	b.cK0F32 = array.NewFloat32Builder(mem)
-	b.cK1F64 = array.NewFloat64Builder(mem)
-	b.cK2Dec = array.NewDecimal128Builder(mem, t16ArrowSchema.Field(2).Type.(*arrow.Decimal128Type))
-	b.cK3Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t16ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t16ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t16ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0F64 = array.NewFloat64Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T16Builder) Reserve(n int) {
-	b.cK0F32.Reserve(n)
-	b.cK1F64.Reserve(n)
-	b.cK2Dec.Reserve(n)
-	b.cK3Str.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0F64.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,54 +91,11 @@ func (b *T16Builder) Append(op vec.Op, r *T16) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0F32.UnsafeAppend(r.K0F32)
-	if r.K1F64.Valid {
-		b.cK1F64.UnsafeAppend(r.K1F64.Value)
+	if r.K0F64.Valid {
+		b.cK0F64.UnsafeAppend(r.K0F64.Value)
 	} else {
-		b.cK1F64.UnsafeAppendBoolToBitmap(false)
+		b.cK0F64.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK2Dec.UnsafeAppend(r.K2Dec)
-	if r.K3Str.Valid {
-		b.cK3Str.AppendString(r.K3Str.Value)
-	} else {
-		b.cK3Str.AppendNull()
-	}
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -215,7 +106,9 @@ func (b *T16Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T16Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0F32.NewArray(), b.cK1F64.NewArray(), b.cK2Dec.NewArray(), b.cK3Str.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0F64.NewArray(),
+	}
 	rec := array.NewRecordBatch(t16ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +126,21 @@ func (b *T16Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T16Builder) Release() {
-	b.cK0F32.Release()
-	b.cK1F64.Release()
-	b.cK2Dec.Release()
-	b.cK3Str.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0F64.Release()
 }
 
 // T16View is a typed view of a chunk of table t16: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T16View struct {
 	c     *vec.Chunk
-	K0F32 *array.Float32
-	K1F64 *array.Float64
-	K2Dec *array.Decimal128
-	K3Str *array.String
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	K0F64 *array.Float64
 }
 
 // t16ViewOf views a chunk already known to have table t16's schema.
 func t16ViewOf(c *vec.Chunk) T16View {
 	rec := c.Record()
 	v := T16View{c: c}
-	v.K0F32 = rec.Column(0).(*array.Float32)
-	v.K1F64 = rec.Column(1).(*array.Float64)
-	v.K2Dec = rec.Column(2).(*array.Decimal128)
-	v.K3Str = rec.Column(3).(*array.String)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0F64 = rec.Column(T16ColK0F64).(*array.Float64)
 	return v
 }
 
@@ -326,91 +174,25 @@ func (v *T16View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T16View) Row(i int) T16 {
-	return T16{
-		K0F32: v.K0F32.Value(i),
-		K1F64: vec.Nullable[float64]{
-			Valid: v.K1F64.IsValid(i),
-			Value: v.K1F64.Value(i),
-		},
-		K2Dec: v.K2Dec.Value(i),
-		K3Str: vec.Nullable[string]{
-			Valid: v.K3Str.IsValid(i),
-			Value: v.K3Str.Value(i),
-		},
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
-	}
+	return T16{K0F64: vec.Nullable[float64]{
+		Valid: v.K0F64.IsValid(i),
+		Value: v.K0F64.Value(i),
+	}}
 }
 
 // PK returns row i's primary key.
 func (v *T16View) PK(i int) T16PK {
-	return T16PK{
-		K0F32: v.K0F32.Value(i),
-		K1F64: vec.Nullable[float64]{
-			Valid: v.K1F64.IsValid(i),
-			Value: v.K1F64.Value(i),
-		},
-		K2Dec: v.K2Dec.Value(i),
-		K3Str: vec.Nullable[string]{
-			Valid: v.K3Str.IsValid(i),
-			Value: v.K3Str.Value(i),
-		},
-	}
+	return T16PK{K0F64: vec.Nullable[float64]{
+		Valid: v.K0F64.IsValid(i),
+		Value: v.K0F64.Value(i),
+	}}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T16View) ComparePK(i int, k *T16PK) int {
-	if r := vec.CompareFloat32(v.K0F32.Value(i), k.K0F32); r != 0 {
-		return r
-	}
 	{
-		an, bn := v.K1F64.IsNull(i), !k.K1F64.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := vec.CompareFloat64(v.K1F64.Value(i), k.K1F64.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := v.K2Dec.Value(i).Cmp(k.K2Dec); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3Str.IsNull(i), !k.K3Str.Valid
+		an, bn := v.K0F64.IsNull(i), !k.K0F64.Valid
 		if an != bn {
 			if an {
 				return 1
@@ -418,7 +200,7 @@ func (v *T16View) ComparePK(i int, k *T16PK) int {
 			return -1
 		}
 		if !an {
-			if r := strings.Compare(v.K3Str.Value(i), k.K3Str.Value); r != 0 {
+			if r := vec.CompareFloat64(v.K0F64.Value(i), k.K0F64.Value); r != 0 {
 				return -r
 			}
 		}
@@ -428,138 +210,56 @@ func (v *T16View) ComparePK(i int, k *T16PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T16View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyFloat32(dst, v.K0F32.Value(i), false)
-	if v.K1F64.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, v.K1F64.Value(i), true)
-	}
-	dst = vec.AppendKeyDecimal(dst, v.K2Dec.Value(i), false)
-	if v.K3Str.IsNull(i) {
+	if v.K0F64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyString(dst, v.K3Str.Value(i), true)
+		dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), true)
 	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T16View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyFloat32(dst, v.K0F32.Value(i), false)
-	if v.K1F64.IsNull(i) {
+	if v.K0F64.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyFloat64(dst, v.K1F64.Value(i), false)
-	}
-	dst = vec.AppendKeyDecimal(dst, v.K2Dec.Value(i), false)
-	if v.K3Str.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyString(dst, v.K3Str.Value(i), false)
+		dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), false)
 	}
 	return dst
 }
 
-var t16ValueZero [106]byte
+// t16ValueZero is the fixed-width part of a row value of table t16, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t16ValueZero [10]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T16View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0F64Slot = 2 // k0_f64 float64
+	)
 	start := len(dst)
 	dst = append(dst, t16ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint32(row[3:], math.Float32bits(v.K0F32.Value(i)))
-	if v.K1F64.IsNull(i) {
-		row[1] |= 2
+	if v.K0F64.IsNull(i) {
+		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint64(row[7:], math.Float64bits(v.K1F64.Value(i)))
+		binary.LittleEndian.PutUint64(row[k0F64Slot:], math.Float64bits(v.K0F64.Value(i)))
 	}
-	{
-		binary.LittleEndian.PutUint64(row[15:], v.K2Dec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[23:], uint64(v.K2Dec.Value(i).HighBits()))
-	}
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[35] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[36:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[38:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[42:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[50:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[54:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[62:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[70:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[86:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[90:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[98:], uint64(v.VTstz.Value(i)))
-	end := 0
-	if v.K3Str.IsNull(i) {
-		dst[start+1] |= 8
-	} else {
-		x := v.K3Str.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+31:], uint32(end))
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+78:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+82:], uint32(end))
 	return dst
 }
 
 // T16PK is a decoded primary key of table t16, in key order.
 type T16PK struct {
-	K0F32 float32               // k0_f32 asc nulls last
-	K1F64 vec.Nullable[float64] // k1_f64 desc nulls first
-	K2Dec decimal128.Num        // k2_dec asc nulls first
-	K3Str vec.Nullable[string]  // k3_str desc nulls last
+	K0F64 vec.Nullable[float64] // k0_f64 desc nulls last
 }
 
 // AppendT16PK appends the memcomparable encoding of k to dst.
 func AppendT16PK(dst []byte, k *T16PK) []byte {
-	dst = vec.AppendKeyFloat32(dst, k.K0F32, false)
-	if !k.K1F64.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyFloat64(dst, k.K1F64.Value, true)
-	}
-	dst = vec.AppendKeyDecimal(dst, k.K2Dec, false)
-	if !k.K3Str.Valid {
+	if !k.K0F64.Valid {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyString(dst, k.K3Str.Value, true)
+		dst = vec.AppendKeyFloat64(dst, k.K0F64.Value, true)
 	}
 	return dst
 }
@@ -571,57 +271,15 @@ func DecodeT16PK(src []byte) (T16PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_f32: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_f32: NULL in a NOT NULL column")
-	}
-	{
-		var x float32
-		x, src, err = vec.DecodeKeyFloat32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_f32: %w", err)
-		}
-		k.K0F32 = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_f64: %w", err)
+		return k, fmt.Errorf("column k0_f64: %w", err)
 	}
 	if !null {
 		var x float64
 		x, src, err = vec.DecodeKeyFloat64(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_f64: %w", err)
+			return k, fmt.Errorf("column k0_f64: %w", err)
 		}
-		k.K1F64 = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_dec: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_dec: NULL in a NOT NULL column")
-	}
-	{
-		var x decimal128.Num
-		x, src, err = vec.DecodeKeyDecimal(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_dec: %w", err)
-		}
-		k.K2Dec = x
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_str: %w", err)
-	}
-	if !null {
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_str: %w", err)
-		}
-		k.K3Str = vec.Some(string(x))
+		k.K0F64 = vec.Some(x)
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -673,41 +331,22 @@ func (t16Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t16Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t16: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t16: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.Float32Builder)
+	b0, ok0 := out[0].(*array.Float64Builder)
 	if !ok0 {
-		return fmt.Errorf("table t16: column k0_f32: builder is %T, want *array.Float32Builder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Float64Builder)
-	if !ok1 {
-		return fmt.Errorf("table t16: column k1_f64: builder is %T, want *array.Float64Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Decimal128Builder)
-	if !ok2 {
-		return fmt.Errorf("table t16: column k2_dec: builder is %T, want *array.Decimal128Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.StringBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t16: column k3_str: builder is %T, want *array.StringBuilder", out[3])
+		return fmt.Errorf("table t16: column k0_f64: builder is %T, want *array.Float64Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT16PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t16: key %d: %w", i, err)
 		}
-		b0.Append(k.K0F32)
-		if k.K1F64.Valid {
-			b1.Append(k.K1F64.Value)
+		if k.K0F64.Valid {
+			b0.Append(k.K0F64.Value)
 		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2Dec)
-		if k.K3Str.Valid {
-			b3.Append(k.K3Str.Value)
-		} else {
-			b3.AppendNull()
+			b0.AppendNull()
 		}
 	}
 	return nil
@@ -715,19 +354,13 @@ func (t16Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // t16ValueOK reports whether v is a well-formed row value of table t16 (see vec.Layout.CheckValue).
 func t16ValueOK(v []byte) bool {
-	if len(v) < 106 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t16ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[31:])
-	e1 := binary.LittleEndian.Uint32(v[78:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[82:])
-	if e2 < e1 {
-		return false
-	}
-	return int(e2) == len(v)-106
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -736,16 +369,12 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t16: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0F64Slot = 2   // k0_f64 float64
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 3, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t16ValueOK(v) {
@@ -755,312 +384,32 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t16: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[31:]))
-			total1 += int(binary.LittleEndian.Uint32(v[78:])) - int(binary.LittleEndian.Uint32(v[31:]))
-			total2 += int(binary.LittleEndian.Uint32(v[82:])) - int(binary.LittleEndian.Uint32(v[78:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column k0_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t16: column k0_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+3:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T16ColK0F64:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return fmt.Errorf("table t16: column k1_f64: builder is %T, want *array.Float64Builder", out[j])
+				return fmt.Errorf("table t16: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t16: column k1_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(1).Type)
+			want := t16ArrowSchema.Field(T16ColK0F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t16: column k0_f64: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]float64
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+7:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
+					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+k0F64Slot:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column k2_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t16: column k2_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+23:])), binary.LittleEndian.Uint64(data[o+15:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column k3_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t16: column k3_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+1]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+106 : o+106+int(binary.LittleEndian.Uint32(data[o+31:]))])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t16: column v_bool: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+35:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t16: column v_i16: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+36:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t16: column v_i32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+38:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t16: column v_i64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+42:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t16: column v_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+50:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t16: column v_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+54:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t16: column v_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+70:])), binary.LittleEndian.Uint64(data[o+62:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t16: column v_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+31:])) : o+106+int(binary.LittleEndian.Uint32(data[o+78:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t16: column v_bin: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+78:])) : o+106+int(binary.LittleEndian.Uint32(data[o+82:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t16: column v_date: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+86:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t16: column v_ts: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t16: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t16: column v_tstz: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+98:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t16: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t16: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1068,44 +417,9 @@ func (t16Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t16RowDecoder decodes row values of table t16 one at a time (vec.RowDecoder).
 type t16RowDecoder struct {
-	b0    *array.Float32Builder // nil: k0_f32 is not projected
-	v0    []float32
-	b1    *array.Float64Builder // nil: k1_f64 is not projected
-	v1    []float64
-	ok1   []bool
-	b2    *array.Decimal128Builder // nil: k2_dec is not projected
-	v2    []decimal128.Num
-	b3    *vec.VarBuilder       // nil: k3_str is not projected
-	per3  int                   // bytes per value of the last flushed rows
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0F64  *array.Float64Builder // nil: k0_f64 is not projected
+	vK0F64  []float64
+	okK0F64 []bool
 }
 
 var _ vec.RowDecoders = t16Kernels{}
@@ -1118,200 +432,21 @@ func (t16Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t16RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column k0_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t16: column k0_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column k0_f32 twice")
-			}
-			d.b0 = b
-		case 1:
+		case T16ColK0F64:
 			b, ok := out[j].(*array.Float64Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t16: column k1_f64: builder is %T, want *array.Float64Builder", out[j])
+				return nil, fmt.Errorf("table t16: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t16: column k1_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(1).Type)
+			want := t16ArrowSchema.Field(T16ColK0F64).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t16: column k0_f64: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column k1_f64 twice")
+			if d.bK0F64 != nil {
+				return nil, fmt.Errorf("table t16: row decoder: projection names column k0_f64 twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column k2_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t16: column k2_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column k2_dec twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column k3_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t16: column k3_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column k3_str twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t16: column v_bool: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t16: column v_i16: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t16: column v_i32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t16: column v_i64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t16: column v_f32: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t16: column v_f64: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t16: column v_dec: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t16: column v_str: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t16: column v_bin: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t16: column v_date: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t16: column v_ts: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t16: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t16ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t16: column v_tstz: builder of %s, want %s", b.Type(), t16ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t16: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0F64 = b
 		default:
-			return nil, fmt.Errorf("table t16: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t16: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1320,105 +455,21 @@ func (t16Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t16RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[float32](n), d.v0...)
+	if d.bK0F64 != nil {
+		if cap(d.vK0F64) < n {
+			d.vK0F64 = append(vec.MakeColored[float64](n), d.vK0F64...)
 		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[float64](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[decimal128.Num](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		d.b3.Reserve(n)
-		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+		if cap(d.okK0F64) < n {
+			d.okK0F64 = append(vec.MakeColored[bool](n), d.okK0F64...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t16RowDecoder) Append(v []byte) error {
+	const (
+		k0F64Slot = 2 // k0_f64 float64
+	)
 	if !t16ValueOK(v) {
 		err := t16Layout.CheckValue(v)
 		if err == nil {
@@ -1426,154 +477,19 @@ func (d *t16RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t16: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, math.Float32frombits(binary.LittleEndian.Uint32(v[3:])))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, math.Float64frombits(binary.LittleEndian.Uint64(v[7:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, decimal128.New(int64(binary.LittleEndian.Uint64(v[23:])), binary.LittleEndian.Uint64(v[15:])))
-	}
-	if d.b3 != nil {
-		if v[1]&8 != 0 {
-			d.b3.AppendNull()
-		} else {
-			s := v[106 : 106+int(binary.LittleEndian.Uint32(v[31:]))]
-			d.b3.Reserve(1)
-			d.b3.ReserveData(len(s))
-			d.b3.UnsafeAppend(s)
-		}
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[35:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[36:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[38:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[42:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[50:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[54:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[70:])), binary.LittleEndian.Uint64(v[62:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[106+int(binary.LittleEndian.Uint32(v[31:])) : 106+int(binary.LittleEndian.Uint32(v[78:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[106+int(binary.LittleEndian.Uint32(v[78:])) : 106+int(binary.LittleEndian.Uint32(v[82:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[86:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
+	if d.bK0F64 != nil {
+		d.vK0F64 = append(d.vK0F64, math.Float64frombits(binary.LittleEndian.Uint64(v[k0F64Slot:])))
+		d.okK0F64 = append(d.okK0F64, !(v[1]&1 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t16RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		if n := d.b3.Len(); n > 0 {
-			d.per3 = (d.b3.DataLen() + n - 1) / n
-		}
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK0F64 != nil {
+		d.bK0F64.AppendValues(d.vK0F64, d.okK0F64)
+		d.vK0F64 = d.vK0F64[:0]
+		d.okK0F64 = d.okK0F64[:0]
 	}
 	return nil
 }
@@ -1586,7 +502,7 @@ func (t16Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 1)
+		out[i] = vec.VnodeOf(buf, 3)
 	}
 }
 
@@ -1598,8 +514,8 @@ func (t16Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t16Marker marks chunks of table t16 against decoded backfill positions.
 type t16Marker struct {
-	state [1]vec.BackfillState
-	pos   [1]T16PK
+	state []vec.BackfillState
+	pos   []T16PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1607,8 +523,10 @@ func (k t16Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t16Marker{}
-	copy(m.state[:], p.State)
+	m := &t16Marker{
+		pos:   make([]T16PK, len(p.State)),
+		state: append([]vec.BackfillState{}, p.State...),
+	}
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1630,17 +548,19 @@ func (m *t16Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t16ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
+	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1658,12 +578,13 @@ func (m *t16Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -4,26 +4,34 @@
 package testschemas
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // T17Fingerprint is the fingerprint of table t17's shape (schema.Table.Fingerprint).
-const T17Fingerprint = "4113cec08de6e77606db74b0"
+const T17Fingerprint = "792903e4bcf363c8af95c204"
 
 // T17Table returns a new copy of table t17's schema.
 func T17Table() *schema.Table {
-	t := &schema.Table{Name: "t17", Columns: []schema.Column{{Name: "k0_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "k1_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "k2_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "k3_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "t17",
+		Columns: []schema.Column{
+			{Name: "k0_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 38, Scale: 10}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T17ColK0Dec, Desc: true, NullsFirst: true},
+		},
+		DistKey:    []int{T17ColK0Dec},
+		VnodeCount: 1,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -38,43 +46,13 @@ var (
 
 // Column indexes of table t17, for projections.
 const (
-	T17ColK0F64 = 0  // k0_f64 float64
-	T17ColK1Dec = 1  // k1_dec decimal(20,4)
-	T17ColK2Str = 2  // k2_str varchar
-	T17ColK3Bin = 3  // k3_bin bytea
-	T17ColVBool = 4  // v_bool boolean
-	T17ColVI16  = 5  // v_i16 int16
-	T17ColVI32  = 6  // v_i32 int32
-	T17ColVI64  = 7  // v_i64 int64
-	T17ColVF32  = 8  // v_f32 float32
-	T17ColVF64  = 9  // v_f64 float64
-	T17ColVDec  = 10 // v_dec decimal(20,4)
-	T17ColVStr  = 11 // v_str varchar
-	T17ColVBin  = 12 // v_bin bytea
-	T17ColVDate = 13 // v_date date
-	T17ColVTS   = 14 // v_ts timestamp
-	T17ColVTstz = 15 // v_tstz timestamptz
+	T17ColK0Dec = 0 // k0_dec decimal(38,10)
 )
 
 // T17 is one row of table t17. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T17 struct {
-	K0F64 float64                       // k0_f64 float64
-	K1Dec vec.Nullable[decimal128.Num]  // k1_dec decimal(20,4)
-	K2Str string                        // k2_str varchar
-	K3Bin vec.Nullable[[]byte]          // k3_bin bytea
-	VBool bool                          // v_bool boolean
-	VI16  vec.Nullable[int16]           // v_i16 int16
-	VI32  int32                         // v_i32 int32
-	VI64  vec.Nullable[int64]           // v_i64 int64
-	VF32  float32                       // v_f32 float32
-	VF64  vec.Nullable[float64]         // v_f64 float64
-	VDec  decimal128.Num                // v_dec decimal(20,4)
-	VStr  vec.Nullable[string]          // v_str varchar
-	VBin  []byte                        // v_bin bytea
-	VDate vec.Nullable[arrow.Date32]    // v_date date
-	VTS   arrow.Timestamp               // v_ts timestamp
-	VTstz vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Dec decimal128.Num // k0_dec decimal(38,10)
 }
 
 // T17Builder builds chunks of table t17 with typed appends straight into Arrow
@@ -85,64 +63,19 @@ type T17Builder struct {
 	mem    memory.Allocator
 	ops    []vec.Op
 	room   int // rows reserved in every fixed-width builder beyond those appended
-	cK0F64 *array.Float64Builder
-	cK1Dec *array.Decimal128Builder
-	cK2Str *vec.VarBuilder
-	cK3Bin *vec.VarBuilder
-	cVBool *array.BooleanBuilder
-	cVI16  *array.Int16Builder
-	cVI32  *array.Int32Builder
-	cVI64  *array.Int64Builder
-	cVF32  *array.Float32Builder
-	cVF64  *array.Float64Builder
-	cVDec  *array.Decimal128Builder
-	cVStr  *vec.VarBuilder
-	cVBin  *vec.VarBuilder
-	cVDate *array.Date32Builder
-	cVTS   *array.TimestampBuilder
-	cVTstz *array.TimestampBuilder
+	cK0Dec *array.Decimal128Builder
 }
 
 // NewT17Builder returns a builder whose chunks are allocated from mem.
 func NewT17Builder(mem memory.Allocator) *T17Builder {
 	b := &T17Builder{mem: mem}
-	b.cK0F64 = array.NewFloat64Builder(mem)
-	b.cK1Dec = array.NewDecimal128Builder(mem, t17ArrowSchema.Field(1).Type.(*arrow.Decimal128Type))
-	b.cK2Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cK3Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t17ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t17ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t17ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Dec = array.NewDecimal128Builder(mem, t17ArrowSchema.Field(T17ColK0Dec).Type.(*arrow.Decimal128Type))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T17Builder) Reserve(n int) {
-	b.cK0F64.Reserve(n)
-	b.cK1Dec.Reserve(n)
-	b.cK2Str.Reserve(n)
-	b.cK3Bin.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Dec.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -158,54 +91,7 @@ func (b *T17Builder) Append(op vec.Op, r *T17) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0F64.UnsafeAppend(r.K0F64)
-	if r.K1Dec.Valid {
-		b.cK1Dec.UnsafeAppend(r.K1Dec.Value)
-	} else {
-		b.cK1Dec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK2Str.AppendString(r.K2Str)
-	if r.K3Bin.Valid {
-		b.cK3Bin.Append(r.K3Bin.Value)
-	} else {
-		b.cK3Bin.AppendNull()
-	}
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
-	}
+	b.cK0Dec.UnsafeAppend(r.K0Dec)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -216,7 +102,9 @@ func (b *T17Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T17Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0F64.NewArray(), b.cK1Dec.NewArray(), b.cK2Str.NewArray(), b.cK3Bin.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Dec.NewArray(),
+	}
 	rec := array.NewRecordBatch(t17ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -234,66 +122,21 @@ func (b *T17Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T17Builder) Release() {
-	b.cK0F64.Release()
-	b.cK1Dec.Release()
-	b.cK2Str.Release()
-	b.cK3Bin.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Dec.Release()
 }
 
 // T17View is a typed view of a chunk of table t17: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T17View struct {
 	c     *vec.Chunk
-	K0F64 *array.Float64
-	K1Dec *array.Decimal128
-	K2Str *array.String
-	K3Bin *array.Binary
-	VBool *array.Boolean
-	VI16  *array.Int16
-	VI32  *array.Int32
-	VI64  *array.Int64
-	VF32  *array.Float32
-	VF64  *array.Float64
-	VDec  *array.Decimal128
-	VStr  *array.String
-	VBin  *array.Binary
-	VDate *array.Date32
-	VTS   *array.Timestamp
-	VTstz *array.Timestamp
+	K0Dec *array.Decimal128
 }
 
 // t17ViewOf views a chunk already known to have table t17's schema.
 func t17ViewOf(c *vec.Chunk) T17View {
 	rec := c.Record()
 	v := T17View{c: c}
-	v.K0F64 = rec.Column(0).(*array.Float64)
-	v.K1Dec = rec.Column(1).(*array.Decimal128)
-	v.K2Str = rec.Column(2).(*array.String)
-	v.K3Bin = rec.Column(3).(*array.Binary)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Dec = rec.Column(T17ColK0Dec).(*array.Decimal128)
 	return v
 }
 
@@ -327,246 +170,63 @@ func (v *T17View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T17View) Row(i int) T17 {
-	return T17{
-		K0F64: v.K0F64.Value(i),
-		K1Dec: vec.Nullable[decimal128.Num]{
-			Valid: v.K1Dec.IsValid(i),
-			Value: v.K1Dec.Value(i),
-		},
-		K2Str: v.K2Str.Value(i),
-		K3Bin: vec.Nullable[[]byte]{
-			Valid: v.K3Bin.IsValid(i),
-			Value: v.K3Bin.Value(i),
-		},
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
-	}
+	return T17{K0Dec: v.K0Dec.Value(i)}
 }
 
 // PK returns row i's primary key.
 func (v *T17View) PK(i int) T17PK {
-	return T17PK{
-		K0F64: v.K0F64.Value(i),
-		K1Dec: vec.Nullable[decimal128.Num]{
-			Valid: v.K1Dec.IsValid(i),
-			Value: v.K1Dec.Value(i),
-		},
-		K2Str: v.K2Str.Value(i),
-		K3Bin: vec.Nullable[[]byte]{
-			Valid: v.K3Bin.IsValid(i),
-			Value: v.K3Bin.Value(i),
-		},
-	}
+	return T17PK{K0Dec: v.K0Dec.Value(i)}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T17View) ComparePK(i int, k *T17PK) int {
-	if r := vec.CompareFloat64(v.K0F64.Value(i), k.K0F64); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K1Dec.IsNull(i), !k.K1Dec.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := v.K1Dec.Value(i).Cmp(k.K1Dec.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := strings.Compare(v.K2Str.Value(i), k.K2Str); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3Bin.IsNull(i), !k.K3Bin.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := bytes.Compare(v.K3Bin.Value(i), k.K3Bin.Value); r != 0 {
-				return -r
-			}
-		}
+	if r := v.K0Dec.Value(i).Cmp(k.K0Dec); r != 0 {
+		return -r
 	}
 	return 0
 }
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T17View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), false)
-	if v.K1Dec.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyDecimal(dst, v.K1Dec.Value(i), true)
-	}
-	dst = vec.AppendKeyString(dst, v.K2Str.Value(i), false)
-	if v.K3Bin.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBytes(dst, v.K3Bin.Value(i), true)
-	}
+	dst = vec.AppendKeyDecimal(dst, v.K0Dec.Value(i), true)
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T17View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyFloat64(dst, v.K0F64.Value(i), false)
-	if v.K1Dec.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyDecimal(dst, v.K1Dec.Value(i), false)
-	}
-	dst = vec.AppendKeyString(dst, v.K2Str.Value(i), false)
-	if v.K3Bin.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBytes(dst, v.K3Bin.Value(i), false)
-	}
+	dst = vec.AppendKeyDecimal(dst, v.K0Dec.Value(i), false)
 	return dst
 }
 
-var t17ValueZero [106]byte
+// t17ValueZero is the fixed-width part of a row value of table t17, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t17ValueZero [18]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T17View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0DecSlot = 2 // k0_dec decimal(38,10)
+	)
 	start := len(dst)
 	dst = append(dst, t17ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[3:], math.Float64bits(v.K0F64.Value(i)))
-	if v.K1Dec.IsNull(i) {
-		row[1] |= 2
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[11:], v.K1Dec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[19:], uint64(v.K1Dec.Value(i).HighBits()))
-		}
-	}
-	if v.VBool.Value(i) {
-		row[35] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[36:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[38:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[42:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[50:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[54:], math.Float64bits(v.VF64.Value(i)))
-	}
 	{
-		binary.LittleEndian.PutUint64(row[62:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[70:], uint64(v.VDec.Value(i).HighBits()))
+		binary.LittleEndian.PutUint64(row[k0DecSlot:], v.K0Dec.Value(i).LowBits())
+		binary.LittleEndian.PutUint64(row[k0DecSlot+8:], uint64(v.K0Dec.Value(i).HighBits()))
 	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[86:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[90:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[98:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	{
-		x := v.K2Str.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+27:], uint32(end))
-	if v.K3Bin.IsNull(i) {
-		dst[start+1] |= 8
-	} else {
-		x := v.K3Bin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+31:], uint32(end))
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+78:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+82:], uint32(end))
 	return dst
 }
 
 // T17PK is a decoded primary key of table t17, in key order.
 type T17PK struct {
-	K0F64 float64                      // k0_f64 asc nulls last
-	K1Dec vec.Nullable[decimal128.Num] // k1_dec desc nulls first
-	K2Str string                       // k2_str asc nulls first
-	K3Bin vec.Nullable[[]byte]         // k3_bin desc nulls last
+	K0Dec decimal128.Num // k0_dec desc nulls first
 }
 
 // AppendT17PK appends the memcomparable encoding of k to dst.
 func AppendT17PK(dst []byte, k *T17PK) []byte {
-	dst = vec.AppendKeyFloat64(dst, k.K0F64, false)
-	if !k.K1Dec.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyDecimal(dst, k.K1Dec.Value, true)
-	}
-	dst = vec.AppendKeyString(dst, k.K2Str, false)
-	if !k.K3Bin.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBytes(dst, k.K3Bin.Value, true)
-	}
+	dst = vec.AppendKeyDecimal(dst, k.K0Dec, true)
 	return dst
 }
 
@@ -575,59 +235,20 @@ func DecodeT17PK(src []byte) (T17PK, error) {
 	var k T17PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_f64: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_f64: NULL in a NOT NULL column")
-	}
-	{
-		var x float64
-		x, src, err = vec.DecodeKeyFloat64(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_f64: %w", err)
-		}
-		k.K0F64 = x
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_dec: %w", err)
+		return k, fmt.Errorf("column k0_dec: %w", err)
 	}
-	if !null {
+	if null {
+		return k, fmt.Errorf("column k0_dec: NULL in a NOT NULL column")
+	}
+	{
 		var x decimal128.Num
 		x, src, err = vec.DecodeKeyDecimal(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k1_dec: %w", err)
+			return k, fmt.Errorf("column k0_dec: %w", err)
 		}
-		k.K1Dec = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_str: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_str: NULL in a NOT NULL column")
-	}
-	{
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k2_str: %w", err)
-		}
-		k.K2Str = string(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_bin: %w", err)
-	}
-	if !null {
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_bin: %w", err)
-		}
-		k.K3Bin = vec.Some(x)
+		k.K0Dec = x
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -679,65 +300,32 @@ func (t17Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t17Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t17: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t17: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.Float64Builder)
+	b0, ok0 := out[0].(*array.Decimal128Builder)
 	if !ok0 {
-		return fmt.Errorf("table t17: column k0_f64: builder is %T, want *array.Float64Builder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Decimal128Builder)
-	if !ok1 {
-		return fmt.Errorf("table t17: column k1_dec: builder is %T, want *array.Decimal128Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.StringBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t17: column k2_str: builder is %T, want *array.StringBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.BinaryBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t17: column k3_bin: builder is %T, want *array.BinaryBuilder", out[3])
+		return fmt.Errorf("table t17: column k0_dec: builder is %T, want *array.Decimal128Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT17PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t17: key %d: %w", i, err)
 		}
-		b0.Append(k.K0F64)
-		if k.K1Dec.Valid {
-			b1.Append(k.K1Dec.Value)
-		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2Str)
-		if k.K3Bin.Valid {
-			b3.Append(k.K3Bin.Value)
-		} else {
-			b3.AppendNull()
-		}
+		b0.Append(k.K0Dec)
 	}
 	return nil
 }
 
 // t17ValueOK reports whether v is a well-formed row value of table t17 (see vec.Layout.CheckValue).
 func t17ValueOK(v []byte) bool {
-	if len(v) < 106 || v[0] != vec.ValueVersion || v[1]&85 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t17ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[27:])
-	e1 := binary.LittleEndian.Uint32(v[31:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[78:])
-	if e2 < e1 {
-		return false
-	}
-	e3 := binary.LittleEndian.Uint32(v[82:])
-	if e3 < e2 {
-		return false
-	}
-	return int(e3) == len(v)-106
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -746,16 +334,12 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t17: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step      = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0DecSlot = 2   // k0_dec decimal(38,10)
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2, total3 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 2, 3, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t17ValueOK(v) {
@@ -765,309 +349,30 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t17: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[27:]))
-			total1 += int(binary.LittleEndian.Uint32(v[31:])) - int(binary.LittleEndian.Uint32(v[27:]))
-			total2 += int(binary.LittleEndian.Uint32(v[78:])) - int(binary.LittleEndian.Uint32(v[31:]))
-			total3 += int(binary.LittleEndian.Uint32(v[82:])) - int(binary.LittleEndian.Uint32(v[78:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t17: column k0_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+3:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T17ColK0Dec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return fmt.Errorf("table t17: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
+				return fmt.Errorf("table t17: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t17: column k1_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(1).Type)
+			want := t17ArrowSchema.Field(T17ColK0Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t17: column k0_dec: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]decimal128.Num
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+19:])), binary.LittleEndian.Uint64(data[o+11:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column k2_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t17: column k2_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+106 : o+106+int(binary.LittleEndian.Uint32(data[o+27:]))])
-			}
-		case 3:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column k3_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t17: column k3_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+1]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+27:])) : o+106+int(binary.LittleEndian.Uint32(data[o+31:]))])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t17: column v_bool: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+35:][0] != 0
+					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+k0DecSlot+8:])), binary.LittleEndian.Uint64(data[o+k0DecSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t17: column v_i16: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+36:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t17: column v_i32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+38:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t17: column v_i64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+42:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t17: column v_f32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+50:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t17: column v_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+54:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t17: column v_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+70:])), binary.LittleEndian.Uint64(data[o+62:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t17: column v_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+31:])) : o+106+int(binary.LittleEndian.Uint32(data[o+78:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t17: column v_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total3)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+106+int(binary.LittleEndian.Uint32(data[o+78:])) : o+106+int(binary.LittleEndian.Uint32(data[o+82:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t17: column v_date: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+86:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t17: column v_ts: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t17: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t17: column v_tstz: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+98:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t17: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t17: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1075,44 +380,8 @@ func (t17Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t17RowDecoder decodes row values of table t17 one at a time (vec.RowDecoder).
 type t17RowDecoder struct {
-	b0    *array.Float64Builder // nil: k0_f64 is not projected
-	v0    []float64
-	b1    *array.Decimal128Builder // nil: k1_dec is not projected
-	v1    []decimal128.Num
-	ok1   []bool
-	b2    *vec.VarBuilder       // nil: k2_str is not projected
-	per2  int                   // bytes per value of the last flushed rows
-	b3    *vec.VarBuilder       // nil: k3_bin is not projected
-	per3  int                   // bytes per value of the last flushed rows
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Dec *array.Decimal128Builder // nil: k0_dec is not projected
+	vK0Dec []decimal128.Num
 }
 
 var _ vec.RowDecoders = t17Kernels{}
@@ -1125,200 +394,21 @@ func (t17Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t17RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column k0_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t17: column k0_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column k0_f64 twice")
-			}
-			d.b0 = b
-		case 1:
+		case T17ColK0Dec:
 			b, ok := out[j].(*array.Decimal128Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t17: column k1_dec: builder is %T, want *array.Decimal128Builder", out[j])
+				return nil, fmt.Errorf("table t17: column k0_dec: builder is %T, want *array.Decimal128Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t17: column k1_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(1).Type)
+			want := t17ArrowSchema.Field(T17ColK0Dec).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t17: column k0_dec: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column k1_dec twice")
+			if d.bK0Dec != nil {
+				return nil, fmt.Errorf("table t17: row decoder: projection names column k0_dec twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column k2_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t17: column k2_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column k2_str twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column k3_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t17: column k3_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column k3_bin twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t17: column v_bool: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t17: column v_i16: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t17: column v_i32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t17: column v_i64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t17: column v_f32: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t17: column v_f64: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t17: column v_dec: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t17: column v_str: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t17: column v_bin: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t17: column v_date: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t17: column v_ts: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t17: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t17ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t17: column v_tstz: builder of %s, want %s", b.Type(), t17ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t17: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0Dec = b
 		default:
-			return nil, fmt.Errorf("table t17: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t17: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1327,104 +417,18 @@ func (t17Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t17RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[float64](n), d.v0...)
-		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[decimal128.Num](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
-	}
-	if d.b3 != nil {
-		d.b3.Reserve(n)
-		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+	if d.bK0Dec != nil {
+		if cap(d.vK0Dec) < n {
+			d.vK0Dec = append(vec.MakeColored[decimal128.Num](n), d.vK0Dec...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t17RowDecoder) Append(v []byte) error {
+	const (
+		k0DecSlot = 2 // k0_dec decimal(38,10)
+	)
 	if !t17ValueOK(v) {
 		err := t17Layout.CheckValue(v)
 		if err == nil {
@@ -1432,158 +436,17 @@ func (d *t17RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t17: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, math.Float64frombits(binary.LittleEndian.Uint64(v[3:])))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, decimal128.New(int64(binary.LittleEndian.Uint64(v[19:])), binary.LittleEndian.Uint64(v[11:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		s := v[106 : 106+int(binary.LittleEndian.Uint32(v[27:]))]
-		d.b2.Reserve(1)
-		d.b2.ReserveData(len(s))
-		d.b2.UnsafeAppend(s)
-	}
-	if d.b3 != nil {
-		if v[1]&8 != 0 {
-			d.b3.AppendNull()
-		} else {
-			s := v[106+int(binary.LittleEndian.Uint32(v[27:])) : 106+int(binary.LittleEndian.Uint32(v[31:]))]
-			d.b3.Reserve(1)
-			d.b3.ReserveData(len(s))
-			d.b3.UnsafeAppend(s)
-		}
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[35:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[36:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[38:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[42:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[50:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[54:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[70:])), binary.LittleEndian.Uint64(v[62:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[106+int(binary.LittleEndian.Uint32(v[31:])) : 106+int(binary.LittleEndian.Uint32(v[78:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[106+int(binary.LittleEndian.Uint32(v[78:])) : 106+int(binary.LittleEndian.Uint32(v[82:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[86:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[98:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK0Dec != nil {
+		d.vK0Dec = append(d.vK0Dec, decimal128.New(int64(binary.LittleEndian.Uint64(v[k0DecSlot+8:])), binary.LittleEndian.Uint64(v[k0DecSlot:])))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t17RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
-		}
-	}
-	if d.b3 != nil {
-		if n := d.b3.Len(); n > 0 {
-			d.per3 = (d.b3.DataLen() + n - 1) / n
-		}
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK0Dec != nil {
+		d.bK0Dec.AppendValues(d.vK0Dec, nil)
+		d.vK0Dec = d.vK0Dec[:0]
 	}
 	return nil
 }
@@ -1596,7 +459,7 @@ func (t17Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 8)
+		out[i] = vec.VnodeOf(buf, 1)
 	}
 }
 
@@ -1608,8 +471,8 @@ func (t17Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t17Marker marks chunks of table t17 against decoded backfill positions.
 type t17Marker struct {
-	state [8]vec.BackfillState
-	pos   [8]T17PK
+	state [1]vec.BackfillState
+	pos   [1]T17PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1640,19 +503,17 @@ func (m *t17Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t17ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
-	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1670,13 +531,12 @@ func (m *t17Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
-				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[0] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[0]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

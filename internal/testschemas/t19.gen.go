@@ -4,27 +4,34 @@
 package testschemas
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
-	"strings"
 )
 
 // T19Fingerprint is the fingerprint of table t19's shape (schema.Table.Fingerprint).
-const T19Fingerprint = "58486c6c3efd4e171bf48205"
+const T19Fingerprint = "a4506d72100db2fc3e637b52"
 
 // T19Table returns a new copy of table t19's schema.
 func T19Table() *schema.Table {
-	t := &schema.Table{Name: "t19", Columns: []schema.Column{{Name: "k0_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "k1_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "k2_date", Type: schema.Type{Kind: schema.Date}}, {Name: "k3_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 32768}
+	t := &schema.Table{
+		Name: "t19",
+		Columns: []schema.Column{
+			{Name: "k0_date", Type: schema.Type{Kind: schema.Date}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T19ColK0Date, Desc: true, NullsFirst: false},
+		},
+		DistKey:    []int{T19ColK0Date},
+		VnodeCount: 32768,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -39,43 +46,13 @@ var (
 
 // Column indexes of table t19, for projections.
 const (
-	T19ColK0Str  = 0  // k0_str varchar
-	T19ColK1Bin  = 1  // k1_bin bytea
-	T19ColK2Date = 2  // k2_date date
-	T19ColK3TS   = 3  // k3_ts timestamp
-	T19ColVBool  = 4  // v_bool boolean
-	T19ColVI16   = 5  // v_i16 int16
-	T19ColVI32   = 6  // v_i32 int32
-	T19ColVI64   = 7  // v_i64 int64
-	T19ColVF32   = 8  // v_f32 float32
-	T19ColVF64   = 9  // v_f64 float64
-	T19ColVDec   = 10 // v_dec decimal(20,4)
-	T19ColVStr   = 11 // v_str varchar
-	T19ColVBin   = 12 // v_bin bytea
-	T19ColVDate  = 13 // v_date date
-	T19ColVTS    = 14 // v_ts timestamp
-	T19ColVTstz  = 15 // v_tstz timestamptz
+	T19ColK0Date = 0 // k0_date date
 )
 
 // T19 is one row of table t19. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T19 struct {
-	K0Str  string                        // k0_str varchar
-	K1Bin  vec.Nullable[[]byte]          // k1_bin bytea
-	K2Date arrow.Date32                  // k2_date date
-	K3TS   vec.Nullable[arrow.Timestamp] // k3_ts timestamp
-	VBool  bool                          // v_bool boolean
-	VI16   vec.Nullable[int16]           // v_i16 int16
-	VI32   int32                         // v_i32 int32
-	VI64   vec.Nullable[int64]           // v_i64 int64
-	VF32   float32                       // v_f32 float32
-	VF64   vec.Nullable[float64]         // v_f64 float64
-	VDec   decimal128.Num                // v_dec decimal(20,4)
-	VStr   vec.Nullable[string]          // v_str varchar
-	VBin   []byte                        // v_bin bytea
-	VDate  vec.Nullable[arrow.Date32]    // v_date date
-	VTS    arrow.Timestamp               // v_ts timestamp
-	VTstz  vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Date vec.Nullable[arrow.Date32] // k0_date date
 }
 
 // T19Builder builds chunks of table t19 with typed appends straight into Arrow
@@ -86,64 +63,19 @@ type T19Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Str  *vec.VarBuilder
-	cK1Bin  *vec.VarBuilder
-	cK2Date *array.Date32Builder
-	cK3TS   *array.TimestampBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	cK0Date *array.Date32Builder
 }
 
 // NewT19Builder returns a builder whose chunks are allocated from mem.
 func NewT19Builder(mem memory.Allocator) *T19Builder {
 	b := &T19Builder{mem: mem}
-	b.cK0Str = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cK1Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cK2Date = array.NewDate32Builder(mem)
-	b.cK3TS = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(3).Type.(*arrow.TimestampType))
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t19ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t19ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Date = array.NewDate32Builder(mem)
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T19Builder) Reserve(n int) {
-	b.cK0Str.Reserve(n)
-	b.cK1Bin.Reserve(n)
-	b.cK2Date.Reserve(n)
-	b.cK3TS.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Date.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -159,53 +91,10 @@ func (b *T19Builder) Append(op vec.Op, r *T19) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0Str.AppendString(r.K0Str)
-	if r.K1Bin.Valid {
-		b.cK1Bin.Append(r.K1Bin.Value)
+	if r.K0Date.Valid {
+		b.cK0Date.UnsafeAppend(r.K0Date.Value)
 	} else {
-		b.cK1Bin.AppendNull()
-	}
-	b.cK2Date.UnsafeAppend(r.K2Date)
-	if r.K3TS.Valid {
-		b.cK3TS.UnsafeAppend(r.K3TS.Value)
-	} else {
-		b.cK3TS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
+		b.cK0Date.UnsafeAppendBoolToBitmap(false)
 	}
 }
 
@@ -217,7 +106,9 @@ func (b *T19Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T19Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Str.NewArray(), b.cK1Bin.NewArray(), b.cK2Date.NewArray(), b.cK3TS.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Date.NewArray(),
+	}
 	rec := array.NewRecordBatch(t19ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -235,66 +126,21 @@ func (b *T19Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T19Builder) Release() {
-	b.cK0Str.Release()
-	b.cK1Bin.Release()
-	b.cK2Date.Release()
-	b.cK3TS.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Date.Release()
 }
 
 // T19View is a typed view of a chunk of table t19: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T19View struct {
 	c      *vec.Chunk
-	K0Str  *array.String
-	K1Bin  *array.Binary
-	K2Date *array.Date32
-	K3TS   *array.Timestamp
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	K0Date *array.Date32
 }
 
 // t19ViewOf views a chunk already known to have table t19's schema.
 func t19ViewOf(c *vec.Chunk) T19View {
 	rec := c.Record()
 	v := T19View{c: c}
-	v.K0Str = rec.Column(0).(*array.String)
-	v.K1Bin = rec.Column(1).(*array.Binary)
-	v.K2Date = rec.Column(2).(*array.Date32)
-	v.K3TS = rec.Column(3).(*array.Timestamp)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Date = rec.Column(T19ColK0Date).(*array.Date32)
 	return v
 }
 
@@ -328,91 +174,25 @@ func (v *T19View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T19View) Row(i int) T19 {
-	return T19{
-		K0Str: v.K0Str.Value(i),
-		K1Bin: vec.Nullable[[]byte]{
-			Valid: v.K1Bin.IsValid(i),
-			Value: v.K1Bin.Value(i),
-		},
-		K2Date: v.K2Date.Value(i),
-		K3TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K3TS.IsValid(i),
-			Value: v.K3TS.Value(i),
-		},
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
-	}
+	return T19{K0Date: vec.Nullable[arrow.Date32]{
+		Valid: v.K0Date.IsValid(i),
+		Value: v.K0Date.Value(i),
+	}}
 }
 
 // PK returns row i's primary key.
 func (v *T19View) PK(i int) T19PK {
-	return T19PK{
-		K0Str: v.K0Str.Value(i),
-		K1Bin: vec.Nullable[[]byte]{
-			Valid: v.K1Bin.IsValid(i),
-			Value: v.K1Bin.Value(i),
-		},
-		K2Date: v.K2Date.Value(i),
-		K3TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K3TS.IsValid(i),
-			Value: v.K3TS.Value(i),
-		},
-	}
+	return T19PK{K0Date: vec.Nullable[arrow.Date32]{
+		Valid: v.K0Date.IsValid(i),
+		Value: v.K0Date.Value(i),
+	}}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T19View) ComparePK(i int, k *T19PK) int {
-	if r := strings.Compare(v.K0Str.Value(i), k.K0Str); r != 0 {
-		return r
-	}
 	{
-		an, bn := v.K1Bin.IsNull(i), !k.K1Bin.Valid
-		if an != bn {
-			if an {
-				return -1
-			}
-			return 1
-		}
-		if !an {
-			if r := bytes.Compare(v.K1Bin.Value(i), k.K1Bin.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K2Date.Value(i), k.K2Date); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3TS.IsNull(i), !k.K3TS.Valid
+		an, bn := v.K0Date.IsNull(i), !k.K0Date.Valid
 		if an != bn {
 			if an {
 				return 1
@@ -420,7 +200,7 @@ func (v *T19View) ComparePK(i int, k *T19PK) int {
 			return -1
 		}
 		if !an {
-			if r := cmp.Compare(v.K3TS.Value(i), k.K3TS.Value); r != 0 {
+			if r := cmp.Compare(v.K0Date.Value(i), k.K0Date.Value); r != 0 {
 				return -r
 			}
 		}
@@ -430,140 +210,56 @@ func (v *T19View) ComparePK(i int, k *T19PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T19View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyString(dst, v.K0Str.Value(i), false)
-	if v.K1Bin.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBytes(dst, v.K1Bin.Value(i), true)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(v.K2Date.Value(i)), false)
-	if v.K3TS.IsNull(i) {
+	if v.K0Date.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K3TS.Value(i)), true)
+		dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), true)
 	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T19View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyString(dst, v.K0Str.Value(i), false)
-	if v.K1Bin.IsNull(i) {
+	if v.K0Date.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyBytes(dst, v.K1Bin.Value(i), false)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(v.K2Date.Value(i)), false)
-	if v.K3TS.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K3TS.Value(i)), false)
+		dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), false)
 	}
 	return dst
 }
 
-var t19ValueZero [94]byte
+// t19ValueZero is the fixed-width part of a row value of table t19, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t19ValueZero [6]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T19View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0DateSlot = 2 // k0_date date
+	)
 	start := len(dst)
 	dst = append(dst, t19ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint32(row[11:], uint32(v.K2Date.Value(i)))
-	if v.K3TS.IsNull(i) {
-		row[1] |= 8
+	if v.K0Date.IsNull(i) {
+		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint64(row[15:], uint64(v.K3TS.Value(i)))
+		binary.LittleEndian.PutUint32(row[k0DateSlot:], uint32(v.K0Date.Value(i)))
 	}
-	if v.VBool.Value(i) {
-		row[23] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[24:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[26:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[30:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[38:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[42:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[50:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[58:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[74:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[78:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[86:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	{
-		x := v.K0Str.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+3:], uint32(end))
-	if v.K1Bin.IsNull(i) {
-		dst[start+1] |= 2
-	} else {
-		x := v.K1Bin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+7:], uint32(end))
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+66:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
 	return dst
 }
 
 // T19PK is a decoded primary key of table t19, in key order.
 type T19PK struct {
-	K0Str  string                        // k0_str asc nulls last
-	K1Bin  vec.Nullable[[]byte]          // k1_bin desc nulls first
-	K2Date arrow.Date32                  // k2_date asc nulls first
-	K3TS   vec.Nullable[arrow.Timestamp] // k3_ts desc nulls last
+	K0Date vec.Nullable[arrow.Date32] // k0_date desc nulls last
 }
 
 // AppendT19PK appends the memcomparable encoding of k to dst.
 func AppendT19PK(dst []byte, k *T19PK) []byte {
-	dst = vec.AppendKeyString(dst, k.K0Str, false)
-	if !k.K1Bin.Valid {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyBytes(dst, k.K1Bin.Value, true)
-	}
-	dst = vec.AppendKeyInt32(dst, int32(k.K2Date), false)
-	if !k.K3TS.Valid {
+	if !k.K0Date.Valid {
 		dst = vec.AppendKeyNull(dst, false)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K3TS.Value), true)
+		dst = vec.AppendKeyInt32(dst, int32(k.K0Date.Value), true)
 	}
 	return dst
 }
@@ -575,57 +271,15 @@ func DecodeT19PK(src []byte) (T19PK, error) {
 	var err error
 	null, src, err = vec.DecodeKeyMarker(src, false)
 	if err != nil {
-		return k, fmt.Errorf("column k0_str: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_str: NULL in a NOT NULL column")
-	}
-	{
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_str: %w", err)
-		}
-		k.K0Str = string(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k1_bin: %w", err)
+		return k, fmt.Errorf("column k0_date: %w", err)
 	}
 	if !null {
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_bin: %w", err)
-		}
-		k.K1Bin = vec.Some(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_date: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_date: NULL in a NOT NULL column")
-	}
-	{
 		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
+		x, src, err = vec.DecodeKeyInt32(src, true)
 		if err != nil {
-			return k, fmt.Errorf("column k2_date: %w", err)
+			return k, fmt.Errorf("column k0_date: %w", err)
 		}
-		k.K2Date = arrow.Date32(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_ts: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_ts: %w", err)
-		}
-		k.K3TS = vec.Some(arrow.Timestamp(x))
+		k.K0Date = vec.Some(arrow.Date32(x))
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -677,41 +331,22 @@ func (t19Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t19Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t19: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t19: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.StringBuilder)
+	b0, ok0 := out[0].(*array.Date32Builder)
 	if !ok0 {
-		return fmt.Errorf("table t19: column k0_str: builder is %T, want *array.StringBuilder", out[0])
-	}
-	b1, ok1 := out[1].(*array.BinaryBuilder)
-	if !ok1 {
-		return fmt.Errorf("table t19: column k1_bin: builder is %T, want *array.BinaryBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.Date32Builder)
-	if !ok2 {
-		return fmt.Errorf("table t19: column k2_date: builder is %T, want *array.Date32Builder", out[2])
-	}
-	b3, ok3 := out[3].(*array.TimestampBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t19: column k3_ts: builder is %T, want *array.TimestampBuilder", out[3])
+		return fmt.Errorf("table t19: column k0_date: builder is %T, want *array.Date32Builder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT19PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t19: key %d: %w", i, err)
 		}
-		b0.Append(k.K0Str)
-		if k.K1Bin.Valid {
-			b1.Append(k.K1Bin.Value)
+		if k.K0Date.Valid {
+			b0.Append(k.K0Date.Value)
 		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2Date)
-		if k.K3TS.Valid {
-			b3.Append(k.K3TS.Value)
-		} else {
-			b3.AppendNull()
+			b0.AppendNull()
 		}
 	}
 	return nil
@@ -719,23 +354,13 @@ func (t19Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // t19ValueOK reports whether v is a well-formed row value of table t19 (see vec.Layout.CheckValue).
 func t19ValueOK(v []byte) bool {
-	if len(v) < 94 || v[0] != vec.ValueVersion || v[1]&85 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t19ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[3:])
-	e1 := binary.LittleEndian.Uint32(v[7:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[66:])
-	if e2 < e1 {
-		return false
-	}
-	e3 := binary.LittleEndian.Uint32(v[70:])
-	if e3 < e2 {
-		return false
-	}
-	return int(e3) == len(v)-94
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -744,16 +369,12 @@ func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t19: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0DateSlot = 2   // k0_date date
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2, total3 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 0, 1, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t19ValueOK(v) {
@@ -763,309 +384,32 @@ func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t19: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[3:]))
-			total1 += int(binary.LittleEndian.Uint32(v[7:])) - int(binary.LittleEndian.Uint32(v[3:]))
-			total2 += int(binary.LittleEndian.Uint32(v[66:])) - int(binary.LittleEndian.Uint32(v[7:]))
-			total3 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[66:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t19: column k0_str: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+94 : o+94+int(binary.LittleEndian.Uint32(data[o+3:]))])
-			}
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t19: column k1_bin: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+1]&2 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+3:])) : o+94+int(binary.LittleEndian.Uint32(data[o+7:]))])
-			}
-		case 2:
+		case T19ColK0Date:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return fmt.Errorf("table t19: column k2_date: builder is %T, want *array.Date32Builder", out[j])
+				return fmt.Errorf("table t19: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t19: column k2_date: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(2).Type)
+			want := t19ArrowSchema.Field(T19ColK0Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t19: column k0_date: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Date32
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+11:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t19: column k3_ts: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
-					valid[i-lo] = !(data[o+1]&8 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t19: column v_bool: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+23:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t19: column v_i16: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+24:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t19: column v_i32: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+26:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t19: column v_i64: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t19: column v_f32: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+38:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t19: column v_f64: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t19: column v_dec: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+58:])), binary.LittleEndian.Uint64(data[o+50:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t19: column v_str: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+7:])) : o+94+int(binary.LittleEndian.Uint32(data[o+66:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t19: column v_bin: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total3)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+94+int(binary.LittleEndian.Uint32(data[o+66:])) : o+94+int(binary.LittleEndian.Uint32(data[o+70:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t19: column v_date: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+74:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t19: column v_ts: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+78:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t19: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t19: column v_tstz: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+86:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
+					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+k0DateSlot:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t19: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t19: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1073,44 +417,9 @@ func (t19Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t19RowDecoder decodes row values of table t19 one at a time (vec.RowDecoder).
 type t19RowDecoder struct {
-	b0    *vec.VarBuilder      // nil: k0_str is not projected
-	per0  int                  // bytes per value of the last flushed rows
-	b1    *vec.VarBuilder      // nil: k1_bin is not projected
-	per1  int                  // bytes per value of the last flushed rows
-	b2    *array.Date32Builder // nil: k2_date is not projected
-	v2    []arrow.Date32
-	b3    *array.TimestampBuilder // nil: k3_ts is not projected
-	v3    []arrow.Timestamp
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Date  *array.Date32Builder // nil: k0_date is not projected
+	vK0Date  []arrow.Date32
+	okK0Date []bool
 }
 
 var _ vec.RowDecoders = t19Kernels{}
@@ -1123,200 +432,21 @@ func (t19Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t19RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column k0_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t19: column k0_str: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column k0_str twice")
-			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column k1_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t19: column k1_bin: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column k1_bin twice")
-			}
-			d.b1 = b
-		case 2:
+		case T19ColK0Date:
 			b, ok := out[j].(*array.Date32Builder)
 			if !ok {
-				return nil, fmt.Errorf("table t19: column k2_date: builder is %T, want *array.Date32Builder", out[j])
+				return nil, fmt.Errorf("table t19: column k0_date: builder is %T, want *array.Date32Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t19: column k2_date: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(2).Type)
+			want := t19ArrowSchema.Field(T19ColK0Date).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t19: column k0_date: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column k2_date twice")
+			if d.bK0Date != nil {
+				return nil, fmt.Errorf("table t19: row decoder: projection names column k0_date twice")
 			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column k3_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t19: column k3_ts: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column k3_ts twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t19: column v_bool: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t19: column v_i16: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t19: column v_i32: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t19: column v_i64: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t19: column v_f32: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t19: column v_f64: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t19: column v_dec: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t19: column v_str: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t19: column v_bin: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t19: column v_date: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t19: column v_ts: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t19: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t19ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t19: column v_tstz: builder of %s, want %s", b.Type(), t19ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t19: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0Date = b
 		default:
-			return nil, fmt.Errorf("table t19: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t19: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1325,104 +455,21 @@ func (t19Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t19RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		d.b0.Reserve(n)
-		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
-	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Date32](n), d.v2...)
+	if d.bK0Date != nil {
+		if cap(d.vK0Date) < n {
+			d.vK0Date = append(vec.MakeColored[arrow.Date32](n), d.vK0Date...)
 		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Timestamp](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+		if cap(d.okK0Date) < n {
+			d.okK0Date = append(vec.MakeColored[bool](n), d.okK0Date...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t19RowDecoder) Append(v []byte) error {
+	const (
+		k0DateSlot = 2 // k0_date date
+	)
 	if !t19ValueOK(v) {
 		err := t19Layout.CheckValue(v)
 		if err == nil {
@@ -1430,158 +477,19 @@ func (d *t19RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t19: value: %w", err)
 	}
-	if d.b0 != nil {
-		s := v[94 : 94+int(binary.LittleEndian.Uint32(v[3:]))]
-		d.b0.Reserve(1)
-		d.b0.ReserveData(len(s))
-		d.b0.UnsafeAppend(s)
-	}
-	if d.b1 != nil {
-		if v[1]&2 != 0 {
-			d.b1.AppendNull()
-		} else {
-			s := v[94+int(binary.LittleEndian.Uint32(v[3:])) : 94+int(binary.LittleEndian.Uint32(v[7:]))]
-			d.b1.Reserve(1)
-			d.b1.ReserveData(len(s))
-			d.b1.UnsafeAppend(s)
-		}
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Date32(binary.LittleEndian.Uint32(v[11:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[23:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[24:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[26:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[30:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[38:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[42:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[58:])), binary.LittleEndian.Uint64(v[50:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[94+int(binary.LittleEndian.Uint32(v[7:])) : 94+int(binary.LittleEndian.Uint32(v[66:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[94+int(binary.LittleEndian.Uint32(v[66:])) : 94+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[74:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[78:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[86:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK0Date != nil {
+		d.vK0Date = append(d.vK0Date, arrow.Date32(binary.LittleEndian.Uint32(v[k0DateSlot:])))
+		d.okK0Date = append(d.okK0Date, !(v[1]&1 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t19RowDecoder) Flush() error {
-	if d.b0 != nil {
-		if n := d.b0.Len(); n > 0 {
-			d.per0 = (d.b0.DataLen() + n - 1) / n
-		}
-	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
-		}
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK0Date != nil {
+		d.bK0Date.AppendValues(d.vK0Date, d.okK0Date)
+		d.vK0Date = d.vK0Date[:0]
+		d.okK0Date = d.okK0Date[:0]
 	}
 	return nil
 }

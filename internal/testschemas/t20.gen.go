@@ -4,26 +4,34 @@
 package testschemas
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T20Fingerprint is the fingerprint of table t20's shape (schema.Table.Fingerprint).
-const T20Fingerprint = "424e478d188a8d94c5d4a266"
+const T20Fingerprint = "8bc8930819e75842d9d94a2c"
 
 // T20Table returns a new copy of table t20's schema.
 func T20Table() *schema.Table {
-	t := &schema.Table{Name: "t20", Columns: []schema.Column{{Name: "k0_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "k1_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "k2_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "k3_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}, Nullable: true}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}, Nullable: true}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}, Nullable: true}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}, Nullable: true}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{0, 1, 2, 3}, VnodeCount: 1}
+	t := &schema.Table{
+		Name: "t20",
+		Columns: []schema.Column{
+			{Name: "k0_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T20ColK0TS, Desc: false, NullsFirst: true},
+		},
+		DistKey:    []int{T20ColK0TS},
+		VnodeCount: 1000,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -38,43 +46,13 @@ var (
 
 // Column indexes of table t20, for projections.
 const (
-	T20ColK0Bin  = 0  // k0_bin bytea
-	T20ColK1Date = 1  // k1_date date
-	T20ColK2TS   = 2  // k2_ts timestamp
-	T20ColK3Tstz = 3  // k3_tstz timestamptz
-	T20ColVBool  = 4  // v_bool boolean
-	T20ColVI16   = 5  // v_i16 int16
-	T20ColVI32   = 6  // v_i32 int32
-	T20ColVI64   = 7  // v_i64 int64
-	T20ColVF32   = 8  // v_f32 float32
-	T20ColVF64   = 9  // v_f64 float64
-	T20ColVDec   = 10 // v_dec decimal(20,4)
-	T20ColVStr   = 11 // v_str varchar
-	T20ColVBin   = 12 // v_bin bytea
-	T20ColVDate  = 13 // v_date date
-	T20ColVTS    = 14 // v_ts timestamp
-	T20ColVTstz  = 15 // v_tstz timestamptz
+	T20ColK0TS = 0 // k0_ts timestamp
 )
 
 // T20 is one row of table t20. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T20 struct {
-	K0Bin  []byte                        // k0_bin bytea
-	K1Date vec.Nullable[arrow.Date32]    // k1_date date
-	K2TS   arrow.Timestamp               // k2_ts timestamp
-	K3Tstz vec.Nullable[arrow.Timestamp] // k3_tstz timestamptz
-	VBool  vec.Nullable[bool]            // v_bool boolean
-	VI16   int16                         // v_i16 int16
-	VI32   vec.Nullable[int32]           // v_i32 int32
-	VI64   int64                         // v_i64 int64
-	VF32   vec.Nullable[float32]         // v_f32 float32
-	VF64   float64                       // v_f64 float64
-	VDec   vec.Nullable[decimal128.Num]  // v_dec decimal(20,4)
-	VStr   string                        // v_str varchar
-	VBin   vec.Nullable[[]byte]          // v_bin bytea
-	VDate  arrow.Date32                  // v_date date
-	VTS    vec.Nullable[arrow.Timestamp] // v_ts timestamp
-	VTstz  arrow.Timestamp               // v_tstz timestamptz
+	K0TS vec.Nullable[arrow.Timestamp] // k0_ts timestamp
 }
 
 // T20Builder builds chunks of table t20 with typed appends straight into Arrow
@@ -82,67 +60,22 @@ type T20 struct {
 // bytes into vec.VarBuilders). It is not safe for concurrent use. Build hands the rows
 // over as a chunk and resets the builder.
 type T20Builder struct {
-	mem     memory.Allocator
-	ops     []vec.Op
-	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Bin  *vec.VarBuilder
-	cK1Date *array.Date32Builder
-	cK2TS   *array.TimestampBuilder
-	cK3Tstz *array.TimestampBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	mem   memory.Allocator
+	ops   []vec.Op
+	room  int // rows reserved in every fixed-width builder beyond those appended
+	cK0TS *array.TimestampBuilder
 }
 
 // NewT20Builder returns a builder whose chunks are allocated from mem.
 func NewT20Builder(mem memory.Allocator) *T20Builder {
 	b := &T20Builder{mem: mem}
-	b.cK0Bin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cK1Date = array.NewDate32Builder(mem)
-	b.cK2TS = array.NewTimestampBuilder(mem, t20ArrowSchema.Field(2).Type.(*arrow.TimestampType))
-	b.cK3Tstz = array.NewTimestampBuilder(mem, t20ArrowSchema.Field(3).Type.(*arrow.TimestampType))
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t20ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t20ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t20ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0TS = array.NewTimestampBuilder(mem, t20ArrowSchema.Field(T20ColK0TS).Type.(*arrow.TimestampType))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T20Builder) Reserve(n int) {
-	b.cK0Bin.Reserve(n)
-	b.cK1Date.Reserve(n)
-	b.cK2TS.Reserve(n)
-	b.cK3Tstz.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0TS.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -158,54 +91,11 @@ func (b *T20Builder) Append(op vec.Op, r *T20) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0Bin.Append(r.K0Bin)
-	if r.K1Date.Valid {
-		b.cK1Date.UnsafeAppend(r.K1Date.Value)
+	if r.K0TS.Valid {
+		b.cK0TS.UnsafeAppend(r.K0TS.Value)
 	} else {
-		b.cK1Date.UnsafeAppendBoolToBitmap(false)
+		b.cK0TS.UnsafeAppendBoolToBitmap(false)
 	}
-	b.cK2TS.UnsafeAppend(r.K2TS)
-	if r.K3Tstz.Valid {
-		b.cK3Tstz.UnsafeAppend(r.K3Tstz.Value)
-	} else {
-		b.cK3Tstz.UnsafeAppendBoolToBitmap(false)
-	}
-	if r.VBool.Valid {
-		b.cVBool.UnsafeAppend(r.VBool.Value)
-	} else {
-		b.cVBool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI16.UnsafeAppend(r.VI16)
-	if r.VI32.Valid {
-		b.cVI32.UnsafeAppend(r.VI32.Value)
-	} else {
-		b.cVI32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI64.UnsafeAppend(r.VI64)
-	if r.VF32.Valid {
-		b.cVF32.UnsafeAppend(r.VF32.Value)
-	} else {
-		b.cVF32.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF64.UnsafeAppend(r.VF64)
-	if r.VDec.Valid {
-		b.cVDec.UnsafeAppend(r.VDec.Value)
-	} else {
-		b.cVDec.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVStr.AppendString(r.VStr)
-	if r.VBin.Valid {
-		b.cVBin.Append(r.VBin.Value)
-	} else {
-		b.cVBin.AppendNull()
-	}
-	b.cVDate.UnsafeAppend(r.VDate)
-	if r.VTS.Valid {
-		b.cVTS.UnsafeAppend(r.VTS.Value)
-	} else {
-		b.cVTS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTstz.UnsafeAppend(r.VTstz)
 }
 
 // Len is the number of rows appended since the last Build.
@@ -216,7 +106,9 @@ func (b *T20Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T20Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Bin.NewArray(), b.cK1Date.NewArray(), b.cK2TS.NewArray(), b.cK3Tstz.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0TS.NewArray(),
+	}
 	rec := array.NewRecordBatch(t20ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -234,66 +126,21 @@ func (b *T20Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T20Builder) Release() {
-	b.cK0Bin.Release()
-	b.cK1Date.Release()
-	b.cK2TS.Release()
-	b.cK3Tstz.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0TS.Release()
 }
 
 // T20View is a typed view of a chunk of table t20: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T20View struct {
-	c      *vec.Chunk
-	K0Bin  *array.Binary
-	K1Date *array.Date32
-	K2TS   *array.Timestamp
-	K3Tstz *array.Timestamp
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	c    *vec.Chunk
+	K0TS *array.Timestamp
 }
 
 // t20ViewOf views a chunk already known to have table t20's schema.
 func t20ViewOf(c *vec.Chunk) T20View {
 	rec := c.Record()
 	v := T20View{c: c}
-	v.K0Bin = rec.Column(0).(*array.Binary)
-	v.K1Date = rec.Column(1).(*array.Date32)
-	v.K2TS = rec.Column(2).(*array.Timestamp)
-	v.K3Tstz = rec.Column(3).(*array.Timestamp)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0TS = rec.Column(T20ColK0TS).(*array.Timestamp)
 	return v
 }
 
@@ -327,74 +174,25 @@ func (v *T20View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T20View) Row(i int) T20 {
-	return T20{
-		K0Bin: v.K0Bin.Value(i),
-		K1Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K1Date.IsValid(i),
-			Value: v.K1Date.Value(i),
-		},
-		K2TS: v.K2TS.Value(i),
-		K3Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K3Tstz.IsValid(i),
-			Value: v.K3Tstz.Value(i),
-		},
-		VBin: vec.Nullable[[]byte]{
-			Valid: v.VBin.IsValid(i),
-			Value: v.VBin.Value(i),
-		},
-		VBool: vec.Nullable[bool]{
-			Valid: v.VBool.IsValid(i),
-			Value: v.VBool.Value(i),
-		},
-		VDate: v.VDate.Value(i),
-		VDec: vec.Nullable[decimal128.Num]{
-			Valid: v.VDec.IsValid(i),
-			Value: v.VDec.Value(i),
-		},
-		VF32: vec.Nullable[float32]{
-			Valid: v.VF32.IsValid(i),
-			Value: v.VF32.Value(i),
-		},
-		VF64: v.VF64.Value(i),
-		VI16: v.VI16.Value(i),
-		VI32: vec.Nullable[int32]{
-			Valid: v.VI32.IsValid(i),
-			Value: v.VI32.Value(i),
-		},
-		VI64: v.VI64.Value(i),
-		VStr: v.VStr.Value(i),
-		VTS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTS.IsValid(i),
-			Value: v.VTS.Value(i),
-		},
-		VTstz: v.VTstz.Value(i),
-	}
+	return T20{K0TS: vec.Nullable[arrow.Timestamp]{
+		Valid: v.K0TS.IsValid(i),
+		Value: v.K0TS.Value(i),
+	}}
 }
 
 // PK returns row i's primary key.
 func (v *T20View) PK(i int) T20PK {
-	return T20PK{
-		K0Bin: v.K0Bin.Value(i),
-		K1Date: vec.Nullable[arrow.Date32]{
-			Valid: v.K1Date.IsValid(i),
-			Value: v.K1Date.Value(i),
-		},
-		K2TS: v.K2TS.Value(i),
-		K3Tstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K3Tstz.IsValid(i),
-			Value: v.K3Tstz.Value(i),
-		},
-	}
+	return T20PK{K0TS: vec.Nullable[arrow.Timestamp]{
+		Valid: v.K0TS.IsValid(i),
+		Value: v.K0TS.Value(i),
+	}}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T20View) ComparePK(i int, k *T20PK) int {
-	if r := bytes.Compare(v.K0Bin.Value(i), k.K0Bin); r != 0 {
-		return r
-	}
 	{
-		an, bn := v.K1Date.IsNull(i), !k.K1Date.Valid
+		an, bn := v.K0TS.IsNull(i), !k.K0TS.Valid
 		if an != bn {
 			if an {
 				return -1
@@ -402,25 +200,8 @@ func (v *T20View) ComparePK(i int, k *T20PK) int {
 			return 1
 		}
 		if !an {
-			if r := cmp.Compare(v.K1Date.Value(i), k.K1Date.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K2TS.Value(i), k.K2TS); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3Tstz.IsNull(i), !k.K3Tstz.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := cmp.Compare(v.K3Tstz.Value(i), k.K3Tstz.Value); r != 0 {
-				return -r
+			if r := cmp.Compare(v.K0TS.Value(i), k.K0TS.Value); r != 0 {
+				return r
 			}
 		}
 	}
@@ -429,137 +210,56 @@ func (v *T20View) ComparePK(i int, k *T20PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T20View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
-	if v.K1Date.IsNull(i) {
+	if v.K0TS.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(v.K1Date.Value(i)), true)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
-	if v.K3Tstz.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K3Tstz.Value(i)), true)
+		dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), false)
 	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T20View) AppendDistKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyBytes(dst, v.K0Bin.Value(i), false)
-	if v.K1Date.IsNull(i) {
+	if v.K0TS.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(v.K1Date.Value(i)), false)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K2TS.Value(i)), false)
-	if v.K3Tstz.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, true)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K3Tstz.Value(i)), false)
+		dst = vec.AppendKeyInt64(dst, int64(v.K0TS.Value(i)), false)
 	}
 	return dst
 }
 
-var t20ValueZero [98]byte
+// t20ValueZero is the fixed-width part of a row value of table t20, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t20ValueZero [10]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T20View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0TSSlot = 2 // k0_ts timestamp
+	)
 	start := len(dst)
 	dst = append(dst, t20ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	if v.K1Date.IsNull(i) {
-		row[1] |= 2
+	if v.K0TS.IsNull(i) {
+		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint32(row[7:], uint32(v.K1Date.Value(i)))
+		binary.LittleEndian.PutUint64(row[k0TSSlot:], uint64(v.K0TS.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[11:], uint64(v.K2TS.Value(i)))
-	if v.K3Tstz.IsNull(i) {
-		row[1] |= 8
-	} else {
-		binary.LittleEndian.PutUint64(row[19:], uint64(v.K3Tstz.Value(i)))
-	}
-	if v.VBool.IsNull(i) {
-		row[1] |= 16
-	} else {
-		if v.VBool.Value(i) {
-			row[27] = 1
-		}
-	}
-	binary.LittleEndian.PutUint16(row[28:], uint16(v.VI16.Value(i)))
-	if v.VI32.IsNull(i) {
-		row[1] |= 64
-	} else {
-		binary.LittleEndian.PutUint32(row[30:], uint32(v.VI32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[34:], uint64(v.VI64.Value(i)))
-	if v.VF32.IsNull(i) {
-		row[2] |= 1
-	} else {
-		binary.LittleEndian.PutUint32(row[42:], math.Float32bits(v.VF32.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[46:], math.Float64bits(v.VF64.Value(i)))
-	if v.VDec.IsNull(i) {
-		row[2] |= 4
-	} else {
-		{
-			binary.LittleEndian.PutUint64(row[54:], v.VDec.Value(i).LowBits())
-			binary.LittleEndian.PutUint64(row[62:], uint64(v.VDec.Value(i).HighBits()))
-		}
-	}
-	binary.LittleEndian.PutUint32(row[78:], uint32(v.VDate.Value(i)))
-	if v.VTS.IsNull(i) {
-		row[2] |= 64
-	} else {
-		binary.LittleEndian.PutUint64(row[82:], uint64(v.VTS.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[90:], uint64(v.VTstz.Value(i)))
-	end := 0
-	{
-		x := v.K0Bin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+3:], uint32(end))
-	{
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+70:], uint32(end))
-	if v.VBin.IsNull(i) {
-		dst[start+2] |= 16
-	} else {
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+74:], uint32(end))
 	return dst
 }
 
 // T20PK is a decoded primary key of table t20, in key order.
 type T20PK struct {
-	K0Bin  []byte                        // k0_bin asc nulls last
-	K1Date vec.Nullable[arrow.Date32]    // k1_date desc nulls first
-	K2TS   arrow.Timestamp               // k2_ts asc nulls first
-	K3Tstz vec.Nullable[arrow.Timestamp] // k3_tstz desc nulls last
+	K0TS vec.Nullable[arrow.Timestamp] // k0_ts asc nulls first
 }
 
 // AppendT20PK appends the memcomparable encoding of k to dst.
 func AppendT20PK(dst []byte, k *T20PK) []byte {
-	dst = vec.AppendKeyBytes(dst, k.K0Bin, false)
-	if !k.K1Date.Valid {
+	if !k.K0TS.Valid {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt32(dst, int32(k.K1Date.Value), true)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K2TS), false)
-	if !k.K3Tstz.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K3Tstz.Value), true)
+		dst = vec.AppendKeyInt64(dst, int64(k.K0TS.Value), false)
 	}
 	return dst
 }
@@ -569,59 +269,17 @@ func DecodeT20PK(src []byte) (T20PK, error) {
 	var k T20PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_bin: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_bin: NULL in a NOT NULL column")
-	}
-	{
-		var x []byte
-		x, src, err = vec.DecodeKeyBytes(nil, src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_bin: %w", err)
-		}
-		k.K0Bin = x
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_date: %w", err)
+		return k, fmt.Errorf("column k0_ts: %w", err)
 	}
 	if !null {
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_date: %w", err)
-		}
-		k.K1Date = vec.Some(arrow.Date32(x))
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_ts: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_ts: NULL in a NOT NULL column")
-	}
-	{
 		var x int64
 		x, src, err = vec.DecodeKeyInt64(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k2_ts: %w", err)
+			return k, fmt.Errorf("column k0_ts: %w", err)
 		}
-		k.K2TS = arrow.Timestamp(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_tstz: %w", err)
-	}
-	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_tstz: %w", err)
-		}
-		k.K3Tstz = vec.Some(arrow.Timestamp(x))
+		k.K0TS = vec.Some(arrow.Timestamp(x))
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -673,41 +331,22 @@ func (t20Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t20Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t20: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t20: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.BinaryBuilder)
+	b0, ok0 := out[0].(*array.TimestampBuilder)
 	if !ok0 {
-		return fmt.Errorf("table t20: column k0_bin: builder is %T, want *array.BinaryBuilder", out[0])
-	}
-	b1, ok1 := out[1].(*array.Date32Builder)
-	if !ok1 {
-		return fmt.Errorf("table t20: column k1_date: builder is %T, want *array.Date32Builder", out[1])
-	}
-	b2, ok2 := out[2].(*array.TimestampBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t20: column k2_ts: builder is %T, want *array.TimestampBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.TimestampBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t20: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[3])
+		return fmt.Errorf("table t20: column k0_ts: builder is %T, want *array.TimestampBuilder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT20PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t20: key %d: %w", i, err)
 		}
-		b0.Append(k.K0Bin)
-		if k.K1Date.Valid {
-			b1.Append(k.K1Date.Value)
+		if k.K0TS.Valid {
+			b0.Append(k.K0TS.Value)
 		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2TS)
-		if k.K3Tstz.Valid {
-			b3.Append(k.K3Tstz.Value)
-		} else {
-			b3.AppendNull()
+			b0.AppendNull()
 		}
 	}
 	return nil
@@ -715,19 +354,13 @@ func (t20Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // t20ValueOK reports whether v is a well-formed row value of table t20 (see vec.Layout.CheckValue).
 func t20ValueOK(v []byte) bool {
-	if len(v) < 98 || v[0] != vec.ValueVersion || v[1]&165 != 0 || v[2]&170 != 0 {
+	const (
+		varStart = len(t20ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[3:])
-	e1 := binary.LittleEndian.Uint32(v[70:])
-	if e1 < e0 {
-		return false
-	}
-	e2 := binary.LittleEndian.Uint32(v[74:])
-	if e2 < e1 {
-		return false
-	}
-	return int(e2) == len(v)-98
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -736,16 +369,12 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t20: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step     = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0TSSlot = 2   // k0_ts timestamp
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 0, 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t20ValueOK(v) {
@@ -755,310 +384,32 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t20: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[3:]))
-			total1 += int(binary.LittleEndian.Uint32(v[70:])) - int(binary.LittleEndian.Uint32(v[3:]))
-			total2 += int(binary.LittleEndian.Uint32(v[74:])) - int(binary.LittleEndian.Uint32(v[70:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t20: column k0_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+98 : o+98+int(binary.LittleEndian.Uint32(data[o+3:]))])
-			}
-		case 1:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column k1_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t20: column k1_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(1).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+7:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
+		case T20ColK0TS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t20: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return fmt.Errorf("table t20: column k0_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t20: column k2_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+11:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t20: column k3_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(3).Type)
+			want := t20ArrowSchema.Field(T20ColK0TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t20: column k0_ts: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+19:]))
-					valid[i-lo] = !(data[o+1]&8 != 0)
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k0TSSlot:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t20: column v_bool: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+27:][0] != 0
-					valid[i-lo] = !(data[o+1]&16 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t20: column v_i16: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+28:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t20: column v_i32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+30:]))
-					valid[i-lo] = !(data[o+1]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t20: column v_i64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+34:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t20: column v_f32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+42:]))
-					valid[i-lo] = !(data[o+2]&1 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t20: column v_f64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+46:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t20: column v_dec: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+62:])), binary.LittleEndian.Uint64(data[o+54:]))
-					valid[i-lo] = !(data[o+2]&4 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t20: column v_str: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+3:])) : o+98+int(binary.LittleEndian.Uint32(data[o+70:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t20: column v_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total2)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&16 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+98+int(binary.LittleEndian.Uint32(data[o+70:])) : o+98+int(binary.LittleEndian.Uint32(data[o+74:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t20: column v_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+78:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t20: column v_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+82:]))
-					valid[i-lo] = !(data[o+2]&64 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t20: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t20: column v_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+90:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
 			}
 		default:
-			return fmt.Errorf("table t20: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t20: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1066,45 +417,9 @@ func (t20Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t20RowDecoder decodes row values of table t20 one at a time (vec.RowDecoder).
 type t20RowDecoder struct {
-	b0    *vec.VarBuilder      // nil: k0_bin is not projected
-	per0  int                  // bytes per value of the last flushed rows
-	b1    *array.Date32Builder // nil: k1_date is not projected
-	v1    []arrow.Date32
-	ok1   []bool
-	b2    *array.TimestampBuilder // nil: k2_ts is not projected
-	v2    []arrow.Timestamp
-	b3    *array.TimestampBuilder // nil: k3_tstz is not projected
-	v3    []arrow.Timestamp
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	ok4   []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	ok6   []bool
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	ok8   []bool
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	ok10  []bool
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	ok14  []bool
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
+	bK0TS  *array.TimestampBuilder // nil: k0_ts is not projected
+	vK0TS  []arrow.Timestamp
+	okK0TS []bool
 }
 
 var _ vec.RowDecoders = t20Kernels{}
@@ -1117,200 +432,21 @@ func (t20Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t20RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column k0_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t20: column k0_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column k0_bin twice")
-			}
-			d.b0 = b
-		case 1:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column k1_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t20: column k1_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(1).Type)
-			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column k1_date twice")
-			}
-			d.b1 = b
-		case 2:
+		case T20ColK0TS:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t20: column k2_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return nil, fmt.Errorf("table t20: column k0_ts: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t20: column k2_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(2).Type)
+			want := t20ArrowSchema.Field(T20ColK0TS).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t20: column k0_ts: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column k2_ts twice")
+			if d.bK0TS != nil {
+				return nil, fmt.Errorf("table t20: row decoder: projection names column k0_ts twice")
 			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column k3_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t20: column k3_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column k3_tstz twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t20: column v_bool: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t20: column v_i16: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t20: column v_i32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t20: column v_i64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t20: column v_f32: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t20: column v_f64: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t20: column v_dec: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t20: column v_str: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t20: column v_bin: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t20: column v_date: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t20: column v_ts: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t20: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t20ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t20: column v_tstz: builder of %s, want %s", b.Type(), t20ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t20: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0TS = b
 		default:
-			return nil, fmt.Errorf("table t20: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t20: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1319,108 +455,21 @@ func (t20Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t20RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		d.b0.Reserve(n)
-		d.b0.ReserveData(vec.BatchBytes(n, d.per0))
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Date32](n), d.v1...)
+	if d.bK0TS != nil {
+		if cap(d.vK0TS) < n {
+			d.vK0TS = append(vec.MakeColored[arrow.Timestamp](n), d.vK0TS...)
 		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Timestamp](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[arrow.Timestamp](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-		if cap(d.ok4) < n {
-			d.ok4 = append(vec.MakeColored[bool](n), d.ok4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-		if cap(d.ok6) < n {
-			d.ok6 = append(vec.MakeColored[bool](n), d.ok6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-		if cap(d.ok8) < n {
-			d.ok8 = append(vec.MakeColored[bool](n), d.ok8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-		if cap(d.ok10) < n {
-			d.ok10 = append(vec.MakeColored[bool](n), d.ok10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-		if cap(d.ok14) < n {
-			d.ok14 = append(vec.MakeColored[bool](n), d.ok14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
+		if cap(d.okK0TS) < n {
+			d.okK0TS = append(vec.MakeColored[bool](n), d.okK0TS...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t20RowDecoder) Append(v []byte) error {
+	const (
+		k0TSSlot = 2 // k0_ts timestamp
+	)
 	if !t20ValueOK(v) {
 		err := t20Layout.CheckValue(v)
 		if err == nil {
@@ -1428,152 +477,19 @@ func (d *t20RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t20: value: %w", err)
 	}
-	if d.b0 != nil {
-		s := v[98 : 98+int(binary.LittleEndian.Uint32(v[3:]))]
-		d.b0.Reserve(1)
-		d.b0.ReserveData(len(s))
-		d.b0.UnsafeAppend(s)
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Date32(binary.LittleEndian.Uint32(v[7:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Timestamp(binary.LittleEndian.Uint64(v[11:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, arrow.Timestamp(binary.LittleEndian.Uint64(v[19:])))
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[27:][0] != 0)
-		d.ok4 = append(d.ok4, !(v[1]&16 != 0))
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[28:])))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[30:])))
-		d.ok6 = append(d.ok6, !(v[1]&64 != 0))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[34:])))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[42:])))
-		d.ok8 = append(d.ok8, !(v[2]&1 != 0))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[46:])))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[62:])), binary.LittleEndian.Uint64(v[54:])))
-		d.ok10 = append(d.ok10, !(v[2]&4 != 0))
-	}
-	if d.b11 != nil {
-		s := v[98+int(binary.LittleEndian.Uint32(v[3:])) : 98+int(binary.LittleEndian.Uint32(v[70:]))]
-		d.b11.Reserve(1)
-		d.b11.ReserveData(len(s))
-		d.b11.UnsafeAppend(s)
-	}
-	if d.b12 != nil {
-		if v[2]&16 != 0 {
-			d.b12.AppendNull()
-		} else {
-			s := v[98+int(binary.LittleEndian.Uint32(v[70:])) : 98+int(binary.LittleEndian.Uint32(v[74:]))]
-			d.b12.Reserve(1)
-			d.b12.ReserveData(len(s))
-			d.b12.UnsafeAppend(s)
-		}
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[78:])))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[82:])))
-		d.ok14 = append(d.ok14, !(v[2]&64 != 0))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[90:])))
+	if d.bK0TS != nil {
+		d.vK0TS = append(d.vK0TS, arrow.Timestamp(binary.LittleEndian.Uint64(v[k0TSSlot:])))
+		d.okK0TS = append(d.okK0TS, !(v[1]&1 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t20RowDecoder) Flush() error {
-	if d.b0 != nil {
-		if n := d.b0.Len(); n > 0 {
-			d.per0 = (d.b0.DataLen() + n - 1) / n
-		}
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, d.ok4)
-		d.v4 = d.v4[:0]
-		d.ok4 = d.ok4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, d.ok6)
-		d.v6 = d.v6[:0]
-		d.ok6 = d.ok6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, d.ok8)
-		d.v8 = d.v8[:0]
-		d.ok8 = d.ok8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, nil)
-		d.v9 = d.v9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, d.ok10)
-		d.v10 = d.v10[:0]
-		d.ok10 = d.ok10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, nil)
-		d.v13 = d.v13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, d.ok14)
-		d.v14 = d.v14[:0]
-		d.ok14 = d.ok14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, nil)
-		d.v15 = d.v15[:0]
+	if d.bK0TS != nil {
+		d.bK0TS.AppendValues(d.vK0TS, d.okK0TS)
+		d.vK0TS = d.vK0TS[:0]
+		d.okK0TS = d.okK0TS[:0]
 	}
 	return nil
 }
@@ -1586,7 +502,7 @@ func (t20Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 1)
+		out[i] = vec.VnodeOf(buf, 1000)
 	}
 }
 
@@ -1598,8 +514,8 @@ func (t20Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t20Marker marks chunks of table t20 against decoded backfill positions.
 type t20Marker struct {
-	state [1]vec.BackfillState
-	pos   [1]T20PK
+	state []vec.BackfillState
+	pos   []T20PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1607,8 +523,10 @@ func (k t20Kernels) NewMarker(p *vec.Positions) (vec.Marker, error) {
 	if err := vec.CheckPositions(k, p); err != nil {
 		return nil, err
 	}
-	m := &t20Marker{}
-	copy(m.state[:], p.State)
+	m := &t20Marker{
+		pos:   make([]T20PK, len(p.State)),
+		state: append([]vec.BackfillState{}, p.State...),
+	}
 	for vn, s := range p.State {
 		switch s {
 		case vec.NotStarted, vec.Completed:
@@ -1630,17 +548,19 @@ func (m *t20Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 	v := t20ViewOf(c)
 	n := v.NumRows()
 	out = out[:(n+7)/8]
+	vnodes = vnodes[:n]
 	if vis := c.Visibility(); vis != nil {
 		for base := 0; base < n; base += 64 {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1658,12 +578,13 @@ func (m *t20Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			end := min(base+64, n)
 			var w uint64
 			for i := base; i < end; i++ {
+				vn := vnodes[i]
 				var keep bool
-				switch m.state[0] {
+				switch m.state[vn] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[0]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -8,21 +8,30 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // T21Fingerprint is the fingerprint of table t21's shape (schema.Table.Fingerprint).
-const T21Fingerprint = "3488f71d5cfd8b276fccb73c"
+const T21Fingerprint = "a184c9a08341e5321f01e5ad"
 
 // T21Table returns a new copy of table t21's schema.
 func T21Table() *schema.Table {
-	t := &schema.Table{Name: "t21", Columns: []schema.Column{{Name: "k0_date", Type: schema.Type{Kind: schema.Date}}, {Name: "k1_ts", Type: schema.Type{Kind: schema.Timestamp}, Nullable: true}, {Name: "k2_tstz", Type: schema.Type{Kind: schema.Timestamptz}}, {Name: "k3_bool", Type: schema.Type{Kind: schema.Boolean}, Nullable: true}, {Name: "v_bool", Type: schema.Type{Kind: schema.Boolean}}, {Name: "v_i16", Type: schema.Type{Kind: schema.Int16}, Nullable: true}, {Name: "v_i32", Type: schema.Type{Kind: schema.Int32}}, {Name: "v_i64", Type: schema.Type{Kind: schema.Int64}, Nullable: true}, {Name: "v_f32", Type: schema.Type{Kind: schema.Float32}}, {Name: "v_f64", Type: schema.Type{Kind: schema.Float64}, Nullable: true}, {Name: "v_dec", Type: schema.Type{Kind: schema.Decimal, Precision: 20, Scale: 4}}, {Name: "v_str", Type: schema.Type{Kind: schema.Varchar}, Nullable: true}, {Name: "v_bin", Type: schema.Type{Kind: schema.Bytea}}, {Name: "v_date", Type: schema.Type{Kind: schema.Date}, Nullable: true}, {Name: "v_ts", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "v_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: true, NullsFirst: true}, {Column: 2, Desc: false, NullsFirst: true}, {Column: 3, Desc: true, NullsFirst: false}}, DistKey: []int{1}, VnodeCount: 8}
+	t := &schema.Table{
+		Name: "t21",
+		Columns: []schema.Column{
+			{Name: "k0_tstz", Type: schema.Type{Kind: schema.Timestamptz}, Nullable: true},
+		},
+		PK: []schema.KeyColumn{
+			{Column: T21ColK0Tstz, Desc: false, NullsFirst: true},
+		},
+		DistKey:    []int{T21ColK0Tstz},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -37,43 +46,13 @@ var (
 
 // Column indexes of table t21, for projections.
 const (
-	T21ColK0Date = 0  // k0_date date
-	T21ColK1TS   = 1  // k1_ts timestamp
-	T21ColK2Tstz = 2  // k2_tstz timestamptz
-	T21ColK3Bool = 3  // k3_bool boolean
-	T21ColVBool  = 4  // v_bool boolean
-	T21ColVI16   = 5  // v_i16 int16
-	T21ColVI32   = 6  // v_i32 int32
-	T21ColVI64   = 7  // v_i64 int64
-	T21ColVF32   = 8  // v_f32 float32
-	T21ColVF64   = 9  // v_f64 float64
-	T21ColVDec   = 10 // v_dec decimal(20,4)
-	T21ColVStr   = 11 // v_str varchar
-	T21ColVBin   = 12 // v_bin bytea
-	T21ColVDate  = 13 // v_date date
-	T21ColVTS    = 14 // v_ts timestamp
-	T21ColVTstz  = 15 // v_tstz timestamptz
+	T21ColK0Tstz = 0 // k0_tstz timestamptz
 )
 
 // T21 is one row of table t21. Strings and byte slices read from a chunk alias
 // the chunk's memory: they stay valid while the chunk is retained.
 type T21 struct {
-	K0Date arrow.Date32                  // k0_date date
-	K1TS   vec.Nullable[arrow.Timestamp] // k1_ts timestamp
-	K2Tstz arrow.Timestamp               // k2_tstz timestamptz
-	K3Bool vec.Nullable[bool]            // k3_bool boolean
-	VBool  bool                          // v_bool boolean
-	VI16   vec.Nullable[int16]           // v_i16 int16
-	VI32   int32                         // v_i32 int32
-	VI64   vec.Nullable[int64]           // v_i64 int64
-	VF32   float32                       // v_f32 float32
-	VF64   vec.Nullable[float64]         // v_f64 float64
-	VDec   decimal128.Num                // v_dec decimal(20,4)
-	VStr   vec.Nullable[string]          // v_str varchar
-	VBin   []byte                        // v_bin bytea
-	VDate  vec.Nullable[arrow.Date32]    // v_date date
-	VTS    arrow.Timestamp               // v_ts timestamp
-	VTstz  vec.Nullable[arrow.Timestamp] // v_tstz timestamptz
+	K0Tstz vec.Nullable[arrow.Timestamp] // k0_tstz timestamptz
 }
 
 // T21Builder builds chunks of table t21 with typed appends straight into Arrow
@@ -84,64 +63,19 @@ type T21Builder struct {
 	mem     memory.Allocator
 	ops     []vec.Op
 	room    int // rows reserved in every fixed-width builder beyond those appended
-	cK0Date *array.Date32Builder
-	cK1TS   *array.TimestampBuilder
-	cK2Tstz *array.TimestampBuilder
-	cK3Bool *array.BooleanBuilder
-	cVBool  *array.BooleanBuilder
-	cVI16   *array.Int16Builder
-	cVI32   *array.Int32Builder
-	cVI64   *array.Int64Builder
-	cVF32   *array.Float32Builder
-	cVF64   *array.Float64Builder
-	cVDec   *array.Decimal128Builder
-	cVStr   *vec.VarBuilder
-	cVBin   *vec.VarBuilder
-	cVDate  *array.Date32Builder
-	cVTS    *array.TimestampBuilder
-	cVTstz  *array.TimestampBuilder
+	cK0Tstz *array.TimestampBuilder
 }
 
 // NewT21Builder returns a builder whose chunks are allocated from mem.
 func NewT21Builder(mem memory.Allocator) *T21Builder {
 	b := &T21Builder{mem: mem}
-	b.cK0Date = array.NewDate32Builder(mem)
-	b.cK1TS = array.NewTimestampBuilder(mem, t21ArrowSchema.Field(1).Type.(*arrow.TimestampType))
-	b.cK2Tstz = array.NewTimestampBuilder(mem, t21ArrowSchema.Field(2).Type.(*arrow.TimestampType))
-	b.cK3Bool = array.NewBooleanBuilder(mem)
-	b.cVBool = array.NewBooleanBuilder(mem)
-	b.cVI16 = array.NewInt16Builder(mem)
-	b.cVI32 = array.NewInt32Builder(mem)
-	b.cVI64 = array.NewInt64Builder(mem)
-	b.cVF32 = array.NewFloat32Builder(mem)
-	b.cVF64 = array.NewFloat64Builder(mem)
-	b.cVDec = array.NewDecimal128Builder(mem, t21ArrowSchema.Field(10).Type.(*arrow.Decimal128Type))
-	b.cVStr = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cVBin = vec.NewVarBuilder(mem, arrow.BinaryTypes.Binary)
-	b.cVDate = array.NewDate32Builder(mem)
-	b.cVTS = array.NewTimestampBuilder(mem, t21ArrowSchema.Field(14).Type.(*arrow.TimestampType))
-	b.cVTstz = array.NewTimestampBuilder(mem, t21ArrowSchema.Field(15).Type.(*arrow.TimestampType))
+	b.cK0Tstz = array.NewTimestampBuilder(mem, t21ArrowSchema.Field(T21ColK0Tstz).Type.(*arrow.TimestampType))
 	return b
 }
 
 // Reserve makes room for n more rows.
 func (b *T21Builder) Reserve(n int) {
-	b.cK0Date.Reserve(n)
-	b.cK1TS.Reserve(n)
-	b.cK2Tstz.Reserve(n)
-	b.cK3Bool.Reserve(n)
-	b.cVBool.Reserve(n)
-	b.cVI16.Reserve(n)
-	b.cVI32.Reserve(n)
-	b.cVI64.Reserve(n)
-	b.cVF32.Reserve(n)
-	b.cVF64.Reserve(n)
-	b.cVDec.Reserve(n)
-	b.cVStr.Reserve(n)
-	b.cVBin.Reserve(n)
-	b.cVDate.Reserve(n)
-	b.cVTS.Reserve(n)
-	b.cVTstz.Reserve(n)
+	b.cK0Tstz.Reserve(n)
 	b.room += n
 	if cap(b.ops) < len(b.ops)+n {
 		ops := make([]vec.Op, len(b.ops), len(b.ops)+n)
@@ -157,53 +91,10 @@ func (b *T21Builder) Append(op vec.Op, r *T21) {
 	}
 	b.room--
 	b.ops = append(b.ops, op)
-	b.cK0Date.UnsafeAppend(r.K0Date)
-	if r.K1TS.Valid {
-		b.cK1TS.UnsafeAppend(r.K1TS.Value)
+	if r.K0Tstz.Valid {
+		b.cK0Tstz.UnsafeAppend(r.K0Tstz.Value)
 	} else {
-		b.cK1TS.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cK2Tstz.UnsafeAppend(r.K2Tstz)
-	if r.K3Bool.Valid {
-		b.cK3Bool.UnsafeAppend(r.K3Bool.Value)
-	} else {
-		b.cK3Bool.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVBool.UnsafeAppend(r.VBool)
-	if r.VI16.Valid {
-		b.cVI16.UnsafeAppend(r.VI16.Value)
-	} else {
-		b.cVI16.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVI32.UnsafeAppend(r.VI32)
-	if r.VI64.Valid {
-		b.cVI64.UnsafeAppend(r.VI64.Value)
-	} else {
-		b.cVI64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVF32.UnsafeAppend(r.VF32)
-	if r.VF64.Valid {
-		b.cVF64.UnsafeAppend(r.VF64.Value)
-	} else {
-		b.cVF64.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVDec.UnsafeAppend(r.VDec)
-	if r.VStr.Valid {
-		b.cVStr.AppendString(r.VStr.Value)
-	} else {
-		b.cVStr.AppendNull()
-	}
-	b.cVBin.Append(r.VBin)
-	if r.VDate.Valid {
-		b.cVDate.UnsafeAppend(r.VDate.Value)
-	} else {
-		b.cVDate.UnsafeAppendBoolToBitmap(false)
-	}
-	b.cVTS.UnsafeAppend(r.VTS)
-	if r.VTstz.Valid {
-		b.cVTstz.UnsafeAppend(r.VTstz.Value)
-	} else {
-		b.cVTstz.UnsafeAppendBoolToBitmap(false)
+		b.cK0Tstz.UnsafeAppendBoolToBitmap(false)
 	}
 }
 
@@ -215,7 +106,9 @@ func (b *T21Builder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *T21Builder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cK0Date.NewArray(), b.cK1TS.NewArray(), b.cK2Tstz.NewArray(), b.cK3Bool.NewArray(), b.cVBool.NewArray(), b.cVI16.NewArray(), b.cVI32.NewArray(), b.cVI64.NewArray(), b.cVF32.NewArray(), b.cVF64.NewArray(), b.cVDec.NewArray(), b.cVStr.NewArray(), b.cVBin.NewArray(), b.cVDate.NewArray(), b.cVTS.NewArray(), b.cVTstz.NewArray()}
+	cols := []arrow.Array{
+		b.cK0Tstz.NewArray(),
+	}
 	rec := array.NewRecordBatch(t21ArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -233,66 +126,21 @@ func (b *T21Builder) Build() *vec.Chunk {
 
 // Release frees the builder's buffers; the builder must not be used afterwards.
 func (b *T21Builder) Release() {
-	b.cK0Date.Release()
-	b.cK1TS.Release()
-	b.cK2Tstz.Release()
-	b.cK3Bool.Release()
-	b.cVBool.Release()
-	b.cVI16.Release()
-	b.cVI32.Release()
-	b.cVI64.Release()
-	b.cVF32.Release()
-	b.cVF64.Release()
-	b.cVDec.Release()
-	b.cVStr.Release()
-	b.cVBin.Release()
-	b.cVDate.Release()
-	b.cVTS.Release()
-	b.cVTstz.Release()
+	b.cK0Tstz.Release()
 }
 
 // T21View is a typed view of a chunk of table t21: its columns as typed Arrow arrays.
 // It is valid while the chunk is retained.
 type T21View struct {
 	c      *vec.Chunk
-	K0Date *array.Date32
-	K1TS   *array.Timestamp
-	K2Tstz *array.Timestamp
-	K3Bool *array.Boolean
-	VBool  *array.Boolean
-	VI16   *array.Int16
-	VI32   *array.Int32
-	VI64   *array.Int64
-	VF32   *array.Float32
-	VF64   *array.Float64
-	VDec   *array.Decimal128
-	VStr   *array.String
-	VBin   *array.Binary
-	VDate  *array.Date32
-	VTS    *array.Timestamp
-	VTstz  *array.Timestamp
+	K0Tstz *array.Timestamp
 }
 
 // t21ViewOf views a chunk already known to have table t21's schema.
 func t21ViewOf(c *vec.Chunk) T21View {
 	rec := c.Record()
 	v := T21View{c: c}
-	v.K0Date = rec.Column(0).(*array.Date32)
-	v.K1TS = rec.Column(1).(*array.Timestamp)
-	v.K2Tstz = rec.Column(2).(*array.Timestamp)
-	v.K3Bool = rec.Column(3).(*array.Boolean)
-	v.VBool = rec.Column(4).(*array.Boolean)
-	v.VI16 = rec.Column(5).(*array.Int16)
-	v.VI32 = rec.Column(6).(*array.Int32)
-	v.VI64 = rec.Column(7).(*array.Int64)
-	v.VF32 = rec.Column(8).(*array.Float32)
-	v.VF64 = rec.Column(9).(*array.Float64)
-	v.VDec = rec.Column(10).(*array.Decimal128)
-	v.VStr = rec.Column(11).(*array.String)
-	v.VBin = rec.Column(12).(*array.Binary)
-	v.VDate = rec.Column(13).(*array.Date32)
-	v.VTS = rec.Column(14).(*array.Timestamp)
-	v.VTstz = rec.Column(15).(*array.Timestamp)
+	v.K0Tstz = rec.Column(T21ColK0Tstz).(*array.Timestamp)
 	return v
 }
 
@@ -326,74 +174,25 @@ func (v *T21View) Visible(i int) bool {
 
 // Row returns row i.
 func (v *T21View) Row(i int) T21 {
-	return T21{
-		K0Date: v.K0Date.Value(i),
-		K1TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K1TS.IsValid(i),
-			Value: v.K1TS.Value(i),
-		},
-		K2Tstz: v.K2Tstz.Value(i),
-		K3Bool: vec.Nullable[bool]{
-			Valid: v.K3Bool.IsValid(i),
-			Value: v.K3Bool.Value(i),
-		},
-		VBin:  v.VBin.Value(i),
-		VBool: v.VBool.Value(i),
-		VDate: vec.Nullable[arrow.Date32]{
-			Valid: v.VDate.IsValid(i),
-			Value: v.VDate.Value(i),
-		},
-		VDec: v.VDec.Value(i),
-		VF32: v.VF32.Value(i),
-		VF64: vec.Nullable[float64]{
-			Valid: v.VF64.IsValid(i),
-			Value: v.VF64.Value(i),
-		},
-		VI16: vec.Nullable[int16]{
-			Valid: v.VI16.IsValid(i),
-			Value: v.VI16.Value(i),
-		},
-		VI32: v.VI32.Value(i),
-		VI64: vec.Nullable[int64]{
-			Valid: v.VI64.IsValid(i),
-			Value: v.VI64.Value(i),
-		},
-		VStr: vec.Nullable[string]{
-			Valid: v.VStr.IsValid(i),
-			Value: v.VStr.Value(i),
-		},
-		VTS: v.VTS.Value(i),
-		VTstz: vec.Nullable[arrow.Timestamp]{
-			Valid: v.VTstz.IsValid(i),
-			Value: v.VTstz.Value(i),
-		},
-	}
+	return T21{K0Tstz: vec.Nullable[arrow.Timestamp]{
+		Valid: v.K0Tstz.IsValid(i),
+		Value: v.K0Tstz.Value(i),
+	}}
 }
 
 // PK returns row i's primary key.
 func (v *T21View) PK(i int) T21PK {
-	return T21PK{
-		K0Date: v.K0Date.Value(i),
-		K1TS: vec.Nullable[arrow.Timestamp]{
-			Valid: v.K1TS.IsValid(i),
-			Value: v.K1TS.Value(i),
-		},
-		K2Tstz: v.K2Tstz.Value(i),
-		K3Bool: vec.Nullable[bool]{
-			Valid: v.K3Bool.IsValid(i),
-			Value: v.K3Bool.Value(i),
-		},
-	}
+	return T21PK{K0Tstz: vec.Nullable[arrow.Timestamp]{
+		Valid: v.K0Tstz.IsValid(i),
+		Value: v.K0Tstz.Value(i),
+	}}
 }
 
 // ComparePK compares row i's primary key with k in key order (-1, 0, +1) without
 // encoding the row; it agrees with bytes.Compare of the two keys' encodings.
 func (v *T21View) ComparePK(i int, k *T21PK) int {
-	if r := cmp.Compare(v.K0Date.Value(i), k.K0Date); r != 0 {
-		return r
-	}
 	{
-		an, bn := v.K1TS.IsNull(i), !k.K1TS.Valid
+		an, bn := v.K0Tstz.IsNull(i), !k.K0Tstz.Valid
 		if an != bn {
 			if an {
 				return -1
@@ -401,25 +200,8 @@ func (v *T21View) ComparePK(i int, k *T21PK) int {
 			return 1
 		}
 		if !an {
-			if r := cmp.Compare(v.K1TS.Value(i), k.K1TS.Value); r != 0 {
-				return -r
-			}
-		}
-	}
-	if r := cmp.Compare(v.K2Tstz.Value(i), k.K2Tstz); r != 0 {
-		return r
-	}
-	{
-		an, bn := v.K3Bool.IsNull(i), !k.K3Bool.Valid
-		if an != bn {
-			if an {
-				return 1
-			}
-			return -1
-		}
-		if !an {
-			if r := vec.CompareBool(v.K3Bool.Value(i), k.K3Bool.Value); r != 0 {
-				return -r
+			if r := cmp.Compare(v.K0Tstz.Value(i), k.K0Tstz.Value); r != 0 {
+				return r
 			}
 		}
 	}
@@ -428,127 +210,56 @@ func (v *T21View) ComparePK(i int, k *T21PK) int {
 
 // AppendKey appends row i's memcomparable primary key to dst.
 func (v *T21View) AppendKey(dst []byte, i int) []byte {
-	dst = vec.AppendKeyInt32(dst, int32(v.K0Date.Value(i)), false)
-	if v.K1TS.IsNull(i) {
+	if v.K0Tstz.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K1TS.Value(i)), true)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(v.K2Tstz.Value(i)), false)
-	if v.K3Bool.IsNull(i) {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBool(dst, v.K3Bool.Value(i), true)
+		dst = vec.AppendKeyInt64(dst, int64(v.K0Tstz.Value(i)), false)
 	}
 	return dst
 }
 
 // AppendDistKey appends the canonical encoding of row i's distribution key (see vec.VnodeOf).
 func (v *T21View) AppendDistKey(dst []byte, i int) []byte {
-	if v.K1TS.IsNull(i) {
+	if v.K0Tstz.IsNull(i) {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(v.K1TS.Value(i)), false)
+		dst = vec.AppendKeyInt64(dst, int64(v.K0Tstz.Value(i)), false)
 	}
 	return dst
 }
 
-var t21ValueZero [95]byte
+// t21ValueZero is the fixed-width part of a row value of table t21, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
+var t21ValueZero [10]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *T21View) AppendValue(dst []byte, i int) []byte {
+	const (
+		k0TstzSlot = 2 // k0_tstz timestamptz
+	)
 	start := len(dst)
 	dst = append(dst, t21ValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint32(row[3:], uint32(v.K0Date.Value(i)))
-	if v.K1TS.IsNull(i) {
-		row[1] |= 2
+	if v.K0Tstz.IsNull(i) {
+		row[1] |= 1
 	} else {
-		binary.LittleEndian.PutUint64(row[7:], uint64(v.K1TS.Value(i)))
+		binary.LittleEndian.PutUint64(row[k0TstzSlot:], uint64(v.K0Tstz.Value(i)))
 	}
-	binary.LittleEndian.PutUint64(row[15:], uint64(v.K2Tstz.Value(i)))
-	if v.K3Bool.IsNull(i) {
-		row[1] |= 8
-	} else {
-		if v.K3Bool.Value(i) {
-			row[23] = 1
-		}
-	}
-	if v.VBool.Value(i) {
-		row[24] = 1
-	}
-	if v.VI16.IsNull(i) {
-		row[1] |= 32
-	} else {
-		binary.LittleEndian.PutUint16(row[25:], uint16(v.VI16.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[27:], uint32(v.VI32.Value(i)))
-	if v.VI64.IsNull(i) {
-		row[1] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[31:], uint64(v.VI64.Value(i)))
-	}
-	binary.LittleEndian.PutUint32(row[39:], math.Float32bits(v.VF32.Value(i)))
-	if v.VF64.IsNull(i) {
-		row[2] |= 2
-	} else {
-		binary.LittleEndian.PutUint64(row[43:], math.Float64bits(v.VF64.Value(i)))
-	}
-	{
-		binary.LittleEndian.PutUint64(row[51:], v.VDec.Value(i).LowBits())
-		binary.LittleEndian.PutUint64(row[59:], uint64(v.VDec.Value(i).HighBits()))
-	}
-	if v.VDate.IsNull(i) {
-		row[2] |= 32
-	} else {
-		binary.LittleEndian.PutUint32(row[75:], uint32(v.VDate.Value(i)))
-	}
-	binary.LittleEndian.PutUint64(row[79:], uint64(v.VTS.Value(i)))
-	if v.VTstz.IsNull(i) {
-		row[2] |= 128
-	} else {
-		binary.LittleEndian.PutUint64(row[87:], uint64(v.VTstz.Value(i)))
-	}
-	end := 0
-	if v.VStr.IsNull(i) {
-		dst[start+2] |= 8
-	} else {
-		x := v.VStr.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+67:], uint32(end))
-	{
-		x := v.VBin.Value(i)
-		dst = append(dst, x...)
-		end += len(x)
-	}
-	binary.LittleEndian.PutUint32(dst[start+71:], uint32(end))
 	return dst
 }
 
 // T21PK is a decoded primary key of table t21, in key order.
 type T21PK struct {
-	K0Date arrow.Date32                  // k0_date asc nulls last
-	K1TS   vec.Nullable[arrow.Timestamp] // k1_ts desc nulls first
-	K2Tstz arrow.Timestamp               // k2_tstz asc nulls first
-	K3Bool vec.Nullable[bool]            // k3_bool desc nulls last
+	K0Tstz vec.Nullable[arrow.Timestamp] // k0_tstz asc nulls first
 }
 
 // AppendT21PK appends the memcomparable encoding of k to dst.
 func AppendT21PK(dst []byte, k *T21PK) []byte {
-	dst = vec.AppendKeyInt32(dst, int32(k.K0Date), false)
-	if !k.K1TS.Valid {
+	if !k.K0Tstz.Valid {
 		dst = vec.AppendKeyNull(dst, true)
 	} else {
-		dst = vec.AppendKeyInt64(dst, int64(k.K1TS.Value), true)
-	}
-	dst = vec.AppendKeyInt64(dst, int64(k.K2Tstz), false)
-	if !k.K3Bool.Valid {
-		dst = vec.AppendKeyNull(dst, false)
-	} else {
-		dst = vec.AppendKeyBool(dst, k.K3Bool.Value, true)
+		dst = vec.AppendKeyInt64(dst, int64(k.K0Tstz.Value), false)
 	}
 	return dst
 }
@@ -558,59 +269,17 @@ func DecodeT21PK(src []byte) (T21PK, error) {
 	var k T21PK
 	var null bool
 	var err error
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k0_date: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k0_date: NULL in a NOT NULL column")
-	}
-	{
-		var x int32
-		x, src, err = vec.DecodeKeyInt32(src, false)
-		if err != nil {
-			return k, fmt.Errorf("column k0_date: %w", err)
-		}
-		k.K0Date = arrow.Date32(x)
-	}
 	null, src, err = vec.DecodeKeyMarker(src, true)
 	if err != nil {
-		return k, fmt.Errorf("column k1_ts: %w", err)
+		return k, fmt.Errorf("column k0_tstz: %w", err)
 	}
 	if !null {
-		var x int64
-		x, src, err = vec.DecodeKeyInt64(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k1_ts: %w", err)
-		}
-		k.K1TS = vec.Some(arrow.Timestamp(x))
-	}
-	null, src, err = vec.DecodeKeyMarker(src, true)
-	if err != nil {
-		return k, fmt.Errorf("column k2_tstz: %w", err)
-	}
-	if null {
-		return k, fmt.Errorf("column k2_tstz: NULL in a NOT NULL column")
-	}
-	{
 		var x int64
 		x, src, err = vec.DecodeKeyInt64(src, false)
 		if err != nil {
-			return k, fmt.Errorf("column k2_tstz: %w", err)
+			return k, fmt.Errorf("column k0_tstz: %w", err)
 		}
-		k.K2Tstz = arrow.Timestamp(x)
-	}
-	null, src, err = vec.DecodeKeyMarker(src, false)
-	if err != nil {
-		return k, fmt.Errorf("column k3_bool: %w", err)
-	}
-	if !null {
-		var x bool
-		x, src, err = vec.DecodeKeyBool(src, true)
-		if err != nil {
-			return k, fmt.Errorf("column k3_bool: %w", err)
-		}
-		k.K3Bool = vec.Some(x)
+		k.K0Tstz = vec.Some(arrow.Timestamp(x))
 	}
 	if len(src) != 0 {
 		return k, fmt.Errorf("%d bytes left after the last pk column", len(src))
@@ -662,41 +331,22 @@ func (t21Kernels) EncodeValues(c *vec.Chunk, out *vec.Bytes) {
 
 // DecodeKeys implements vec.Kernels.
 func (t21Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
-	if len(out) != 4 {
-		return fmt.Errorf("table t21: DecodeKeys needs %d builders, got %d", 4, len(out))
+	if len(out) != 1 {
+		return fmt.Errorf("table t21: DecodeKeys needs %d builders, got %d", 1, len(out))
 	}
-	b0, ok0 := out[0].(*array.Date32Builder)
+	b0, ok0 := out[0].(*array.TimestampBuilder)
 	if !ok0 {
-		return fmt.Errorf("table t21: column k0_date: builder is %T, want *array.Date32Builder", out[0])
-	}
-	b1, ok1 := out[1].(*array.TimestampBuilder)
-	if !ok1 {
-		return fmt.Errorf("table t21: column k1_ts: builder is %T, want *array.TimestampBuilder", out[1])
-	}
-	b2, ok2 := out[2].(*array.TimestampBuilder)
-	if !ok2 {
-		return fmt.Errorf("table t21: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[2])
-	}
-	b3, ok3 := out[3].(*array.BooleanBuilder)
-	if !ok3 {
-		return fmt.Errorf("table t21: column k3_bool: builder is %T, want *array.BooleanBuilder", out[3])
+		return fmt.Errorf("table t21: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[0])
 	}
 	for i, n := 0, keys.Len(); i < n; i++ {
 		k, err := DecodeT21PK(keys.At(i))
 		if err != nil {
 			return fmt.Errorf("table t21: key %d: %w", i, err)
 		}
-		b0.Append(k.K0Date)
-		if k.K1TS.Valid {
-			b1.Append(k.K1TS.Value)
+		if k.K0Tstz.Valid {
+			b0.Append(k.K0Tstz.Value)
 		} else {
-			b1.AppendNull()
-		}
-		b2.Append(k.K2Tstz)
-		if k.K3Bool.Valid {
-			b3.Append(k.K3Bool.Value)
-		} else {
-			b3.AppendNull()
+			b0.AppendNull()
 		}
 	}
 	return nil
@@ -704,15 +354,13 @@ func (t21Kernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // t21ValueOK reports whether v is a well-formed row value of table t21 (see vec.Layout.CheckValue).
 func t21ValueOK(v []byte) bool {
-	if len(v) < 95 || v[0] != vec.ValueVersion || v[1]&85 != 0 || v[2]&85 != 0 {
+	const (
+		varStart = len(t21ValueZero) // the var-width bytes follow the fixed-width part
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&254 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[67:])
-	e1 := binary.LittleEndian.Uint32(v[71:])
-	if e1 < e0 {
-		return false
-	}
-	return int(e1) == len(v)-95
+	return len(v) == varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -721,16 +369,12 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table t21: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step       = 256 // rows a fixed-width column decodes into its buffer at a time
+		k0TstzSlot = 2   // k0_tstz timestamptz
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1 int
-	sums := false
-	for _, col := range proj {
-		switch col {
-		case 11, 12:
-			sums = true
-		}
-	}
 	for i := 0; i < n; i++ {
 		v := data[offs[i]:offs[i+1]]
 		if !t21ValueOK(v) {
@@ -740,313 +384,32 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			}
 			return fmt.Errorf("table t21: value %d: %w", i, err)
 		}
-		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[67:]))
-			total1 += int(binary.LittleEndian.Uint32(v[71:])) - int(binary.LittleEndian.Uint32(v[67:]))
-		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column k0_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table t21: column k0_date: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(0).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+3:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 1:
+		case T21ColK0Tstz:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return fmt.Errorf("table t21: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return fmt.Errorf("table t21: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table t21: column k1_ts: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(1).Type)
+			want := t21ArrowSchema.Field(T21ColK0Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table t21: column k0_tstz: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			var valid [step]bool
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+7:]))
-					valid[i-lo] = !(data[o+1]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table t21: column k2_tstz: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(2).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+15:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 3:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table t21: column k3_bool: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(3).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+23:][0] != 0
-					valid[i-lo] = !(data[o+1]&8 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table t21: column v_bool: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(4).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = data[o+24:][0] != 0
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table t21: column v_i16: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(5).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int16
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int16(binary.LittleEndian.Uint16(data[o+25:]))
-					valid[i-lo] = !(data[o+1]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table t21: column v_i32: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(6).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int32(binary.LittleEndian.Uint32(data[o+27:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table t21: column v_i64: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(7).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]int64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+31:]))
-					valid[i-lo] = !(data[o+1]&128 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table t21: column v_f32: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(8).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float32
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float32frombits(binary.LittleEndian.Uint32(data[o+39:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table t21: column v_f64: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(9).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]float64
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = math.Float64frombits(binary.LittleEndian.Uint64(data[o+43:]))
-					valid[i-lo] = !(data[o+2]&2 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(10).Type) {
-				return fmt.Errorf("table t21: column v_dec: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(10).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]decimal128.Num
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = decimal128.New(int64(binary.LittleEndian.Uint64(data[o+59:])), binary.LittleEndian.Uint64(data[o+51:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(11).Type) {
-				return fmt.Errorf("table t21: column v_str: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(11).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total0)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				if data[o+2]&8 != 0 {
-					b.AppendNull()
-					continue
-				}
-				b.UnsafeAppend(data[o+95 : o+95+int(binary.LittleEndian.Uint32(data[o+67:]))])
-			}
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(12).Type) {
-				return fmt.Errorf("table t21: column v_bin: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(12).Type)
-			}
-			b.Reserve(n)
-			b.ReserveData(total1)
-			for i := 0; i < n; i++ {
-				o := int(offs[i])
-				b.UnsafeAppend(data[o+95+int(binary.LittleEndian.Uint32(data[o+67:])) : o+95+int(binary.LittleEndian.Uint32(data[o+71:]))])
-			}
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(13).Type) {
-				return fmt.Errorf("table t21: column v_date: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(13).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Date32
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Date32(binary.LittleEndian.Uint32(data[o+75:]))
-					valid[i-lo] = !(data[o+2]&32 != 0)
-				}
-				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
-			}
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(14).Type) {
-				return fmt.Errorf("table t21: column v_ts: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(14).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+79:]))
-				}
-				b.AppendValues(tmp[:hi-lo], nil)
-			}
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return fmt.Errorf("table t21: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(15).Type) {
-				return fmt.Errorf("table t21: column v_tstz: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(15).Type)
-			}
-			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			var valid [256]bool
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
-				for i := lo; i < hi; i++ {
-					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+87:]))
-					valid[i-lo] = !(data[o+2]&128 != 0)
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+k0TstzSlot:]))
+					valid[i-lo] = !(data[o+1]&1 != 0)
 				}
 				b.AppendValues(tmp[:hi-lo], valid[:hi-lo])
 			}
 		default:
-			return fmt.Errorf("table t21: projection names column %d, the table has %d", col, 16)
+			return fmt.Errorf("table t21: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return nil
@@ -1054,45 +417,9 @@ func (t21Kernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // t21RowDecoder decodes row values of table t21 one at a time (vec.RowDecoder).
 type t21RowDecoder struct {
-	b0    *array.Date32Builder // nil: k0_date is not projected
-	v0    []arrow.Date32
-	b1    *array.TimestampBuilder // nil: k1_ts is not projected
-	v1    []arrow.Timestamp
-	ok1   []bool
-	b2    *array.TimestampBuilder // nil: k2_tstz is not projected
-	v2    []arrow.Timestamp
-	b3    *array.BooleanBuilder // nil: k3_bool is not projected
-	v3    []bool
-	ok3   []bool
-	b4    *array.BooleanBuilder // nil: v_bool is not projected
-	v4    []bool
-	b5    *array.Int16Builder // nil: v_i16 is not projected
-	v5    []int16
-	ok5   []bool
-	b6    *array.Int32Builder // nil: v_i32 is not projected
-	v6    []int32
-	b7    *array.Int64Builder // nil: v_i64 is not projected
-	v7    []int64
-	ok7   []bool
-	b8    *array.Float32Builder // nil: v_f32 is not projected
-	v8    []float32
-	b9    *array.Float64Builder // nil: v_f64 is not projected
-	v9    []float64
-	ok9   []bool
-	b10   *array.Decimal128Builder // nil: v_dec is not projected
-	v10   []decimal128.Num
-	b11   *vec.VarBuilder      // nil: v_str is not projected
-	per11 int                  // bytes per value of the last flushed rows
-	b12   *vec.VarBuilder      // nil: v_bin is not projected
-	per12 int                  // bytes per value of the last flushed rows
-	b13   *array.Date32Builder // nil: v_date is not projected
-	v13   []arrow.Date32
-	ok13  []bool
-	b14   *array.TimestampBuilder // nil: v_ts is not projected
-	v14   []arrow.Timestamp
-	b15   *array.TimestampBuilder // nil: v_tstz is not projected
-	v15   []arrow.Timestamp
-	ok15  []bool
+	bK0Tstz  *array.TimestampBuilder // nil: k0_tstz is not projected
+	vK0Tstz  []arrow.Timestamp
+	okK0Tstz []bool
 }
 
 var _ vec.RowDecoders = t21Kernels{}
@@ -1105,200 +432,21 @@ func (t21Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &t21RowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column k0_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table t21: column k0_date: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(0).Type)
-			}
-			if d.b0 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column k0_date twice")
-			}
-			d.b0 = b
-		case 1:
+		case T21ColK0Tstz:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
-				return nil, fmt.Errorf("table t21: column k1_ts: builder is %T, want *array.TimestampBuilder", out[j])
+				return nil, fmt.Errorf("table t21: column k0_tstz: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table t21: column k1_ts: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(1).Type)
+			want := t21ArrowSchema.Field(T21ColK0Tstz).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table t21: column k0_tstz: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column k1_ts twice")
+			if d.bK0Tstz != nil {
+				return nil, fmt.Errorf("table t21: row decoder: projection names column k0_tstz twice")
 			}
-			d.b1 = b
-		case 2:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column k2_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table t21: column k2_tstz: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(2).Type)
-			}
-			if d.b2 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column k2_tstz twice")
-			}
-			d.b2 = b
-		case 3:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column k3_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table t21: column k3_bool: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(3).Type)
-			}
-			if d.b3 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column k3_bool twice")
-			}
-			d.b3 = b
-		case 4:
-			b, ok := out[j].(*array.BooleanBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_bool: builder is %T, want *array.BooleanBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table t21: column v_bool: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(4).Type)
-			}
-			if d.b4 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_bool twice")
-			}
-			d.b4 = b
-		case 5:
-			b, ok := out[j].(*array.Int16Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_i16: builder is %T, want *array.Int16Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table t21: column v_i16: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(5).Type)
-			}
-			if d.b5 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_i16 twice")
-			}
-			d.b5 = b
-		case 6:
-			b, ok := out[j].(*array.Int32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_i32: builder is %T, want *array.Int32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table t21: column v_i32: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(6).Type)
-			}
-			if d.b6 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_i32 twice")
-			}
-			d.b6 = b
-		case 7:
-			b, ok := out[j].(*array.Int64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_i64: builder is %T, want *array.Int64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table t21: column v_i64: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(7).Type)
-			}
-			if d.b7 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_i64 twice")
-			}
-			d.b7 = b
-		case 8:
-			b, ok := out[j].(*array.Float32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_f32: builder is %T, want *array.Float32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table t21: column v_f32: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(8).Type)
-			}
-			if d.b8 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_f32 twice")
-			}
-			d.b8 = b
-		case 9:
-			b, ok := out[j].(*array.Float64Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_f64: builder is %T, want *array.Float64Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table t21: column v_f64: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(9).Type)
-			}
-			if d.b9 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_f64 twice")
-			}
-			d.b9 = b
-		case 10:
-			b, ok := out[j].(*array.Decimal128Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_dec: builder is %T, want *array.Decimal128Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(10).Type) {
-				return nil, fmt.Errorf("table t21: column v_dec: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(10).Type)
-			}
-			if d.b10 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_dec twice")
-			}
-			d.b10 = b
-		case 11:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_str: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(11).Type) {
-				return nil, fmt.Errorf("table t21: column v_str: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(11).Type)
-			}
-			if d.b11 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_str twice")
-			}
-			d.b11 = b
-		case 12:
-			b, ok := out[j].(*vec.VarBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_bin: builder is %T, want *vec.VarBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(12).Type) {
-				return nil, fmt.Errorf("table t21: column v_bin: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(12).Type)
-			}
-			if d.b12 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_bin twice")
-			}
-			d.b12 = b
-		case 13:
-			b, ok := out[j].(*array.Date32Builder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_date: builder is %T, want *array.Date32Builder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(13).Type) {
-				return nil, fmt.Errorf("table t21: column v_date: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(13).Type)
-			}
-			if d.b13 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_date twice")
-			}
-			d.b13 = b
-		case 14:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_ts: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(14).Type) {
-				return nil, fmt.Errorf("table t21: column v_ts: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(14).Type)
-			}
-			if d.b14 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_ts twice")
-			}
-			d.b14 = b
-		case 15:
-			b, ok := out[j].(*array.TimestampBuilder)
-			if !ok {
-				return nil, fmt.Errorf("table t21: column v_tstz: builder is %T, want *array.TimestampBuilder", out[j])
-			}
-			if !arrow.TypeEqual(b.Type(), t21ArrowSchema.Field(15).Type) {
-				return nil, fmt.Errorf("table t21: column v_tstz: builder of %s, want %s", b.Type(), t21ArrowSchema.Field(15).Type)
-			}
-			if d.b15 != nil {
-				return nil, fmt.Errorf("table t21: row decoder: projection names column v_tstz twice")
-			}
-			d.b15 = b
+			d.bK0Tstz = b
 		default:
-			return nil, fmt.Errorf("table t21: projection names column %d, the table has %d", col, 16)
+			return nil, fmt.Errorf("table t21: projection names column %d, the table has %d", col, 1)
 		}
 	}
 	return d, nil
@@ -1307,109 +455,21 @@ func (t21Kernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *t21RowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[arrow.Date32](n), d.v0...)
+	if d.bK0Tstz != nil {
+		if cap(d.vK0Tstz) < n {
+			d.vK0Tstz = append(vec.MakeColored[arrow.Timestamp](n), d.vK0Tstz...)
 		}
-	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[arrow.Timestamp](n), d.v1...)
-		}
-		if cap(d.ok1) < n {
-			d.ok1 = append(vec.MakeColored[bool](n), d.ok1...)
-		}
-	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[arrow.Timestamp](n), d.v2...)
-		}
-	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[bool](n), d.v3...)
-		}
-		if cap(d.ok3) < n {
-			d.ok3 = append(vec.MakeColored[bool](n), d.ok3...)
-		}
-	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[bool](n), d.v4...)
-		}
-	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[int16](n), d.v5...)
-		}
-		if cap(d.ok5) < n {
-			d.ok5 = append(vec.MakeColored[bool](n), d.ok5...)
-		}
-	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[int32](n), d.v6...)
-		}
-	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
-		}
-		if cap(d.ok7) < n {
-			d.ok7 = append(vec.MakeColored[bool](n), d.ok7...)
-		}
-	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[float32](n), d.v8...)
-		}
-	}
-	if d.b9 != nil {
-		if cap(d.v9) < n {
-			d.v9 = append(vec.MakeColored[float64](n), d.v9...)
-		}
-		if cap(d.ok9) < n {
-			d.ok9 = append(vec.MakeColored[bool](n), d.ok9...)
-		}
-	}
-	if d.b10 != nil {
-		if cap(d.v10) < n {
-			d.v10 = append(vec.MakeColored[decimal128.Num](n), d.v10...)
-		}
-	}
-	if d.b11 != nil {
-		d.b11.Reserve(n)
-		d.b11.ReserveData(vec.BatchBytes(n, d.per11))
-	}
-	if d.b12 != nil {
-		d.b12.Reserve(n)
-		d.b12.ReserveData(vec.BatchBytes(n, d.per12))
-	}
-	if d.b13 != nil {
-		if cap(d.v13) < n {
-			d.v13 = append(vec.MakeColored[arrow.Date32](n), d.v13...)
-		}
-		if cap(d.ok13) < n {
-			d.ok13 = append(vec.MakeColored[bool](n), d.ok13...)
-		}
-	}
-	if d.b14 != nil {
-		if cap(d.v14) < n {
-			d.v14 = append(vec.MakeColored[arrow.Timestamp](n), d.v14...)
-		}
-	}
-	if d.b15 != nil {
-		if cap(d.v15) < n {
-			d.v15 = append(vec.MakeColored[arrow.Timestamp](n), d.v15...)
-		}
-		if cap(d.ok15) < n {
-			d.ok15 = append(vec.MakeColored[bool](n), d.ok15...)
+		if cap(d.okK0Tstz) < n {
+			d.okK0Tstz = append(vec.MakeColored[bool](n), d.okK0Tstz...)
 		}
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *t21RowDecoder) Append(v []byte) error {
+	const (
+		k0TstzSlot = 2 // k0_tstz timestamptz
+	)
 	if !t21ValueOK(v) {
 		err := t21Layout.CheckValue(v)
 		if err == nil {
@@ -1417,148 +477,19 @@ func (d *t21RowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table t21: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, arrow.Date32(binary.LittleEndian.Uint32(v[3:])))
-	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, arrow.Timestamp(binary.LittleEndian.Uint64(v[7:])))
-		d.ok1 = append(d.ok1, !(v[1]&2 != 0))
-	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, arrow.Timestamp(binary.LittleEndian.Uint64(v[15:])))
-	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, v[23:][0] != 0)
-		d.ok3 = append(d.ok3, !(v[1]&8 != 0))
-	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, v[24:][0] != 0)
-	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, int16(binary.LittleEndian.Uint16(v[25:])))
-		d.ok5 = append(d.ok5, !(v[1]&32 != 0))
-	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, int32(binary.LittleEndian.Uint32(v[27:])))
-	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[31:])))
-		d.ok7 = append(d.ok7, !(v[1]&128 != 0))
-	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, math.Float32frombits(binary.LittleEndian.Uint32(v[39:])))
-	}
-	if d.b9 != nil {
-		d.v9 = append(d.v9, math.Float64frombits(binary.LittleEndian.Uint64(v[43:])))
-		d.ok9 = append(d.ok9, !(v[2]&2 != 0))
-	}
-	if d.b10 != nil {
-		d.v10 = append(d.v10, decimal128.New(int64(binary.LittleEndian.Uint64(v[59:])), binary.LittleEndian.Uint64(v[51:])))
-	}
-	if d.b11 != nil {
-		if v[2]&8 != 0 {
-			d.b11.AppendNull()
-		} else {
-			s := v[95 : 95+int(binary.LittleEndian.Uint32(v[67:]))]
-			d.b11.Reserve(1)
-			d.b11.ReserveData(len(s))
-			d.b11.UnsafeAppend(s)
-		}
-	}
-	if d.b12 != nil {
-		s := v[95+int(binary.LittleEndian.Uint32(v[67:])) : 95+int(binary.LittleEndian.Uint32(v[71:]))]
-		d.b12.Reserve(1)
-		d.b12.ReserveData(len(s))
-		d.b12.UnsafeAppend(s)
-	}
-	if d.b13 != nil {
-		d.v13 = append(d.v13, arrow.Date32(binary.LittleEndian.Uint32(v[75:])))
-		d.ok13 = append(d.ok13, !(v[2]&32 != 0))
-	}
-	if d.b14 != nil {
-		d.v14 = append(d.v14, arrow.Timestamp(binary.LittleEndian.Uint64(v[79:])))
-	}
-	if d.b15 != nil {
-		d.v15 = append(d.v15, arrow.Timestamp(binary.LittleEndian.Uint64(v[87:])))
-		d.ok15 = append(d.ok15, !(v[2]&128 != 0))
+	if d.bK0Tstz != nil {
+		d.vK0Tstz = append(d.vK0Tstz, arrow.Timestamp(binary.LittleEndian.Uint64(v[k0TstzSlot:])))
+		d.okK0Tstz = append(d.okK0Tstz, !(v[1]&1 != 0))
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *t21RowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
-	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, d.ok1)
-		d.v1 = d.v1[:0]
-		d.ok1 = d.ok1[:0]
-	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
-	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, d.ok3)
-		d.v3 = d.v3[:0]
-		d.ok3 = d.ok3[:0]
-	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
-	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, d.ok5)
-		d.v5 = d.v5[:0]
-		d.ok5 = d.ok5[:0]
-	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
-	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, d.ok7)
-		d.v7 = d.v7[:0]
-		d.ok7 = d.ok7[:0]
-	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
-	}
-	if d.b9 != nil {
-		d.b9.AppendValues(d.v9, d.ok9)
-		d.v9 = d.v9[:0]
-		d.ok9 = d.ok9[:0]
-	}
-	if d.b10 != nil {
-		d.b10.AppendValues(d.v10, nil)
-		d.v10 = d.v10[:0]
-	}
-	if d.b11 != nil {
-		if n := d.b11.Len(); n > 0 {
-			d.per11 = (d.b11.DataLen() + n - 1) / n
-		}
-	}
-	if d.b12 != nil {
-		if n := d.b12.Len(); n > 0 {
-			d.per12 = (d.b12.DataLen() + n - 1) / n
-		}
-	}
-	if d.b13 != nil {
-		d.b13.AppendValues(d.v13, d.ok13)
-		d.v13 = d.v13[:0]
-		d.ok13 = d.ok13[:0]
-	}
-	if d.b14 != nil {
-		d.b14.AppendValues(d.v14, nil)
-		d.v14 = d.v14[:0]
-	}
-	if d.b15 != nil {
-		d.b15.AppendValues(d.v15, d.ok15)
-		d.v15 = d.v15[:0]
-		d.ok15 = d.ok15[:0]
+	if d.bK0Tstz != nil {
+		d.bK0Tstz.AppendValues(d.vK0Tstz, d.okK0Tstz)
+		d.vK0Tstz = d.vK0Tstz[:0]
+		d.okK0Tstz = d.okK0Tstz[:0]
 	}
 	return nil
 }
@@ -1571,7 +502,7 @@ func (t21Kernels) Vnodes(c *vec.Chunk, out []uint16) {
 	out = out[:v.NumRows()]
 	for i := range out {
 		buf = v.AppendDistKey(buf[:0], i)
-		out[i] = vec.VnodeOf(buf, 8)
+		out[i] = vec.VnodeOf(buf, 256)
 	}
 }
 
@@ -1583,8 +514,8 @@ func (t21Kernels) Split(c *vec.Chunk, mapping []uint16, vnodes []uint16, outs []
 
 // t21Marker marks chunks of table t21 against decoded backfill positions.
 type t21Marker struct {
-	state [8]vec.BackfillState
-	pos   [8]T21PK
+	state [256]vec.BackfillState
+	pos   [256]T21PK
 }
 
 // NewMarker implements vec.Kernels: positions are decoded once, into typed keys.
@@ -1623,11 +554,11 @@ func (m *t21Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[vn&255] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
 				}
 				w |= (vec.Bit(keep) & uint64(vis[i>>3]>>(i&7)) & 1) << (i - base)
 			}
@@ -1647,11 +578,11 @@ func (m *t21Marker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 			for i := base; i < end; i++ {
 				vn := vnodes[i]
 				var keep bool
-				switch m.state[vn&7] {
+				switch m.state[vn&255] {
 				case vec.Completed:
 					keep = true
 				case vec.InProgress:
-					keep = v.ComparePK(i, &m.pos[vn&7]) <= 0
+					keep = v.ComparePK(i, &m.pos[vn&255]) <= 0
 				}
 				w |= vec.Bit(keep) << (i - base)
 			}

@@ -8,12 +8,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // AuctionFingerprint is the fingerprint of table auction's shape (schema.Table.Fingerprint).
@@ -21,7 +22,26 @@ const AuctionFingerprint = "3e6702b91b29c528692c367a"
 
 // AuctionTable returns a new copy of table auction's schema.
 func AuctionTable() *schema.Table {
-	t := &schema.Table{Name: "auction", Columns: []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}}, {Name: "item_name", Type: schema.Type{Kind: schema.Varchar}}, {Name: "description", Type: schema.Type{Kind: schema.Varchar}}, {Name: "initial_bid", Type: schema.Type{Kind: schema.Int64}}, {Name: "reserve", Type: schema.Type{Kind: schema.Int64}}, {Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "expires", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "seller", Type: schema.Type{Kind: schema.Int64}}, {Name: "category", Type: schema.Type{Kind: schema.Int64}}, {Name: "extra", Type: schema.Type{Kind: schema.Varchar}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}}, DistKey: []int{0}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "auction",
+		Columns: []schema.Column{
+			{Name: "id", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "item_name", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "description", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "initial_bid", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "reserve", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "expires", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "seller", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "category", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "extra", Type: schema.Type{Kind: schema.Varchar}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: AuctionColID, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{AuctionColID},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -91,8 +111,8 @@ func NewAuctionBuilder(mem memory.Allocator) *AuctionBuilder {
 	b.cDescription = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cInitialBid = array.NewInt64Builder(mem)
 	b.cReserveCol = array.NewInt64Builder(mem)
-	b.cDateTime = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(5).Type.(*arrow.TimestampType))
-	b.cExpires = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(6).Type.(*arrow.TimestampType))
+	b.cDateTime = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(AuctionColDateTime).Type.(*arrow.TimestampType))
+	b.cExpires = array.NewTimestampBuilder(mem, auctionArrowSchema.Field(AuctionColExpires).Type.(*arrow.TimestampType))
 	b.cSeller = array.NewInt64Builder(mem)
 	b.cCategory = array.NewInt64Builder(mem)
 	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
@@ -146,7 +166,18 @@ func (b *AuctionBuilder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *AuctionBuilder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cID.NewArray(), b.cItemName.NewArray(), b.cDescription.NewArray(), b.cInitialBid.NewArray(), b.cReserveCol.NewArray(), b.cDateTime.NewArray(), b.cExpires.NewArray(), b.cSeller.NewArray(), b.cCategory.NewArray(), b.cExtra.NewArray()}
+	cols := []arrow.Array{
+		b.cID.NewArray(),
+		b.cItemName.NewArray(),
+		b.cDescription.NewArray(),
+		b.cInitialBid.NewArray(),
+		b.cReserveCol.NewArray(),
+		b.cDateTime.NewArray(),
+		b.cExpires.NewArray(),
+		b.cSeller.NewArray(),
+		b.cCategory.NewArray(),
+		b.cExtra.NewArray(),
+	}
 	rec := array.NewRecordBatch(auctionArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -196,16 +227,16 @@ type AuctionView struct {
 func auctionViewOf(c *vec.Chunk) AuctionView {
 	rec := c.Record()
 	v := AuctionView{c: c}
-	v.ID = rec.Column(0).(*array.Int64)
-	v.ItemName = rec.Column(1).(*array.String)
-	v.Description = rec.Column(2).(*array.String)
-	v.InitialBid = rec.Column(3).(*array.Int64)
-	v.ReserveCol = rec.Column(4).(*array.Int64)
-	v.DateTime = rec.Column(5).(*array.Timestamp)
-	v.Expires = rec.Column(6).(*array.Timestamp)
-	v.Seller = rec.Column(7).(*array.Int64)
-	v.Category = rec.Column(8).(*array.Int64)
-	v.Extra = rec.Column(9).(*array.String)
+	v.ID = rec.Column(AuctionColID).(*array.Int64)
+	v.ItemName = rec.Column(AuctionColItemName).(*array.String)
+	v.Description = rec.Column(AuctionColDescription).(*array.String)
+	v.InitialBid = rec.Column(AuctionColInitialBid).(*array.Int64)
+	v.ReserveCol = rec.Column(AuctionColReserveCol).(*array.Int64)
+	v.DateTime = rec.Column(AuctionColDateTime).(*array.Timestamp)
+	v.Expires = rec.Column(AuctionColExpires).(*array.Timestamp)
+	v.Seller = rec.Column(AuctionColSeller).(*array.Int64)
+	v.Category = rec.Column(AuctionColCategory).(*array.Int64)
+	v.Extra = rec.Column(AuctionColExtra).(*array.String)
 	return v
 }
 
@@ -279,40 +310,54 @@ func (v *AuctionView) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// auctionValueZero is the fixed-width part of a row value of table auction, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var auctionValueZero [71]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *AuctionView) AppendValue(dst []byte, i int) []byte {
+	const (
+		idSlot          = 3  // id int64
+		itemNameSlot    = 11 // item_name varchar: the end offset of its bytes
+		descriptionSlot = 15 // description varchar: the end offset of its bytes
+		initialBidSlot  = 19 // initial_bid int64
+		reserveColSlot  = 27 // reserve int64
+		dateTimeSlot    = 35 // date_time timestamp
+		expiresSlot     = 43 // expires timestamp
+		sellerSlot      = 51 // seller int64
+		categorySlot    = 59 // category int64
+		extraSlot       = 67 // extra varchar: the end offset of its bytes
+	)
 	start := len(dst)
 	dst = append(dst, auctionValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[3:], uint64(v.ID.Value(i)))
-	binary.LittleEndian.PutUint64(row[19:], uint64(v.InitialBid.Value(i)))
-	binary.LittleEndian.PutUint64(row[27:], uint64(v.ReserveCol.Value(i)))
-	binary.LittleEndian.PutUint64(row[35:], uint64(v.DateTime.Value(i)))
-	binary.LittleEndian.PutUint64(row[43:], uint64(v.Expires.Value(i)))
-	binary.LittleEndian.PutUint64(row[51:], uint64(v.Seller.Value(i)))
-	binary.LittleEndian.PutUint64(row[59:], uint64(v.Category.Value(i)))
+	binary.LittleEndian.PutUint64(row[idSlot:], uint64(v.ID.Value(i)))
+	binary.LittleEndian.PutUint64(row[initialBidSlot:], uint64(v.InitialBid.Value(i)))
+	binary.LittleEndian.PutUint64(row[reserveColSlot:], uint64(v.ReserveCol.Value(i)))
+	binary.LittleEndian.PutUint64(row[dateTimeSlot:], uint64(v.DateTime.Value(i)))
+	binary.LittleEndian.PutUint64(row[expiresSlot:], uint64(v.Expires.Value(i)))
+	binary.LittleEndian.PutUint64(row[sellerSlot:], uint64(v.Seller.Value(i)))
+	binary.LittleEndian.PutUint64(row[categorySlot:], uint64(v.Category.Value(i)))
 	end := 0
 	{
 		x := v.ItemName.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+11:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+itemNameSlot:], uint32(end))
 	{
 		x := v.Description.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+15:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+descriptionSlot:], uint32(end))
 	{
 		x := v.Extra.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+67:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+extraSlot:], uint32(end))
 	return dst
 }
 
@@ -416,19 +461,25 @@ func (auctionKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // auctionValueOK reports whether v is a well-formed row value of table auction (see vec.Layout.CheckValue).
 func auctionValueOK(v []byte) bool {
-	if len(v) < 71 || v[0] != vec.ValueVersion || v[1]&255 != 0 || v[2]&255 != 0 {
+	const (
+		varStart        = len(auctionValueZero) // the var-width bytes follow the fixed-width part
+		itemNameSlot    = 11                    // item_name varchar: the end offset of its bytes
+		descriptionSlot = 15                    // description varchar: the end offset of its bytes
+		extraSlot       = 67                    // extra varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 || v[2]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[11:])
-	e1 := binary.LittleEndian.Uint32(v[15:])
-	if e1 < e0 {
+	itemNameEnd := binary.LittleEndian.Uint32(v[itemNameSlot:])
+	descriptionEnd := binary.LittleEndian.Uint32(v[descriptionSlot:])
+	if descriptionEnd < itemNameEnd {
 		return false
 	}
-	e2 := binary.LittleEndian.Uint32(v[67:])
-	if e2 < e1 {
+	extraEnd := binary.LittleEndian.Uint32(v[extraSlot:])
+	if extraEnd < descriptionEnd {
 		return false
 	}
-	return int(e2) == len(v)-71
+	return int(extraEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -437,13 +488,27 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 	if len(out) < len(proj) {
 		return fmt.Errorf("table auction: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step            = 256                   // rows a fixed-width column decodes into its buffer at a time
+		varStart        = len(auctionValueZero) // the var-width bytes follow the fixed-width part
+		idSlot          = 3                     // id int64
+		itemNameSlot    = 11                    // item_name varchar: the end offset of its bytes
+		descriptionSlot = 15                    // description varchar: the end offset of its bytes
+		initialBidSlot  = 19                    // initial_bid int64
+		reserveColSlot  = 27                    // reserve int64
+		dateTimeSlot    = 35                    // date_time timestamp
+		expiresSlot     = 43                    // expires timestamp
+		sellerSlot      = 51                    // seller int64
+		categorySlot    = 59                    // category int64
+		extraSlot       = 67                    // extra varchar: the end offset of its bytes
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2 int
+	var itemNameTotal, descriptionTotal, extraTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 1, 2, 9:
+		case AuctionColItemName, AuctionColDescription, AuctionColExtra:
 			sums = true
 		}
 	}
@@ -457,180 +522,196 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 			return fmt.Errorf("table auction: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[11:]))
-			total1 += int(binary.LittleEndian.Uint32(v[15:])) - int(binary.LittleEndian.Uint32(v[11:]))
-			total2 += int(binary.LittleEndian.Uint32(v[67:])) - int(binary.LittleEndian.Uint32(v[15:]))
+			itemNameTotal += int(binary.LittleEndian.Uint32(v[itemNameSlot:]))
+			descriptionTotal += int(binary.LittleEndian.Uint32(v[descriptionSlot:])) - int(binary.LittleEndian.Uint32(v[itemNameSlot:]))
+			extraTotal += int(binary.LittleEndian.Uint32(v[extraSlot:])) - int(binary.LittleEndian.Uint32(v[descriptionSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case AuctionColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(0).Type)
+			want := auctionArrowSchema.Field(AuctionColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+3:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+idSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case AuctionColItemName:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column item_name: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(1).Type)
+			want := auctionArrowSchema.Field(AuctionColItemName).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(itemNameTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+71 : o+71+int(binary.LittleEndian.Uint32(data[o+11:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+itemNameSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 2:
+		case AuctionColDescription:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column description: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(2).Type)
+			want := auctionArrowSchema.Field(AuctionColDescription).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
+			b.ReserveData(descriptionTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+11:])) : o+71+int(binary.LittleEndian.Uint32(data[o+15:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+itemNameSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+descriptionSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 3:
+		case AuctionColInitialBid:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column initial_bid: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(3).Type)
+			want := auctionArrowSchema.Field(AuctionColInitialBid).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+19:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+initialBidSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 4:
+		case AuctionColReserveCol:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column reserve: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(4).Type)
+			want := auctionArrowSchema.Field(AuctionColReserveCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+27:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+reserveColSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 5:
+		case AuctionColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(5).Type)
+			want := auctionArrowSchema.Field(AuctionColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+35:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+dateTimeSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 6:
+		case AuctionColExpires:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column expires: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(6).Type)
+			want := auctionArrowSchema.Field(AuctionColExpires).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+43:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+expiresSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 7:
+		case AuctionColSeller:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column seller: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(7).Type)
+			want := auctionArrowSchema.Field(AuctionColSeller).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+51:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+sellerSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 8:
+		case AuctionColCategory:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table auction: column category: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(8).Type) {
-				return fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(8).Type)
+			want := auctionArrowSchema.Field(AuctionColCategory).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+59:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+categorySlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 9:
+		case AuctionColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table auction: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(9).Type) {
-				return fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(9).Type)
+			want := auctionArrowSchema.Field(AuctionColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total2)
+			b.ReserveData(extraTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+71+int(binary.LittleEndian.Uint32(data[o+15:])) : o+71+int(binary.LittleEndian.Uint32(data[o+67:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+descriptionSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+extraSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
 		default:
 			return fmt.Errorf("table auction: projection names column %d, the table has %d", col, 10)
@@ -641,26 +722,26 @@ func (auctionKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []v
 
 // auctionRowDecoder decodes row values of table auction one at a time (vec.RowDecoder).
 type auctionRowDecoder struct {
-	b0   *array.Int64Builder // nil: id is not projected
-	v0   []int64
-	b1   *vec.VarBuilder     // nil: item_name is not projected
-	per1 int                 // bytes per value of the last flushed rows
-	b2   *vec.VarBuilder     // nil: description is not projected
-	per2 int                 // bytes per value of the last flushed rows
-	b3   *array.Int64Builder // nil: initial_bid is not projected
-	v3   []int64
-	b4   *array.Int64Builder // nil: reserve is not projected
-	v4   []int64
-	b5   *array.TimestampBuilder // nil: date_time is not projected
-	v5   []arrow.Timestamp
-	b6   *array.TimestampBuilder // nil: expires is not projected
-	v6   []arrow.Timestamp
-	b7   *array.Int64Builder // nil: seller is not projected
-	v7   []int64
-	b8   *array.Int64Builder // nil: category is not projected
-	v8   []int64
-	b9   *vec.VarBuilder // nil: extra is not projected
-	per9 int             // bytes per value of the last flushed rows
+	bID            *array.Int64Builder // nil: id is not projected
+	vID            []int64
+	bItemName      *vec.VarBuilder     // nil: item_name is not projected
+	perItemName    int                 // bytes per value of the last flushed rows
+	bDescription   *vec.VarBuilder     // nil: description is not projected
+	perDescription int                 // bytes per value of the last flushed rows
+	bInitialBid    *array.Int64Builder // nil: initial_bid is not projected
+	vInitialBid    []int64
+	bReserveCol    *array.Int64Builder // nil: reserve is not projected
+	vReserveCol    []int64
+	bDateTime      *array.TimestampBuilder // nil: date_time is not projected
+	vDateTime      []arrow.Timestamp
+	bExpires       *array.TimestampBuilder // nil: expires is not projected
+	vExpires       []arrow.Timestamp
+	bSeller        *array.Int64Builder // nil: seller is not projected
+	vSeller        []int64
+	bCategory      *array.Int64Builder // nil: category is not projected
+	vCategory      []int64
+	bExtra         *vec.VarBuilder // nil: extra is not projected
+	perExtra       int             // bytes per value of the last flushed rows
 }
 
 var _ vec.RowDecoders = auctionKernels{}
@@ -673,126 +754,136 @@ func (auctionKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec
 	d := &auctionRowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case AuctionColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(0).Type)
+			want := auctionArrowSchema.Field(AuctionColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column id: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bID != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column id twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bID = b
+		case AuctionColItemName:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column item_name: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(1).Type)
+			want := auctionArrowSchema.Field(AuctionColItemName).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column item_name: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bItemName != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column item_name twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bItemName = b
+		case AuctionColDescription:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column description: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(2).Type)
+			want := auctionArrowSchema.Field(AuctionColDescription).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column description: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bDescription != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column description twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bDescription = b
+		case AuctionColInitialBid:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column initial_bid: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(3).Type)
+			want := auctionArrowSchema.Field(AuctionColInitialBid).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column initial_bid: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bInitialBid != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column initial_bid twice")
 			}
-			d.b3 = b
-		case 4:
+			d.bInitialBid = b
+		case AuctionColReserveCol:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column reserve: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(4).Type)
+			want := auctionArrowSchema.Field(AuctionColReserveCol).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column reserve: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
+			if d.bReserveCol != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column reserve twice")
 			}
-			d.b4 = b
-		case 5:
+			d.bReserveCol = b
+		case AuctionColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(5).Type)
+			want := auctionArrowSchema.Field(AuctionColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column date_time: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
+			if d.bDateTime != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column date_time twice")
 			}
-			d.b5 = b
-		case 6:
+			d.bDateTime = b
+		case AuctionColExpires:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column expires: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(6).Type)
+			want := auctionArrowSchema.Field(AuctionColExpires).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column expires: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b6 != nil {
+			if d.bExpires != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column expires twice")
 			}
-			d.b6 = b
-		case 7:
+			d.bExpires = b
+		case AuctionColSeller:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column seller: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(7).Type)
+			want := auctionArrowSchema.Field(AuctionColSeller).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column seller: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b7 != nil {
+			if d.bSeller != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column seller twice")
 			}
-			d.b7 = b
-		case 8:
+			d.bSeller = b
+		case AuctionColCategory:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column category: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(8).Type) {
-				return nil, fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(8).Type)
+			want := auctionArrowSchema.Field(AuctionColCategory).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column category: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b8 != nil {
+			if d.bCategory != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column category twice")
 			}
-			d.b8 = b
-		case 9:
+			d.bCategory = b
+		case AuctionColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table auction: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), auctionArrowSchema.Field(9).Type) {
-				return nil, fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), auctionArrowSchema.Field(9).Type)
+			want := auctionArrowSchema.Field(AuctionColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table auction: column extra: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b9 != nil {
+			if d.bExtra != nil {
 				return nil, fmt.Errorf("table auction: row decoder: projection names column extra twice")
 			}
-			d.b9 = b
+			d.bExtra = b
 		default:
 			return nil, fmt.Errorf("table auction: projection names column %d, the table has %d", col, 10)
 		}
@@ -803,57 +894,70 @@ func (auctionKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec
 // Begin implements vec.RowDecoder.
 func (d *auctionRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
+	if d.bID != nil {
+		if cap(d.vID) < n {
+			d.vID = append(vec.MakeColored[int64](n), d.vID...)
 		}
 	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
+	if d.bItemName != nil {
+		d.bItemName.Reserve(n)
+		d.bItemName.ReserveData(vec.BatchBytes(n, d.perItemName))
 	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
+	if d.bDescription != nil {
+		d.bDescription.Reserve(n)
+		d.bDescription.ReserveData(vec.BatchBytes(n, d.perDescription))
 	}
-	if d.b3 != nil {
-		if cap(d.v3) < n {
-			d.v3 = append(vec.MakeColored[int64](n), d.v3...)
+	if d.bInitialBid != nil {
+		if cap(d.vInitialBid) < n {
+			d.vInitialBid = append(vec.MakeColored[int64](n), d.vInitialBid...)
 		}
 	}
-	if d.b4 != nil {
-		if cap(d.v4) < n {
-			d.v4 = append(vec.MakeColored[int64](n), d.v4...)
+	if d.bReserveCol != nil {
+		if cap(d.vReserveCol) < n {
+			d.vReserveCol = append(vec.MakeColored[int64](n), d.vReserveCol...)
 		}
 	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[arrow.Timestamp](n), d.v5...)
+	if d.bDateTime != nil {
+		if cap(d.vDateTime) < n {
+			d.vDateTime = append(vec.MakeColored[arrow.Timestamp](n), d.vDateTime...)
 		}
 	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[arrow.Timestamp](n), d.v6...)
+	if d.bExpires != nil {
+		if cap(d.vExpires) < n {
+			d.vExpires = append(vec.MakeColored[arrow.Timestamp](n), d.vExpires...)
 		}
 	}
-	if d.b7 != nil {
-		if cap(d.v7) < n {
-			d.v7 = append(vec.MakeColored[int64](n), d.v7...)
+	if d.bSeller != nil {
+		if cap(d.vSeller) < n {
+			d.vSeller = append(vec.MakeColored[int64](n), d.vSeller...)
 		}
 	}
-	if d.b8 != nil {
-		if cap(d.v8) < n {
-			d.v8 = append(vec.MakeColored[int64](n), d.v8...)
+	if d.bCategory != nil {
+		if cap(d.vCategory) < n {
+			d.vCategory = append(vec.MakeColored[int64](n), d.vCategory...)
 		}
 	}
-	if d.b9 != nil {
-		d.b9.Reserve(n)
-		d.b9.ReserveData(vec.BatchBytes(n, d.per9))
+	if d.bExtra != nil {
+		d.bExtra.Reserve(n)
+		d.bExtra.ReserveData(vec.BatchBytes(n, d.perExtra))
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *auctionRowDecoder) Append(v []byte) error {
+	const (
+		varStart        = len(auctionValueZero) // the var-width bytes follow the fixed-width part
+		idSlot          = 3                     // id int64
+		itemNameSlot    = 11                    // item_name varchar: the end offset of its bytes
+		descriptionSlot = 15                    // description varchar: the end offset of its bytes
+		initialBidSlot  = 19                    // initial_bid int64
+		reserveColSlot  = 27                    // reserve int64
+		dateTimeSlot    = 35                    // date_time timestamp
+		expiresSlot     = 43                    // expires timestamp
+		sellerSlot      = 51                    // seller int64
+		categorySlot    = 59                    // category int64
+		extraSlot       = 67                    // extra varchar: the end offset of its bytes
+	)
 	if !auctionValueOK(v) {
 		err := auctionLayout.CheckValue(v)
 		if err == nil {
@@ -861,91 +965,91 @@ func (d *auctionRowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table auction: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[3:])))
+	if d.bID != nil {
+		d.vID = append(d.vID, int64(binary.LittleEndian.Uint64(v[idSlot:])))
 	}
-	if d.b1 != nil {
-		s := v[71 : 71+int(binary.LittleEndian.Uint32(v[11:]))]
-		d.b1.Reserve(1)
-		d.b1.ReserveData(len(s))
-		d.b1.UnsafeAppend(s)
+	if d.bItemName != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[itemNameSlot:]))]
+		d.bItemName.Reserve(1)
+		d.bItemName.ReserveData(len(s))
+		d.bItemName.UnsafeAppend(s)
 	}
-	if d.b2 != nil {
-		s := v[71+int(binary.LittleEndian.Uint32(v[11:])) : 71+int(binary.LittleEndian.Uint32(v[15:]))]
-		d.b2.Reserve(1)
-		d.b2.ReserveData(len(s))
-		d.b2.UnsafeAppend(s)
+	if d.bDescription != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[itemNameSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[descriptionSlot:]))]
+		d.bDescription.Reserve(1)
+		d.bDescription.ReserveData(len(s))
+		d.bDescription.UnsafeAppend(s)
 	}
-	if d.b3 != nil {
-		d.v3 = append(d.v3, int64(binary.LittleEndian.Uint64(v[19:])))
+	if d.bInitialBid != nil {
+		d.vInitialBid = append(d.vInitialBid, int64(binary.LittleEndian.Uint64(v[initialBidSlot:])))
 	}
-	if d.b4 != nil {
-		d.v4 = append(d.v4, int64(binary.LittleEndian.Uint64(v[27:])))
+	if d.bReserveCol != nil {
+		d.vReserveCol = append(d.vReserveCol, int64(binary.LittleEndian.Uint64(v[reserveColSlot:])))
 	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, arrow.Timestamp(binary.LittleEndian.Uint64(v[35:])))
+	if d.bDateTime != nil {
+		d.vDateTime = append(d.vDateTime, arrow.Timestamp(binary.LittleEndian.Uint64(v[dateTimeSlot:])))
 	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, arrow.Timestamp(binary.LittleEndian.Uint64(v[43:])))
+	if d.bExpires != nil {
+		d.vExpires = append(d.vExpires, arrow.Timestamp(binary.LittleEndian.Uint64(v[expiresSlot:])))
 	}
-	if d.b7 != nil {
-		d.v7 = append(d.v7, int64(binary.LittleEndian.Uint64(v[51:])))
+	if d.bSeller != nil {
+		d.vSeller = append(d.vSeller, int64(binary.LittleEndian.Uint64(v[sellerSlot:])))
 	}
-	if d.b8 != nil {
-		d.v8 = append(d.v8, int64(binary.LittleEndian.Uint64(v[59:])))
+	if d.bCategory != nil {
+		d.vCategory = append(d.vCategory, int64(binary.LittleEndian.Uint64(v[categorySlot:])))
 	}
-	if d.b9 != nil {
-		s := v[71+int(binary.LittleEndian.Uint32(v[15:])) : 71+int(binary.LittleEndian.Uint32(v[67:]))]
-		d.b9.Reserve(1)
-		d.b9.ReserveData(len(s))
-		d.b9.UnsafeAppend(s)
+	if d.bExtra != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[descriptionSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[extraSlot:]))]
+		d.bExtra.Reserve(1)
+		d.bExtra.ReserveData(len(s))
+		d.bExtra.UnsafeAppend(s)
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *auctionRowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
+	if d.bID != nil {
+		d.bID.AppendValues(d.vID, nil)
+		d.vID = d.vID[:0]
 	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
+	if d.bItemName != nil {
+		if n := d.bItemName.Len(); n > 0 {
+			d.perItemName = (d.bItemName.DataLen() + n - 1) / n
 		}
 	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
+	if d.bDescription != nil {
+		if n := d.bDescription.Len(); n > 0 {
+			d.perDescription = (d.bDescription.DataLen() + n - 1) / n
 		}
 	}
-	if d.b3 != nil {
-		d.b3.AppendValues(d.v3, nil)
-		d.v3 = d.v3[:0]
+	if d.bInitialBid != nil {
+		d.bInitialBid.AppendValues(d.vInitialBid, nil)
+		d.vInitialBid = d.vInitialBid[:0]
 	}
-	if d.b4 != nil {
-		d.b4.AppendValues(d.v4, nil)
-		d.v4 = d.v4[:0]
+	if d.bReserveCol != nil {
+		d.bReserveCol.AppendValues(d.vReserveCol, nil)
+		d.vReserveCol = d.vReserveCol[:0]
 	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
+	if d.bDateTime != nil {
+		d.bDateTime.AppendValues(d.vDateTime, nil)
+		d.vDateTime = d.vDateTime[:0]
 	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
+	if d.bExpires != nil {
+		d.bExpires.AppendValues(d.vExpires, nil)
+		d.vExpires = d.vExpires[:0]
 	}
-	if d.b7 != nil {
-		d.b7.AppendValues(d.v7, nil)
-		d.v7 = d.v7[:0]
+	if d.bSeller != nil {
+		d.bSeller.AppendValues(d.vSeller, nil)
+		d.vSeller = d.vSeller[:0]
 	}
-	if d.b8 != nil {
-		d.b8.AppendValues(d.v8, nil)
-		d.v8 = d.v8[:0]
+	if d.bCategory != nil {
+		d.bCategory.AppendValues(d.vCategory, nil)
+		d.vCategory = d.vCategory[:0]
 	}
-	if d.b9 != nil {
-		if n := d.b9.Len(); n > 0 {
-			d.per9 = (d.b9.DataLen() + n - 1) / n
+	if d.bExtra != nil {
+		if n := d.bExtra.Len(); n > 0 {
+			d.perExtra = (d.bExtra.DataLen() + n - 1) / n
 		}
 	}
 	return nil
@@ -1024,9 +1128,7 @@ func (m *auctionMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 				keep := a < b
 				if a == b {
 					switch m.state[vn&255] {
-					case vec.Completed:
-						keep = true
-					case vec.InProgress:
+					case vec.Completed, vec.InProgress:
 						keep = true
 					}
 				}
@@ -1051,9 +1153,7 @@ func (m *auctionMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 				keep := a < b
 				if a == b {
 					switch m.state[vn&255] {
-					case vec.Completed:
-						keep = true
-					case vec.InProgress:
+					case vec.Completed, vec.InProgress:
 						keep = true
 					}
 				}

@@ -8,12 +8,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // BidFingerprint is the fingerprint of table bid's shape (schema.Table.Fingerprint).
@@ -21,7 +22,25 @@ const BidFingerprint = "93f1794a6f06424e0c19c1f2"
 
 // BidTable returns a new copy of table bid's schema.
 func BidTable() *schema.Table {
-	t := &schema.Table{Name: "bid", Columns: []schema.Column{{Name: "auction", Type: schema.Type{Kind: schema.Int64}}, {Name: "bidder", Type: schema.Type{Kind: schema.Int64}}, {Name: "price", Type: schema.Type{Kind: schema.Int64}}, {Name: "channel", Type: schema.Type{Kind: schema.Varchar}}, {Name: "url", Type: schema.Type{Kind: schema.Varchar}}, {Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "extra", Type: schema.Type{Kind: schema.Varchar}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}, {Column: 1, Desc: false, NullsFirst: false}, {Column: 5, Desc: false, NullsFirst: false}}, DistKey: []int{0, 1, 5}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "bid",
+		Columns: []schema.Column{
+			{Name: "auction", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "bidder", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "price", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "channel", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "url", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "extra", Type: schema.Type{Kind: schema.Varchar}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: BidColAuction, Desc: false, NullsFirst: false},
+			{Column: BidColBidder, Desc: false, NullsFirst: false},
+			{Column: BidColDateTime, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{BidColAuction, BidColBidder, BidColDateTime},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -82,7 +101,7 @@ func NewBidBuilder(mem memory.Allocator) *BidBuilder {
 	b.cPrice = array.NewInt64Builder(mem)
 	b.cChannel = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cURL = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cDateTime = array.NewTimestampBuilder(mem, bidArrowSchema.Field(5).Type.(*arrow.TimestampType))
+	b.cDateTime = array.NewTimestampBuilder(mem, bidArrowSchema.Field(BidColDateTime).Type.(*arrow.TimestampType))
 	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	return b
 }
@@ -128,7 +147,15 @@ func (b *BidBuilder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *BidBuilder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cAuction.NewArray(), b.cBidder.NewArray(), b.cPrice.NewArray(), b.cChannel.NewArray(), b.cURL.NewArray(), b.cDateTime.NewArray(), b.cExtra.NewArray()}
+	cols := []arrow.Array{
+		b.cAuction.NewArray(),
+		b.cBidder.NewArray(),
+		b.cPrice.NewArray(),
+		b.cChannel.NewArray(),
+		b.cURL.NewArray(),
+		b.cDateTime.NewArray(),
+		b.cExtra.NewArray(),
+	}
 	rec := array.NewRecordBatch(bidArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -172,13 +199,13 @@ type BidView struct {
 func bidViewOf(c *vec.Chunk) BidView {
 	rec := c.Record()
 	v := BidView{c: c}
-	v.Auction = rec.Column(0).(*array.Int64)
-	v.Bidder = rec.Column(1).(*array.Int64)
-	v.Price = rec.Column(2).(*array.Int64)
-	v.Channel = rec.Column(3).(*array.String)
-	v.URL = rec.Column(4).(*array.String)
-	v.DateTime = rec.Column(5).(*array.Timestamp)
-	v.Extra = rec.Column(6).(*array.String)
+	v.Auction = rec.Column(BidColAuction).(*array.Int64)
+	v.Bidder = rec.Column(BidColBidder).(*array.Int64)
+	v.Price = rec.Column(BidColPrice).(*array.Int64)
+	v.Channel = rec.Column(BidColChannel).(*array.String)
+	v.URL = rec.Column(BidColURL).(*array.String)
+	v.DateTime = rec.Column(BidColDateTime).(*array.Timestamp)
+	v.Extra = rec.Column(BidColExtra).(*array.String)
 	return v
 }
 
@@ -263,37 +290,48 @@ func (v *BidView) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// bidValueZero is the fixed-width part of a row value of table bid, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var bidValueZero [46]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *BidView) AppendValue(dst []byte, i int) []byte {
+	const (
+		auctionSlot  = 2  // auction int64
+		bidderSlot   = 10 // bidder int64
+		priceSlot    = 18 // price int64
+		channelSlot  = 26 // channel varchar: the end offset of its bytes
+		urlSlot      = 30 // url varchar: the end offset of its bytes
+		dateTimeSlot = 34 // date_time timestamp
+		extraSlot    = 42 // extra varchar: the end offset of its bytes
+	)
 	start := len(dst)
 	dst = append(dst, bidValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[2:], uint64(v.Auction.Value(i)))
-	binary.LittleEndian.PutUint64(row[10:], uint64(v.Bidder.Value(i)))
-	binary.LittleEndian.PutUint64(row[18:], uint64(v.Price.Value(i)))
-	binary.LittleEndian.PutUint64(row[34:], uint64(v.DateTime.Value(i)))
+	binary.LittleEndian.PutUint64(row[auctionSlot:], uint64(v.Auction.Value(i)))
+	binary.LittleEndian.PutUint64(row[bidderSlot:], uint64(v.Bidder.Value(i)))
+	binary.LittleEndian.PutUint64(row[priceSlot:], uint64(v.Price.Value(i)))
+	binary.LittleEndian.PutUint64(row[dateTimeSlot:], uint64(v.DateTime.Value(i)))
 	end := 0
 	{
 		x := v.Channel.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+26:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+channelSlot:], uint32(end))
 	{
 		x := v.URL.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+30:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+urlSlot:], uint32(end))
 	{
 		x := v.Extra.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+42:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+extraSlot:], uint32(end))
 	return dst
 }
 
@@ -441,19 +479,25 @@ func (bidKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // bidValueOK reports whether v is a well-formed row value of table bid (see vec.Layout.CheckValue).
 func bidValueOK(v []byte) bool {
-	if len(v) < 46 || v[0] != vec.ValueVersion || v[1]&255 != 0 {
+	const (
+		varStart    = len(bidValueZero) // the var-width bytes follow the fixed-width part
+		channelSlot = 26                // channel varchar: the end offset of its bytes
+		urlSlot     = 30                // url varchar: the end offset of its bytes
+		extraSlot   = 42                // extra varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[26:])
-	e1 := binary.LittleEndian.Uint32(v[30:])
-	if e1 < e0 {
+	channelEnd := binary.LittleEndian.Uint32(v[channelSlot:])
+	urlEnd := binary.LittleEndian.Uint32(v[urlSlot:])
+	if urlEnd < channelEnd {
 		return false
 	}
-	e2 := binary.LittleEndian.Uint32(v[42:])
-	if e2 < e1 {
+	extraEnd := binary.LittleEndian.Uint32(v[extraSlot:])
+	if extraEnd < urlEnd {
 		return false
 	}
-	return int(e2) == len(v)-46
+	return int(extraEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -462,13 +506,24 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 	if len(out) < len(proj) {
 		return fmt.Errorf("table bid: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step         = 256               // rows a fixed-width column decodes into its buffer at a time
+		varStart     = len(bidValueZero) // the var-width bytes follow the fixed-width part
+		auctionSlot  = 2                 // auction int64
+		bidderSlot   = 10                // bidder int64
+		priceSlot    = 18                // price int64
+		channelSlot  = 26                // channel varchar: the end offset of its bytes
+		urlSlot      = 30                // url varchar: the end offset of its bytes
+		dateTimeSlot = 34                // date_time timestamp
+		extraSlot    = 42                // extra varchar: the end offset of its bytes
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2 int
+	var channelTotal, urlTotal, extraTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 3, 4, 6:
+		case BidColChannel, BidColURL, BidColExtra:
 			sums = true
 		}
 	}
@@ -482,126 +537,139 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 			return fmt.Errorf("table bid: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[26:]))
-			total1 += int(binary.LittleEndian.Uint32(v[30:])) - int(binary.LittleEndian.Uint32(v[26:]))
-			total2 += int(binary.LittleEndian.Uint32(v[42:])) - int(binary.LittleEndian.Uint32(v[30:]))
+			channelTotal += int(binary.LittleEndian.Uint32(v[channelSlot:]))
+			urlTotal += int(binary.LittleEndian.Uint32(v[urlSlot:])) - int(binary.LittleEndian.Uint32(v[channelSlot:]))
+			extraTotal += int(binary.LittleEndian.Uint32(v[extraSlot:])) - int(binary.LittleEndian.Uint32(v[urlSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case BidColAuction:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table bid: column auction: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), bidArrowSchema.Field(0).Type)
+			want := bidArrowSchema.Field(BidColAuction).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+2:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+auctionSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case BidColBidder:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table bid: column bidder: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), bidArrowSchema.Field(1).Type)
+			want := bidArrowSchema.Field(BidColBidder).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+10:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+bidderSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 2:
+		case BidColPrice:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table bid: column price: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), bidArrowSchema.Field(2).Type)
+			want := bidArrowSchema.Field(BidColPrice).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+18:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+priceSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 3:
+		case BidColChannel:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column channel: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), bidArrowSchema.Field(3).Type)
+			want := bidArrowSchema.Field(BidColChannel).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(channelTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+46 : o+46+int(binary.LittleEndian.Uint32(data[o+26:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+channelSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 4:
+		case BidColURL:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column url: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), bidArrowSchema.Field(4).Type)
+			want := bidArrowSchema.Field(BidColURL).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
+			b.ReserveData(urlTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+26:])) : o+46+int(binary.LittleEndian.Uint32(data[o+30:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+channelSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+urlSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 5:
+		case BidColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), bidArrowSchema.Field(5).Type)
+			want := bidArrowSchema.Field(BidColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+34:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+dateTimeSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 6:
+		case BidColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table bid: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), bidArrowSchema.Field(6).Type)
+			want := bidArrowSchema.Field(BidColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total2)
+			b.ReserveData(extraTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+46+int(binary.LittleEndian.Uint32(data[o+30:])) : o+46+int(binary.LittleEndian.Uint32(data[o+42:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+urlSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+extraSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
 		default:
 			return fmt.Errorf("table bid: projection names column %d, the table has %d", col, 7)
@@ -612,20 +680,20 @@ func (bidKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []vec.B
 
 // bidRowDecoder decodes row values of table bid one at a time (vec.RowDecoder).
 type bidRowDecoder struct {
-	b0   *array.Int64Builder // nil: auction is not projected
-	v0   []int64
-	b1   *array.Int64Builder // nil: bidder is not projected
-	v1   []int64
-	b2   *array.Int64Builder // nil: price is not projected
-	v2   []int64
-	b3   *vec.VarBuilder         // nil: channel is not projected
-	per3 int                     // bytes per value of the last flushed rows
-	b4   *vec.VarBuilder         // nil: url is not projected
-	per4 int                     // bytes per value of the last flushed rows
-	b5   *array.TimestampBuilder // nil: date_time is not projected
-	v5   []arrow.Timestamp
-	b6   *vec.VarBuilder // nil: extra is not projected
-	per6 int             // bytes per value of the last flushed rows
+	bAuction   *array.Int64Builder // nil: auction is not projected
+	vAuction   []int64
+	bBidder    *array.Int64Builder // nil: bidder is not projected
+	vBidder    []int64
+	bPrice     *array.Int64Builder // nil: price is not projected
+	vPrice     []int64
+	bChannel   *vec.VarBuilder         // nil: channel is not projected
+	perChannel int                     // bytes per value of the last flushed rows
+	bURL       *vec.VarBuilder         // nil: url is not projected
+	perURL     int                     // bytes per value of the last flushed rows
+	bDateTime  *array.TimestampBuilder // nil: date_time is not projected
+	vDateTime  []arrow.Timestamp
+	bExtra     *vec.VarBuilder // nil: extra is not projected
+	perExtra   int             // bytes per value of the last flushed rows
 }
 
 var _ vec.RowDecoders = bidKernels{}
@@ -638,90 +706,97 @@ func (bidKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 	d := &bidRowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case BidColAuction:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column auction: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), bidArrowSchema.Field(0).Type)
+			want := bidArrowSchema.Field(BidColAuction).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column auction: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bAuction != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column auction twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bAuction = b
+		case BidColBidder:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column bidder: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), bidArrowSchema.Field(1).Type)
+			want := bidArrowSchema.Field(BidColBidder).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column bidder: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bBidder != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column bidder twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bBidder = b
+		case BidColPrice:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column price: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), bidArrowSchema.Field(2).Type)
+			want := bidArrowSchema.Field(BidColPrice).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column price: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bPrice != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column price twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bPrice = b
+		case BidColChannel:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column channel: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), bidArrowSchema.Field(3).Type)
+			want := bidArrowSchema.Field(BidColChannel).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column channel: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bChannel != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column channel twice")
 			}
-			d.b3 = b
-		case 4:
+			d.bChannel = b
+		case BidColURL:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column url: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), bidArrowSchema.Field(4).Type)
+			want := bidArrowSchema.Field(BidColURL).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column url: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
+			if d.bURL != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column url twice")
 			}
-			d.b4 = b
-		case 5:
+			d.bURL = b
+		case BidColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), bidArrowSchema.Field(5).Type)
+			want := bidArrowSchema.Field(BidColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column date_time: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
+			if d.bDateTime != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column date_time twice")
 			}
-			d.b5 = b
-		case 6:
+			d.bDateTime = b
+		case BidColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table bid: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), bidArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), bidArrowSchema.Field(6).Type)
+			want := bidArrowSchema.Field(BidColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table bid: column extra: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b6 != nil {
+			if d.bExtra != nil {
 				return nil, fmt.Errorf("table bid: row decoder: projection names column extra twice")
 			}
-			d.b6 = b
+			d.bExtra = b
 		default:
 			return nil, fmt.Errorf("table bid: projection names column %d, the table has %d", col, 7)
 		}
@@ -732,42 +807,52 @@ func (bidKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.Row
 // Begin implements vec.RowDecoder.
 func (d *bidRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
+	if d.bAuction != nil {
+		if cap(d.vAuction) < n {
+			d.vAuction = append(vec.MakeColored[int64](n), d.vAuction...)
 		}
 	}
-	if d.b1 != nil {
-		if cap(d.v1) < n {
-			d.v1 = append(vec.MakeColored[int64](n), d.v1...)
+	if d.bBidder != nil {
+		if cap(d.vBidder) < n {
+			d.vBidder = append(vec.MakeColored[int64](n), d.vBidder...)
 		}
 	}
-	if d.b2 != nil {
-		if cap(d.v2) < n {
-			d.v2 = append(vec.MakeColored[int64](n), d.v2...)
+	if d.bPrice != nil {
+		if cap(d.vPrice) < n {
+			d.vPrice = append(vec.MakeColored[int64](n), d.vPrice...)
 		}
 	}
-	if d.b3 != nil {
-		d.b3.Reserve(n)
-		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
+	if d.bChannel != nil {
+		d.bChannel.Reserve(n)
+		d.bChannel.ReserveData(vec.BatchBytes(n, d.perChannel))
 	}
-	if d.b4 != nil {
-		d.b4.Reserve(n)
-		d.b4.ReserveData(vec.BatchBytes(n, d.per4))
+	if d.bURL != nil {
+		d.bURL.Reserve(n)
+		d.bURL.ReserveData(vec.BatchBytes(n, d.perURL))
 	}
-	if d.b5 != nil {
-		if cap(d.v5) < n {
-			d.v5 = append(vec.MakeColored[arrow.Timestamp](n), d.v5...)
+	if d.bDateTime != nil {
+		if cap(d.vDateTime) < n {
+			d.vDateTime = append(vec.MakeColored[arrow.Timestamp](n), d.vDateTime...)
 		}
 	}
-	if d.b6 != nil {
-		d.b6.Reserve(n)
-		d.b6.ReserveData(vec.BatchBytes(n, d.per6))
+	if d.bExtra != nil {
+		d.bExtra.Reserve(n)
+		d.bExtra.ReserveData(vec.BatchBytes(n, d.perExtra))
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *bidRowDecoder) Append(v []byte) error {
+	const (
+		varStart     = len(bidValueZero) // the var-width bytes follow the fixed-width part
+		auctionSlot  = 2                 // auction int64
+		bidderSlot   = 10                // bidder int64
+		priceSlot    = 18                // price int64
+		channelSlot  = 26                // channel varchar: the end offset of its bytes
+		urlSlot      = 30                // url varchar: the end offset of its bytes
+		dateTimeSlot = 34                // date_time timestamp
+		extraSlot    = 42                // extra varchar: the end offset of its bytes
+	)
 	if !bidValueOK(v) {
 		err := bidLayout.CheckValue(v)
 		if err == nil {
@@ -775,70 +860,70 @@ func (d *bidRowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table bid: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[2:])))
+	if d.bAuction != nil {
+		d.vAuction = append(d.vAuction, int64(binary.LittleEndian.Uint64(v[auctionSlot:])))
 	}
-	if d.b1 != nil {
-		d.v1 = append(d.v1, int64(binary.LittleEndian.Uint64(v[10:])))
+	if d.bBidder != nil {
+		d.vBidder = append(d.vBidder, int64(binary.LittleEndian.Uint64(v[bidderSlot:])))
 	}
-	if d.b2 != nil {
-		d.v2 = append(d.v2, int64(binary.LittleEndian.Uint64(v[18:])))
+	if d.bPrice != nil {
+		d.vPrice = append(d.vPrice, int64(binary.LittleEndian.Uint64(v[priceSlot:])))
 	}
-	if d.b3 != nil {
-		s := v[46 : 46+int(binary.LittleEndian.Uint32(v[26:]))]
-		d.b3.Reserve(1)
-		d.b3.ReserveData(len(s))
-		d.b3.UnsafeAppend(s)
+	if d.bChannel != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[channelSlot:]))]
+		d.bChannel.Reserve(1)
+		d.bChannel.ReserveData(len(s))
+		d.bChannel.UnsafeAppend(s)
 	}
-	if d.b4 != nil {
-		s := v[46+int(binary.LittleEndian.Uint32(v[26:])) : 46+int(binary.LittleEndian.Uint32(v[30:]))]
-		d.b4.Reserve(1)
-		d.b4.ReserveData(len(s))
-		d.b4.UnsafeAppend(s)
+	if d.bURL != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[channelSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[urlSlot:]))]
+		d.bURL.Reserve(1)
+		d.bURL.ReserveData(len(s))
+		d.bURL.UnsafeAppend(s)
 	}
-	if d.b5 != nil {
-		d.v5 = append(d.v5, arrow.Timestamp(binary.LittleEndian.Uint64(v[34:])))
+	if d.bDateTime != nil {
+		d.vDateTime = append(d.vDateTime, arrow.Timestamp(binary.LittleEndian.Uint64(v[dateTimeSlot:])))
 	}
-	if d.b6 != nil {
-		s := v[46+int(binary.LittleEndian.Uint32(v[30:])) : 46+int(binary.LittleEndian.Uint32(v[42:]))]
-		d.b6.Reserve(1)
-		d.b6.ReserveData(len(s))
-		d.b6.UnsafeAppend(s)
+	if d.bExtra != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[urlSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[extraSlot:]))]
+		d.bExtra.Reserve(1)
+		d.bExtra.ReserveData(len(s))
+		d.bExtra.UnsafeAppend(s)
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *bidRowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
+	if d.bAuction != nil {
+		d.bAuction.AppendValues(d.vAuction, nil)
+		d.vAuction = d.vAuction[:0]
 	}
-	if d.b1 != nil {
-		d.b1.AppendValues(d.v1, nil)
-		d.v1 = d.v1[:0]
+	if d.bBidder != nil {
+		d.bBidder.AppendValues(d.vBidder, nil)
+		d.vBidder = d.vBidder[:0]
 	}
-	if d.b2 != nil {
-		d.b2.AppendValues(d.v2, nil)
-		d.v2 = d.v2[:0]
+	if d.bPrice != nil {
+		d.bPrice.AppendValues(d.vPrice, nil)
+		d.vPrice = d.vPrice[:0]
 	}
-	if d.b3 != nil {
-		if n := d.b3.Len(); n > 0 {
-			d.per3 = (d.b3.DataLen() + n - 1) / n
+	if d.bChannel != nil {
+		if n := d.bChannel.Len(); n > 0 {
+			d.perChannel = (d.bChannel.DataLen() + n - 1) / n
 		}
 	}
-	if d.b4 != nil {
-		if n := d.b4.Len(); n > 0 {
-			d.per4 = (d.b4.DataLen() + n - 1) / n
+	if d.bURL != nil {
+		if n := d.bURL.Len(); n > 0 {
+			d.perURL = (d.bURL.DataLen() + n - 1) / n
 		}
 	}
-	if d.b5 != nil {
-		d.b5.AppendValues(d.v5, nil)
-		d.v5 = d.v5[:0]
+	if d.bDateTime != nil {
+		d.bDateTime.AppendValues(d.vDateTime, nil)
+		d.vDateTime = d.vDateTime[:0]
 	}
-	if d.b6 != nil {
-		if n := d.b6.Len(); n > 0 {
-			d.per6 = (d.b6.DataLen() + n - 1) / n
+	if d.bExtra != nil {
+		if n := d.bExtra.Len(); n > 0 {
+			d.perExtra = (d.bExtra.DataLen() + n - 1) / n
 		}
 	}
 	return nil

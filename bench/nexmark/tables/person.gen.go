@@ -8,12 +8,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
-	"math"
 )
 
 // PersonFingerprint is the fingerprint of table person's shape (schema.Table.Fingerprint).
@@ -21,7 +22,24 @@ const PersonFingerprint = "a54863f1efa7da777c49eff8"
 
 // PersonTable returns a new copy of table person's schema.
 func PersonTable() *schema.Table {
-	t := &schema.Table{Name: "person", Columns: []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}}, {Name: "name", Type: schema.Type{Kind: schema.Varchar}}, {Name: "email_address", Type: schema.Type{Kind: schema.Varchar}}, {Name: "credit_card", Type: schema.Type{Kind: schema.Varchar}}, {Name: "city", Type: schema.Type{Kind: schema.Varchar}}, {Name: "state", Type: schema.Type{Kind: schema.Varchar}}, {Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}}, {Name: "extra", Type: schema.Type{Kind: schema.Varchar}}}, PK: []schema.KeyColumn{{Column: 0, Desc: false, NullsFirst: false}}, DistKey: []int{0}, VnodeCount: 256}
+	t := &schema.Table{
+		Name: "person",
+		Columns: []schema.Column{
+			{Name: "id", Type: schema.Type{Kind: schema.Int64}},
+			{Name: "name", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "email_address", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "credit_card", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "city", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "state", Type: schema.Type{Kind: schema.Varchar}},
+			{Name: "date_time", Type: schema.Type{Kind: schema.Timestamp}},
+			{Name: "extra", Type: schema.Type{Kind: schema.Varchar}},
+		},
+		PK: []schema.KeyColumn{
+			{Column: PersonColID, Desc: false, NullsFirst: false},
+		},
+		DistKey:    []int{PersonColID},
+		VnodeCount: 256,
+	}
 	if err := t.Validate(); err != nil {
 		panic(err) // generated from a validated schema
 	}
@@ -86,7 +104,7 @@ func NewPersonBuilder(mem memory.Allocator) *PersonBuilder {
 	b.cCreditCard = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cCity = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	b.cState = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
-	b.cDateTime = array.NewTimestampBuilder(mem, personArrowSchema.Field(6).Type.(*arrow.TimestampType))
+	b.cDateTime = array.NewTimestampBuilder(mem, personArrowSchema.Field(PersonColDateTime).Type.(*arrow.TimestampType))
 	b.cExtra = vec.NewVarBuilder(mem, arrow.BinaryTypes.String)
 	return b
 }
@@ -134,7 +152,16 @@ func (b *PersonBuilder) Len() int {
 // Build returns the appended rows as a chunk (all visible) and resets the builder.
 func (b *PersonBuilder) Build() *vec.Chunk {
 	n := len(b.ops)
-	cols := []arrow.Array{b.cID.NewArray(), b.cName.NewArray(), b.cEmailAddress.NewArray(), b.cCreditCard.NewArray(), b.cCity.NewArray(), b.cState.NewArray(), b.cDateTime.NewArray(), b.cExtra.NewArray()}
+	cols := []arrow.Array{
+		b.cID.NewArray(),
+		b.cName.NewArray(),
+		b.cEmailAddress.NewArray(),
+		b.cCreditCard.NewArray(),
+		b.cCity.NewArray(),
+		b.cState.NewArray(),
+		b.cDateTime.NewArray(),
+		b.cExtra.NewArray(),
+	}
 	rec := array.NewRecordBatch(personArrowSchema, cols, int64(n))
 	for _, a := range cols {
 		a.Release()
@@ -180,14 +207,14 @@ type PersonView struct {
 func personViewOf(c *vec.Chunk) PersonView {
 	rec := c.Record()
 	v := PersonView{c: c}
-	v.ID = rec.Column(0).(*array.Int64)
-	v.Name = rec.Column(1).(*array.String)
-	v.EmailAddress = rec.Column(2).(*array.String)
-	v.CreditCard = rec.Column(3).(*array.String)
-	v.City = rec.Column(4).(*array.String)
-	v.State = rec.Column(5).(*array.String)
-	v.DateTime = rec.Column(6).(*array.Timestamp)
-	v.Extra = rec.Column(7).(*array.String)
+	v.ID = rec.Column(PersonColID).(*array.Int64)
+	v.Name = rec.Column(PersonColName).(*array.String)
+	v.EmailAddress = rec.Column(PersonColEmailAddress).(*array.String)
+	v.CreditCard = rec.Column(PersonColCreditCard).(*array.String)
+	v.City = rec.Column(PersonColCity).(*array.String)
+	v.State = rec.Column(PersonColState).(*array.String)
+	v.DateTime = rec.Column(PersonColDateTime).(*array.Timestamp)
+	v.Extra = rec.Column(PersonColExtra).(*array.String)
 	return v
 }
 
@@ -259,53 +286,65 @@ func (v *PersonView) AppendDistKey(dst []byte, i int) []byte {
 	return dst
 }
 
+// personValueZero is the fixed-width part of a row value of table person, zeroed: the version
+// byte, the null bitmap and one slot per column (see vec.Layout).
 var personValueZero [42]byte
 
 // AppendValue appends row i's row value (every column; see package vec) to dst.
 func (v *PersonView) AppendValue(dst []byte, i int) []byte {
+	const (
+		idSlot           = 2  // id int64
+		nameSlot         = 10 // name varchar: the end offset of its bytes
+		emailAddressSlot = 14 // email_address varchar: the end offset of its bytes
+		creditCardSlot   = 18 // credit_card varchar: the end offset of its bytes
+		citySlot         = 22 // city varchar: the end offset of its bytes
+		stateSlot        = 26 // state varchar: the end offset of its bytes
+		dateTimeSlot     = 30 // date_time timestamp
+		extraSlot        = 38 // extra varchar: the end offset of its bytes
+	)
 	start := len(dst)
 	dst = append(dst, personValueZero[:]...)
 	row := dst[start:]
 	row[0] = vec.ValueVersion
-	binary.LittleEndian.PutUint64(row[2:], uint64(v.ID.Value(i)))
-	binary.LittleEndian.PutUint64(row[30:], uint64(v.DateTime.Value(i)))
+	binary.LittleEndian.PutUint64(row[idSlot:], uint64(v.ID.Value(i)))
+	binary.LittleEndian.PutUint64(row[dateTimeSlot:], uint64(v.DateTime.Value(i)))
 	end := 0
 	{
 		x := v.Name.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+10:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+nameSlot:], uint32(end))
 	{
 		x := v.EmailAddress.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+14:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+emailAddressSlot:], uint32(end))
 	{
 		x := v.CreditCard.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+18:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+creditCardSlot:], uint32(end))
 	{
 		x := v.City.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+22:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+citySlot:], uint32(end))
 	{
 		x := v.State.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+26:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+stateSlot:], uint32(end))
 	{
 		x := v.Extra.Value(i)
 		dst = append(dst, x...)
 		end += len(x)
 	}
-	binary.LittleEndian.PutUint32(dst[start+38:], uint32(end))
+	binary.LittleEndian.PutUint32(dst[start+extraSlot:], uint32(end))
 	return dst
 }
 
@@ -409,31 +448,40 @@ func (personKernels) DecodeKeys(keys *vec.Bytes, out []array.Builder) error {
 
 // personValueOK reports whether v is a well-formed row value of table person (see vec.Layout.CheckValue).
 func personValueOK(v []byte) bool {
-	if len(v) < 42 || v[0] != vec.ValueVersion || v[1]&255 != 0 {
+	const (
+		varStart         = len(personValueZero) // the var-width bytes follow the fixed-width part
+		nameSlot         = 10                   // name varchar: the end offset of its bytes
+		emailAddressSlot = 14                   // email_address varchar: the end offset of its bytes
+		creditCardSlot   = 18                   // credit_card varchar: the end offset of its bytes
+		citySlot         = 22                   // city varchar: the end offset of its bytes
+		stateSlot        = 26                   // state varchar: the end offset of its bytes
+		extraSlot        = 38                   // extra varchar: the end offset of its bytes
+	)
+	if len(v) < varStart || v[0] != vec.ValueVersion || v[1]&255 != 0 {
 		return false
 	}
-	e0 := binary.LittleEndian.Uint32(v[10:])
-	e1 := binary.LittleEndian.Uint32(v[14:])
-	if e1 < e0 {
+	nameEnd := binary.LittleEndian.Uint32(v[nameSlot:])
+	emailAddressEnd := binary.LittleEndian.Uint32(v[emailAddressSlot:])
+	if emailAddressEnd < nameEnd {
 		return false
 	}
-	e2 := binary.LittleEndian.Uint32(v[18:])
-	if e2 < e1 {
+	creditCardEnd := binary.LittleEndian.Uint32(v[creditCardSlot:])
+	if creditCardEnd < emailAddressEnd {
 		return false
 	}
-	e3 := binary.LittleEndian.Uint32(v[22:])
-	if e3 < e2 {
+	cityEnd := binary.LittleEndian.Uint32(v[citySlot:])
+	if cityEnd < creditCardEnd {
 		return false
 	}
-	e4 := binary.LittleEndian.Uint32(v[26:])
-	if e4 < e3 {
+	stateEnd := binary.LittleEndian.Uint32(v[stateSlot:])
+	if stateEnd < cityEnd {
 		return false
 	}
-	e5 := binary.LittleEndian.Uint32(v[38:])
-	if e5 < e4 {
+	extraEnd := binary.LittleEndian.Uint32(v[extraSlot:])
+	if extraEnd < stateEnd {
 		return false
 	}
-	return int(e5) == len(v)-42
+	return int(extraEnd) == len(v)-varStart
 }
 
 // DecodeValues implements vec.Kernels: one typed loop per projected column; the
@@ -442,13 +490,25 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 	if len(out) < len(proj) {
 		return fmt.Errorf("table person: DecodeValues needs %d builders, got %d", len(proj), len(out))
 	}
+	const (
+		step             = 256                  // rows a fixed-width column decodes into its buffer at a time
+		varStart         = len(personValueZero) // the var-width bytes follow the fixed-width part
+		idSlot           = 2                    // id int64
+		nameSlot         = 10                   // name varchar: the end offset of its bytes
+		emailAddressSlot = 14                   // email_address varchar: the end offset of its bytes
+		creditCardSlot   = 18                   // credit_card varchar: the end offset of its bytes
+		citySlot         = 22                   // city varchar: the end offset of its bytes
+		stateSlot        = 26                   // state varchar: the end offset of its bytes
+		dateTimeSlot     = 30                   // date_time timestamp
+		extraSlot        = 38                   // extra varchar: the end offset of its bytes
+	)
 	n := vals.Len()
 	data, offs := vals.Data, vals.Offsets
-	var total0, total1, total2, total3, total4, total5 int
+	var nameTotal, emailAddressTotal, creditCardTotal, cityTotal, stateTotal, extraTotal int
 	sums := false
 	for _, col := range proj {
 		switch col {
-		case 1, 2, 3, 4, 5, 7:
+		case PersonColName, PersonColEmailAddress, PersonColCreditCard, PersonColCity, PersonColState, PersonColExtra:
 			sums = true
 		}
 	}
@@ -462,135 +522,155 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 			return fmt.Errorf("table person: value %d: %w", i, err)
 		}
 		if sums {
-			total0 += int(binary.LittleEndian.Uint32(v[10:]))
-			total1 += int(binary.LittleEndian.Uint32(v[14:])) - int(binary.LittleEndian.Uint32(v[10:]))
-			total2 += int(binary.LittleEndian.Uint32(v[18:])) - int(binary.LittleEndian.Uint32(v[14:]))
-			total3 += int(binary.LittleEndian.Uint32(v[22:])) - int(binary.LittleEndian.Uint32(v[18:]))
-			total4 += int(binary.LittleEndian.Uint32(v[26:])) - int(binary.LittleEndian.Uint32(v[22:]))
-			total5 += int(binary.LittleEndian.Uint32(v[38:])) - int(binary.LittleEndian.Uint32(v[26:]))
+			nameTotal += int(binary.LittleEndian.Uint32(v[nameSlot:]))
+			emailAddressTotal += int(binary.LittleEndian.Uint32(v[emailAddressSlot:])) - int(binary.LittleEndian.Uint32(v[nameSlot:]))
+			creditCardTotal += int(binary.LittleEndian.Uint32(v[creditCardSlot:])) - int(binary.LittleEndian.Uint32(v[emailAddressSlot:]))
+			cityTotal += int(binary.LittleEndian.Uint32(v[citySlot:])) - int(binary.LittleEndian.Uint32(v[creditCardSlot:]))
+			stateTotal += int(binary.LittleEndian.Uint32(v[stateSlot:])) - int(binary.LittleEndian.Uint32(v[citySlot:]))
+			extraTotal += int(binary.LittleEndian.Uint32(v[extraSlot:])) - int(binary.LittleEndian.Uint32(v[stateSlot:]))
 		}
 	}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case PersonColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return fmt.Errorf("table person: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(0).Type) {
-				return fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), personArrowSchema.Field(0).Type)
+			want := personArrowSchema.Field(PersonColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]int64
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]int64
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+2:]))
+					tmp[i-lo] = int64(binary.LittleEndian.Uint64(data[o+idSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 1:
+		case PersonColName:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column name: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(1).Type) {
-				return fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), personArrowSchema.Field(1).Type)
+			want := personArrowSchema.Field(PersonColName).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total0)
+			b.ReserveData(nameTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42 : o+42+int(binary.LittleEndian.Uint32(data[o+10:]))])
+				start := o + varStart
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+nameSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 2:
+		case PersonColEmailAddress:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column email_address: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(2).Type) {
-				return fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), personArrowSchema.Field(2).Type)
+			want := personArrowSchema.Field(PersonColEmailAddress).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total1)
+			b.ReserveData(emailAddressTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+10:])) : o+42+int(binary.LittleEndian.Uint32(data[o+14:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+nameSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+emailAddressSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 3:
+		case PersonColCreditCard:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column credit_card: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(3).Type) {
-				return fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), personArrowSchema.Field(3).Type)
+			want := personArrowSchema.Field(PersonColCreditCard).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total2)
+			b.ReserveData(creditCardTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+14:])) : o+42+int(binary.LittleEndian.Uint32(data[o+18:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+emailAddressSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+creditCardSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 4:
+		case PersonColCity:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column city: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(4).Type) {
-				return fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), personArrowSchema.Field(4).Type)
+			want := personArrowSchema.Field(PersonColCity).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total3)
+			b.ReserveData(cityTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+18:])) : o+42+int(binary.LittleEndian.Uint32(data[o+22:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+creditCardSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+citySlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 5:
+		case PersonColState:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column state: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(5).Type) {
-				return fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), personArrowSchema.Field(5).Type)
+			want := personArrowSchema.Field(PersonColState).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total4)
+			b.ReserveData(stateTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+22:])) : o+42+int(binary.LittleEndian.Uint32(data[o+26:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+citySlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+stateSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
-		case 6:
+		case PersonColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(6).Type) {
-				return fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), personArrowSchema.Field(6).Type)
+			want := personArrowSchema.Field(PersonColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			var tmp [256]arrow.Timestamp
-			for lo := 0; lo < n; lo += 256 {
-				hi := min(n, lo+256)
+			var tmp [step]arrow.Timestamp
+			for lo := 0; lo < n; lo += step {
+				hi := min(n, lo+step)
 				for i := lo; i < hi; i++ {
 					o := int(offs[i])
-					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+30:]))
+					tmp[i-lo] = arrow.Timestamp(binary.LittleEndian.Uint64(data[o+dateTimeSlot:]))
 				}
 				b.AppendValues(tmp[:hi-lo], nil)
 			}
-		case 7:
+		case PersonColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return fmt.Errorf("table person: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(7).Type) {
-				return fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), personArrowSchema.Field(7).Type)
+			want := personArrowSchema.Field(PersonColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), want)
 			}
 			b.Reserve(n)
-			b.ReserveData(total5)
+			b.ReserveData(extraTotal)
 			for i := 0; i < n; i++ {
 				o := int(offs[i])
-				b.UnsafeAppend(data[o+42+int(binary.LittleEndian.Uint32(data[o+26:])) : o+42+int(binary.LittleEndian.Uint32(data[o+38:]))])
+				start := o + varStart + int(binary.LittleEndian.Uint32(data[o+stateSlot:]))
+				end := o + varStart + int(binary.LittleEndian.Uint32(data[o+extraSlot:]))
+				b.UnsafeAppend(data[start:end])
 			}
 		default:
 			return fmt.Errorf("table person: projection names column %d, the table has %d", col, 8)
@@ -601,22 +681,22 @@ func (personKernels) DecodeValues(vals *vec.Bytes, proj vec.Projection, out []ve
 
 // personRowDecoder decodes row values of table person one at a time (vec.RowDecoder).
 type personRowDecoder struct {
-	b0   *array.Int64Builder // nil: id is not projected
-	v0   []int64
-	b1   *vec.VarBuilder         // nil: name is not projected
-	per1 int                     // bytes per value of the last flushed rows
-	b2   *vec.VarBuilder         // nil: email_address is not projected
-	per2 int                     // bytes per value of the last flushed rows
-	b3   *vec.VarBuilder         // nil: credit_card is not projected
-	per3 int                     // bytes per value of the last flushed rows
-	b4   *vec.VarBuilder         // nil: city is not projected
-	per4 int                     // bytes per value of the last flushed rows
-	b5   *vec.VarBuilder         // nil: state is not projected
-	per5 int                     // bytes per value of the last flushed rows
-	b6   *array.TimestampBuilder // nil: date_time is not projected
-	v6   []arrow.Timestamp
-	b7   *vec.VarBuilder // nil: extra is not projected
-	per7 int             // bytes per value of the last flushed rows
+	bID             *array.Int64Builder // nil: id is not projected
+	vID             []int64
+	bName           *vec.VarBuilder         // nil: name is not projected
+	perName         int                     // bytes per value of the last flushed rows
+	bEmailAddress   *vec.VarBuilder         // nil: email_address is not projected
+	perEmailAddress int                     // bytes per value of the last flushed rows
+	bCreditCard     *vec.VarBuilder         // nil: credit_card is not projected
+	perCreditCard   int                     // bytes per value of the last flushed rows
+	bCity           *vec.VarBuilder         // nil: city is not projected
+	perCity         int                     // bytes per value of the last flushed rows
+	bState          *vec.VarBuilder         // nil: state is not projected
+	perState        int                     // bytes per value of the last flushed rows
+	bDateTime       *array.TimestampBuilder // nil: date_time is not projected
+	vDateTime       []arrow.Timestamp
+	bExtra          *vec.VarBuilder // nil: extra is not projected
+	perExtra        int             // bytes per value of the last flushed rows
 }
 
 var _ vec.RowDecoders = personKernels{}
@@ -629,102 +709,110 @@ func (personKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.
 	d := &personRowDecoder{}
 	for j, col := range proj {
 		switch col {
-		case 0:
+		case PersonColID:
 			b, ok := out[j].(*array.Int64Builder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column id: builder is %T, want *array.Int64Builder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(0).Type) {
-				return nil, fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), personArrowSchema.Field(0).Type)
+			want := personArrowSchema.Field(PersonColID).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column id: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b0 != nil {
+			if d.bID != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column id twice")
 			}
-			d.b0 = b
-		case 1:
+			d.bID = b
+		case PersonColName:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column name: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(1).Type) {
-				return nil, fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), personArrowSchema.Field(1).Type)
+			want := personArrowSchema.Field(PersonColName).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column name: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b1 != nil {
+			if d.bName != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column name twice")
 			}
-			d.b1 = b
-		case 2:
+			d.bName = b
+		case PersonColEmailAddress:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column email_address: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(2).Type) {
-				return nil, fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), personArrowSchema.Field(2).Type)
+			want := personArrowSchema.Field(PersonColEmailAddress).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column email_address: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b2 != nil {
+			if d.bEmailAddress != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column email_address twice")
 			}
-			d.b2 = b
-		case 3:
+			d.bEmailAddress = b
+		case PersonColCreditCard:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column credit_card: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(3).Type) {
-				return nil, fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), personArrowSchema.Field(3).Type)
+			want := personArrowSchema.Field(PersonColCreditCard).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column credit_card: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b3 != nil {
+			if d.bCreditCard != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column credit_card twice")
 			}
-			d.b3 = b
-		case 4:
+			d.bCreditCard = b
+		case PersonColCity:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column city: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(4).Type) {
-				return nil, fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), personArrowSchema.Field(4).Type)
+			want := personArrowSchema.Field(PersonColCity).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column city: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b4 != nil {
+			if d.bCity != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column city twice")
 			}
-			d.b4 = b
-		case 5:
+			d.bCity = b
+		case PersonColState:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column state: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(5).Type) {
-				return nil, fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), personArrowSchema.Field(5).Type)
+			want := personArrowSchema.Field(PersonColState).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column state: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b5 != nil {
+			if d.bState != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column state twice")
 			}
-			d.b5 = b
-		case 6:
+			d.bState = b
+		case PersonColDateTime:
 			b, ok := out[j].(*array.TimestampBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column date_time: builder is %T, want *array.TimestampBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(6).Type) {
-				return nil, fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), personArrowSchema.Field(6).Type)
+			want := personArrowSchema.Field(PersonColDateTime).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column date_time: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b6 != nil {
+			if d.bDateTime != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column date_time twice")
 			}
-			d.b6 = b
-		case 7:
+			d.bDateTime = b
+		case PersonColExtra:
 			b, ok := out[j].(*vec.VarBuilder)
 			if !ok {
 				return nil, fmt.Errorf("table person: column extra: builder is %T, want *vec.VarBuilder", out[j])
 			}
-			if !arrow.TypeEqual(b.Type(), personArrowSchema.Field(7).Type) {
-				return nil, fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), personArrowSchema.Field(7).Type)
+			want := personArrowSchema.Field(PersonColExtra).Type
+			if !arrow.TypeEqual(b.Type(), want) {
+				return nil, fmt.Errorf("table person: column extra: builder of %s, want %s", b.Type(), want)
 			}
-			if d.b7 != nil {
+			if d.bExtra != nil {
 				return nil, fmt.Errorf("table person: row decoder: projection names column extra twice")
 			}
-			d.b7 = b
+			d.bExtra = b
 		default:
 			return nil, fmt.Errorf("table person: projection names column %d, the table has %d", col, 8)
 		}
@@ -735,44 +823,55 @@ func (personKernels) NewRowDecoder(proj vec.Projection, out []vec.Builder) (vec.
 // Begin implements vec.RowDecoder.
 func (d *personRowDecoder) Begin(n int) {
 	n = min(n, vec.MaxBatchRows)
-	if d.b0 != nil {
-		if cap(d.v0) < n {
-			d.v0 = append(vec.MakeColored[int64](n), d.v0...)
+	if d.bID != nil {
+		if cap(d.vID) < n {
+			d.vID = append(vec.MakeColored[int64](n), d.vID...)
 		}
 	}
-	if d.b1 != nil {
-		d.b1.Reserve(n)
-		d.b1.ReserveData(vec.BatchBytes(n, d.per1))
+	if d.bName != nil {
+		d.bName.Reserve(n)
+		d.bName.ReserveData(vec.BatchBytes(n, d.perName))
 	}
-	if d.b2 != nil {
-		d.b2.Reserve(n)
-		d.b2.ReserveData(vec.BatchBytes(n, d.per2))
+	if d.bEmailAddress != nil {
+		d.bEmailAddress.Reserve(n)
+		d.bEmailAddress.ReserveData(vec.BatchBytes(n, d.perEmailAddress))
 	}
-	if d.b3 != nil {
-		d.b3.Reserve(n)
-		d.b3.ReserveData(vec.BatchBytes(n, d.per3))
+	if d.bCreditCard != nil {
+		d.bCreditCard.Reserve(n)
+		d.bCreditCard.ReserveData(vec.BatchBytes(n, d.perCreditCard))
 	}
-	if d.b4 != nil {
-		d.b4.Reserve(n)
-		d.b4.ReserveData(vec.BatchBytes(n, d.per4))
+	if d.bCity != nil {
+		d.bCity.Reserve(n)
+		d.bCity.ReserveData(vec.BatchBytes(n, d.perCity))
 	}
-	if d.b5 != nil {
-		d.b5.Reserve(n)
-		d.b5.ReserveData(vec.BatchBytes(n, d.per5))
+	if d.bState != nil {
+		d.bState.Reserve(n)
+		d.bState.ReserveData(vec.BatchBytes(n, d.perState))
 	}
-	if d.b6 != nil {
-		if cap(d.v6) < n {
-			d.v6 = append(vec.MakeColored[arrow.Timestamp](n), d.v6...)
+	if d.bDateTime != nil {
+		if cap(d.vDateTime) < n {
+			d.vDateTime = append(vec.MakeColored[arrow.Timestamp](n), d.vDateTime...)
 		}
 	}
-	if d.b7 != nil {
-		d.b7.Reserve(n)
-		d.b7.ReserveData(vec.BatchBytes(n, d.per7))
+	if d.bExtra != nil {
+		d.bExtra.Reserve(n)
+		d.bExtra.ReserveData(vec.BatchBytes(n, d.perExtra))
 	}
 }
 
 // Append implements vec.RowDecoder.
 func (d *personRowDecoder) Append(v []byte) error {
+	const (
+		varStart         = len(personValueZero) // the var-width bytes follow the fixed-width part
+		idSlot           = 2                    // id int64
+		nameSlot         = 10                   // name varchar: the end offset of its bytes
+		emailAddressSlot = 14                   // email_address varchar: the end offset of its bytes
+		creditCardSlot   = 18                   // credit_card varchar: the end offset of its bytes
+		citySlot         = 22                   // city varchar: the end offset of its bytes
+		stateSlot        = 26                   // state varchar: the end offset of its bytes
+		dateTimeSlot     = 30                   // date_time timestamp
+		extraSlot        = 38                   // extra varchar: the end offset of its bytes
+	)
 	if !personValueOK(v) {
 		err := personLayout.CheckValue(v)
 		if err == nil {
@@ -780,89 +879,89 @@ func (d *personRowDecoder) Append(v []byte) error {
 		}
 		return fmt.Errorf("table person: value: %w", err)
 	}
-	if d.b0 != nil {
-		d.v0 = append(d.v0, int64(binary.LittleEndian.Uint64(v[2:])))
+	if d.bID != nil {
+		d.vID = append(d.vID, int64(binary.LittleEndian.Uint64(v[idSlot:])))
 	}
-	if d.b1 != nil {
-		s := v[42 : 42+int(binary.LittleEndian.Uint32(v[10:]))]
-		d.b1.Reserve(1)
-		d.b1.ReserveData(len(s))
-		d.b1.UnsafeAppend(s)
+	if d.bName != nil {
+		s := v[varStart : varStart+int(binary.LittleEndian.Uint32(v[nameSlot:]))]
+		d.bName.Reserve(1)
+		d.bName.ReserveData(len(s))
+		d.bName.UnsafeAppend(s)
 	}
-	if d.b2 != nil {
-		s := v[42+int(binary.LittleEndian.Uint32(v[10:])) : 42+int(binary.LittleEndian.Uint32(v[14:]))]
-		d.b2.Reserve(1)
-		d.b2.ReserveData(len(s))
-		d.b2.UnsafeAppend(s)
+	if d.bEmailAddress != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[nameSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[emailAddressSlot:]))]
+		d.bEmailAddress.Reserve(1)
+		d.bEmailAddress.ReserveData(len(s))
+		d.bEmailAddress.UnsafeAppend(s)
 	}
-	if d.b3 != nil {
-		s := v[42+int(binary.LittleEndian.Uint32(v[14:])) : 42+int(binary.LittleEndian.Uint32(v[18:]))]
-		d.b3.Reserve(1)
-		d.b3.ReserveData(len(s))
-		d.b3.UnsafeAppend(s)
+	if d.bCreditCard != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[emailAddressSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[creditCardSlot:]))]
+		d.bCreditCard.Reserve(1)
+		d.bCreditCard.ReserveData(len(s))
+		d.bCreditCard.UnsafeAppend(s)
 	}
-	if d.b4 != nil {
-		s := v[42+int(binary.LittleEndian.Uint32(v[18:])) : 42+int(binary.LittleEndian.Uint32(v[22:]))]
-		d.b4.Reserve(1)
-		d.b4.ReserveData(len(s))
-		d.b4.UnsafeAppend(s)
+	if d.bCity != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[creditCardSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[citySlot:]))]
+		d.bCity.Reserve(1)
+		d.bCity.ReserveData(len(s))
+		d.bCity.UnsafeAppend(s)
 	}
-	if d.b5 != nil {
-		s := v[42+int(binary.LittleEndian.Uint32(v[22:])) : 42+int(binary.LittleEndian.Uint32(v[26:]))]
-		d.b5.Reserve(1)
-		d.b5.ReserveData(len(s))
-		d.b5.UnsafeAppend(s)
+	if d.bState != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[citySlot:])) : varStart+int(binary.LittleEndian.Uint32(v[stateSlot:]))]
+		d.bState.Reserve(1)
+		d.bState.ReserveData(len(s))
+		d.bState.UnsafeAppend(s)
 	}
-	if d.b6 != nil {
-		d.v6 = append(d.v6, arrow.Timestamp(binary.LittleEndian.Uint64(v[30:])))
+	if d.bDateTime != nil {
+		d.vDateTime = append(d.vDateTime, arrow.Timestamp(binary.LittleEndian.Uint64(v[dateTimeSlot:])))
 	}
-	if d.b7 != nil {
-		s := v[42+int(binary.LittleEndian.Uint32(v[26:])) : 42+int(binary.LittleEndian.Uint32(v[38:]))]
-		d.b7.Reserve(1)
-		d.b7.ReserveData(len(s))
-		d.b7.UnsafeAppend(s)
+	if d.bExtra != nil {
+		s := v[varStart+int(binary.LittleEndian.Uint32(v[stateSlot:])) : varStart+int(binary.LittleEndian.Uint32(v[extraSlot:]))]
+		d.bExtra.Reserve(1)
+		d.bExtra.ReserveData(len(s))
+		d.bExtra.UnsafeAppend(s)
 	}
 	return nil
 }
 
 // Flush implements vec.RowDecoder.
 func (d *personRowDecoder) Flush() error {
-	if d.b0 != nil {
-		d.b0.AppendValues(d.v0, nil)
-		d.v0 = d.v0[:0]
+	if d.bID != nil {
+		d.bID.AppendValues(d.vID, nil)
+		d.vID = d.vID[:0]
 	}
-	if d.b1 != nil {
-		if n := d.b1.Len(); n > 0 {
-			d.per1 = (d.b1.DataLen() + n - 1) / n
+	if d.bName != nil {
+		if n := d.bName.Len(); n > 0 {
+			d.perName = (d.bName.DataLen() + n - 1) / n
 		}
 	}
-	if d.b2 != nil {
-		if n := d.b2.Len(); n > 0 {
-			d.per2 = (d.b2.DataLen() + n - 1) / n
+	if d.bEmailAddress != nil {
+		if n := d.bEmailAddress.Len(); n > 0 {
+			d.perEmailAddress = (d.bEmailAddress.DataLen() + n - 1) / n
 		}
 	}
-	if d.b3 != nil {
-		if n := d.b3.Len(); n > 0 {
-			d.per3 = (d.b3.DataLen() + n - 1) / n
+	if d.bCreditCard != nil {
+		if n := d.bCreditCard.Len(); n > 0 {
+			d.perCreditCard = (d.bCreditCard.DataLen() + n - 1) / n
 		}
 	}
-	if d.b4 != nil {
-		if n := d.b4.Len(); n > 0 {
-			d.per4 = (d.b4.DataLen() + n - 1) / n
+	if d.bCity != nil {
+		if n := d.bCity.Len(); n > 0 {
+			d.perCity = (d.bCity.DataLen() + n - 1) / n
 		}
 	}
-	if d.b5 != nil {
-		if n := d.b5.Len(); n > 0 {
-			d.per5 = (d.b5.DataLen() + n - 1) / n
+	if d.bState != nil {
+		if n := d.bState.Len(); n > 0 {
+			d.perState = (d.bState.DataLen() + n - 1) / n
 		}
 	}
-	if d.b6 != nil {
-		d.b6.AppendValues(d.v6, nil)
-		d.v6 = d.v6[:0]
+	if d.bDateTime != nil {
+		d.bDateTime.AppendValues(d.vDateTime, nil)
+		d.vDateTime = d.vDateTime[:0]
 	}
-	if d.b7 != nil {
-		if n := d.b7.Len(); n > 0 {
-			d.per7 = (d.b7.DataLen() + n - 1) / n
+	if d.bExtra != nil {
+		if n := d.bExtra.Len(); n > 0 {
+			d.perExtra = (d.bExtra.DataLen() + n - 1) / n
 		}
 	}
 	return nil
@@ -941,9 +1040,7 @@ func (m *personMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 				keep := a < b
 				if a == b {
 					switch m.state[vn&255] {
-					case vec.Completed:
-						keep = true
-					case vec.InProgress:
+					case vec.Completed, vec.InProgress:
 						keep = true
 					}
 				}
@@ -968,9 +1065,7 @@ func (m *personMarker) Mark(c *vec.Chunk, vnodes []uint16, out []byte) {
 				keep := a < b
 				if a == b {
 					switch m.state[vn&255] {
-					case vec.Completed:
-						keep = true
-					case vec.InProgress:
+					case vec.Completed, vec.InProgress:
 						keep = true
 					}
 				}
