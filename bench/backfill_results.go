@@ -87,7 +87,7 @@ type BackfillResult struct {
 	// Cgo is whether the binary was built with cgo (CGO_ENABLED=1), and GOGC the GOGC
 	// it ran with ("" when unset). With cgo, pebble allocates its block cache and
 	// memtables with C's calloc, outside the Go heap; without it, from the Go heap
-	// (see README, "cgo and pebble's block cache").
+	// (see docs/operations.md).
 	Cgo  bool   `json:"cgo"`
 	GOGC string `json:"gogc"`
 	// Env is the other environment variables that change how the runtime or C's

@@ -1,6 +1,6 @@
 package engine_test
 
-// Bad input through the engine (TESTING.md, layer 5). Rows of the bad-input table and
+// Bad input through the engine (docs/testing.md, layer 5). Rows of the bad-input table and
 // the tests that show them:
 //
 //   - malformed schema file: schema.TestParseBad (schema/parse_test.go), one golden

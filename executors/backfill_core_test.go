@@ -1,6 +1,6 @@
 package executors
 
-// Layer 1 of TESTING.md: the arrangement backfill's state machine (backfillCore) alone,
+// Layer 1 of docs/testing.md: the arrangement backfill's state machine (backfillCore) alone,
 // fed seeded random interleavings of upstream chunks, snapshot batches, barriers,
 // checkpoints, pauses, crashes and rescales, and checked against a reference model
 // after every message and every barrier. No goroutines, no storage: the test plays the
@@ -439,7 +439,7 @@ func bfTable(rng *rand.Rand, seed uint64) (*schema.Table, vec.Kernels) {
 
 // ---- the simulation ----------------------------------------------------------------
 
-// bfCounters are a run's figures (TESTING.md): what happened, and "sometimes" counters
+// bfCounters are a run's figures (docs/testing.md): what happened, and "sometimes" counters
 // proving that each scenario did.
 type bfCounters struct {
 	Seeds, GeneratedSeeds, GenericSeeds int
@@ -1542,7 +1542,7 @@ func bfSeedFlag() (uint64, bool) {
 	return v, err == nil
 }
 
-// TestBackfillCoreRandom is layer 1 of TESTING.md: thousands of seeded random runs of
+// TestBackfillCoreRandom is layer 1 of docs/testing.md: thousands of seeded random runs of
 // the backfill core over random, runtime and generated tables (1 to 256 vnodes, small
 // colliding pk pools, hot vnodes), each a random sequence of epochs with upstream
 // chunks (inserts, deletes, updates with and without pk changes, delete runs,

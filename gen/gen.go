@@ -1,22 +1,3 @@
-// Package gen is weirgen's code generator: a schema model in, one Go file per table
-// out. Each file holds the table's row struct, typed chunk builder and view, pk codec
-// and typed pk compare, value codec with projected decode, vnode kernel and the merge
-// kernels of arrangement backfill (mark and split), and registers them in vec's
-// registry by the table's fingerprint.
-//
-// Every template reads the kind table in kinds.go; output is deterministic (it depends
-// only on the schema, the package name and the schema file's base name) and gofmt'ed.
-//
-// Every identifier a generated file declares, and every method on its types, is spelt
-// from schema's table of generated identifiers (schema.Ident, Table.Ident,
-// Table.ColumnIdent, Ident.Methods); the validator checks schemas against the same
-// table, renaming a column whose Go name is a method of a generated type with the
-// columns as fields (suffix Col, schema.ReservedColumnNames) and refusing tables whose
-// identifiers collide. Generate refuses, too, tables of one file name (FileName);
-// names that Go's build rules would skip or restrict to one platform are changed.
-// The tests check that a generated file declares exactly the table's identifiers, and
-// that a schema mapping a table or column onto any of them, or onto a name Go or the
-// generated code uses, generates code that compiles or is refused.
 package gen
 
 import (

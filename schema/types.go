@@ -1,14 +1,3 @@
-// Package schema is Weir's schema model: tables, columns, types, the primary key with
-// its order, the distribution key and the vnode count, plus the schema file parser and
-// validator. It imports nothing else of Weir.
-//
-// It also holds the table of the Go identifiers weirgen generates for a table
-// (generated.go: Ident, Table.Ident, Table.ColumnIdent), which the generator spells
-// its names from and the validator checks against: table and column names become Go
-// names (GoName), a column whose Go name is a method of a generated type that holds
-// the columns as fields gets the suffix Col (ReservedColumnNames), and two columns of
-// one Go name or two tables whose generated identifiers collide are refused
-// (File.CheckNames), each as "file:line: field: reason".
 package schema
 
 import (

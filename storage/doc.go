@@ -18,4 +18,27 @@
 // atomic and durable, nothing else is. A reader's View is a pebble snapshot, the committed epoch read
 // through it, and the node's sealed epochs above it, taken together under one lock, so
 // a reader always sees a consistent state however checkpoints interleave.
+//
+// # Files
+//
+//   - store.go: Options, Store (Open, Close, the committed epoch and its waiters) and
+//     Node, a simulated compute node's sealed, uncommitted epochs, and the Views of
+//     both.
+//   - dir.go: what Open accepts as a store's directory, and its lock (ErrInUse).
+//   - keys.go: the storage key layout and the metadata keys.
+//   - run.go: the memtable of an epoch's writes and the sorted, sealed run it becomes.
+//   - writer.go: the chunk writer that state and replicated tables share.
+//   - checkpoint.go: Checkpoint (merge the sealed runs, count rows, commit), the
+//     catalog entries and table drops it stages.
+//   - ingest.go: a large checkpoint written as sstables and ingested.
+//   - statetable.go: StateTable, an actor's reads and writes of one table.
+//   - lookup.go: StateTable.GetMany, batched point reads.
+//   - iter.go: Iter, the pk-ordered iterator of one vnode, and ReuseIter.
+//   - replicated.go: ReplicatedTable, a backfill's private view of its upstream.
+//   - progress.go: ProgressTable and VnodeProgress, a backfill's per-vnode progress.
+//   - snapshot.go: the snapshot read's API: VnodeSource and its two sources
+//     (ReplicatedSource, ViewSource), SnapshotRequest, SnapshotBatch, SnapshotReader
+//     (OpenSnapshot, Batches, Stop, Close) and ReadOne.
+//   - snapshot_worker.go: the snapshot read's workers, which take rate-limit tokens and
+//     read vnodes into decoded batches.
 package storage

@@ -1,6 +1,6 @@
 package vec_test
 
-// Bad input (TESTING.md, layer 5), row "a chunk whose schema does not match the
+// Bad input (docs/testing.md, layer 5), row "a chunk whose schema does not match the
 // table": vec.CheckChunk, the check every state table write makes before writing
 // anything (storage.StateTable.Write; executors check their inputs the same way), names
 // the table and the column. That nothing is written is shown by storage

@@ -6,6 +6,29 @@
 // Encodings defined here decide where and how persisted data lives; they are pinned by
 // golden tests and never change without a format version bump.
 //
+// # Files
+//
+//   - chunk.go: Op and Chunk (record, ops, visibility), reference counted.
+//   - kernels.go: the Kernels interface (typed operations on one table's rows),
+//     Positions and the Marker of a backfill, RowDecoder and BatchDecoder, and the
+//     registry (Register, Lookup, For) through which generated kernels replace the
+//     generic ones; CheckChunk.
+//   - generic.go: Generic, the kernels of a table known only at run time.
+//   - keycodec.go: the memcomparable key codec, column by column.
+//   - value.go: the row value format: Layout, CheckValue, ValueWriter.
+//   - builder.go: ChunkBuilder, which builds chunks of a run-time schema from Go values.
+//   - varbuilder.go: the decode builders (Builder, NewBuilder) and VarBuilder, the
+//     string and binary builder of generated decoders and builders.
+//   - bytes.go: Bytes, a reusable arena of keys or values of a batch.
+//   - split.go: SplitByDest (a chunk's rows by vnode → output) and RepairUpdatePairs.
+//   - vnode.go: VnodeOf, the vnode of a distribution key's canonical encoding.
+//   - pool.go: PoolAllocator, the pooled memory.Allocator of hot paths, and its Uninit
+//     allocator.
+//   - nullable.go: Nullable, the nullable field of a generated row struct.
+//   - unsafe.go: the address of a byte slice, for the pool's alignment of buffers.
+//
+// Package vectest holds the test helpers built on this package.
+//
 // # Memcomparable keys
 //
 // A key is the concatenation of its columns' encodings, in key order. Each column is a

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestImports asserts the layering of DESIGN.md: vnode imports only vec and schema of
+// TestImports asserts the layering of docs/design.md: vnode imports only vec and schema of
 // Weir (its tests likewise, and the build-tag switches of internal/invariants), and
 // nothing above them.
 func TestImports(t *testing.T) {

@@ -26,4 +26,11 @@
 // the result balanced while moving the fewest vnodes possible (the proof is on
 // Rebalance, and the tests compare against brute force). Mapping.Bitmaps turns a
 // mapping into each actor's bitmap: disjoint, covering every vnode.
+//
+// # Files
+//
+//   - hash.go: Vnode, DefaultCount, MaxCount, OfKey and CheckCount.
+//   - bitmap.go: Bitmap and its set operations.
+//   - codec.go: Bitmap's MarshalBinary and UnmarshalBitmap.
+//   - mapping.go: Mapping, EvenSplit, Rebalance and Bitmaps.
 package vnode

@@ -12,7 +12,7 @@ import (
 )
 
 // Build a chunk of orders with the generated builder and read it back through the
-// generated view. (The README shows the part between the README markers.)
+// generated view. (docs/design.md §3 shows the part between the README markers.)
 func ExampleNewOrdersBuilder() {
 	amount := decimal128.FromI64(1250) // 12.50 in decimal(12,2)
 	ts := arrow.Timestamp(1_700_000_000_000_000)

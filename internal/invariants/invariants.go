@@ -1,6 +1,7 @@
 // Package invariants holds build-time switches for tests and expensive checks, as
 // pebble's internal/invariants does: constants, so that code behind them costs
-// nothing when they are off.
+// nothing when they are off. race_on.go and race_off.go set RaceEnabled by the race
+// build tag.
 package invariants
 
 // RaceEnabled reports whether the binary was built with the race detector (-race),

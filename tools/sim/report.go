@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// Report holds the figures of a run (TESTING.md "Figures").
+// Report holds the figures of a run (docs/testing.md "Figures").
 type Report struct {
 	Seeds              int              `json:"seeds"`
 	Steps              int64            `json:"steps"`

@@ -1,4 +1,4 @@
-// Package sim is Weir's whole-engine simulation (TESTING.md layer 2): seeded random
+// Package sim is Weir's whole-engine simulation (docs/testing.md layer 2): seeded random
 // workloads against a real engine on a crashable in-memory file system, with faults
 // between steps, and an oracle that checks invariants I1 to I6 at every checkpoint.
 // `weir sim` and the package's tests run the same harness.

@@ -1,6 +1,3 @@
-// Command weir is Weir's command line: the demo (the Nexmark views built by arrangement
-// backfill while events flow, with rescales, throttles, pauses and a crash), the
-// benchmarks, status and export of an engine directory, and the schemas it knows.
 package main
 
 import (

@@ -30,7 +30,7 @@ random workload (insert, update, pk-changing update, delete, range delete) again
 engine on a crashable in-memory file system, views of five shapes built by arrangement
 backfill, and faults between steps (crashes at named points, I/O errors in a
 checkpoint, rescales, pause, resume, throttle changes, pause on bootstrap). The oracle
-checks invariants I1 to I6 (TESTING.md) at every checkpoint.
+checks invariants I1 to I6 (docs/testing.md) at every checkpoint.
 
 --seeds is a seed or a range A-B. --duration stops starting new seeds after that
 long (0: run them all). --jobs runs that many seeds at once. With --json it prints one

@@ -1,6 +1,6 @@
 package main
 
-// Bad input (TESTING.md, layer 5), row "malformed schema file": weirgen reports every
+// Bad input (docs/testing.md, layer 5), row "malformed schema file": weirgen reports every
 // problem as "file:line: field: reason" and generates and writes nothing, not even
 // for the tables of the file that are fine, and removes no file it generated before.
 // Parsing itself is covered by schema.TestParseBad (schema/parse_test.go, one golden

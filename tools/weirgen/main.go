@@ -6,6 +6,9 @@
 //
 //	//go:generate go tool weirgen -schema tables.yaml -pkg tables -out .
 //
+// Flags: -schema FILE and -pkg NAME (both required), -out DIR (default "."), -v (print
+// the files written). A usage error exits 2.
+//
 // On a schema error it prints "file:line: field: reason" for each problem, writes
 // nothing and exits 1. Besides malformed input, that refuses schemas whose generated
 // Go would not compile: two columns of a table with one Go name ("date_time" and

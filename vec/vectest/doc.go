@@ -7,4 +7,8 @@
 //
 // Every randomized test takes its generator from Seed (or Rand) and names the seed in
 // its failure messages, so that any failure reproduces with -seed=N.
+//
+// Files: random.go (random tables, chunks, ops and values), compare.go (comparisons
+// and the changelog check), builders.go (builders and records of a table's columns),
+// seed.go (the -seed flag).
 package vectest

@@ -1,4 +1,4 @@
-// Package gen is Weir's Nexmark event generator (shared/NEXMARK.md): an online auction
+// Package gen is Weir's Nexmark event generator (docs/nexmark.md): an online auction
 // where people register (table person), open auctions (table auction) and bid (table
 // bid), as rows of the generated types of package tables.
 //
@@ -42,4 +42,11 @@
 //     Math.abs would stay negative).
 //   - Random letters are drawn several per 64-bit PCG output (multiply-shift by 26), so
 //     the ~100 to ~500 bytes of padding cost a few draws, not one per byte.
+//
+// # Files
+//
+//   - gen.go: the specification's constants, Kind and KindOf, LastPerson and
+//     LastAuction, Config, Generator (New, Event, Fill, Chunks) and Counts.
+//   - rng.go: an event's random source and the draws the generator makes from it.
+//   - testdata/golden.txt: events of fixed seeds, pinned (go test -update rewrites it).
 package gen
