@@ -10,31 +10,26 @@ import (
 // Pause pauses every job's snapshot reads (and sources) at the next barrier; writes
 // and the change stream keep flowing. It is the engine's pause, which Resume undoes;
 // a view's own pause (PauseMV) is apart from it.
-func (e *Engine) Pause(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.usable(); err != nil {
-		return err
-	}
-	if _, err := e.round(ctx, roundSpec{mutation: executors.Pause{}}); err != nil {
-		return fmt.Errorf("pause: %w", err)
-	}
-	e.paused = true
-	return nil
-}
+func (e *Engine) Pause(ctx context.Context) error { return e.setEnginePaused(ctx, true) }
 
 // Resume undoes Pause and Options.PauseOnBootstrap. Views under their own pause
 // (MVOptions.Paused, PauseMV) stay paused until ResumeMV.
-func (e *Engine) Resume(ctx context.Context) error {
+func (e *Engine) Resume(ctx context.Context) error { return e.setEnginePaused(ctx, false) }
+
+func (e *Engine) setEnginePaused(ctx context.Context, paused bool) error {
+	what, m := "resume", executors.Mutation(executors.Resume{})
+	if paused {
+		what, m = "pause", executors.Pause{}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.usable(); err != nil {
 		return err
 	}
-	if _, err := e.round(ctx, roundSpec{mutation: executors.Resume{}}); err != nil {
-		return fmt.Errorf("resume: %w", err)
+	if _, err := e.round(ctx, roundSpec{mutation: m}); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	e.paused = false
+	e.paused = paused
 	return nil
 }
 
