@@ -43,8 +43,9 @@ include mk/peers.mk
 demo: generate
 	$(WEIR) demo $(DEMO_FLAGS)
 
-## test: vet, unit tests, -race on the concurrent packages, short fuzzing.
-test: vet unit race fuzz-short fresh-module
+## test: vet, unit tests, -race on the concurrent packages, short fuzzing. The meta
+## store's tests start a private PostgreSQL: pg-install installs it when missing.
+test: pg-install vet unit race fuzz-short fresh-module
 
 vet:
 	$(GO) vet ./...
