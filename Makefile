@@ -17,6 +17,10 @@ FUZZ_TARGETS = \
 	./engine:FuzzDecodeObject \
 	./engine:FuzzWrite \
 	./engine:FuzzCreateMV \
+	./engine/cluster/wire:FuzzDecodeMessage \
+	./engine/cluster/wire:FuzzDecodeBarrier \
+	./engine/cluster/wire:FuzzDecodeChunkMeta \
+	./engine/cluster/wire:FuzzDecodeWatermark \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
