@@ -1,0 +1,137 @@
+package objstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/seed04fbb902/weir/storage"
+	"gocloud.dev/blob"
+)
+
+// Object is an uploaded sstable as a node reports it: its name, the first and last
+// keys it holds, and its size in bytes.
+type Object struct {
+	Name              string
+	Smallest, Largest []byte
+	Size              int64
+}
+
+// Upload writes the sealed, uncommitted data of store up to epoch (every node of the
+// store: a compute process's own) to the bucket as sstables named by Name for node and
+// incarnation, and returns them in key order, for the node's report (docs/design.md
+// §8, "Checkpoint commit" step 2). tableBytes sizes the sstables (see
+// storage.Store.ExportCheckpoint; 0: the default). Nothing is committed: the data
+// stays sealed in store until Apply of the committed version ingests it.
+//
+// An object is never overwritten: an upload to a name the bucket holds fails. An
+// object whose write fails is aborted; the objects completed before it stay in the
+// bucket, unreferenced, for Collect.
+func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int) ([]Object, error) {
+	tabs, err := store.ExportCheckpoint(epoch, tableBytes, func(k int) (string, io.WriteCloser, error) {
+		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: uint64(k)}.String()
+		wctx, cancel := context.WithCancel(ctx)
+		w, err := b.NewWriter(wctx, name, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
+		if err != nil {
+			cancel()
+			return "", nil, fmt.Errorf("objstore: upload object %s: %w", name, err)
+		}
+		return name, &objectWriter{w: w, cancel: cancel, name: name}, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objstore: upload epoch %d of node %d incarnation %d: %w", epoch, node, incarnation, err)
+	}
+	out := make([]Object, len(tabs))
+	for i, t := range tabs {
+		out[i] = Object{Name: t.Name, Smallest: t.Smallest, Largest: t.Largest, Size: t.Size}
+	}
+	return out, nil
+}
+
+// objectWriter is one object being uploaded: Close completes it, Abort drops it.
+type objectWriter struct {
+	w      *blob.Writer
+	cancel context.CancelFunc
+	name   string
+}
+
+func (o *objectWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+func (o *objectWriter) Close() error {
+	defer o.cancel()
+	if err := o.w.Close(); err != nil {
+		return fmt.Errorf("objstore: upload object %s: %w", o.name, err)
+	}
+	return nil
+}
+
+// Abort cancels the write's context before closing it, which drops the object.
+func (o *objectWriter) Abort() {
+	o.cancel()
+	o.w.Close()
+}
+
+// Apply commits a committed version into store (docs/design.md §8, "Checkpoint
+// commit" step 4): it downloads the named objects, which must all be of epoch, into
+// the store's ingest directory and ingests them with the committed epoch (see
+// storage.Store.IngestFiles), in one atomic step. objects are the version's objects
+// for the key ranges the store owns, possibly none (the epoch alone is committed).
+// An epoch at or below the store's committed epoch is already applied: Apply does
+// nothing, so that a node catching up may start from any version at or before its
+// own. Versions must be applied in order, one at a time.
+//
+// A malformed name, an object of another epoch, a failed or short download, and an
+// object that IngestFiles refuses (a metadata key, overlapping another) are errors
+// naming the object; then nothing is committed and the downloads are removed.
+func Apply(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint64, objects []string) error {
+	if epoch <= store.CommittedEpoch() {
+		return nil
+	}
+	for _, name := range objects {
+		n, err := ParseName(name)
+		if err != nil {
+			return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
+		}
+		if n.Epoch != epoch {
+			return fmt.Errorf("objstore: apply epoch %d: object %s is of epoch %d", epoch, name, n.Epoch)
+		}
+	}
+	paths := make([]string, 0, len(objects))
+	for _, name := range objects {
+		p, err := download(ctx, b, store, name)
+		if err != nil {
+			store.DiscardIngestFiles(paths)
+			return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
+		}
+		paths = append(paths, p)
+	}
+	if err := store.IngestFiles(paths, epoch); err != nil {
+		return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// download copies object name into a new ingest file of store and returns its path.
+func download(ctx context.Context, b *blob.Bucket, store *storage.Store, name string) (string, error) {
+	r, err := b.NewReader(ctx, name, nil)
+	if err != nil {
+		return "", fmt.Errorf("download object %s: %w", name, err)
+	}
+	defer r.Close()
+	w, p, err := store.NewIngestFile(name)
+	if err != nil {
+		return "", fmt.Errorf("download object %s: %w", name, err)
+	}
+	n, err := io.Copy(w, r)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != r.Size() {
+		err = fmt.Errorf("read %d of its %d bytes", n, r.Size())
+	}
+	if err != nil {
+		store.DiscardIngestFiles([]string{p})
+		return "", fmt.Errorf("download object %s: %w", name, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,472 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DefaultExportTableBytes is the size (key and value bytes) from which an export
+// starts a new sstable at the next vnode boundary: see ExportCheckpoint.
+const DefaultExportTableBytes = 64 << 20
+
+// SSTable is one sstable an export wrote.
+type SSTable struct {
+	Name string // as create named it
+	// Smallest and Largest are the first and last keys it holds (copies).
+	Smallest, Largest []byte
+	Size              int64 // bytes written
+	Keys              int   // puts and deletes
+}
+
+// Aborter is implemented by a writer that can drop what was written to it instead of
+// keeping it: ExportCheckpoint aborts, rather than closes, the writer of an sstable
+// it fails to write.
+type Aborter interface {
+	Abort()
+}
+
+// ExportCheckpoint writes the sealed, uncommitted runs of every node up to epoch as
+// sstables through create, instead of committing them: the storage half of a cluster
+// node's checkpoint (docs/design.md §8, "Checkpoint commit" step 2). It returns the
+// sstables in ascending key order. They hold no metadata (table 0) keys: the
+// committed epoch and the row counts are written by IngestFiles on every store that
+// applies them. Each holds consecutive vnodes of one table, each of them written by
+// the export (see exportCuts), so that the sstables of one epoch exported by stores
+// whose nodes own different vnodes do not overlap, and one IngestFiles takes them
+// all.
+//
+// create is called with k = 0, 1, ... for each sstable in turn and returns its name
+// and its writer, which receives the sstable's bytes and is closed once it is
+// complete. An sstable also ends at the first vnode boundary once it holds tableBytes
+// key and value bytes (0 or less: DefaultExportTableBytes): a vnode's writes are in
+// one sstable. On a failed write the writer is aborted when it implements Aborter,
+// and closed otherwise; the sstables completed before it stay where create put them,
+// and are returned with the error.
+//
+// Nothing is committed and the runs stay sealed on their nodes: IngestFiles of the
+// same epoch drops them. While the export runs a seal at or below epoch is refused;
+// after it, the barrier protocol must keep seals above epoch (a seal at or below it
+// would not be exported, and IngestFiles would drop it). The staged catalog entries
+// are left staged; an export while a table drop is staged is refused, since an
+// sstable cannot carry the drop. epoch must be above the committed epoch.
+func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, error) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+	}
+	if c := s.committed.Load(); epoch <= c {
+		return nil, fmt.Errorf("storage: export epoch %d is not above the committed epoch %d", epoch, c)
+	}
+	if len(s.pendingDrops) > 0 {
+		return nil, fmt.Errorf("storage: export epoch %d: a table drop is staged, which an export cannot carry", epoch)
+	}
+	if tableBytes <= 0 {
+		tableBytes = DefaultExportTableBytes
+	}
+	runs := s.beginRemote(epoch)
+	defer s.endRemote()
+	entries := 0
+	for _, r := range runs {
+		if r.table == MetaTable {
+			return nil, fmt.Errorf("storage: export epoch %d: a run of table %d, reserved for metadata", epoch, MetaTable)
+		}
+		entries += len(r.entries)
+	}
+	merged, buf, err := mergeRuns(runs, func() []entry { return s.mergeBuf(entries) }, func(entry, before) error { return nil })
+	if buf != nil {
+		defer s.keepMergeBuf(buf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+	}
+	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
+	var out []SSTable
+	for _, es := range exportCuts(merged, tableBytes) {
+		t, err := exportSSTable(wo, len(out), es, create)
+		if err != nil {
+			return out, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// beginRemote marks epoch as committing, so that no seal at or below it is accepted,
+// and returns the runs up to it of every node, oldest first. endRemote undoes the mark.
+func (s *Store) beginRemote(epoch uint64) []*run {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	s.checkpointing = epoch
+	var runs []*run
+	for _, n := range s.nodes {
+		for _, rs := range n.runs {
+			for _, r := range rs {
+				if r.epoch <= epoch {
+					runs = append(runs, r)
+				}
+			}
+		}
+	}
+	sortRunsByEpoch(runs)
+	return runs
+}
+
+func (s *Store) endRemote() {
+	s.viewMu.Lock()
+	s.checkpointing = 0
+	s.viewMu.Unlock()
+}
+
+// exportCuts splits merged into the sstables of an export. Each holds the writes of
+// consecutive vnodes of one table, every one of which has writes in it: a change of
+// table or a vnode with no writes between two ends it, so that the sstables of
+// stores whose nodes own different vnodes never overlap. Each also ends at the first
+// vnode boundary once it holds tableBytes.
+func exportCuts(merged entryChunks, tableBytes int) []entryChunks {
+	var files []entryChunks
+	start, i, size := 0, 0, 0
+	var prev []byte
+	for _, es := range merged {
+		for _, e := range es {
+			if i > start && !sameVnode(prev, e.key) && (size >= tableBytes || !nextVnode(prev, e.key)) {
+				files = append(files, merged.span(start, i))
+				start, size = i, 0
+			}
+			size += len(e.key) + len(e.value)
+			prev = e.key
+			i++
+		}
+	}
+	if i > start {
+		files = append(files, merged.span(start, i))
+	}
+	return files
+}
+
+// sameVnode reports whether keys a and b share their table and vnode prefix.
+func sameVnode(a, b []byte) bool {
+	return len(a) >= KeyPrefixLen && len(b) >= KeyPrefixLen && bytes.Equal(a[:KeyPrefixLen], b[:KeyPrefixLen])
+}
+
+// nextVnode reports whether key b is of the vnode after key a's, in the same table.
+func nextVnode(a, b []byte) bool {
+	return len(a) >= KeyPrefixLen && len(b) >= KeyPrefixLen && bytes.Equal(a[:4], b[:4]) &&
+		binary.BigEndian.Uint16(a[4:])+1 == binary.BigEndian.Uint16(b[4:])
+}
+
+// exportSSTable writes es as sstable k through create.
+func exportSSTable(wo sstable.WriterOptions, k int, es entryChunks, create func(k int) (string, io.WriteCloser, error)) (SSTable, error) {
+	name, wc, err := create(k)
+	if err != nil {
+		return SSTable{}, fmt.Errorf("create sstable %d: %w", k, err)
+	}
+	cw := &exportWritable{w: wc}
+	w := sstable.NewWriter(cw, wo)
+	t := SSTable{Name: name}
+	for _, c := range es {
+		for _, e := range c {
+			if e.del {
+				err = w.Delete(e.key)
+			} else {
+				err = w.Set(e.key, e.value)
+			}
+			if err != nil {
+				cw.failed = true
+				w.Close()
+				return SSTable{}, fmt.Errorf("write sstable %s: %w", name, err)
+			}
+			if t.Keys == 0 {
+				t.Smallest = slices.Clone(e.key)
+			}
+			t.Keys++
+		}
+	}
+	t.Largest = slices.Clone(es[len(es)-1][len(es[len(es)-1])-1].key)
+	if err := w.Close(); err != nil {
+		return SSTable{}, fmt.Errorf("write sstable %s: %w", name, err)
+	}
+	t.Size = cw.n
+	return t, nil
+}
+
+// exportWritable is the sstable writer's output: an export's io.WriteCloser, with the
+// bytes written counted. Abort (the writer's on a failure) aborts it when it can.
+type exportWritable struct {
+	w      io.WriteCloser
+	n      int64
+	failed bool // a write failed: Finish aborts
+}
+
+func (e *exportWritable) Write(p []byte) error {
+	n, err := e.w.Write(p)
+	e.n += int64(n)
+	return err
+}
+
+func (e *exportWritable) Finish() error {
+	if e.failed {
+		e.Abort()
+		return errors.New("sstable write failed")
+	}
+	return e.w.Close()
+}
+
+func (e *exportWritable) Abort() {
+	if a, ok := e.w.(Aborter); ok {
+		a.Abort()
+		return
+	}
+	e.w.Close()
+}
+
+// downloadPrefix names the files NewIngestFile creates in the ingest directory.
+const downloadPrefix = "download-"
+
+// NewIngestFile creates a file for IngestFiles in the store's ingest directory
+// (IngestDirName, which Open empties), through the store's file system: where a
+// downloaded sstable is written. name is the file's name there after a fixed prefix,
+// and may not hold a path separator. The writer syncs the file when it is closed;
+// path is the file's path for IngestFiles.
+func (s *Store) NewIngestFile(name string) (w io.WriteCloser, path string, err error) {
+	if err := s.usable(); err != nil {
+		return nil, "", fmt.Errorf("storage: ingest file %q: %w", name, err)
+	}
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+		return nil, "", fmt.Errorf("storage: ingest file %q: not a plain file name", name)
+	}
+	path = s.po.FS.PathJoin(s.dir, IngestDirName, downloadPrefix+name)
+	f, err := s.po.FS.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, "", fmt.Errorf("storage: ingest file %s: %w", path, err)
+	}
+	return syncCloser{f}, path, nil
+}
+
+// DiscardIngestFiles removes files that NewIngestFile created and that will not be
+// ingested (a download that failed), best-effort: what is left of them is removed
+// when the store next opens.
+func (s *Store) DiscardIngestFiles(paths []string) {
+	for _, p := range paths {
+		if err := s.po.FS.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.po.Logger.Infof("storage: discard ingest file %s: %v", p, err)
+		}
+	}
+}
+
+// syncCloser is a file that is synced when closed.
+type syncCloser struct{ f vfs.File }
+
+func (c syncCloser) Write(p []byte) (int, error) { return c.f.Write(p) }
+
+func (c syncCloser) Close() error {
+	err := c.f.Sync()
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// IngestFiles commits epoch as the sstables at paths (an export's, from any stores,
+// downloaded: see NewIngestFile), in one atomic, durable step: pebble ingests them
+// together with an sstable of the metadata, which holds the new committed epoch and
+// the row counts the files change, counted against this store's committed data. The
+// store then holds what a local Checkpoint of the same writes would have committed
+// (docs/design.md §8, "Checkpoint commit" step 4), and every node's sealed runs up to
+// epoch are dropped, as a Checkpoint drops the runs it writes. The staged catalog
+// entries and table drops stay staged.
+//
+// Each file must hold point puts and deletes only, no metadata (table 0) key, at
+// least one key, and no key range overlapping another file's; one that does not is
+// refused with an error naming it, and then nothing is committed. epoch must be above
+// the committed epoch; paths may be empty, which commits the epoch alone. The files
+// are consumed: they are removed, whatever the result. A failed ingest is handled as
+// a Checkpoint's failed commit is (a pebble fatal fault fails the store).
+func (s *Store) IngestFiles(paths []string, epoch uint64) error {
+	defer s.DiscardIngestFiles(paths)
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
+	}
+	if c := s.committed.Load(); epoch <= c {
+		return fmt.Errorf("storage: ingest epoch %d is not above the committed epoch %d", epoch, c)
+	}
+	s.beginRemote(epoch)
+	defer s.endRemote()
+	meta, err := s.ingestMeta(paths, epoch)
+	if err != nil {
+		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
+	}
+	metaPath := s.po.FS.PathJoin(s.dir, IngestDirName, fmt.Sprintf("meta-%d.sst", epoch))
+	defer func() {
+		if err := s.po.FS.Remove(metaPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.po.Logger.Infof("storage: ingest epoch %d: remove %s: %v", epoch, metaPath, err)
+		}
+	}()
+	if err := writeSSTable(s.po.FS, metaPath, s.po.MakeWriterOptions(0, s.db.TableFormat()), entryChunks{meta}); err != nil {
+		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
+	}
+	if err := ingestFatal(s.db, append(slices.Clone(paths), metaPath)); err != nil {
+		return s.commitFailed(epoch, err)
+	}
+	s.viewMu.Lock()
+	s.committed.Store(epoch)
+	s.publishCommitLocked()
+	for _, n := range s.nodes {
+		for t, rs := range n.runs {
+			keep := rs[:0:0]
+			for _, r := range rs {
+				if r.epoch > epoch {
+					keep = append(keep, r)
+				} else {
+					n.sealed.Add(-int64(r.bytes))
+				}
+			}
+			if len(keep) == 0 {
+				delete(n.runs, t)
+			} else {
+				n.runs[t] = keep
+			}
+		}
+	}
+	s.viewMu.Unlock()
+	return nil
+}
+
+// ingestMeta checks the files at paths and returns the metadata writes of their
+// ingest at epoch, in key order: the row counts they change and the committed epoch.
+func (s *Store) ingestMeta(paths []string, epoch uint64) ([]entry, error) {
+	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Close()
+	deltas := map[[KeyPrefixLen]byte]int64{} // row count changes per table and vnode prefix
+	type bounds struct {
+		path   string
+		lo, hi []byte
+	}
+	bs := make([]bounds, 0, len(paths))
+	for _, p := range paths {
+		lo, hi, err := s.scanIngestFile(p, probe, deltas)
+		if err != nil {
+			return nil, err
+		}
+		bs = append(bs, bounds{p, lo, hi})
+	}
+	slices.SortFunc(bs, func(a, b bounds) int { return bytes.Compare(a.lo, b.lo) })
+	for i := 1; i < len(bs); i++ {
+		if bytes.Compare(bs[i-1].hi, bs[i].lo) >= 0 {
+			return nil, fmt.Errorf("sstables %s and %s overlap (keys %x..%x and %x..%x)", bs[i-1].path, bs[i].path, bs[i-1].lo, bs[i-1].hi, bs[i].lo, bs[i].hi)
+		}
+	}
+	meta := make([]entry, 0, len(deltas)+1)
+	for prefix, d := range deltas {
+		if d == 0 {
+			continue
+		}
+		table, vnode := binary.BigEndian.Uint32(prefix[:4]), binary.BigEndian.Uint16(prefix[4:])
+		k := rowCountKey(table, vnode)
+		cur, err := s.int64At(k)
+		if err != nil {
+			return nil, fmt.Errorf("row count of table %d vnode %d: %w", table, vnode, err)
+		}
+		meta = append(meta, entry{key: k, value: binary.BigEndian.AppendUint64(nil, uint64(cur+d))})
+	}
+	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
+	slices.SortFunc(meta, entryLess)
+	return meta, nil
+}
+
+// scanIngestFile reads the sstable at p, checks that it holds only point puts and
+// deletes of table keys, adds the row count changes they make to deltas (probe reads
+// the committed data), and returns its first and last keys.
+func (s *Store) scanIngestFile(p string, probe *pebble.Iterator, deltas map[[KeyPrefixLen]byte]int64) (lo, hi []byte, err error) {
+	f, err := s.po.FS.Open(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	readable, err := objstorageprovider.NewFileReadable(f, s.po.FS, objstorageprovider.NewReadaheadConfig(), p)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	ctx := context.Background()
+	r, err := sstable.NewReader(ctx, readable, s.po.MakeReaderOptions())
+	if err != nil {
+		readable.Close()
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	defer r.Close()
+	props, err := r.ReadPropertiesBlock(ctx, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	if props.NumRangeDeletions > 0 || props.NumRangeKeys() > 0 {
+		return nil, nil, fmt.Errorf("sstable %s holds range deletions or range keys, which an export never writes", p)
+	}
+	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.TableBlobContext{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	defer it.Close()
+	var prefix [KeyPrefixLen]byte
+	var delta int64
+	for kv := it.First(); kv != nil; kv = it.Next() {
+		key := kv.K.UserKey
+		if len(key) < KeyPrefixLen {
+			return nil, nil, fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
+		}
+		if binary.BigEndian.Uint32(key) == MetaTable {
+			return nil, nil, fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
+		}
+		kind := kv.Kind()
+		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
+			return nil, nil, fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
+		}
+		if lo == nil {
+			lo = slices.Clone(key)
+		}
+		hi = append(hi[:0], key...)
+		if !bytes.Equal(prefix[:], key[:KeyPrefixLen]) {
+			if delta != 0 {
+				deltas[prefix] += delta
+			}
+			delta = 0
+			copy(prefix[:], key)
+		}
+		existed := probe.SeekPrefixGE(key) && bytes.Equal(probe.Key(), key)
+		if err := probe.Error(); err != nil {
+			return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
+		}
+		switch {
+		case kind == pebble.InternalKeyKindDelete && existed:
+			delta--
+		case kind == pebble.InternalKeyKindSet && !existed:
+			delta++
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	}
+	if lo == nil {
+		return nil, nil, fmt.Errorf("sstable %s holds no keys", p)
+	}
+	if delta != 0 {
+		deltas[prefix] += delta
+	}
+	return lo, hi, nil
+}

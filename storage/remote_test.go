@@ -1,0 +1,459 @@
+package storage_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// remoteObjects is an in-memory bucket of exported sstables, by name.
+type remoteObjects map[string][]byte
+
+// objectWriter collects one object's bytes, stored under its name when closed; aborted
+// is set instead when the export aborts it.
+type objectWriter struct {
+	objs    remoteObjects
+	name    string
+	buf     bytes.Buffer
+	aborted bool
+}
+
+func (w *objectWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+func (w *objectWriter) Close() error {
+	w.objs[w.name] = slices.Clone(w.buf.Bytes())
+	return nil
+}
+func (w *objectWriter) Abort() { w.aborted = true }
+
+// export exports epoch e of s into objs and returns the names of its sstables.
+func export(t *testing.T, s *storage.Store, e uint64, tableBytes int, objs remoteObjects) []string {
+	t.Helper()
+	tabs, err := s.ExportCheckpoint(e, tableBytes, func(k int) (string, io.WriteCloser, error) {
+		name := fmt.Sprintf("e%d-%d.sst", e, k)
+		return name, &objectWriter{objs: objs, name: name}, nil
+	})
+	if err != nil {
+		t.Fatalf("export epoch %d: %v", e, err)
+	}
+	var names []string
+	for i, tab := range tabs {
+		if len(objs[tab.Name]) != int(tab.Size) {
+			t.Fatalf("sstable %s: %d bytes stored, %d reported", tab.Name, len(objs[tab.Name]), tab.Size)
+		}
+		if bytes.Compare(tab.Smallest, tab.Largest) > 0 || tab.Keys == 0 {
+			t.Fatalf("sstable %s: bounds %x..%x, %d keys", tab.Name, tab.Smallest, tab.Largest, tab.Keys)
+		}
+		if i > 0 && bytes.Compare(tabs[i-1].Largest, tab.Smallest) >= 0 {
+			t.Fatalf("sstables %s and %s overlap", tabs[i-1].Name, tab.Name)
+		}
+		names = append(names, tab.Name)
+	}
+	return names
+}
+
+// apply writes the named objects into s's ingest directory and ingests them as epoch e.
+func apply(t *testing.T, s *storage.Store, e uint64, objs remoteObjects, names []string) {
+	t.Helper()
+	if err := s.IngestFiles(download(t, s, objs, names), e); err != nil {
+		t.Fatalf("ingest epoch %d: %v", e, err)
+	}
+	if got := s.CommittedEpoch(); got != e {
+		t.Fatalf("committed epoch %d after ingesting %d", got, e)
+	}
+}
+
+func download(t *testing.T, s *storage.Store, objs remoteObjects, names []string) []string {
+	t.Helper()
+	var paths []string
+	for _, name := range names {
+		w, p, err := s.NewIngestFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A copy: pebble's MemFS, under its invariants (-race), changes what it is
+		// given to write.
+		if _, err := w.Write(slices.Clone(objs[name])); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// rawScan is every key and value of s's pebble, metadata included, as text.
+func rawScan(t *testing.T, s *storage.Store) []string {
+	t.Helper()
+	it, err := s.DB().NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, fmt.Sprintf("%x=%x", it.Key(), it.Value()))
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameScan(t *testing.T, what string, want, got []string) {
+	t.Helper()
+	if slices.Equal(want, got) {
+		return
+	}
+	for i := range min(len(want), len(got)) {
+		if want[i] != got[i] {
+			t.Fatalf("%s: entry %d is %s, want %s (%d and %d entries)", what, i, got[i], want[i], len(got), len(want))
+		}
+	}
+	t.Fatalf("%s: %d entries, want %d", what, len(got), len(want))
+}
+
+// remoteWriter writes the same seeded epochs into several stores' state tables, with
+// exact ops (Insert for a new key, UpdateInsert or Delete for a stored one).
+type remoteWriter struct {
+	rng    *rand.Rand
+	tables []uint32
+	live   map[string]bool // table | vnode | pk of the keys that exist
+}
+
+type remoteOp struct {
+	table uint32
+	vnode uint16
+	pk    []byte
+	op    vec.Op
+	value []byte
+}
+
+// epoch returns one epoch's writes: distinct keys, about a third of them deletes of
+// existing keys, the rest puts, new or over existing keys.
+func (w *remoteWriter) epoch(e int) []remoteOp {
+	n := w.rng.IntN(300)
+	if w.rng.IntN(5) == 0 {
+		n = 0 // an epoch with no writes
+	}
+	seen := map[string]bool{}
+	var ops []remoteOp
+	for range n {
+		o := remoteOp{table: w.tables[w.rng.IntN(len(w.tables))], vnode: uint16(w.rng.IntN(8))}
+		o.pk = fmt.Appendf(nil, "k%05d", w.rng.IntN(400))
+		id := string(storage.AppendKey(nil, o.table, o.vnode, o.pk))
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		switch {
+		case w.live[id] && w.rng.IntN(2) == 0:
+			o.op = vec.Delete
+			delete(w.live, id)
+		case w.live[id]:
+			o.op = vec.UpdateInsert
+		default:
+			o.op = vec.Insert
+			w.live[id] = true
+		}
+		if o.op != vec.Delete {
+			o.value = fmt.Appendf(nil, "v%d-%d", e, w.rng.IntN(1000))
+		}
+		ops = append(ops, o)
+	}
+	return ops
+}
+
+// write applies ops to the tables sts (by table id) and seals them at e.
+func writeOps(t *testing.T, sts map[uint32]*storage.StateTable, ops []remoteOp, e uint64) {
+	t.Helper()
+	for id, st := range sts {
+		var kinds []vec.Op
+		var vns []uint16
+		var keys, vals vec.Bytes
+		for _, o := range ops {
+			if o.table == id {
+				kinds = append(kinds, o.op)
+				vns = append(vns, o.vnode)
+				keys.Append(o.pk)
+				vals.Append(o.value)
+			}
+		}
+		if len(kinds) > 0 {
+			if err := st.WriteEncoded(kinds, nil, vns, &keys, &vals); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Seal(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func stateTables(t *testing.T, n *storage.Node, ids []uint32) map[uint32]*storage.StateTable {
+	t.Helper()
+	kt := kvTable(8)
+	out := map[uint32]*storage.StateTable{}
+	for _, id := range ids {
+		st, err := storage.NewStateTable(n, id, kt, vnode.Full(kt.VnodeCount))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[id] = st
+	}
+	return out
+}
+
+// The same seeded epochs, committed by local checkpoints in store A and exported from
+// store X, give the same store (every key and value, row counts and epoch included)
+// in X after it ingests its own exports, in B that ingests them as they come, and in
+// an empty store rebuilt from every object in order at the end.
+func TestRemoteExportIngestEquivalence(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(scale(4, 24)); seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d", seed)
+			fs := vfs.NewMem()
+			open := func(dir string, o storage.Options) *storage.Store {
+				s, err := storage.Open(dir, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+			a := open("a", seedOptions(fs, seed))
+			x := open("x", testOptions(fs))
+			b := open("b", testOptions(fs))
+			ids := []uint32{7, 9}
+			xNode := x.AddNode()
+			aTabs, xTabs := stateTables(t, a.AddNode(), ids), stateTables(t, xNode, ids)
+			w := &remoteWriter{rng: rand.New(rand.NewPCG(seed, 0x5eed)), tables: ids, live: map[string]bool{}}
+			objs := remoteObjects{}
+			type version struct {
+				epoch uint64
+				names []string
+			}
+			var log []version
+			tableBytes := 1 + int(seed%3)*2000 // one vnode per sstable, or a few KiB
+			for i := 1; i <= 12; i++ {
+				e := ep(i)
+				ops := w.epoch(i)
+				writeOps(t, aTabs, ops, e)
+				writeOps(t, xTabs, ops, e)
+				if _, err := a.Checkpoint(e); err != nil {
+					t.Fatal(err)
+				}
+				names := export(t, x, e, tableBytes, objs)
+				log = append(log, version{e, names})
+				apply(t, b, e, objs, names)
+				apply(t, x, e, objs, names)
+				if got := xNode.UncommittedBytes(); got != 0 {
+					t.Fatalf("epoch %d: X keeps %d uncommitted bytes after ingesting", e, got)
+				}
+				want := rawScan(t, a)
+				sameScan(t, fmt.Sprintf("epoch %d: B", e), want, rawScan(t, b))
+				sameScan(t, fmt.Sprintf("epoch %d: X", e), want, rawScan(t, x))
+			}
+			if most := slices.MaxFunc(log, func(a, b version) int { return len(a.names) - len(b.names) }); tableBytes == 1 && len(most.names) < 2 {
+				t.Fatalf("no epoch was exported as more than one sstable (the most: %d)", len(most.names))
+			}
+			c := open("c", testOptions(fs))
+			for _, v := range log {
+				apply(t, c, v.epoch, objs, v.names)
+			}
+			sameScan(t, "rebuilt", rawScan(t, a), rawScan(t, c))
+			for _, id := range ids {
+				ra, err := a.TableRowCount(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc, err := c.TableRowCount(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ra != rc {
+					t.Fatalf("table %d: %d rows rebuilt, %d committed locally", id, rc, ra)
+				}
+			}
+		})
+	}
+}
+
+// writeRawSSTable writes the sstable p on s's file system with the given puts (a nil
+// value deletes) and, when rangeDel, a range deletion over them.
+func writeRawSSTable(t *testing.T, fs vfs.FS, s *storage.Store, p string, keys [][]byte, values [][]byte, rangeDel bool) {
+	t.Helper()
+	f, err := fs.Create(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: s.DB().TableFormat()})
+	for i, k := range keys {
+		if values[i] == nil {
+			err = w.Delete(k)
+		} else {
+			err = w.Set(k, values[i])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rangeDel {
+		if err := w.DeleteRange(keys[0], append(slices.Clone(keys[len(keys)-1]), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// IngestFiles refuses a file with a metadata key, with a range deletion, with no
+// keys, one that is not an sstable, and files whose key ranges overlap, naming the
+// file; nothing is committed and the files are removed.
+func TestRemoteIngestRefuses(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openStore(t, fs)
+	key := func(table uint32, pk string) []byte { return storage.AppendKey(nil, table, 1, []byte(pk)) }
+	dir := fs.PathJoin("db", storage.IngestDirName)
+	cases := []struct {
+		name  string
+		files map[string][][]byte // file -> keys, written with values
+		del   bool
+		want  string
+	}{
+		{"metadata key", map[string][][]byte{"meta.sst": {key(storage.MetaTable, "e")}}, false, "meta.sst holds key 00000000000165 of table 0, reserved for metadata"},
+		{"range deletion", map[string][][]byte{"rd.sst": {key(7, "a"), key(7, "b")}}, true, "rd.sst holds range deletions"},
+		{"no keys", map[string][][]byte{"empty.sst": nil}, false, "empty.sst holds no keys"},
+		{"overlap", map[string][][]byte{"o1.sst": {key(7, "a"), key(7, "c")}, "o2.sst": {key(7, "b")}}, false, "o1.sst and db/weir-ingest/o2.sst overlap"},
+		{"short key", map[string][][]byte{"short.sst": {{0, 0, 7}}}, false, "short.sst: key 000007 is shorter"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var paths []string
+			for name, keys := range c.files {
+				p := fs.PathJoin(dir, name)
+				vals := make([][]byte, len(keys))
+				for i := range vals {
+					vals[i] = []byte("v")
+				}
+				writeRawSSTable(t, fs, s, p, keys, vals, c.del)
+				paths = append(paths, p)
+			}
+			slices.Sort(paths)
+			err := s.IngestFiles(paths, ep(1))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("IngestFiles = %v, want an error with %q", err, c.want)
+			}
+			if s.CommittedEpoch() != 0 {
+				t.Fatalf("a refused ingest committed epoch %d", s.CommittedEpoch())
+			}
+			for _, p := range paths {
+				if _, err := fs.Stat(p); err == nil {
+					t.Fatalf("%s was left after a refused ingest", p)
+				}
+			}
+		})
+	}
+	p := fs.PathJoin(dir, "junk.sst")
+	f, err := fs.Create(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("not an sstable at all, but long enough to have a footer's length"))
+	f.Close()
+	if err := s.IngestFiles([]string{p}, ep(1)); err == nil || !strings.Contains(err.Error(), "junk.sst") {
+		t.Fatalf("IngestFiles of a non-sstable = %v, want an error naming it", err)
+	}
+	for _, name := range []string{"", "a/b", `a\b`, ".."} {
+		if _, _, err := s.NewIngestFile(name); err == nil {
+			t.Fatalf("NewIngestFile(%q) was accepted", name)
+		}
+	}
+	if err := s.IngestFiles(nil, ep(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IngestFiles(nil, ep(2)); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
+		t.Fatalf("a second ingest of epoch %d = %v, want a refusal", ep(2), err)
+	}
+	if got := s.CommittedEpoch(); got != ep(2) {
+		t.Fatalf("committed epoch %d, want %d", got, ep(2))
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{ closed, aborted bool }
+
+func (w *failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+func (w *failingWriter) Close() error              { w.closed = true; return nil }
+func (w *failingWriter) Abort()                    { w.aborted = true }
+
+// ExportCheckpoint refuses an epoch at or below the committed one and a staged table
+// drop; a writer that fails is aborted, not closed; and a failed export leaves the runs
+// sealed, for a later export or checkpoint.
+func TestRemoteExportRefusesAndAborts(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openStore(t, fs)
+	n := s.AddNode()
+	sts := stateTables(t, n, []uint32{7})
+	writeOps(t, sts, []remoteOp{{table: 7, vnode: 1, pk: []byte("a"), op: vec.Insert, value: []byte("1")}}, ep(2))
+	if err := s.IngestFiles(nil, ep(1)); err != nil {
+		t.Fatal(err)
+	}
+	none := func(int) (string, io.WriteCloser, error) { return "", nil, errors.New("not called") }
+	if _, err := s.ExportCheckpoint(ep(1), 0, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
+		t.Fatalf("export at the committed epoch = %v, want a refusal", err)
+	}
+	if err := s.StageDropTable(9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ExportCheckpoint(ep(2), 0, none); err == nil || !strings.Contains(err.Error(), "table drop is staged") {
+		t.Fatalf("export with a staged drop = %v, want a refusal", err)
+	}
+	s.DiscardStaged()
+	fw := &failingWriter{}
+	_, err := s.ExportCheckpoint(ep(2), 0, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
+	if err == nil || !strings.Contains(err.Error(), "x.sst") || !strings.Contains(err.Error(), fmt.Sprint(ep(2))) {
+		t.Fatalf("export through a failing writer = %v, want an error naming the sstable and epoch", err)
+	}
+	if !fw.aborted || fw.closed {
+		t.Fatalf("failing writer: aborted %v, closed %v; want aborted only", fw.aborted, fw.closed)
+	}
+	if n.UncommittedBytes() == 0 {
+		t.Fatal("a failed export dropped the sealed runs")
+	}
+	objs := remoteObjects{}
+	names := export(t, s, ep(2), 0, objs)
+	if len(names) != 1 {
+		t.Fatalf("export wrote %d sstables, want 1", len(names))
+	}
+	apply(t, s, ep(2), objs, names)
+	v, closer, err := s.DB().Get(storage.AppendKey(nil, 7, 1, []byte("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	if string(v) != "1" {
+		t.Fatalf("ingested value %q, want 1", v)
+	}
+	if _, _, err := s.DB().Get(storage.AppendKey(nil, 7, 1, []byte("b"))); !errors.Is(err, pebble.ErrNotFound) {
+		t.Fatalf("Get of an unwritten key = %v", err)
+	}
+	if c, err := s.RowCount(7, 1); err != nil || c != 1 {
+		t.Fatalf("row count %d, %v; want 1", c, err)
+	}
+}
