@@ -21,6 +21,7 @@ FUZZ_TARGETS = \
 	./engine/cluster/wire:FuzzDecodeBarrier \
 	./engine/cluster/wire:FuzzDecodeChunkMeta \
 	./engine/cluster/wire:FuzzDecodeWatermark \
+	./engine/cluster/control:FuzzDecodeFrame \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s

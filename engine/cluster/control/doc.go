@@ -1,0 +1,46 @@
+// Package control is a cluster's control plane (docs/design.md §8): one gRPC stream
+// per compute node between the leader's Coordinator and the node, over which the
+// leader builds actors, injects barriers and tears the graph down, and the node
+// reports the barriers its actors collected, their failures and the epochs it sealed.
+//
+// # The service
+//
+// The service is described by hand (no protoc): one bidirectional stream method,
+// /weir.control.v1.Control/Stream, whose messages are frames of this package's
+// versioned binary format (AppendFrame, DecodeFrame), moved as they are by a codec
+// registered under the content-subtype weir-control-v1. A grpc.Server serving the
+// Coordinator may therefore serve protobuf services (Arrow Flight) too; it should
+// have ServerOptions, whose keepalive turns a vanished node into a lost stream.
+//
+// # The stream
+//
+// A node opens its stream with Connect: a Hello with its name, role, address and
+// incarnation, and the highest term and generation it has seen. The coordinator
+// refuses a Hello whose term or generation is above its own (the node has seen a newer
+// leader or graph), whose incarnation the Registry (the meta store) refuses or is
+// below the node's current stream's, and a second stream of the same incarnation; a
+// newer incarnation replaces the node's stream, which ends with an error naming the
+// newer incarnation. It answers with an Accept stamped with its term and the current
+// generation.
+//
+// Every message carries a Stamp: the leader's term, the graph's generation and the
+// node's incarnation. The coordinator refuses a node's message of a term or
+// generation other than its own or of an incarnation other than the stream's; a node
+// refuses one of a term or generation below the ones it has accepted or of an
+// incarnation other than its own, and takes a higher term or generation as the known
+// one. A refused message is dropped and counted (Refusals) and its RefusedError names
+// the three numbers on both sides; the stream goes on.
+//
+// The coordinator delivers each stream's events, in order, to one channel: NodeJoined,
+// FromNode (Collected, Failed, Sealed), Refused, and NodeLost once the stream ends for
+// any reason (the node's process died, its context ended, a newer incarnation, a frame
+// that did not decode), so that a lost node is an event, never a hang.
+//
+// # Files
+//
+//   - frame.go: Kind, Stamp, the messages; AppendFrame and DecodeFrame.
+//   - refuse.go: RefusedError and the stamp checks of both sides.
+//   - codec.go: the codec, the hand-written service description, ServerOptions.
+//   - coordinator.go: Coordinator, Config, Registry, the events.
+//   - node.go: Connect and Node.
+package control

@@ -1,0 +1,455 @@
+package control
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/seed04fbb902/weir/engine/cluster/wire"
+	"github.com/seed04fbb902/weir/executors"
+)
+
+// FrameVersion is the format version, the first byte of every frame. A change to any
+// encoding of this package bumps it.
+const FrameVersion byte = 1
+
+// MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
+// received message, so that a frame the encoder accepts is never refused by the
+// receiving transport.
+const MaxFrameLen = 4 << 20
+
+// Kind is the second byte of a frame: which message it holds.
+type Kind byte
+
+// The kinds. Hello, Collected, Failed and Sealed go from a node to the coordinator;
+// Accept, BuildActors, Inject and Teardown from the coordinator to a node.
+const (
+	KindHello       Kind = 1
+	KindAccept      Kind = 2
+	KindBuildActors Kind = 3
+	KindInject      Kind = 4
+	KindTeardown    Kind = 5
+	KindCollected   Kind = 6
+	KindFailed      Kind = 7
+	KindSealed      Kind = 8
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindHello:
+		return "hello"
+	case KindAccept:
+		return "accept"
+	case KindBuildActors:
+		return "build-actors"
+	case KindInject:
+		return "inject"
+	case KindTeardown:
+		return "teardown"
+	case KindCollected:
+		return "collected"
+	case KindFailed:
+		return "failed"
+	case KindSealed:
+		return "sealed"
+	}
+	return fmt.Sprintf("kind(%d)", byte(k))
+}
+
+// FromNode reports whether messages of kind k travel from a node to the coordinator.
+func (k Kind) FromNode() bool {
+	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed
+}
+
+// Stamp is what every message carries besides its body: the leader's term, the
+// graph's generation and the node's incarnation. The receiving side refuses a message
+// whose stamp is stale (see RefusedError).
+type Stamp struct {
+	Term, Generation, Incarnation uint64
+}
+
+func (s Stamp) String() string {
+	return fmt.Sprintf("term %d, generation %d, incarnation %d", s.Term, s.Generation, s.Incarnation)
+}
+
+func (s Stamp) stamped() Stamp { return s }
+
+// Message is one of Hello, Accept, BuildActors, Inject, Teardown, Collected, Failed
+// and Sealed; each embeds its Stamp.
+type Message interface {
+	Kind() Kind
+	stamped() Stamp
+}
+
+// StampOf returns m's stamp.
+func StampOf(m Message) Stamp { return m.stamped() }
+
+// Hello opens a node's stream. Its stamp holds the node's incarnation (from the meta
+// store's registration) and the highest term and generation the node has seen (0 on
+// its first stream).
+type Hello struct {
+	Stamp
+	// Node is the node's name in the meta store's registry.
+	Node string
+	// Role is the node's optional role (such as "backfill"); empty for a regular node.
+	Role string
+	// Addr is where the node serves its exchange streams.
+	Addr string
+}
+
+// Accept answers a Hello: its stamp holds the leader's term, the graph's current
+// generation and the node's incarnation.
+type Accept struct{ Stamp }
+
+// BuildActors asks a node to build actors: ID names the request, and Spec is an
+// opaque payload in the engine's encoding of the actor specs, of version
+// SpecVersion.
+type BuildActors struct {
+	Stamp
+	ID          uint64
+	SpecVersion uint32
+	Spec        []byte
+}
+
+// Inject asks a node to inject a barrier at its sources.
+type Inject struct {
+	Stamp
+	Barrier *executors.Barrier
+}
+
+// Teardown asks a node to stop every actor of Generation (and of any generation
+// before it) and drop their uncommitted data.
+type Teardown struct {
+	Stamp
+	Generation uint64
+}
+
+// Collected reports that Actors have passed the barrier that starts epoch Epoch (its
+// Curr). A node may report each actor on its own or several at once.
+type Collected struct {
+	Stamp
+	Epoch  executors.Epoch
+	Actors []executors.ActorID
+}
+
+// Failed reports that Actor failed, with the error's text.
+type Failed struct {
+	Stamp
+	Actor executors.ActorID
+	Err   string
+}
+
+// Sealed reports that every actor of the node has sealed epoch Epoch, with an opaque
+// report (the objects the node wrote and their deltas, in the engine's encoding).
+type Sealed struct {
+	Stamp
+	Epoch  executors.Epoch
+	Report []byte
+}
+
+// Kind returns KindHello.
+func (Hello) Kind() Kind { return KindHello }
+
+// Kind returns KindAccept.
+func (Accept) Kind() Kind { return KindAccept }
+
+// Kind returns KindBuildActors.
+func (BuildActors) Kind() Kind { return KindBuildActors }
+
+// Kind returns KindInject.
+func (Inject) Kind() Kind { return KindInject }
+
+// Kind returns KindTeardown.
+func (Teardown) Kind() Kind { return KindTeardown }
+
+// Kind returns KindCollected.
+func (Collected) Kind() Kind { return KindCollected }
+
+// Kind returns KindFailed.
+func (Failed) Kind() Kind { return KindFailed }
+
+// Kind returns KindSealed.
+func (Sealed) Kind() Kind { return KindSealed }
+
+// withStamp returns m with its stamp replaced by s.
+func withStamp(m Message, s Stamp) (Message, error) {
+	switch x := m.(type) {
+	case Hello:
+		x.Stamp = s
+		return x, nil
+	case Accept:
+		x.Stamp = s
+		return x, nil
+	case BuildActors:
+		x.Stamp = s
+		return x, nil
+	case Inject:
+		x.Stamp = s
+		return x, nil
+	case Teardown:
+		x.Stamp = s
+		return x, nil
+	case Collected:
+		x.Stamp = s
+		return x, nil
+	case Failed:
+		x.Stamp = s
+		return x, nil
+	case Sealed:
+		x.Stamp = s
+		return x, nil
+	}
+	return nil, fmt.Errorf("control: unknown message type %T", m)
+}
+
+// AppendFrame appends the frame of m to dst:
+//
+//	version (byte) | kind (byte) | term | generation | incarnation (uvarints) | body
+//
+// A string or a byte string is a uvarint length then its bytes; an id, a uvarint; an
+// epoch, a uint64 big-endian. The bodies:
+//
+//	hello:        node | role | addr
+//	accept:       nothing
+//	build-actors: id | spec version | spec
+//	inject:       the barrier as wire.AppendBarrier writes it, to the end of the frame
+//	teardown:     generation (uvarint)
+//	collected:    epoch | actors (a uvarint count, then the ids)
+//	failed:       actor | error text
+//	sealed:       epoch | report
+//
+// It fails on an incarnation of 0 (incarnations count from 1), a Hello without a
+// node name, a string that is not UTF-8 or holds a NUL byte, an Inject without a
+// barrier or with one AppendBarrier refuses, and a frame longer than MaxFrameLen.
+func AppendFrame(dst []byte, m Message) ([]byte, error) {
+	if m == nil {
+		return dst, fmt.Errorf("control: a nil message")
+	}
+	s := m.stamped()
+	fail := func(format string, args ...any) ([]byte, error) {
+		return dst, fmt.Errorf("control: %s frame (%s): %s", m.Kind(), s, fmt.Sprintf(format, args...))
+	}
+	if s.Incarnation == 0 {
+		return fail("incarnation 0: incarnations count from 1")
+	}
+	start := len(dst)
+	out := append(dst, FrameVersion, byte(m.Kind()))
+	out = binary.AppendUvarint(out, s.Term)
+	out = binary.AppendUvarint(out, s.Generation)
+	out = binary.AppendUvarint(out, s.Incarnation)
+	switch x := m.(type) {
+	case Hello:
+		if x.Node == "" {
+			return fail("empty node name")
+		}
+		for _, f := range []struct{ what, v string }{{"node", x.Node}, {"role", x.Role}, {"addr", x.Addr}} {
+			if err := checkText(f.v); err != nil {
+				return fail("%s %q: %v", f.what, f.v, err)
+			}
+			out = appendBytes(out, f.v)
+		}
+	case Accept:
+	case BuildActors:
+		out = binary.AppendUvarint(out, x.ID)
+		out = binary.AppendUvarint(out, uint64(x.SpecVersion))
+		out = appendBytes(out, x.Spec)
+	case Inject:
+		if x.Barrier == nil {
+			return fail("no barrier")
+		}
+		var err error
+		if out, err = wire.AppendBarrier(out, x.Barrier); err != nil {
+			return fail("%v", err)
+		}
+	case Teardown:
+		out = binary.AppendUvarint(out, x.Generation)
+	case Collected:
+		out = binary.BigEndian.AppendUint64(out, uint64(x.Epoch))
+		out = binary.AppendUvarint(out, uint64(len(x.Actors)))
+		for _, a := range x.Actors {
+			out = binary.AppendUvarint(out, uint64(a))
+		}
+	case Failed:
+		if err := checkText(x.Err); err != nil {
+			return fail("actor %d: error text: %v", x.Actor, err)
+		}
+		out = binary.AppendUvarint(out, uint64(x.Actor))
+		out = appendBytes(out, x.Err)
+	case Sealed:
+		out = binary.BigEndian.AppendUint64(out, uint64(x.Epoch))
+		out = appendBytes(out, x.Report)
+	default:
+		return dst, fmt.Errorf("control: unknown message type %T", m)
+	}
+	if n := len(out) - start; n > MaxFrameLen {
+		return fail("%d bytes, longer than the %d a frame may hold", n, MaxFrameLen)
+	}
+	return out, nil
+}
+
+func appendBytes[T string | []byte](dst []byte, v T) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(v))), v...)
+}
+
+func checkText(v string) error {
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("not valid UTF-8")
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("holds a NUL byte")
+	}
+	return nil
+}
+
+// DecodeFrame decodes what AppendFrame wrote. It fails, naming the kind, the stamp and
+// the field, on an unknown version or kind, truncated input, a length or count longer
+// than the rest of the frame could hold, a non-minimal varint, an id out of the uint32
+// range, an incarnation of 0, text AppendFrame refuses, a barrier DecodeBarrier
+// refuses, and trailing bytes. It allocates nothing larger than a constant times the
+// frame, and the byte strings it returns (Spec, Report) alias frame.
+func DecodeFrame(frame []byte) (Message, error) {
+	if len(frame) < 2 {
+		return nil, fmt.Errorf("control: frame of %d bytes, shorter than its 2-byte header", len(frame))
+	}
+	if frame[0] != FrameVersion {
+		return nil, fmt.Errorf("control: unknown frame version %d (want %d)", frame[0], FrameVersion)
+	}
+	k := Kind(frame[1])
+	if k < KindHello || k > KindSealed {
+		return nil, fmt.Errorf("control: unknown frame kind %d", frame[1])
+	}
+	r := reader{b: frame[2:]}
+	s := Stamp{
+		Term:        r.uvarint("term", math.MaxUint64),
+		Generation:  r.uvarint("generation", math.MaxUint64),
+		Incarnation: r.uvarint("incarnation", math.MaxUint64),
+	}
+	if r.err == nil && s.Incarnation == 0 {
+		r.fail("incarnation", "0: incarnations count from 1")
+	}
+	var m Message
+	switch k {
+	case KindHello:
+		h := Hello{Stamp: s, Node: r.text("node"), Role: r.text("role"), Addr: r.text("addr")}
+		if r.err == nil && h.Node == "" {
+			r.fail("node", "empty node name")
+		}
+		m = h
+	case KindAccept:
+		m = Accept{Stamp: s}
+	case KindBuildActors:
+		b := BuildActors{Stamp: s, ID: r.uvarint("id", math.MaxUint64)}
+		b.SpecVersion = uint32(r.uvarint("spec version", math.MaxUint32))
+		b.Spec = r.bytes("spec")
+		m = b
+	case KindInject:
+		in := Inject{Stamp: s}
+		if r.err == nil {
+			b, err := wire.DecodeBarrier(r.b)
+			if err != nil {
+				r.fail("barrier", "%v", err)
+			}
+			in.Barrier, r.b = b, nil
+		}
+		m = in
+	case KindTeardown:
+		m = Teardown{Stamp: s, Generation: r.uvarint("teardown generation", math.MaxUint64)}
+	case KindCollected:
+		c := Collected{Stamp: s, Epoch: executors.Epoch(r.u64("epoch"))}
+		if n := r.uvarint("actors", uint64(len(r.b))); n > 0 {
+			c.Actors = make([]executors.ActorID, n)
+			for i := range c.Actors {
+				c.Actors[i] = executors.ActorID(r.uvarint("actors", math.MaxUint32))
+			}
+		}
+		m = c
+	case KindFailed:
+		m = Failed{Stamp: s, Actor: executors.ActorID(r.uvarint("actor", math.MaxUint32)), Err: r.text("error text")}
+	case KindSealed:
+		m = Sealed{Stamp: s, Epoch: executors.Epoch(r.u64("epoch")), Report: r.bytes("report")}
+	}
+	if err := r.finish(); err != nil {
+		return nil, fmt.Errorf("control: %s frame (%s): %w", k, s, err)
+	}
+	return m, nil
+}
+
+// reader decodes fields from the front of b. The first failure sticks: later reads
+// return zero values, and err names the field that failed.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(field, format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *reader) finish() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
+	}
+	return r.err
+}
+
+// uvarint reads the minimal encoding of an unsigned varint no greater than max.
+func (r *reader) uvarint(field string, max uint64) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
+		r.fail(field, "truncated, overlong or non-minimal varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	if v > max {
+		r.fail(field, "%d out of range 0..%d", v, max)
+		return 0
+	}
+	return v
+}
+
+func (r *reader) u64(field string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail(field, "truncated")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+// bytes reads a length-prefixed byte string, aliasing the input; an empty one is nil.
+// The length is checked against what is left before anything is taken.
+func (r *reader) bytes(field string) []byte {
+	n := r.uvarint(field, uint64(len(r.b)))
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	// uvarint consumed the length, so what is left may now be shorter than n.
+	if n > uint64(len(r.b)) {
+		r.fail(field, "%d bytes, %d left", n, len(r.b))
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) text(field string) string {
+	v := string(r.bytes(field))
+	if r.err == nil {
+		if err := checkText(v); err != nil {
+			r.fail(field, "%v", err)
+		}
+	}
+	return v
+}
