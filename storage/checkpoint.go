@@ -397,14 +397,21 @@ func (s *Store) published(epoch uint64, written map[*run]bool) {
 	s.viewMu.Lock()
 	s.committed.Store(epoch)
 	s.publishCommitLocked()
+	s.dropRunsLocked(func(r *run) bool { return written[r] })
+	s.viewMu.Unlock()
+}
+
+// dropRunsLocked drops every node's runs that drop selects, now that pebble holds
+// them; s.viewMu is held.
+func (s *Store) dropRunsLocked(drop func(*run) bool) {
 	for _, n := range s.nodes {
 		for t, rs := range n.runs {
 			keep := rs[:0:0]
 			for _, r := range rs {
-				if !written[r] {
-					keep = append(keep, r)
-				} else {
+				if drop(r) {
 					n.sealed.Add(-int64(r.bytes))
+				} else {
+					keep = append(keep, r)
 				}
 			}
 			if len(keep) == 0 {
@@ -414,7 +421,6 @@ func (s *Store) published(epoch uint64, written map[*run]bool) {
 			}
 		}
 	}
-	s.viewMu.Unlock()
 }
 
 // commitSync commits b with a WAL sync, returning pebble's Fatalf as an error.

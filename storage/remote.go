@@ -325,23 +325,7 @@ func (s *Store) IngestFiles(paths []string, epoch uint64) error {
 	s.viewMu.Lock()
 	s.committed.Store(epoch)
 	s.publishCommitLocked()
-	for _, n := range s.nodes {
-		for t, rs := range n.runs {
-			keep := rs[:0:0]
-			for _, r := range rs {
-				if r.epoch > epoch {
-					keep = append(keep, r)
-				} else {
-					n.sealed.Add(-int64(r.bytes))
-				}
-			}
-			if len(keep) == 0 {
-				delete(n.runs, t)
-			} else {
-				n.runs[t] = keep
-			}
-		}
-	}
+	s.dropRunsLocked(func(r *run) bool { return r.epoch <= epoch })
 	s.viewMu.Unlock()
 	return nil
 }
