@@ -31,8 +31,9 @@
 //   - checkpoint.go: Checkpoint (merge the sealed runs, count rows, commit), the
 //     catalog entries and table drops it stages.
 //   - ingest.go: a large checkpoint written as sstables and ingested.
-//   - remote.go: a cluster node's checkpoint on object storage: ExportCheckpoint writes
-//     its sealed runs as sstables, IngestFiles commits downloaded ones.
+//   - remote.go: a checkpoint on object storage: ExportCheckpoint writes the sealed
+//     runs as sstables, IngestFiles commits downloaded ones with a commit's Changes
+//     (catalog entries, table drops, the version-log sequence: Staged, AppliedSequence).
 //   - statetable.go: StateTable, an actor's reads and writes of one table.
 //   - lookup.go: StateTable.GetMany, batched point reads.
 //   - iter.go: Iter, the pk-ordered iterator of one vnode, and ReuseIter.

@@ -137,7 +137,7 @@ func (s *Store) ingest(epoch uint64, files []entryChunks) error {
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i := range files {
-		g.Go(func() error { return writeSSTable(s.po.FS, paths[i], wo, files[i]) })
+		g.Go(func() error { return writeSSTable(s.po.FS, paths[i], wo, files[i], nil) })
 	}
 	if err := g.Wait(); err != nil { // the first: the others are mostly the same fault
 		return err
@@ -145,8 +145,9 @@ func (s *Store) ingest(epoch uint64, files []entryChunks) error {
 	return ingestFatal(s.db, paths)
 }
 
-// writeSSTable writes es, in ascending key order, as the sstable p, and syncs it.
-func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es entryChunks) error {
+// writeSSTable writes es, in ascending key order, and the range deletions dels (each
+// [start, end), in order, none overlapping another) as the sstable p, and syncs it.
+func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es entryChunks, dels [][2][]byte) error {
 	f, err := fs.Create(p, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("write sstable %s: %w", p, err)
@@ -163,6 +164,12 @@ func writeSSTable(fs vfs.FS, p string, wo sstable.WriterOptions, es entryChunks)
 				w.Close()
 				return fmt.Errorf("write sstable %s: %w", p, err)
 			}
+		}
+	}
+	for _, d := range dels {
+		if err := w.DeleteRange(d[0], d[1]); err != nil {
+			w.Close()
+			return fmt.Errorf("write sstable %s: %w", p, err)
 		}
 	}
 	if err := w.Close(); err != nil { // flushes and syncs the file

@@ -53,6 +53,7 @@ const (
 	metaEpoch    byte = 'e' // committed epoch: uint64 BE
 	metaCatalog  byte = 'c' // + name: catalog entry
 	metaRowCount byte = 'r' // + table (4 BE) + vnode (2 BE): row count, int64 BE
+	metaApplied  byte = 'a' // the version-log sequence IngestFiles applied last: uint64 BE
 )
 
 func metaKey(kind byte, rest ...[]byte) []byte {

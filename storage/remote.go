@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"slices"
 	"strings"
 
@@ -59,8 +60,9 @@ type Aborter interface {
 // same epoch drops them. While the export runs a seal at or below epoch is refused;
 // after it, the barrier protocol must keep seals above epoch (a seal at or below it
 // would not be exported, and IngestFiles would drop it). The staged catalog entries
-// are left staged; an export while a table drop is staged is refused, since an
-// sstable cannot carry the drop. epoch must be above the committed epoch.
+// and table drops are left staged (Staged returns them, for the commit that carries
+// them to IngestFiles); the runs of a table staged for drop are not exported, as a
+// Checkpoint does not write them. epoch must be above the committed epoch.
 func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
@@ -70,22 +72,23 @@ func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int
 	if c := s.committed.Load(); epoch <= c {
 		return nil, fmt.Errorf("storage: export epoch %d is not above the committed epoch %d", epoch, c)
 	}
-	if len(s.pendingDrops) > 0 {
-		return nil, fmt.Errorf("storage: export epoch %d: a table drop is staged, which an export cannot carry", epoch)
-	}
 	if tableBytes <= 0 {
 		tableBytes = DefaultExportTableBytes
 	}
 	runs := s.beginRemote(epoch)
 	defer s.endRemote()
 	entries := 0
+	live := runs[:0:0]
 	for _, r := range runs {
 		if r.table == MetaTable {
 			return nil, fmt.Errorf("storage: export epoch %d: a run of table %d, reserved for metadata", epoch, MetaTable)
 		}
-		entries += len(r.entries)
+		if !s.pendingDrops[r.table] {
+			live = append(live, r)
+			entries += len(r.entries)
+		}
 	}
-	merged, buf, err := mergeRuns(runs, func() []entry { return s.mergeBuf(entries) }, func(entry, before) error { return nil })
+	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(entry, before) error { return nil })
 	if buf != nil {
 		defer s.keepMergeBuf(buf)
 	}
@@ -279,22 +282,80 @@ func (c syncCloser) Close() error {
 	return err
 }
 
+// Changes are what a commit carries besides its tables' data: catalog entries (a nil
+// value deletes one), the tables it drops, and the version-log sequence it applies (0:
+// none).
+type Changes struct {
+	Catalog  map[string][]byte
+	Drops    []uint32
+	Sequence uint64
+}
+
+// Staged returns copies of the staged catalog entries and table drops (in ascending
+// order): what the next commit carries, with Sequence 0.
+func (s *Store) Staged() Changes {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	var c Changes
+	if len(s.pendingCatalog) > 0 {
+		c.Catalog = make(map[string][]byte, len(s.pendingCatalog))
+		for k, v := range s.pendingCatalog {
+			if v == nil {
+				c.Catalog[k] = nil
+			} else {
+				c.Catalog[k] = slices.Clone(v)
+			}
+		}
+	}
+	for t := range s.pendingDrops {
+		c.Drops = append(c.Drops, t)
+	}
+	slices.Sort(c.Drops)
+	return c
+}
+
+// AppliedSequence is the version-log sequence of the last IngestFiles that named one
+// (0: none yet).
+func (s *Store) AppliedSequence() (uint64, error) {
+	s.viewMu.RLock() // keeps Close out while pebble is read
+	defer s.viewMu.RUnlock()
+	if err := s.usable(); err != nil {
+		return 0, fmt.Errorf("storage: applied sequence: %w", err)
+	}
+	v, closer, err := s.db.Get(metaKey(metaApplied))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("storage: applied sequence: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("storage: applied sequence record has %d bytes, want 8", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
 // IngestFiles commits epoch as the sstables at paths (an export's, from any stores,
-// downloaded: see NewIngestFile), in one atomic, durable step: pebble ingests them
-// together with an sstable of the metadata, which holds the new committed epoch and
-// the row counts the files change, counted against this store's committed data. The
-// store then holds what a local Checkpoint of the same writes would have committed
-// (docs/design.md §8, "Checkpoint commit" step 4), and every node's sealed runs up to
-// epoch are dropped, as a Checkpoint drops the runs it writes. The staged catalog
-// entries and table drops stay staged.
+// downloaded: see NewIngestFile) and the changes ch, in one atomic, durable step:
+// pebble ingests them together with an sstable of the metadata, which holds the new
+// committed epoch, ch's catalog entries and sequence, and the row counts the files
+// change, counted against this store's committed data, and with an sstable of range
+// deletions for each table ch drops (its rows and row counts). The store then holds
+// what a local Checkpoint of the same writes would have committed (docs/design.md
+// §8, "Checkpoint commit" step 4), and every node's sealed runs up to epoch are
+// dropped, as a Checkpoint drops the runs it writes. ch takes the place of the staged
+// catalog entries and table drops, which are discarded: the store whose changes were
+// staged commits them through Staged.
 //
-// Each file must hold point puts and deletes only, no metadata (table 0) key, at
-// least one key, and no key range overlapping another file's; one that does not is
-// refused with an error naming it, and then nothing is committed. epoch must be above
-// the committed epoch; paths may be empty, which commits the epoch alone. The files
+// Each file must hold point puts and deletes only, no metadata (table 0) key and no
+// key of a table ch drops, at least one key, and no key range overlapping another
+// file's; one that does not is refused with an error naming it, and then nothing is
+// committed. epoch must be above the committed epoch and a sequence above the
+// applied one; paths may be empty, which commits the epoch and ch alone. The files
 // are consumed: they are removed, whatever the result. A failed ingest is handled as
 // a Checkpoint's failed commit is (a pebble fatal fault fails the store).
-func (s *Store) IngestFiles(paths []string, epoch uint64) error {
+func (s *Store) IngestFiles(paths []string, epoch uint64, ch Changes) error {
 	defer s.DiscardIngestFiles(paths)
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
@@ -304,24 +365,60 @@ func (s *Store) IngestFiles(paths []string, epoch uint64) error {
 	if c := s.committed.Load(); epoch <= c {
 		return fmt.Errorf("storage: ingest epoch %d is not above the committed epoch %d", epoch, c)
 	}
+	drops := map[uint32]bool{}
+	for _, t := range ch.Drops {
+		if t == MetaTable || t == math.MaxUint32 {
+			return fmt.Errorf("storage: ingest epoch %d: drop of table %d, which is reserved", epoch, t)
+		}
+		drops[t] = true
+	}
+	if ch.Sequence != 0 {
+		applied, err := s.AppliedSequence()
+		if err != nil {
+			return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
+		}
+		if ch.Sequence <= applied {
+			return fmt.Errorf("storage: ingest epoch %d: sequence %d is not above the applied sequence %d", epoch, ch.Sequence, applied)
+		}
+	}
 	s.beginRemote(epoch)
 	defer s.endRemote()
-	meta, err := s.ingestMeta(paths, epoch)
+	meta, err := s.ingestMeta(paths, epoch, ch, drops)
 	if err != nil {
 		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
 	}
-	metaPath := s.po.FS.PathJoin(s.dir, IngestDirName, fmt.Sprintf("meta-%d.sst", epoch))
+	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
+	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("meta-%d.sst", epoch))
+	written := []string{metaPath}
 	defer func() {
-		if err := s.po.FS.Remove(metaPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.po.Logger.Infof("storage: ingest epoch %d: remove %s: %v", epoch, metaPath, err)
+		for _, p := range written {
+			if err := s.po.FS.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.po.Logger.Infof("storage: ingest epoch %d: remove %s: %v", epoch, p, err)
+			}
 		}
 	}()
-	if err := writeSSTable(s.po.FS, metaPath, s.po.MakeWriterOptions(0, s.db.TableFormat()), entryChunks{meta}); err != nil {
+	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
+	var metaDels [][2][]byte
+	for _, t := range ch.Drops {
+		rc := metaKey(metaRowCount, binary.BigEndian.AppendUint32(nil, t))
+		metaDels = append(metaDels, [2][]byte{rc, prefixEnd(rc)})
+	}
+	if err := writeSSTable(s.po.FS, metaPath, wo, entryChunks{meta}, metaDels); err != nil {
 		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
 	}
-	if err := ingestFatal(s.db, append(slices.Clone(paths), metaPath)); err != nil {
+	for _, t := range ch.Drops {
+		p := s.po.FS.PathJoin(dir, fmt.Sprintf("drop-%d-%d.sst", epoch, t))
+		written = append(written, p)
+		lo := binary.BigEndian.AppendUint32(nil, t)
+		if err := writeSSTable(s.po.FS, p, wo, nil, [][2][]byte{{lo, prefixEnd(lo)}}); err != nil {
+			return fmt.Errorf("storage: ingest epoch %d: drop table %d: %w", epoch, t, err)
+		}
+	}
+	if err := ingestFatal(s.db, append(slices.Clone(paths), written...)); err != nil {
 		return s.commitFailed(epoch, err)
 	}
+	s.pendingCatalog = nil
+	s.pendingDrops = nil
 	s.viewMu.Lock()
 	s.committed.Store(epoch)
 	s.publishCommitLocked()
@@ -331,8 +428,10 @@ func (s *Store) IngestFiles(paths []string, epoch uint64) error {
 }
 
 // ingestMeta checks the files at paths and returns the metadata writes of their
-// ingest at epoch, in key order: the row counts they change and the committed epoch.
-func (s *Store) ingestMeta(paths []string, epoch uint64) ([]entry, error) {
+// ingest at epoch with ch, in key order: the row counts the files change, ch's
+// catalog entries and sequence, and the committed epoch. A file may not hold a key of
+// a table in drops.
+func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[uint32]bool) ([]entry, error) {
 	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return nil, err
@@ -348,6 +447,11 @@ func (s *Store) ingestMeta(paths []string, epoch uint64) ([]entry, error) {
 		lo, hi, err := s.scanIngestFile(p, probe, deltas)
 		if err != nil {
 			return nil, err
+		}
+		for t := range drops {
+			if binary.BigEndian.Uint32(lo) <= t && t <= binary.BigEndian.Uint32(hi) {
+				return nil, fmt.Errorf("sstable %s holds keys of table %d, which the commit drops", p, t)
+			}
 		}
 		bs = append(bs, bounds{p, lo, hi})
 	}
@@ -369,6 +473,12 @@ func (s *Store) ingestMeta(paths []string, epoch uint64) ([]entry, error) {
 			return nil, fmt.Errorf("row count of table %d vnode %d: %w", table, vnode, err)
 		}
 		meta = append(meta, entry{key: k, value: binary.BigEndian.AppendUint64(nil, uint64(cur+d))})
+	}
+	for name, v := range ch.Catalog {
+		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})
+	}
+	if ch.Sequence != 0 {
+		meta = append(meta, entry{key: metaKey(metaApplied), value: binary.BigEndian.AppendUint64(nil, ch.Sequence)})
 	}
 	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
 	slices.SortFunc(meta, entryLess)

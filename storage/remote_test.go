@@ -67,7 +67,13 @@ func export(t *testing.T, s *storage.Store, e uint64, tableBytes int, objs remot
 // apply writes the named objects into s's ingest directory and ingests them as epoch e.
 func apply(t *testing.T, s *storage.Store, e uint64, objs remoteObjects, names []string) {
 	t.Helper()
-	if err := s.IngestFiles(download(t, s, objs, names), e); err != nil {
+	applyChanges(t, s, e, objs, names, storage.Changes{})
+}
+
+// applyChanges is apply with the changes ch committed too.
+func applyChanges(t *testing.T, s *storage.Store, e uint64, objs remoteObjects, names []string, ch storage.Changes) {
+	t.Helper()
+	if err := s.IngestFiles(download(t, s, objs, names), e, ch); err != nil {
 		t.Fatalf("ingest epoch %d: %v", e, err)
 	}
 	if got := s.CommittedEpoch(); got != e {
@@ -246,6 +252,7 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 			type version struct {
 				epoch uint64
 				names []string
+				ch    storage.Changes
 			}
 			var log []version
 			tableBytes := 1 + int(seed%3)*2000 // one vnode per sstable, or a few KiB
@@ -254,13 +261,34 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 				ops := w.epoch(i)
 				writeOps(t, aTabs, ops, e)
 				writeOps(t, xTabs, ops, e)
+				// Catalog changes and a table drop, staged on A and X alike: X's
+				// commit carries them (Staged) to every store that applies it.
+				for _, s := range []*storage.Store{a, x} {
+					switch i {
+					case 3:
+						s.SetCatalog("view/q", []byte("plan 1"))
+						s.SetCatalog("next", []byte("2"))
+					case 6:
+						s.SetCatalog("view/q", nil)
+						if err := s.StageDropTable(9); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if i == 6 {
+					w.tables = []uint32{7} // table 9's writes of epoch 6 are dropped with it
+				}
 				if _, err := a.Checkpoint(e); err != nil {
 					t.Fatal(err)
 				}
 				names := export(t, x, e, tableBytes, objs)
-				log = append(log, version{e, names})
-				apply(t, b, e, objs, names)
-				apply(t, x, e, objs, names)
+				ch := x.Staged()
+				log = append(log, version{e, names, ch})
+				applyChanges(t, b, e, objs, names, ch)
+				applyChanges(t, x, e, objs, names, ch)
+				if st := x.Staged(); st.Catalog != nil || st.Drops != nil {
+					t.Fatalf("epoch %d: X keeps staged changes %v after ingesting them", e, st)
+				}
 				if got := xNode.UncommittedBytes(); got != 0 {
 					t.Fatalf("epoch %d: X keeps %d uncommitted bytes after ingesting", e, got)
 				}
@@ -273,7 +301,14 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 			}
 			c := open("c", testOptions(fs))
 			for _, v := range log {
-				apply(t, c, v.epoch, objs, v.names)
+				applyChanges(t, c, v.epoch, objs, v.names, v.ch)
+			}
+			cat, err := c.Catalog()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cat) != 1 || string(cat["next"]) != "2" {
+				t.Fatalf("rebuilt catalog %q, want only next=2", cat)
 			}
 			sameScan(t, "rebuilt", rawScan(t, a), rawScan(t, c))
 			for _, id := range ids {
@@ -355,7 +390,7 @@ func TestRemoteIngestRefuses(t *testing.T) {
 				paths = append(paths, p)
 			}
 			slices.Sort(paths)
-			err := s.IngestFiles(paths, ep(1))
+			err := s.IngestFiles(paths, ep(1), storage.Changes{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("IngestFiles = %v, want an error with %q", err, c.want)
 			}
@@ -376,7 +411,7 @@ func TestRemoteIngestRefuses(t *testing.T) {
 	}
 	f.Write([]byte("not an sstable at all, but long enough to have a footer's length"))
 	f.Close()
-	if err := s.IngestFiles([]string{p}, ep(1)); err == nil || !strings.Contains(err.Error(), "junk.sst") {
+	if err := s.IngestFiles([]string{p}, ep(1), storage.Changes{}); err == nil || !strings.Contains(err.Error(), "junk.sst") {
 		t.Fatalf("IngestFiles of a non-sstable = %v, want an error naming it", err)
 	}
 	for _, name := range []string{"", "a/b", `a\b`, ".."} {
@@ -384,10 +419,10 @@ func TestRemoteIngestRefuses(t *testing.T) {
 			t.Fatalf("NewIngestFile(%q) was accepted", name)
 		}
 	}
-	if err := s.IngestFiles(nil, ep(2)); err != nil {
+	if err := s.IngestFiles(nil, ep(2), storage.Changes{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.IngestFiles(nil, ep(2)); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
+	if err := s.IngestFiles(nil, ep(2), storage.Changes{}); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
 		t.Fatalf("a second ingest of epoch %d = %v, want a refusal", ep(2), err)
 	}
 	if got := s.CommittedEpoch(); got != ep(2) {
@@ -402,8 +437,7 @@ func (w *failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk 
 func (w *failingWriter) Close() error              { w.closed = true; return nil }
 func (w *failingWriter) Abort()                    { w.aborted = true }
 
-// ExportCheckpoint refuses an epoch at or below the committed one and a staged table
-// drop; a writer that fails is aborted, not closed; and a failed export leaves the runs
+// ExportCheckpoint refuses an epoch at or below the committed one; a writer that fails is aborted, not closed; and a failed export leaves the runs
 // sealed, for a later export or checkpoint.
 func TestRemoteExportRefusesAndAborts(t *testing.T) {
 	fs := vfs.NewMem()
@@ -411,20 +445,13 @@ func TestRemoteExportRefusesAndAborts(t *testing.T) {
 	n := s.AddNode()
 	sts := stateTables(t, n, []uint32{7})
 	writeOps(t, sts, []remoteOp{{table: 7, vnode: 1, pk: []byte("a"), op: vec.Insert, value: []byte("1")}}, ep(2))
-	if err := s.IngestFiles(nil, ep(1)); err != nil {
+	if err := s.IngestFiles(nil, ep(1), storage.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	none := func(int) (string, io.WriteCloser, error) { return "", nil, errors.New("not called") }
 	if _, err := s.ExportCheckpoint(ep(1), 0, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
 		t.Fatalf("export at the committed epoch = %v, want a refusal", err)
 	}
-	if err := s.StageDropTable(9); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.ExportCheckpoint(ep(2), 0, none); err == nil || !strings.Contains(err.Error(), "table drop is staged") {
-		t.Fatalf("export with a staged drop = %v, want a refusal", err)
-	}
-	s.DiscardStaged()
 	fw := &failingWriter{}
 	_, err := s.ExportCheckpoint(ep(2), 0, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
 	if err == nil || !strings.Contains(err.Error(), "x.sst") || !strings.Contains(err.Error(), fmt.Sprint(ep(2))) {
@@ -455,5 +482,42 @@ func TestRemoteExportRefusesAndAborts(t *testing.T) {
 	}
 	if c, err := s.RowCount(7, 1); err != nil || c != 1 {
 		t.Fatalf("row count %d, %v; want 1", c, err)
+	}
+}
+
+// IngestFiles keeps the sequence it applied, refuses a sequence not above it, a drop of
+// the metadata table and a file holding keys of a table it drops, and commits nothing
+// when it refuses.
+func TestRemoteIngestChanges(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openStore(t, fs)
+	if got, err := s.AppliedSequence(); err != nil || got != 0 {
+		t.Fatalf("applied sequence of a new store = %d, %v; want 0", got, err)
+	}
+	if err := s.IngestFiles(nil, ep(1), storage.Changes{Sequence: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.AppliedSequence(); err != nil || got != 5 {
+		t.Fatalf("applied sequence = %d, %v; want 5", got, err)
+	}
+	before := rawScan(t, s)
+	p := fs.PathJoin("db", storage.IngestDirName, "t9.sst")
+	writeRawSSTable(t, fs, s, p, [][]byte{storage.AppendKey(nil, 9, 1, []byte("a"))}, [][]byte{[]byte("1")}, false)
+	for _, c := range []struct {
+		paths []string
+		ch    storage.Changes
+		want  string
+	}{
+		{nil, storage.Changes{Sequence: 5}, "sequence 5 is not above the applied sequence 5"},
+		{nil, storage.Changes{Drops: []uint32{storage.MetaTable}}, "which is reserved"},
+		{[]string{p}, storage.Changes{Drops: []uint32{9}}, "holds keys of table 9, which the commit drops"},
+	} {
+		if err := s.IngestFiles(c.paths, ep(2), c.ch); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("IngestFiles(%v) = %v, want an error with %q", c.ch, err, c.want)
+		}
+	}
+	sameScan(t, "after refusals", before, rawScan(t, s))
+	if s.CommittedEpoch() != ep(1) {
+		t.Fatalf("committed epoch %d after refusals, want %d", s.CommittedEpoch(), ep(1))
 	}
 }

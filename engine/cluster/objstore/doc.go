@@ -16,6 +16,7 @@
 //   - name.go: Name, an object's name (e<epoch>-n<node>-i<incarnation>-<k>.sst):
 //     String and ParseName, which refuses any other form.
 //   - bucket.go: OpenBucket and Collect.
-//   - sync.go: Object, Upload (a node's sealed epoch to the bucket) and Apply (a
-//     committed version's objects into a store).
+//   - sync.go: Object, Upload (a node's sealed epoch to the bucket; UploadKeep keeps
+//     local copies) and Apply (a committed version's objects into a store; ApplyLocal
+//     from the kept copies).
 package objstore

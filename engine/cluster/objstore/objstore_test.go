@@ -273,13 +273,13 @@ func TestUploadApplyEquivalence(t *testing.T) {
 				}
 				all := append(names(o1), names(o2)...)
 				log = append(log, version{e, all})
-				if err := objstore.Apply(ctx, bucket, b, e, all); err != nil {
+				if err := objstore.Apply(ctx, bucket, b, e, all, storage.Changes{}); err != nil {
 					t.Fatal(err)
 				}
-				if err := objstore.Apply(ctx, bucket, x1.store, e, names(o1)); err != nil {
+				if err := objstore.Apply(ctx, bucket, x1.store, e, names(o1), storage.Changes{}); err != nil {
 					t.Fatal(err)
 				}
-				if err := objstore.Apply(ctx, bucket, x2.store, e, names(o2)); err != nil {
+				if err := objstore.Apply(ctx, bucket, x2.store, e, names(o2), storage.Changes{}); err != nil {
 					t.Fatal(err)
 				}
 				want := scan(t, a.store, nil)
@@ -297,7 +297,7 @@ func TestUploadApplyEquivalence(t *testing.T) {
 			}
 			c := openStore(t, fs, "c")
 			for _, v := range log {
-				if err := objstore.Apply(ctx, bucket, c, v.epoch, v.objects); err != nil {
+				if err := objstore.Apply(ctx, bucket, c, v.epoch, v.objects, storage.Changes{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -308,7 +308,7 @@ func TestUploadApplyEquivalence(t *testing.T) {
 			// Applying the log again from the start is a no-op: every version is at or
 			// below the committed epoch.
 			for _, v := range log {
-				if err := objstore.Apply(ctx, bucket, c, v.epoch, v.objects); err != nil {
+				if err := objstore.Apply(ctx, bucket, c, v.epoch, v.objects, storage.Changes{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -333,12 +333,31 @@ func TestMemBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := objstore.Apply(ctx, bucket, b, 5<<16, names(objs)); err != nil {
+	if err := objstore.Apply(ctx, bucket, b, 5<<16, names(objs), storage.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.RowCount(7, 3); err != nil || n != 1 {
 		t.Fatalf("row count %d, %v; want 1", n, err)
 	}
+	// UploadKeep's copies commit what the bucket's objects commit.
+	k := newNode(t, openStore(t, fs, "k"), []uint32{7}, 0, vnodes)
+	c := openStore(t, fs, "c")
+	k.write(t, []write{{table: 7, vnode: 4, pk: []byte("b"), op: vec.Insert, value: []byte("2")}}, 6<<16)
+	kobjs, paths, err := objstore.UploadKeep(ctx, bucket, k.store, 6<<16, 2, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != len(kobjs) || len(kobjs) == 0 {
+		t.Fatalf("UploadKeep: %d objects, %d copies", len(kobjs), len(paths))
+	}
+	if err := objstore.ApplyLocal(k.store, 6<<16, paths, storage.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := objstore.Apply(ctx, bucket, c, 6<<16, names(kobjs), storage.Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	all := func([]byte) bool { return true }
+	sameScan(t, "kept copies", scan(t, c, all), scan(t, k.store, all))
 	if _, err := objstore.OpenBucket(ctx, "nosuch://x"); err == nil || !strings.Contains(err.Error(), "nosuch://x") {
 		t.Fatalf("OpenBucket of an unknown scheme = %v, want an error naming it", err)
 	}
@@ -403,7 +422,7 @@ func TestApplyRefuses(t *testing.T) {
 		{[]string{good, missing}, "download object " + missing},
 		{[]string{good, meta}, "download-" + meta + " holds key 00000000000065 of table 0"},
 	} {
-		err := objstore.Apply(ctx, bucket, s, e, c.objects)
+		err := objstore.Apply(ctx, bucket, s, e, c.objects, storage.Changes{})
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), fmt.Sprint(e)) {
 			t.Fatalf("Apply(%v) = %v, want an error with %q and the epoch", c.objects, err, c.want)
 		}
@@ -418,7 +437,7 @@ func TestApplyRefuses(t *testing.T) {
 			t.Fatalf("Apply(%v) left %v in the ingest directory", c.objects, left)
 		}
 	}
-	if err := objstore.Apply(ctx, bucket, s, e, []string{good}); err != nil {
+	if err := objstore.Apply(ctx, bucket, s, e, []string{good}, storage.Changes{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.RowCount(7, 1); err != nil || n != 1 {

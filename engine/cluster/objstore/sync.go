@@ -28,6 +28,20 @@ type Object struct {
 // object whose write fails is aborted; the objects completed before it stay in the
 // bucket, unreferenced, for Collect.
 func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int) ([]Object, error) {
+	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, tableBytes, false)
+	return objs, err
+}
+
+// UploadKeep is Upload that also writes each object into store's ingest directory
+// while it uploads it, and returns the copies' paths (in the objects' order): the
+// node that exported a commit applies it with ApplyLocal, without downloading what
+// it wrote. On an error the copies are removed.
+func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int) ([]Object, []string, error) {
+	return upload(ctx, b, store, epoch, node, incarnation, tableBytes, true)
+}
+
+func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int, keep bool) ([]Object, []string, error) {
+	var paths []string
 	tabs, err := store.ExportCheckpoint(epoch, tableBytes, func(k int) (string, io.WriteCloser, error) {
 		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: uint64(k)}.String()
 		wctx, cancel := context.WithCancel(ctx)
@@ -36,29 +50,55 @@ func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, no
 			cancel()
 			return "", nil, fmt.Errorf("objstore: upload object %s: %w", name, err)
 		}
-		return name, &objectWriter{w: w, cancel: cancel, name: name}, nil
+		ow := &objectWriter{w: w, cancel: cancel, name: name}
+		if keep {
+			lw, p, err := store.NewIngestFile(name)
+			if err != nil {
+				ow.Abort()
+				return "", nil, fmt.Errorf("objstore: upload object %s: keep a copy: %w", name, err)
+			}
+			paths = append(paths, p)
+			ow.local = lw
+		}
+		return name, ow, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("objstore: upload epoch %d of node %d incarnation %d: %w", epoch, node, incarnation, err)
+		store.DiscardIngestFiles(paths)
+		return nil, nil, fmt.Errorf("objstore: upload epoch %d of node %d incarnation %d: %w", epoch, node, incarnation, err)
 	}
 	out := make([]Object, len(tabs))
 	for i, t := range tabs {
 		out[i] = Object{Name: t.Name, Smallest: t.Smallest, Largest: t.Largest, Size: t.Size}
 	}
-	return out, nil
+	return out, paths, nil
 }
 
 // objectWriter is one object being uploaded: Close completes it, Abort drops it.
+// local, when set, receives a copy of every byte.
 type objectWriter struct {
 	w      *blob.Writer
 	cancel context.CancelFunc
 	name   string
+	local  io.WriteCloser
 }
 
-func (o *objectWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+func (o *objectWriter) Write(p []byte) (int, error) {
+	if o.local != nil {
+		if _, err := o.local.Write(p); err != nil {
+			return 0, fmt.Errorf("objstore: upload object %s: keep a copy: %w", o.name, err)
+		}
+	}
+	return o.w.Write(p)
+}
 
 func (o *objectWriter) Close() error {
 	defer o.cancel()
+	if o.local != nil {
+		if err := o.local.Close(); err != nil {
+			o.w.Close()
+			return fmt.Errorf("objstore: upload object %s: keep a copy: %w", o.name, err)
+		}
+	}
 	if err := o.w.Close(); err != nil {
 		return fmt.Errorf("objstore: upload object %s: %w", o.name, err)
 	}
@@ -69,12 +109,15 @@ func (o *objectWriter) Close() error {
 func (o *objectWriter) Abort() {
 	o.cancel()
 	o.w.Close()
+	if o.local != nil {
+		o.local.Close()
+	}
 }
 
 // Apply commits a committed version into store (docs/design.md §8, "Checkpoint
 // commit" step 4): it downloads the named objects, which must all be of epoch, into
-// the store's ingest directory and ingests them with the committed epoch (see
-// storage.Store.IngestFiles), in one atomic step. objects are the version's objects
+// the store's ingest directory and ingests them with the committed epoch and the
+// version's changes ch (see storage.Store.IngestFiles), in one atomic step. objects are the version's objects
 // for the key ranges the store owns, possibly none (the epoch alone is committed).
 // An epoch at or below the store's committed epoch is already applied: Apply does
 // nothing, so that a node catching up may start from any version at or before its
@@ -83,7 +126,7 @@ func (o *objectWriter) Abort() {
 // A malformed name, an object of another epoch, a failed or short download, and an
 // object that IngestFiles refuses (a metadata key, overlapping another) are errors
 // naming the object; then nothing is committed and the downloads are removed.
-func Apply(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint64, objects []string) error {
+func Apply(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint64, objects []string, ch storage.Changes) error {
 	if epoch <= store.CommittedEpoch() {
 		return nil
 	}
@@ -105,7 +148,13 @@ func Apply(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint
 		}
 		paths = append(paths, p)
 	}
-	if err := store.IngestFiles(paths, epoch); err != nil {
+	return ApplyLocal(store, epoch, paths, ch)
+}
+
+// ApplyLocal is Apply of objects already in store's ingest directory at paths
+// (UploadKeep's copies); the files are consumed.
+func ApplyLocal(store *storage.Store, epoch uint64, paths []string, ch storage.Changes) error {
+	if err := store.IngestFiles(paths, epoch, ch); err != nil {
 		return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
 	}
 	return nil
