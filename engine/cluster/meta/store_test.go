@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
+	"github.com/seed04fbb902/weir/internal/pgtest"
 )
 
 // TestReopenKeepsEverything: a store opened again on the same database finds the
@@ -125,7 +126,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 func TestUnreachableDSN(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,128 @@
+// Package pgtest runs a private PostgreSQL server for tests: scripts/pg.sh starts it
+// in a fresh temporary directory on a free loopback port, and Stop stops exactly that
+// server (by its data directory) and removes the directory. Tests that need one fail,
+// not skip, without PostgreSQL: `make pg-install` installs it.
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a running private PostgreSQL server.
+type Server struct {
+	DSN    string // of its postgres database, as scripts/pg.sh printed it
+	dir    string
+	port   string
+	script string
+	dbs    atomic.Int64
+}
+
+// Start starts a server in a new temporary directory named after prefix. The script
+// is found from the working directory upwards (the module's root holds scripts/).
+func Start(prefix string) (*Server, error) {
+	script, err := findScript()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", prefix+"-pg-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, script: script}
+	for range 3 {
+		if s.port, err = FreePort(); err != nil {
+			break
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(script, "start", dir, s.port)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err = cmd.Run(); err == nil {
+			lines := strings.Fields(stdout.String())
+			if len(lines) == 0 {
+				err = fmt.Errorf("%s start %s %s printed no DSN", script, dir, s.port)
+				break
+			}
+			s.DSN = lines[len(lines)-1]
+			return s, nil
+		}
+		err = fmt.Errorf("%s start %s %s: %v\n%s", script, dir, s.port, err, stderr.String())
+		if !strings.Contains(stderr.String(), "did not start") {
+			break // a port taken between choosing it and the bind is retried
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, fmt.Errorf("a private PostgreSQL server (run `make pg-install` when its binaries are missing): %w", err)
+}
+
+// Stop stops the server and removes its directory.
+func (s *Server) Stop() error {
+	out, err := exec.Command(s.script, "stop", s.dir, s.port).CombinedOutput()
+	if err != nil {
+		err = fmt.Errorf("%s stop %s %s: %v\n%s", s.script, s.dir, s.port, err, out)
+	}
+	return errors.Join(err, os.RemoveAll(s.dir))
+}
+
+// NewDatabase creates an empty database on the server and returns its DSN.
+func (s *Server) NewDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("%s_%d", prefix, s.dbs.Add(1))
+	conn, err := pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	u, err := url.Parse(s.DSN)
+	if err != nil {
+		t.Fatalf("parse the test server's DSN: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// findScript returns the path of scripts/pg.sh in the nearest directory at or above
+// the working directory that holds a go.mod.
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "pg.sh"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("pgtest: no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
