@@ -143,7 +143,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			if h := e.opts.Hooks.BeforeCommit; h != nil {
 				h(b.Prev)
 			}
-			cs, err := e.store.Checkpoint(uint64(b.Prev))
+			cs, err := e.commit(uint64(b.Prev))
 			if err != nil {
 				e.store.DiscardStaged()
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
@@ -234,6 +234,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.store.DropUncommitted()
 	e.store.DiscardStaged()
 	e.recoveries++
+	if err := e.catchUp(ctx); err != nil {
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
+	}
 	cat, err := loadCatalog(e.store)
 	if err != nil {
 		e.fail(fmt.Errorf("recovery: %w", err))

@@ -28,4 +28,6 @@
 //   - dispatch.go, dispatch_kinds.go, merge.go: hash, broadcast, simple and no-shuffle
 //     dispatchers; the merge that aligns barriers and changes inputs at Update barriers.
 //   - coordinator.go: barrier rounds, checkpoints, recovery.
+//   - commitlog.go: CommitLog, where checkpoints commit when the directory is a copy
+//     (cluster mode's engine/cluster/commitlog).
 package engine

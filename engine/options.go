@@ -86,6 +86,10 @@ type Options struct {
 	OnBarrier func(BarrierStats)
 	// Hooks are fault-injection points for tests and simulations (see Hooks).
 	Hooks Hooks
+	// CommitLog, when set, is where checkpoints commit, and the directory holds a
+	// rebuildable copy of what it committed (see CommitLog); nil commits into the
+	// directory's store.
+	CommitLog CommitLog
 }
 
 // Hooks are named points of a checkpoint at which a test or a simulation may act, for
