@@ -22,6 +22,7 @@ FUZZ_TARGETS = \
 	./engine/cluster/wire:FuzzDecodeChunkMeta \
 	./engine/cluster/wire:FuzzDecodeWatermark \
 	./engine/cluster/control:FuzzDecodeFrame \
+	./engine/cluster/commitlog:FuzzDecodeChanges \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s

@@ -1,0 +1,22 @@
+// Package commitlog is an engine.CommitLog over a cluster's meta store (PostgreSQL)
+// and bucket (docs/design.md §8, "Checkpoint commit"): an engine opened with
+// engine.Options{CommitLog: log} commits every checkpoint as sstables uploaded to the
+// bucket and a version committed by the meta store's fenced update, and keeps its
+// directory as a copy that it rebuilds from the log when it opens in an empty one.
+//
+// The process that opens a Log holds the leader lease, renewed in the background: a
+// second Log on the same meta store is refused while the lease is live, and a holder
+// whose lease was taken over fails its next commit with meta.ErrDeposed, committing
+// nothing. A commit's catalog changes and table drops travel in the version log's
+// delta (changes.go); the store keeps the sequence it applied last, so a catch-up
+// reads only the deltas after it.
+//
+// # Files
+//
+//   - log.go: Config, Log, Open, Close; CatchUp, Commit and Collect.
+//   - changes.go: the versioned encoding of a commit's changes in a delta.
+//
+// The tests start a private PostgreSQL server (internal/pgtest) and fail, not skip,
+// without one; TestKilledWriter kills a writing process with SIGKILL and rebuilds its
+// state from the log in an empty directory.
+package commitlog

@@ -1,0 +1,150 @@
+package commitlog_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/engine/cluster/meta"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+	"gocloud.dev/blob"
+)
+
+// cluster is a meta store on a new database and a file:// bucket in a temporary
+// directory, both closed when the test ends.
+type cluster struct {
+	dsn       string
+	meta      *meta.Store
+	bucket    *blob.Bucket
+	bucketURL string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	ctx := testContext(t)
+	dsn := server.NewDatabase(t, "commitlog_test")
+	m, err := meta.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	url := "file://" + filepath.ToSlash(t.TempDir())
+	b, err := objstore.OpenBucket(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return &cluster{dsn: dsn, meta: m, bucket: b, bucketURL: url}
+}
+
+// open opens a log for node on c, closed when the test ends.
+func (c *cluster) open(t *testing.T, node uint64) *commitlog.Log {
+	t.Helper()
+	l, err := commitlog.Open(testContext(t), c.config(node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func (c *cluster) config(node uint64) commitlog.Config {
+	return commitlog.Config{Meta: c.meta, Bucket: c.bucket, BucketURL: c.bucketURL, Node: node, Grace: -1, TableBytes: 4 << 10}
+}
+
+// openEngine opens an engine in dir that commits through log (nil: into dir),
+// barrier by barrier.
+func openEngine(t *testing.T, dir string, log engine.CommitLog) *engine.Engine {
+	t.Helper()
+	opts := engine.Options{BarrierInterval: -1, Nodes: 2}
+	if log != nil {
+		opts.CommitLog = log
+	}
+	e, err := engine.Open(testContext(t), dir, opts)
+	if err != nil {
+		t.Fatalf("open engine in %s: %v", dir, err)
+	}
+	return e
+}
+
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// kv is the test's table: k int64 (the pk), v varchar, n int64.
+var kv = &schema.Table{
+	Name: "kv",
+	Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "v", Type: schema.Type{Kind: schema.Varchar}},
+		{Name: "n", Type: schema.Type{Kind: schema.Int64}},
+	},
+	PK: []schema.KeyColumn{{Column: 0}},
+}
+
+// write applies op to rows of kv.
+func write(t *testing.T, e *engine.Engine, op func(context.Context, string, arrow.RecordBatch) error, rows ...[]any) {
+	t.Helper()
+	b := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
+	defer b.Release()
+	for _, r := range rows {
+		if err := b.AppendRow(vec.Insert, r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunk, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chunk.Release()
+	if err := op(testContext(t), "kv", chunk.Record()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scan is every row of name, as text, sorted.
+func scan(t *testing.T, e *engine.Engine, name string) []string {
+	t.Helper()
+	r, err := e.Scan(testContext(t), name)
+	if err != nil {
+		t.Fatalf("scan %s: %v", name, err)
+	}
+	defer r.Release()
+	var out []string
+	for r.Next() {
+		rec := r.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			var row []string
+			for c := range int(rec.NumCols()) {
+				row = append(row, rec.Column(c).ValueStr(i))
+			}
+			out = append(out, fmt.Sprint(row))
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("scan %s: %v", name, err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func checkpoint(t *testing.T, e *engine.Engine) executors.Epoch {
+	t.Helper()
+	ep, err := e.WaitCheckpoint(testContext(t))
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	return ep
+}

@@ -1,0 +1,334 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/meta"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// The defaults of Config.
+const (
+	DefaultLeaseTTL = 10 * time.Second
+	DefaultTimeout  = 30 * time.Second
+	DefaultGrace    = 10 * time.Minute
+)
+
+// Config configures a Log. Meta and Bucket are the caller's, who closes them after
+// the Log.
+type Config struct {
+	Meta   *meta.Store
+	Bucket *blob.Bucket
+	// BucketURL names the bucket in errors.
+	BucketURL string
+	// Node is this process's node number (from 1): its objects are named after it,
+	// and it registers and holds the lease as "node-<Node>".
+	Node uint64
+	// LeaseTTL is the leader lease's time to live, renewed every third of it (0:
+	// DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// Timeout bounds each commit and catch-up (0: DefaultTimeout).
+	Timeout time.Duration
+	// Grace is how long an object no commit references is kept before it is deleted
+	// (0: DefaultGrace; negative: never collect). It must be longer than a commit
+	// can take.
+	Grace time.Duration
+	// TableBytes sizes the uploaded sstables (storage.Store.ExportCheckpoint; 0: the
+	// default).
+	TableBytes int
+	// Logger receives the log's warnings (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Log is the commit log of one engine that holds the leader lease: an
+// engine.CommitLog whose commit point is the meta store's fenced version update and
+// whose data are sstables in the bucket.
+type Log struct {
+	cfg  Config
+	name string
+	inc  uint64
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	lease meta.Lease
+	lost  error // the lease was lost (deposed): every later commit fails with it
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ engine.CommitLog = (*Log)(nil)
+
+// Open checks that the bucket answers, takes the leader lease (failing with
+// meta.ErrLeaseHeld, naming the holder, while another holds it), registers the node
+// with a new incarnation and starts renewing the lease and collecting unreferenced
+// objects in the background.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if cfg.Meta == nil || cfg.Bucket == nil {
+		return nil, errors.New("commitlog: a meta store and a bucket are required")
+	}
+	if cfg.Node == 0 {
+		return nil, errors.New("commitlog: node numbers start at 1")
+	}
+	if cfg.LeaseTTL < 0 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("commitlog: negative lease ttl %v or timeout %v", cfg.LeaseTTL, cfg.Timeout)
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	l := &Log{cfg: cfg, name: fmt.Sprintf("node-%d", cfg.Node), stop: make(chan struct{}), done: make(chan struct{})}
+	l.log = cfg.Logger.With("node", l.name)
+	if ok, err := cfg.Bucket.IsAccessible(ctx); err != nil || !ok {
+		if err == nil {
+			err = errors.New("it does not exist")
+		}
+		return nil, fmt.Errorf("commitlog: bucket %s is not accessible: %w", cfg.BucketURL, err)
+	}
+	lease, err := cfg.Meta.AcquireLeader(ctx, l.name, cfg.LeaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: %s: %w", l.name, err)
+	}
+	l.lease = lease
+	if l.inc, err = cfg.Meta.RegisterNode(ctx, l.name, "", ""); err != nil {
+		_ = cfg.Meta.Release(ctx, lease)
+		return nil, fmt.Errorf("commitlog: %w", err)
+	}
+	go l.background()
+	return l, nil
+}
+
+// Incarnation is the node's incarnation, bumped by every Open.
+func (l *Log) Incarnation() uint64 { return l.inc }
+
+// Lease is the lease the log holds.
+func (l *Log) Lease() meta.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+// Close stops renewing the lease and releases it, so that a successor need not wait
+// for it to expire. Close the engine first.
+func (l *Log) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.stop)
+		<-l.done
+		l.mu.Lock()
+		lease, lost := l.lease, l.lost
+		l.mu.Unlock()
+		if lost != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+		defer cancel()
+		if rerr := l.cfg.Meta.Release(ctx, lease); rerr != nil {
+			err = fmt.Errorf("commitlog: %s: %w", l.name, rerr)
+		}
+	})
+	return err
+}
+
+// background renews the lease every third of its ttl and collects unreferenced
+// objects every grace period, until Close. A renewal that finds the lease deposed
+// marks the log lost; a failed one is retried at the next tick (the lease stays the
+// log's until another holder takes it, which the commit's fence detects).
+func (l *Log) background() {
+	defer close(l.done)
+	renew := time.NewTicker(l.cfg.LeaseTTL / 3)
+	defer renew.Stop()
+	var collect <-chan time.Time
+	if l.cfg.Grace > 0 {
+		t := time.NewTicker(l.cfg.Grace)
+		defer t.Stop()
+		collect = t.C
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-renew.C:
+			l.renew()
+		case <-collect:
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+			if n, err := l.Collect(ctx, l.cfg.Grace); err != nil {
+				l.log.Warn("collect unreferenced objects", "error", err, "deleted", n)
+			}
+			cancel()
+		}
+	}
+}
+
+func (l *Log) renew() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.LeaseTTL/3)
+	defer cancel()
+	lease, err := l.cfg.Meta.Renew(ctx, l.lease)
+	switch {
+	case errors.Is(err, meta.ErrDeposed):
+		l.lost = fmt.Errorf("commitlog: %s lost the leader lease: %w", l.name, err)
+		l.log.Error("leader lease lost; commits will fail", "error", err)
+	case err != nil:
+		l.log.Warn("renew the leader lease", "error", err)
+	default:
+		l.lease = lease
+	}
+}
+
+// CatchUp applies to store every delta of the log above the sequence store applied
+// last, in order: the objects, downloaded, and the catalog changes and drops. A store
+// with commits but no applied sequence holds commits the log lacks (an embedded
+// engine's directory) and is refused.
+func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	applied, err := store.AppliedSequence()
+	if err != nil {
+		return fmt.Errorf("commitlog: catch up: %w", err)
+	}
+	if applied == 0 && store.CommittedEpoch() > 0 {
+		return fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
+	}
+	deltas, err := l.cfg.Meta.Deltas(ctx, applied)
+	if err != nil {
+		return fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
+	}
+	for _, d := range deltas {
+		ch, err := decodeChanges(d.Catalog)
+		if err != nil {
+			return fmt.Errorf("commitlog: catch up: sequence %d (epoch %d): %w", d.Seq, d.Epoch, err)
+		}
+		if d.Epoch <= store.CommittedEpoch() {
+			return fmt.Errorf("commitlog: catch up: sequence %d commits epoch %d, but the store, at sequence %d, has committed epoch %d", d.Seq, d.Epoch, applied, store.CommittedEpoch())
+		}
+		ch.Sequence = d.Seq
+		names := make([]string, len(d.Objects))
+		for i, o := range d.Objects {
+			names[i] = o.Name
+		}
+		if err := objstore.Apply(ctx, l.cfg.Bucket, store, d.Epoch, names, ch); err != nil {
+			return fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
+		}
+		applied = d.Seq
+	}
+	return nil
+}
+
+// Commit uploads store's sealed data up to epoch, commits it with the staged changes
+// at the sequence after the store's in one fenced transaction of the meta store, and
+// applies it to store from the copies kept while uploading. It fails, changing
+// nothing in the log, when the lease was lost (meta.ErrDeposed), when the log moved
+// past the store (another leader committed), and when an upload fails; a commit whose
+// outcome is unknown (meta.ErrOutcomeUnknown) or that committed but could not be
+// applied says so: a reopen catches up from the log.
+func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (storage.CheckpointStats, error) {
+	st := storage.CheckpointStats{Epoch: epoch}
+	l.mu.Lock()
+	lease, lost := l.lease, l.lost
+	l.mu.Unlock()
+	if lost != nil {
+		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, lost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	applied, err := store.AppliedSequence()
+	if err != nil {
+		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
+	}
+	v, err := l.cfg.Meta.Committed(ctx)
+	if err != nil {
+		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
+	}
+	if v.Seq != applied {
+		return st, fmt.Errorf("commitlog: commit epoch %d: the log is at sequence %d (epoch %d) and the store at %d: %w", epoch, v.Seq, v.Epoch, applied, meta.ErrConflict)
+	}
+	objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, store, epoch, l.cfg.Node, l.inc, l.cfg.TableBytes)
+	if err != nil {
+		return st, fmt.Errorf("commitlog: commit epoch %d to bucket %s: %w", epoch, l.cfg.BucketURL, err)
+	}
+	ch := store.Staged()
+	changes, err := encodeChanges(ch)
+	if err == nil {
+		c := meta.Checkpoint{Epoch: epoch, Seq: v.Seq, Catalog: changes, Objects: make([]meta.Object, len(objs))}
+		for i, o := range objs {
+			c.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
+			st.Bytes += int(o.Size)
+		}
+		// Recorded before the commit, so that a commit that fails leaves them to
+		// Collect.
+		if err = l.cfg.Meta.AddObjects(ctx, c.Objects); err == nil {
+			ch.Sequence, err = l.cfg.Meta.Commit(ctx, lease, c)
+		}
+	}
+	if err != nil {
+		store.DiscardIngestFiles(paths)
+		if errors.Is(err, meta.ErrDeposed) {
+			l.mu.Lock()
+			if l.lost == nil {
+				l.lost = fmt.Errorf("commitlog: %s lost the leader lease: %w", l.name, err)
+			}
+			l.mu.Unlock()
+		}
+		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
+	}
+	if err := objstore.ApplyLocal(store, epoch, paths, ch); err != nil {
+		return st, fmt.Errorf("commitlog: epoch %d is committed at sequence %d but not applied to the store (reopen to catch up): %w", epoch, ch.Sequence, err)
+	}
+	st.Ingested = len(objs)
+	st.Catalog = len(ch.Catalog)
+	return st, nil
+}
+
+// Collect deletes the objects that no committed sequence references and that were
+// recorded more than grace ago (by the database's clock), and forgets them; it
+// returns how many it deleted. A commit records its objects before its commit
+// point; the objects of an upload that failed before that are left for
+// objstore.Collect.
+func (l *Log) Collect(ctx context.Context, grace time.Duration) (int, error) {
+	now, err := l.cfg.Meta.Now(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("commitlog: collect: %w", err)
+	}
+	objs, err := l.cfg.Meta.Unreferenced(ctx, now.Add(-grace))
+	if err != nil {
+		return 0, fmt.Errorf("commitlog: collect: %w", err)
+	}
+	var names []string
+	var derr error
+	for _, o := range objs {
+		if err := l.cfg.Bucket.Delete(ctx, o.Name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			derr = fmt.Errorf("commitlog: collect: delete object %s from bucket %s: %w", o.Name, l.cfg.BucketURL, err)
+			break
+		}
+		names = append(names, o.Name)
+	}
+	if len(names) > 0 {
+		if _, err := l.cfg.Meta.DeleteObjects(ctx, names); err != nil {
+			return len(names), errors.Join(derr, fmt.Errorf("commitlog: collect: %w", err))
+		}
+	}
+	return len(names), derr
+}

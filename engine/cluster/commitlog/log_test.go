@@ -1,0 +1,327 @@
+package commitlog_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/engine/cluster/meta"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+)
+
+// views are the test's views over kv: a filter and projection, an aggregate, and
+// one that the workload drops.
+var views = []struct {
+	name string
+	plan engine.Plan
+}{
+	{"big", engine.Project(engine.Filter(engine.Scan("kv"), engine.Call("greater", engine.Column("n"), engine.Int(50))),
+		engine.As(engine.Column("v"), "v"), engine.As(engine.Column("n"), "n"))},
+	{"byv", engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c"), engine.Agg("sum", "n", "s"))},
+	{"doomed", engine.Filter(engine.Scan("kv"), engine.Call("greater", engine.Column("n"), engine.Int(10)))},
+}
+
+// pair is the same seeded workload applied to an engine committing through a log
+// and to an embedded one committing into its directory.
+type pair struct {
+	t      *testing.T
+	c      *cluster
+	log    *commitlog.Log
+	remote *engine.Engine
+	local  *engine.Engine
+	dirs   int
+}
+
+func (p *pair) both(f func(e *engine.Engine)) {
+	f(p.remote)
+	f(p.local)
+}
+
+// same checks that both engines hold the same rows in every table and view.
+func (p *pair) same(what string, names ...string) {
+	p.t.Helper()
+	for _, n := range names {
+		want, got := scan(p.t, p.local, n), scan(p.t, p.remote, n)
+		if !slices.Equal(want, got) {
+			p.t.Fatalf("%s: %s over the log holds %d rows, embedded %d:\nlog      %v\nembedded %v", what, n, len(got), len(want), got, want)
+		}
+	}
+}
+
+// reopenRemote crashes the log's engine and its log, and opens both again with the
+// engine in a new, empty directory: the engine rebuilds its copy from the log.
+func (p *pair) reopenRemote() {
+	p.t.Helper()
+	if err := p.remote.Crash(); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.log.Close(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.log = p.c.open(p.t, 1)
+	p.dirs++
+	p.remote = openEngine(p.t, filepath.Join(p.t.TempDir(), fmt.Sprint("copy", p.dirs)), p.log)
+}
+
+// TestEquivalence runs a seeded workload of inserts, updates and deletes, view
+// creations and a drop on an engine committing through the log and on an embedded
+// engine, checkpoint by checkpoint: both hold the same rows after every checkpoint,
+// after the log's engine restarts in an empty directory (rebuilt from the log alone),
+// and at the end; the bucket then holds exactly the objects the log references.
+func TestEquivalence(t *testing.T) {
+	for seed := uint64(1); seed <= 2; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewPCG(seed, 0xc0117))
+			c := newCluster(t)
+			p := &pair{t: t, c: c, log: c.open(t, 1)}
+			p.remote = openEngine(t, filepath.Join(t.TempDir(), "copy0"), p.log)
+			p.local = openEngine(t, filepath.Join(t.TempDir(), "embedded"), nil)
+			defer func() { p.remote.Close(); p.local.Close() }()
+			p.both(func(e *engine.Engine) {
+				if err := e.CreateTable(testContext(t), kv, engine.TableOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			live := map[int64]bool{}
+			names := []string{"kv"}
+			for round := 1; round <= 10; round++ {
+				var ins, upd, del [][]any
+				for range 40 + rng.IntN(80) {
+					k := int64(rng.IntN(300))
+					row := []any{k, fmt.Sprint("g", rng.IntN(7)), int64(rng.IntN(100))}
+					switch {
+					case !live[k]:
+						ins, live[k] = append(ins, row), true
+					case rng.IntN(3) == 0:
+						del, live[k] = append(del, row), false
+					default:
+						upd = append(upd, row)
+					}
+				}
+				ins, upd, del = dedup(ins), dedup(upd), dedup(del)
+				p.both(func(e *engine.Engine) {
+					if len(ins) > 0 {
+						write(t, e, e.Insert, ins...)
+					}
+					if len(upd) > 0 {
+						write(t, e, e.Update, upd...)
+					}
+					if len(del) > 0 {
+						write(t, e, e.Delete, del...)
+					}
+				})
+				switch round {
+				case 2, 3, 4:
+					v := views[round-2]
+					p.both(func(e *engine.Engine) {
+						if err := e.CreateMV(testContext(t), v.name, v.plan, engine.MVOptions{Parallelism: 2}); err != nil {
+							t.Fatalf("create %s: %v", v.name, err)
+						}
+					})
+					names = append(names, v.name)
+				case 6:
+					p.both(func(e *engine.Engine) {
+						if err := e.DropMV(testContext(t), "doomed"); err != nil {
+							t.Fatal(err)
+						}
+					})
+					names = slices.DeleteFunc(names, func(n string) bool { return n == "doomed" })
+				}
+				p.both(func(e *engine.Engine) { checkpoint(t, e) })
+				p.same(fmt.Sprintf("round %d", round), names...)
+				if round == 5 || round == 8 {
+					p.reopenRemote()
+					p.same(fmt.Sprintf("round %d, rebuilt from the log", round), names...)
+				}
+			}
+			checkBucket(t, c)
+		})
+	}
+}
+
+// dedup keeps the last row of each key (a chunk may not write one key twice).
+func dedup(rows [][]any) [][]any {
+	seen := map[any]int{}
+	var out [][]any
+	for _, r := range rows {
+		if i, ok := seen[r[0]]; ok {
+			out[i] = r
+			continue
+		}
+		seen[r[0]] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkBucket checks that the bucket holds exactly the objects the log references.
+func checkBucket(t *testing.T, c *cluster) {
+	t.Helper()
+	ctx := testContext(t)
+	deltas, err := c.meta.Deltas(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range deltas {
+		for _, o := range d.Objects {
+			want = append(want, o.Name)
+		}
+	}
+	slices.Sort(want)
+	var got []string
+	it := c.bucket.List(nil)
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o.Key)
+	}
+	slices.Sort(got)
+	if len(want) == 0 || !slices.Equal(want, got) {
+		t.Fatalf("the bucket holds %d objects %v, the log references %d %v", len(got), got, len(want), want)
+	}
+}
+
+// A second log beside the first is refused while the first holds the lease, naming
+// its holder; once the first closes (releasing it), the second opens.
+func TestSecondLeaderRefused(t *testing.T) {
+	c := newCluster(t)
+	first := c.open(t, 1)
+	_, err := commitlog.Open(testContext(t), c.config(2))
+	if !errors.Is(err, meta.ErrLeaseHeld) || !strings.Contains(err.Error(), `"node-1"`) || !strings.Contains(err.Error(), "node-2") {
+		t.Fatalf("second log = %v, want ErrLeaseHeld naming node-1 and node-2", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := c.open(t, 2)
+	if second.Lease().Term <= first.Lease().Term {
+		t.Fatalf("term %d after term %d", second.Lease().Term, first.Lease().Term)
+	}
+}
+
+// An engine whose lease was taken over fails its next checkpoint with ErrDeposed and
+// commits nothing; its uploaded objects are collected once unreferenced; the new
+// leader's engine, opened in an empty directory, holds the last committed state.
+func TestDeposedLeaderCommitsNothing(t *testing.T) {
+	c := newCluster(t)
+	log1 := c.open(t, 1)
+	e1 := openEngine(t, filepath.Join(t.TempDir(), "a"), log1)
+	defer e1.Close()
+	if err := e1.CreateTable(testContext(t), kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, e1, e1.Insert, []any{1, "a", 10}, []any{2, "b", 20})
+	committed := checkpoint(t, e1)
+	want := scan(t, e1, "kv")
+	ctx := testContext(t)
+	before, err := c.meta.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.meta.Expire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log2 := c.open(t, 2)
+	write(t, e1, e1.Insert, []any{3, "c", 30})
+	_, err = e1.WaitCheckpoint(ctx)
+	if !errors.Is(err, meta.ErrDeposed) {
+		t.Fatalf("checkpoint of a deposed leader = %v, want ErrDeposed", err)
+	}
+	if _, err := e1.WaitCheckpoint(ctx); err == nil {
+		t.Fatal("a failed engine took another checkpoint")
+	}
+	after, err := c.meta.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the deposed leader's commit moved the version from %+v to %+v", before, after)
+	}
+	if got := e1.CommittedEpoch(); got != committed {
+		t.Fatalf("the deposed engine's committed epoch moved from %d to %d", committed, got)
+	}
+
+	n, err := log2.Collect(ctx, 0)
+	if err != nil || n == 0 {
+		t.Fatalf("collect = %d, %v; want the deposed commit's objects deleted", n, err)
+	}
+	checkBucket(t, c)
+
+	e2 := openEngine(t, filepath.Join(t.TempDir(), "b"), log2)
+	defer e2.Close()
+	if got := scan(t, e2, "kv"); !slices.Equal(got, want) {
+		t.Fatalf("the new leader's engine holds %v, want the last committed %v", got, want)
+	}
+}
+
+// Bad configuration: a bucket that does not exist is named, a directory an embedded
+// engine committed into is refused by the log, and a node number 0 is refused.
+func TestBadConfiguration(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	missing := filepath.Join(t.TempDir(), "nosuch")
+	url := "file://" + filepath.ToSlash(missing)
+	b, err := objstore.OpenBucket(ctx, url)
+	if err == nil {
+		defer b.Close()
+		cfg := c.config(1)
+		cfg.Bucket, cfg.BucketURL = b, url
+		_, err = commitlog.Open(ctx, cfg)
+	}
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("a missing bucket = %v, want an error naming %s", err, missing)
+	}
+	if _, err := commitlog.Open(ctx, c.config(0)); err == nil {
+		t.Fatal("node 0 was accepted")
+	}
+
+	dir := filepath.Join(t.TempDir(), "embedded")
+	e := openEngine(t, dir, nil)
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log := c.open(t, 1)
+	_, err = engine.Open(ctx, dir, engine.Options{BarrierInterval: -1, CommitLog: log})
+	if err == nil || !strings.Contains(err.Error(), "without the log") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("an embedded engine's directory over a log = %v, want a refusal naming it", err)
+	}
+}
+
+// The lease is renewed while the log is open: it outlives its ttl.
+func TestLeaseRenewed(t *testing.T) {
+	c := newCluster(t)
+	cfg := c.config(1)
+	cfg.LeaseTTL = 600 * time.Millisecond
+	l, err := commitlog.Open(testContext(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first := l.Lease().Expires
+	time.Sleep(3 * cfg.LeaseTTL)
+	if _, err := commitlog.Open(testContext(t), c.config(2)); !errors.Is(err, meta.ErrLeaseHeld) {
+		t.Fatalf("a second log after 3 ttls = %v, want ErrLeaseHeld", err)
+	}
+	if !l.Lease().Expires.After(first) {
+		t.Fatalf("the lease's expiry did not move from %s", first)
+	}
+}
