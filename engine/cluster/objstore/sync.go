@@ -82,13 +82,17 @@ type objectWriter struct {
 	local  io.WriteCloser
 }
 
+// Write writes p to the bucket, then to the copy: a file system may scribble over what
+// it was given once it has copied it (pebble's MemFS does under its invariants).
 func (o *objectWriter) Write(p []byte) (int, error) {
-	if o.local != nil {
-		if _, err := o.local.Write(p); err != nil {
-			return 0, fmt.Errorf("objstore: upload object %s: keep a copy: %w", o.name, err)
-		}
+	n, err := o.w.Write(p)
+	if err != nil || o.local == nil {
+		return n, err
 	}
-	return o.w.Write(p)
+	if _, err := o.local.Write(p); err != nil {
+		return 0, fmt.Errorf("objstore: upload object %s: keep a copy: %w", o.name, err)
+	}
+	return n, nil
 }
 
 func (o *objectWriter) Close() error {
