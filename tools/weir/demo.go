@@ -31,6 +31,8 @@ type demoOptions struct {
 	asJSON      bool
 	progress    string // auto, bars, lines, none
 	metricsAddr string
+	meta        string // a PostgreSQL DSN: commit through a commit log (with bucket)
+	bucket      string
 }
 
 // demoMV is one view of the demo's summary.
@@ -58,6 +60,9 @@ type demoResult struct {
 	EventsDuring uint64  `json:"events_during"`
 	Seconds      float64 `json:"seconds"`
 	Dir          string  `json:"dir,omitempty"`
+	// LogSequence is the commit log's committed sequence at the end (--meta and
+	// --bucket; 0 without a commit log).
+	LogSequence uint64 `json:"log_sequence,omitempty"`
 }
 
 func newDemo() *cobra.Command {
@@ -78,7 +83,13 @@ query's oracle (a batch evaluation over the committed tables), and prints a summ
 Progress goes to stderr: a bar per job on a terminal, a line every few seconds
 otherwise (--progress). With --metrics-addr it serves Prometheus metrics at /metrics
 and net/http/pprof at /debug/pprof/ while it runs. With --dir, the directory stays for
-weir status and weir export.`,
+weir status and weir export.
+
+With --meta DSN and --bucket URL the engine commits its checkpoints through a commit
+log (engine/cluster/commitlog): the version log in that PostgreSQL database, which
+must hold none yet, and the checkpoints' sstables in that bucket (file:///dir). The
+crash then also empties the engine's directory, and the reopened engine rebuilds it
+from the log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := runDemo(cmd.Context(), o, cmd.ErrOrStderr())
@@ -105,6 +116,8 @@ weir status and weir export.`,
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	f.StringVar(&o.progress, "progress", "auto", "progress display on stderr: auto (bars on a terminal, lines otherwise), bars, lines or none")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address (e.g. 127.0.0.1:9090)")
+	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database: commit through a commit log there (with --bucket)")
+	f.StringVar(&o.bucket, "bucket", "", "bucket URL (file:///dir) for the commit log's sstables (with --meta)")
 	return cmd
 }
 
@@ -182,6 +195,19 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		defer metrics.close()
 		opts.OnBarrier = metrics.onBarrier
 		say("metrics at http://%s/metrics, pprof at http://%s/debug/pprof/", metrics.addr, metrics.addr)
+	}
+	clog, err := openDemoLog(ctx, o, logger)
+	if err != nil {
+		return res, err
+	}
+	if clog != nil {
+		defer func() {
+			if cerr := clog.close(); err == nil && cerr != nil {
+				err = cerr
+			}
+		}()
+		opts.CommitLog = clog.log
+		say("committing through the commit log in %s and bucket %s", clog.meta, o.bucket)
 	}
 	e, err := engine.Open(ctx, dir, opts)
 	if err != nil {
@@ -291,6 +317,12 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			if err := e.Crash(); err != nil {
 				return err
 			}
+			if clog != nil {
+				if err := emptyDir(dir); err != nil {
+					return err
+				}
+				say("emptied %s: the reopened engine rebuilds it from the commit log", dir)
+			}
 			ne, err := engine.Open(ctx, dir, opts)
 			if err != nil {
 				return err
@@ -342,6 +374,11 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		}
 	}
 	res.Recoveries += e.Recoveries() - 1 // recoveries from actor failures, beyond the reopen
+	if clog != nil {
+		if res.LogSequence, err = clog.sequence(ctx); err != nil {
+			return res, err
+		}
+	}
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }
@@ -360,6 +397,9 @@ func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "\n%d events loaded, %d written during the backfills; %d rescales, %d throttles, %d pauses, %d recoveries (%d controls while backfills ran); %.1fs in all\n",
 		r.Events, r.EventsDuring, r.Rescales, r.Throttles, r.Pauses, r.Recoveries, r.ControlsMidway, r.Seconds)
+	if r.LogSequence > 0 {
+		fmt.Fprintf(w, "the commit log is at sequence %d\n", r.LogSequence)
+	}
 	if r.Dir != "" {
 		fmt.Fprintf(w, "the engine directory is %s (see weir status --dir and weir export --dir)\n", r.Dir)
 	}

@@ -16,17 +16,17 @@ import (
 )
 
 // pgDSNEnv names a PostgreSQL server (a DSN, as scripts/pg.sh start prints) for
-// TestExportCSVPostgres; without it the test is skipped.
+// TestExportCSVPostgres; without it the test starts a private one.
 const pgDSNEnv = "WEIR_TEST_POSTGRES_DSN"
 
 // TestExportCSVPostgres: PostgreSQL's COPY ... (FORMAT csv, HEADER) reads the CSV
 // export back to the values written: NULL as NULL, "" as the empty string, every
-// column type to its value. It runs against the server in $WEIR_TEST_POSTGRES_DSN
-// (in temporary tables only).
+// column type to its value. It runs against the server in $WEIR_TEST_POSTGRES_DSN, or
+// a private one (in temporary tables only).
 func TestExportCSVPostgres(t *testing.T) {
 	dsn := os.Getenv(pgDSNEnv)
 	if dsn == "" {
-		t.Skipf("set %s to a PostgreSQL server's DSN (scripts/pg.sh start DIR prints one)", pgDSNEnv)
+		dsn = startPostgres(t).DSN
 	}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
