@@ -31,6 +31,18 @@ type SSTable struct {
 	Keys              int   // puts and deletes
 }
 
+// ExportOptions shape the sstables of an export.
+type ExportOptions struct {
+	// TableBytes is the size (key and value bytes) from which an sstable ends at the
+	// next vnode boundary (0 or less: DefaultExportTableBytes).
+	TableBytes int
+	// Whole says that the exporting store's nodes own every vnode of every table
+	// they write (one process commits everything: engine/cluster/commitlog), so no
+	// other store's export can fall between its keys: sstables then end by size
+	// only, not also where the table changes or a vnode without writes lies between.
+	Whole bool
+}
+
 // Aborter is implemented by a writer that can drop what was written to it instead of
 // keeping it: ExportCheckpoint aborts, rather than closes, the writer of an sstable
 // it fails to write.
@@ -50,9 +62,9 @@ type Aborter interface {
 //
 // create is called with k = 0, 1, ... for each sstable in turn and returns its name
 // and its writer, which receives the sstable's bytes and is closed once it is
-// complete. An sstable also ends at the first vnode boundary once it holds tableBytes
-// key and value bytes (0 or less: DefaultExportTableBytes): a vnode's writes are in
-// one sstable. On a failed write the writer is aborted when it implements Aborter,
+// complete. An sstable also ends at the first vnode boundary once it holds
+// o.TableBytes key and value bytes: a vnode's writes are in one sstable. With o.Whole
+// it ends only so (see ExportOptions). On a failed write the writer is aborted when it implements Aborter,
 // and closed otherwise; the sstables completed before it stay where create put them,
 // and are returned with the error.
 //
@@ -63,7 +75,7 @@ type Aborter interface {
 // and table drops are left staged (Staged returns them, for the commit that carries
 // them to IngestFiles); the runs of a table staged for drop are not exported, as a
 // Checkpoint does not write them. epoch must be above the committed epoch.
-func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, error) {
+func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	if err := s.usable(); err != nil {
@@ -72,8 +84,8 @@ func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int
 	if c := s.committed.Load(); epoch <= c {
 		return nil, fmt.Errorf("storage: export epoch %d is not above the committed epoch %d", epoch, c)
 	}
-	if tableBytes <= 0 {
-		tableBytes = DefaultExportTableBytes
+	if o.TableBytes <= 0 {
+		o.TableBytes = DefaultExportTableBytes
 	}
 	runs := s.beginRemote(epoch)
 	defer s.endRemote()
@@ -97,7 +109,7 @@ func (s *Store) ExportCheckpoint(epoch uint64, tableBytes int, create func(k int
 	}
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
 	var out []SSTable
-	for _, es := range exportCuts(merged, tableBytes) {
+	for _, es := range exportCuts(merged, o) {
 		t, err := exportSSTable(wo, len(out), es, create)
 		if err != nil {
 			return out, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
@@ -133,18 +145,18 @@ func (s *Store) endRemote() {
 	s.viewMu.Unlock()
 }
 
-// exportCuts splits merged into the sstables of an export. Each holds the writes of
-// consecutive vnodes of one table, every one of which has writes in it: a change of
-// table or a vnode with no writes between two ends it, so that the sstables of
-// stores whose nodes own different vnodes never overlap. Each also ends at the first
-// vnode boundary once it holds tableBytes.
-func exportCuts(merged entryChunks, tableBytes int) []entryChunks {
+// exportCuts splits merged into the sstables of an export. Unless o.Whole, each holds
+// the writes of consecutive vnodes of one table, every one of which has writes in it:
+// a change of table or a vnode with no writes between two ends it, so that the
+// sstables of stores whose nodes own different vnodes never overlap. Each also ends
+// at the first vnode boundary once it holds o.TableBytes.
+func exportCuts(merged entryChunks, o ExportOptions) []entryChunks {
 	var files []entryChunks
 	start, i, size := 0, 0, 0
 	var prev []byte
 	for _, es := range merged {
 		for _, e := range es {
-			if i > start && !sameVnode(prev, e.key) && (size >= tableBytes || !nextVnode(prev, e.key)) {
+			if i > start && !sameVnode(prev, e.key) && (size >= o.TableBytes || !o.Whole && !nextVnode(prev, e.key)) {
 				files = append(files, merged.span(start, i))
 				start, size = i, 0
 			}

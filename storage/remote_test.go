@@ -41,7 +41,12 @@ func (w *objectWriter) Abort() { w.aborted = true }
 // export exports epoch e of s into objs and returns the names of its sstables.
 func export(t *testing.T, s *storage.Store, e uint64, tableBytes int, objs remoteObjects) []string {
 	t.Helper()
-	tabs, err := s.ExportCheckpoint(e, tableBytes, func(k int) (string, io.WriteCloser, error) {
+	return exportWith(t, s, e, storage.ExportOptions{TableBytes: tableBytes}, objs)
+}
+
+func exportWith(t *testing.T, s *storage.Store, e uint64, o storage.ExportOptions, objs remoteObjects) []string {
+	t.Helper()
+	tabs, err := s.ExportCheckpoint(e, o, func(k int) (string, io.WriteCloser, error) {
 		name := fmt.Sprintf("e%d-%d.sst", e, k)
 		return name, &objectWriter{objs: objs, name: name}, nil
 	})
@@ -449,11 +454,11 @@ func TestRemoteExportRefusesAndAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	none := func(int) (string, io.WriteCloser, error) { return "", nil, errors.New("not called") }
-	if _, err := s.ExportCheckpoint(ep(1), 0, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
+	if _, err := s.ExportCheckpoint(ep(1), storage.ExportOptions{}, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
 		t.Fatalf("export at the committed epoch = %v, want a refusal", err)
 	}
 	fw := &failingWriter{}
-	_, err := s.ExportCheckpoint(ep(2), 0, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
+	_, err := s.ExportCheckpoint(ep(2), storage.ExportOptions{}, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
 	if err == nil || !strings.Contains(err.Error(), "x.sst") || !strings.Contains(err.Error(), fmt.Sprint(ep(2))) {
 		t.Fatalf("export through a failing writer = %v, want an error naming the sstable and epoch", err)
 	}
@@ -520,4 +525,39 @@ func TestRemoteIngestChanges(t *testing.T) {
 	if s.CommittedEpoch() != ep(1) {
 		t.Fatalf("committed epoch %d after refusals, want %d", s.CommittedEpoch(), ep(1))
 	}
+}
+
+// An export of a whole store (ExportOptions.Whole) cuts its sstables by size only:
+// writes to vnodes with gaps between them, in two tables, are one sstable instead of
+// one per run of consecutive vnodes, and commit the same data.
+func TestRemoteExportWhole(t *testing.T) {
+	fs := vfs.NewMem()
+	var ops []remoteOp
+	for _, table := range []uint32{7, 9} {
+		for _, v := range []uint16{1, 3, 6} {
+			ops = append(ops, remoteOp{table: table, vnode: v, pk: []byte("a"), op: vec.Insert, value: []byte("1")})
+		}
+	}
+	var scans [][]string
+	for i, whole := range []bool{false, true} {
+		open := func(dir string) *storage.Store {
+			s, err := storage.Open(dir, testOptions(fs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		x := open(fmt.Sprint("x", i))
+		writeOps(t, stateTables(t, x.AddNode(), []uint32{7, 9}), ops, ep(1))
+		objs := remoteObjects{}
+		names := exportWith(t, x, ep(1), storage.ExportOptions{Whole: whole}, objs)
+		if want := map[bool]int{false: 6, true: 1}[whole]; len(names) != want {
+			t.Fatalf("whole %v: %d sstables, want %d", whole, len(names), want)
+		}
+		b := open(fmt.Sprint("b", i))
+		apply(t, b, ep(1), objs, names)
+		scans = append(scans, rawScan(t, b))
+	}
+	sameScan(t, "whole export", scans[0], scans[1])
 }

@@ -42,8 +42,8 @@ type Config struct {
 	// (0: DefaultGrace; negative: never collect). It must be longer than a commit
 	// can take.
 	Grace time.Duration
-	// TableBytes sizes the uploaded sstables (storage.Store.ExportCheckpoint; 0: the
-	// default).
+	// TableBytes sizes the uploaded sstables (storage.ExportOptions; 0: the
+	// default). The engine's store holds every vnode, so they are cut by size only.
 	TableBytes int
 	// Logger receives the log's warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -265,7 +265,7 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (s
 	if v.Seq != applied {
 		return st, fmt.Errorf("commitlog: commit epoch %d: the log is at sequence %d (epoch %d) and the store at %d: %w", epoch, v.Seq, v.Epoch, applied, meta.ErrConflict)
 	}
-	objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, store, epoch, l.cfg.Node, l.inc, l.cfg.TableBytes)
+	objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, store, epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
 	if err != nil {
 		return st, fmt.Errorf("commitlog: commit epoch %d to bucket %s: %w", epoch, l.cfg.BucketURL, err)
 	}

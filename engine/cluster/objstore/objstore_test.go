@@ -254,11 +254,11 @@ func TestUploadApplyEquivalence(t *testing.T) {
 				if _, err := a.store.Checkpoint(e); err != nil {
 					t.Fatal(err)
 				}
-				o1, err := objstore.Upload(ctx, bucket, x1.store, e, 1, 1, tableBytes)
+				o1, err := objstore.Upload(ctx, bucket, x1.store, e, 1, 1, storage.ExportOptions{TableBytes: tableBytes})
 				if err != nil {
 					t.Fatal(err)
 				}
-				o2, err := objstore.Upload(ctx, bucket, x2.store, e, 2, 1, tableBytes)
+				o2, err := objstore.Upload(ctx, bucket, x2.store, e, 2, 1, storage.ExportOptions{TableBytes: tableBytes})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -329,7 +329,7 @@ func TestMemBucket(t *testing.T) {
 	x := newNode(t, openStore(t, fs, "x"), []uint32{7}, 0, vnodes)
 	b := openStore(t, fs, "b")
 	x.write(t, []write{{table: 7, vnode: 3, pk: []byte("a"), op: vec.Insert, value: []byte("1")}}, 5<<16)
-	objs, err := objstore.Upload(ctx, bucket, x.store, 5<<16, 1, 1, 0)
+	objs, err := objstore.Upload(ctx, bucket, x.store, 5<<16, 1, 1, storage.ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestMemBucket(t *testing.T) {
 	k := newNode(t, openStore(t, fs, "k"), []uint32{7}, 0, vnodes)
 	c := openStore(t, fs, "c")
 	k.write(t, []write{{table: 7, vnode: 4, pk: []byte("b"), op: vec.Insert, value: []byte("2")}}, 6<<16)
-	kobjs, paths, err := objstore.UploadKeep(ctx, bucket, k.store, 6<<16, 2, 1, 0)
+	kobjs, paths, err := objstore.UploadKeep(ctx, bucket, k.store, 6<<16, 2, 1, storage.ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +446,7 @@ func TestApplyRefuses(t *testing.T) {
 
 	x := newNode(t, openStore(t, fs, "x"), []uint32{7}, 0, vnodes)
 	x.write(t, []write{{table: 7, vnode: 2, pk: []byte("b"), op: vec.Insert, value: []byte("2")}}, e)
-	first, err := objstore.Upload(ctx, bucket, x.store, e, 1, 1, 0)
+	first, err := objstore.Upload(ctx, bucket, x.store, e, 1, 1, storage.ExportOptions{})
 	if err == nil || !strings.Contains(err.Error(), good) {
 		t.Fatalf("Upload over object %s = %v, %v; want an error naming it", good, first, err)
 	}
@@ -457,7 +457,7 @@ func TestApplyRefuses(t *testing.T) {
 	if attrs, err := bucket.Attributes(ctx, good); err != nil || attrs.Size != int64(len(data)) {
 		t.Fatalf("object %s after a refused overwrite: %v", good, err)
 	}
-	objs, err := objstore.Upload(ctx, bucket, x.store, e, 1, 2, 0)
+	objs, err := objstore.Upload(ctx, bucket, x.store, e, 1, 2, storage.ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

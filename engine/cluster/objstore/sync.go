@@ -20,15 +20,15 @@ type Object struct {
 // Upload writes the sealed, uncommitted data of store up to epoch (every node of the
 // store: a compute process's own) to the bucket as sstables named by Name for node and
 // incarnation, and returns them in key order, for the node's report (docs/design.md
-// §8, "Checkpoint commit" step 2). tableBytes sizes the sstables (see
-// storage.Store.ExportCheckpoint; 0: the default). Nothing is committed: the data
+// §8, "Checkpoint commit" step 2). o shapes the sstables (see
+// storage.Store.ExportCheckpoint). Nothing is committed: the data
 // stays sealed in store until Apply of the committed version ingests it.
 //
 // An object is never overwritten: an upload to a name the bucket holds fails. An
 // object whose write fails is aborted; the objects completed before it stay in the
 // bucket, unreferenced, for Collect.
-func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int) ([]Object, error) {
-	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, tableBytes, false)
+func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, error) {
+	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, o, false)
 	return objs, err
 }
 
@@ -36,13 +36,13 @@ func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, no
 // while it uploads it, and returns the copies' paths (in the objects' order): the
 // node that exported a commit applies it with ApplyLocal, without downloading what
 // it wrote. On an error the copies are removed.
-func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int) ([]Object, []string, error) {
-	return upload(ctx, b, store, epoch, node, incarnation, tableBytes, true)
+func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, []string, error) {
+	return upload(ctx, b, store, epoch, node, incarnation, o, true)
 }
 
-func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, tableBytes int, keep bool) ([]Object, []string, error) {
+func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions, keep bool) ([]Object, []string, error) {
 	var paths []string
-	tabs, err := store.ExportCheckpoint(epoch, tableBytes, func(k int) (string, io.WriteCloser, error) {
+	tabs, err := store.ExportCheckpoint(epoch, o, func(k int) (string, io.WriteCloser, error) {
 		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: uint64(k)}.String()
 		wctx, cancel := context.WithCancel(ctx)
 		w, err := b.NewWriter(wctx, name, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
