@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# demo-commitlog-pairs.sh [PAIRS] [weir demo flags...]
+#
+# Compares the demo over a commit log (weir demo --meta --bucket: checkpoints to a
+# private PostgreSQL and a file:// bucket) with the embedded demo on this machine:
+# builds tools/weir once, starts a private PostgreSQL server with scripts/pg.sh in a
+# temporary directory, then runs PAIRS (default 5) pairs, embedded then commit log,
+# each commit-log run on a new database and bucket. It prints each run's seconds
+# (the demo's own "seconds") and each pair's ratio (commit log / embedded), then the
+# median ratio and the pairs' range. Extra flags go to every run (default: --events
+# 10000 --rate 500). It stops the server it started (by its directory) at the end.
+# Needs go, python3 and PostgreSQL's server binaries (make pg-install); nothing else
+# may run meanwhile.
+set -euo pipefail
+
+pairs=5
+if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then
+	pairs=$1
+	shift
+fi
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(--events 10000 --rate 500)
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weir-commitlog-pairs-XXXXXX")
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cleanup() {
+	"$root/scripts/pg.sh" stop "$tmp/pg" "$port" >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+(cd "$root" && go build -o "$tmp/weir" ./tools/weir)
+psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
+dsn=$("$root/scripts/pg.sh" start "$tmp/pg" "$port" | tail -n 1)
+[ -n "$dsn" ] || { echo "no DSN from pg.sh" >&2; exit 1; }
+
+seconds() { python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])'; }
+ratios=()
+for i in $(seq 1 "$pairs"); do
+	a=$("$tmp/weir" demo --json --progress none "${flags[@]}" | seconds)
+	db=pairs_$i
+	"$psql" "$dsn" -qc "CREATE DATABASE $db"
+	dbdsn=$(python3 -c 'import sys,urllib.parse as p; u=p.urlparse(sys.argv[1]); print(p.urlunparse(u._replace(path="/"+sys.argv[2])))' "$dsn" "$db")
+	mkdir -p "$tmp/bucket$i"
+	b=$("$tmp/weir" demo --json --progress none "${flags[@]}" --meta "$dbdsn" --bucket "file://$tmp/bucket$i" | seconds)
+	r=$(python3 -c "print(round($b / $a, 3))")
+	ratios+=("$r")
+	echo "pair $i: embedded ${a}s, commit log ${b}s, ratio $r"
+done
+python3 - "${ratios[@]}" <<'PY'
+import statistics, sys
+r = sorted(float(x) for x in sys.argv[1:])
+print(f"commit log / embedded: median {statistics.median(r):.3f}, pairs {r[0]:.3f} .. {r[-1]:.3f} ({len(r)} pairs)")
+PY
