@@ -23,15 +23,16 @@ flags=("$@")
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/weir-commitlog-pairs-XXXXXX")
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/weir-commitlog-pairs-pg-XXXXXX") # pg.sh gives it to the server's user
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cleanup() {
-	"$root/scripts/pg.sh" stop "$tmp/pg" "$port" >/dev/null 2>&1 || true
-	rm -rf "$tmp"
+	"$root/scripts/pg.sh" stop "$pgdir" "$port" >/dev/null 2>&1 || true
+	rm -rf "$tmp" "$pgdir"
 }
 trap cleanup EXIT
 (cd "$root" && go build -o "$tmp/weir" ./tools/weir)
 psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
-dsn=$("$root/scripts/pg.sh" start "$tmp/pg" "$port" | tail -n 1)
+dsn=$("$root/scripts/pg.sh" start "$pgdir" "$port" | tail -n 1)
 [ -n "$dsn" ] || { echo "no DSN from pg.sh" >&2; exit 1; }
 
 seconds() { python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])'; }
