@@ -184,7 +184,9 @@ func (l *Log) renew() {
 	if l.lost != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.LeaseTTL/3)
+	// Up to half the ttl: a renewal that times out is retried at the next tick, a
+	// third of the ttl after the last one began.
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.LeaseTTL/2)
 	defer cancel()
 	lease, err := l.cfg.Meta.Renew(ctx, l.lease)
 	switch {

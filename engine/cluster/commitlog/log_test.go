@@ -310,7 +310,7 @@ func TestBadConfiguration(t *testing.T) {
 func TestLeaseRenewed(t *testing.T) {
 	c := newCluster(t)
 	cfg := c.config(1)
-	cfg.LeaseTTL = 600 * time.Millisecond
+	cfg.LeaseTTL = 2 * time.Second
 	l, err := commitlog.Open(testContext(t), cfg)
 	if err != nil {
 		t.Fatal(err)
