@@ -320,135 +320,68 @@ func DecodeFrame(frame []byte) (Message, error) {
 	if k < KindHello || k > KindSealed {
 		return nil, fmt.Errorf("control: unknown frame kind %d", frame[1])
 	}
-	r := reader{b: frame[2:]}
+	r := wire.NewReader(frame[2:])
 	s := Stamp{
-		Term:        r.uvarint("term", math.MaxUint64),
-		Generation:  r.uvarint("generation", math.MaxUint64),
-		Incarnation: r.uvarint("incarnation", math.MaxUint64),
+		Term:        r.Uvarint("term", math.MaxUint64),
+		Generation:  r.Uvarint("generation", math.MaxUint64),
+		Incarnation: r.Uvarint("incarnation", math.MaxUint64),
 	}
-	if r.err == nil && s.Incarnation == 0 {
-		r.fail("incarnation", "0: incarnations count from 1")
+	if r.Err() == nil && s.Incarnation == 0 {
+		r.Fail("incarnation", "0: incarnations count from 1")
 	}
 	var m Message
 	switch k {
 	case KindHello:
-		h := Hello{Stamp: s, Node: r.text("node"), Role: r.text("role"), Addr: r.text("addr")}
-		if r.err == nil && h.Node == "" {
-			r.fail("node", "empty node name")
+		h := Hello{Stamp: s, Node: text(r, "node"), Role: text(r, "role"), Addr: text(r, "addr")}
+		if r.Err() == nil && h.Node == "" {
+			r.Fail("node", "empty node name")
 		}
 		m = h
 	case KindAccept:
 		m = Accept{Stamp: s}
 	case KindBuildActors:
-		b := BuildActors{Stamp: s, ID: r.uvarint("id", math.MaxUint64)}
-		b.SpecVersion = uint32(r.uvarint("spec version", math.MaxUint32))
-		b.Spec = r.bytes("spec")
+		b := BuildActors{Stamp: s, ID: r.Uvarint("id", math.MaxUint64)}
+		b.SpecVersion = uint32(r.Uvarint("spec version", math.MaxUint32))
+		b.Spec = r.Prefixed("spec")
 		m = b
 	case KindInject:
 		in := Inject{Stamp: s}
-		if r.err == nil {
-			b, err := wire.DecodeBarrier(r.b)
+		if r.Err() == nil {
+			b, err := wire.DecodeBarrier(r.Rest())
 			if err != nil {
-				r.fail("barrier", "%v", err)
+				r.Fail("barrier", "%v", err)
 			}
-			in.Barrier, r.b = b, nil
+			in.Barrier = b
 		}
 		m = in
 	case KindTeardown:
-		m = Teardown{Stamp: s, Generation: r.uvarint("teardown generation", math.MaxUint64)}
+		m = Teardown{Stamp: s, Generation: r.Uvarint("teardown generation", math.MaxUint64)}
 	case KindCollected:
-		c := Collected{Stamp: s, Epoch: executors.Epoch(r.u64("epoch"))}
-		if n := r.uvarint("actors", uint64(len(r.b))); n > 0 {
+		c := Collected{Stamp: s, Epoch: executors.Epoch(r.U64("epoch"))}
+		if n := r.Uvarint("actors", uint64(r.Len())); n > 0 {
 			c.Actors = make([]executors.ActorID, n)
 			for i := range c.Actors {
-				c.Actors[i] = executors.ActorID(r.uvarint("actors", math.MaxUint32))
+				c.Actors[i] = executors.ActorID(r.Uvarint("actors", math.MaxUint32))
 			}
 		}
 		m = c
 	case KindFailed:
-		m = Failed{Stamp: s, Actor: executors.ActorID(r.uvarint("actor", math.MaxUint32)), Err: r.text("error text")}
+		m = Failed{Stamp: s, Actor: executors.ActorID(r.Uvarint("actor", math.MaxUint32)), Err: text(r, "error text")}
 	case KindSealed:
-		m = Sealed{Stamp: s, Epoch: executors.Epoch(r.u64("epoch")), Report: r.bytes("report")}
+		m = Sealed{Stamp: s, Epoch: executors.Epoch(r.U64("epoch")), Report: r.Prefixed("report")}
 	}
-	if err := r.finish(); err != nil {
+	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("control: %s frame (%s): %w", k, s, err)
 	}
 	return m, nil
 }
 
-// reader decodes fields from the front of b. The first failure sticks: later reads
-// return zero values, and err names the field that failed.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail(field, format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...))
-	}
-}
-
-func (r *reader) finish() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
-	}
-	return r.err
-}
-
-// uvarint reads the minimal encoding of an unsigned varint no greater than max.
-func (r *reader) uvarint(field string, max uint64) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
-		r.fail(field, "truncated, overlong or non-minimal varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	if v > max {
-		r.fail(field, "%d out of range 0..%d", v, max)
-		return 0
-	}
-	return v
-}
-
-func (r *reader) u64(field string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 8 {
-		r.fail(field, "truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-// bytes reads a length-prefixed byte string, aliasing the input; an empty one is nil.
-// The length is checked against what is left before anything is taken.
-func (r *reader) bytes(field string) []byte {
-	n := r.uvarint(field, uint64(len(r.b)))
-	if r.err != nil || n == 0 {
-		return nil
-	}
-	// uvarint consumed the length, so what is left may now be shorter than n.
-	if n > uint64(len(r.b)) {
-		r.fail(field, "%d bytes, %d left", n, len(r.b))
-		return nil
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) text(field string) string {
-	v := string(r.bytes(field))
-	if r.err == nil {
+// text reads a length-prefixed string that checkText accepts.
+func text(r *wire.Reader, field string) string {
+	v := string(r.Prefixed(field))
+	if r.Err() == nil {
 		if err := checkText(v); err != nil {
-			r.fail(field, "%v", err)
+			r.Fail(field, "%v", err)
 		}
 	}
 	return v

@@ -190,17 +190,17 @@ func DecodeBarrier(md []byte) (*executors.Barrier, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := reader{b: body}
+	r := Reader{b: body}
 	b := &executors.Barrier{
-		Prev: executors.Epoch(r.u64("prev")),
-		Curr: executors.Epoch(r.u64("curr")),
+		Prev: executors.Epoch(r.U64("prev")),
+		Curr: executors.Epoch(r.U64("curr")),
 	}
-	kind := r.byte("barrier kind")
+	kind := r.Byte("barrier kind")
 	if kind > byte(executors.Checkpoint) {
-		r.fail("barrier kind", "unknown kind %d", kind)
+		r.Fail("barrier kind", "unknown kind %d", kind)
 	}
 	b.Kind = executors.BarrierKind(kind)
-	switch tag := r.byte("mutation"); tag {
+	switch tag := r.Byte("mutation"); tag {
 	case tagNone:
 	case tagAdd:
 		b.Mutation = r.add()
@@ -215,9 +215,9 @@ func DecodeBarrier(md []byte) (*executors.Barrier, error) {
 	case tagStop:
 		b.Mutation = executors.Stop{Actors: readIDs[executors.ActorID](&r, "stop.actors")}
 	default:
-		r.fail("mutation", "unknown mutation tag %d", tag)
+		r.Fail("mutation", "unknown mutation tag %d", tag)
 	}
-	if err := r.finish(); err != nil {
+	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("wire: barrier %d -> %d: %w", b.Prev, b.Curr, err)
 	}
 	if err := b.Validate(); err != nil {
@@ -226,11 +226,11 @@ func DecodeBarrier(md []byte) (*executors.Barrier, error) {
 	return b, nil
 }
 
-func (r *reader) id(field string) uint32 { return uint32(r.uvarint(field, math.MaxUint32)) }
+func (r *Reader) id(field string) uint32 { return uint32(r.Uvarint(field, math.MaxUint32)) }
 
 // readIDs reads a list of ids; an empty list is nil.
-func readIDs[ID executors.ActorID | executors.FragmentID](r *reader, field string) []ID {
-	n := r.count(field, 1)
+func readIDs[ID executors.ActorID | executors.FragmentID](r *Reader, field string) []ID {
+	n := r.Count(field, 1)
 	if n == 0 {
 		return nil
 	}
@@ -241,25 +241,25 @@ func readIDs[ID executors.ActorID | executors.FragmentID](r *reader, field strin
 	return ids
 }
 
-func (r *reader) outputs(field string) []executors.Output {
-	n := r.count(field, 2)
+func (r *Reader) outputs(field string) []executors.Output {
+	n := r.Count(field, 2)
 	if n == 0 {
 		return nil
 	}
 	outs := make([]executors.Output, n)
 	for i := range outs {
 		outs[i].Actor = executors.ActorID(r.id(field + ".actor"))
-		outs[i].Node = int(r.varint(field + ".node"))
+		outs[i].Node = int(r.Varint(field + ".node"))
 	}
 	return outs
 }
 
-func (r *reader) mapping(field string) vnode.Mapping {
-	n := r.count(field, 2)
+func (r *Reader) mapping(field string) vnode.Mapping {
+	n := r.Count(field, 2)
 	if n > vnode.MaxCount {
-		r.fail(field, "%d vnodes, at most %d", n, vnode.MaxCount)
+		r.Fail(field, "%d vnodes, at most %d", n, vnode.MaxCount)
 	}
-	raw := r.bytes(field, 2*n)
+	raw := r.Bytes(field, 2*n)
 	if len(raw) == 0 {
 		return nil
 	}
@@ -270,20 +270,20 @@ func (r *reader) mapping(field string) vnode.Mapping {
 	return m
 }
 
-func (r *reader) add() executors.Add {
+func (r *Reader) add() executors.Add {
 	m := executors.Add{
 		Actors:           readIDs[executors.ActorID](r, "add.actors"),
-		PauseOnBootstrap: r.flag("add.pause_on_bootstrap"),
+		PauseOnBootstrap: r.Flag("add.pause_on_bootstrap"),
 	}
-	n := r.count("add.dispatchers", 5)
+	n := r.Count("add.dispatchers", 5)
 	for range n {
 		d := executors.NewDispatcher{
 			Actor:    executors.ActorID(r.id("add.dispatchers.actor")),
 			Fragment: executors.FragmentID(r.id("add.dispatchers.fragment")),
 		}
-		kind := r.byte("add.dispatchers.kind")
+		kind := r.Byte("add.dispatchers.kind")
 		if kind > byte(executors.NoShuffle) {
-			r.fail("add.dispatchers.kind", "unknown dispatcher kind %d", kind)
+			r.Fail("add.dispatchers.kind", "unknown dispatcher kind %d", kind)
 		}
 		d.Kind = executors.DispatcherKind(kind)
 		d.Outputs = r.outputs("add.dispatchers.outputs")
@@ -296,9 +296,9 @@ func (r *reader) add() executors.Add {
 	return m
 }
 
-func (r *reader) update() executors.Update {
+func (r *Reader) update() executors.Update {
 	var m executors.Update
-	n := r.count("update.dispatchers", 5)
+	n := r.Count("update.dispatchers", 5)
 	for range n {
 		d := executors.DispatcherUpdate{
 			Actor:         executors.ActorID(r.id("update.dispatchers.actor")),
@@ -312,7 +312,7 @@ func (r *reader) update() executors.Update {
 		}
 		m.Dispatchers = append(m.Dispatchers, d)
 	}
-	n = r.count("update.merges", 3)
+	n = r.Count("update.merges", 3)
 	for range n {
 		mu := executors.MergeUpdate{
 			Actor:        executors.ActorID(r.id("update.merges.actor")),
@@ -324,15 +324,15 @@ func (r *reader) update() executors.Update {
 		}
 		m.Merges = append(m.Merges, mu)
 	}
-	n = r.count("update.vnodes", 2)
+	n = r.Count("update.vnodes", 2)
 	var last executors.ActorID
 	for i := range n {
 		a := executors.ActorID(r.id("update.vnodes.actor"))
 		if i > 0 && a <= last {
-			r.fail("update.vnodes.actor", "actor %d after actor %d: keys must increase", a, last)
+			r.Fail("update.vnodes.actor", "actor %d after actor %d: keys must increase", a, last)
 		}
 		last = a
-		data := r.bytes("update.vnodes.bitmap", int(r.uvarint("update.vnodes.bitmap", math.MaxInt32)))
+		data := r.Bytes("update.vnodes.bitmap", int(r.Uvarint("update.vnodes.bitmap", math.MaxInt32)))
 		if r.err != nil {
 			break
 		}
@@ -340,7 +340,7 @@ func (r *reader) update() executors.Update {
 		if len(data) > 0 {
 			var err error
 			if bm, err = vnode.UnmarshalBitmap(data); err != nil {
-				r.fail("update.vnodes.bitmap", "actor %d: %v", a, err)
+				r.Fail("update.vnodes.bitmap", "actor %d: %v", a, err)
 				break
 			}
 		}
@@ -353,19 +353,19 @@ func (r *reader) update() executors.Update {
 	return m
 }
 
-func (r *reader) throttle() executors.Throttle {
+func (r *Reader) throttle() executors.Throttle {
 	var m executors.Throttle
-	n := r.count("throttle.limits", 2)
+	n := r.Count("throttle.limits", 2)
 	var last executors.FragmentID
 	for i := range n {
 		f := executors.FragmentID(r.id("throttle.limits.fragment"))
 		if i > 0 && f <= last {
-			r.fail("throttle.limits.fragment", "fragment %d after fragment %d: keys must increase", f, last)
+			r.Fail("throttle.limits.fragment", "fragment %d after fragment %d: keys must increase", f, last)
 		}
 		last = f
 		var limit *int64
-		if r.flag("throttle.limits.set") {
-			v := r.varint("throttle.limits.limit")
+		if r.Flag("throttle.limits.set") {
+			v := r.Varint("throttle.limits.limit")
 			limit = &v
 		}
 		if r.err != nil {

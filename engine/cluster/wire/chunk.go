@@ -54,23 +54,23 @@ func DecodeChunkMeta(md []byte) (ChunkMeta, error) {
 	if err != nil {
 		return ChunkMeta{}, err
 	}
-	r := reader{b: body}
-	n := int(r.uvarint("rows", math.MaxInt32))
-	ops := r.bytes("ops", n)
+	r := Reader{b: body}
+	n := int(r.Uvarint("rows", math.MaxInt32))
+	ops := r.Bytes("ops", n)
 	for i, op := range ops {
 		if op > byte(vec.UpdateInsert) {
-			r.fail("ops", "row %d: unknown op %d", i, op)
+			r.Fail("ops", "row %d: unknown op %d", i, op)
 			break
 		}
 	}
 	var vis []byte
-	if r.flag("visibility flag") {
-		vis = r.bytes("visibility", int(bitutil.BytesForBits(int64(n))))
+	if r.Flag("visibility flag") {
+		vis = r.Bytes("visibility", int(bitutil.BytesForBits(int64(n))))
 		if tail := n % 8; r.err == nil && tail != 0 && vis[len(vis)-1]>>tail != 0 {
-			r.fail("visibility", "bits set past row %d", n-1)
+			r.Fail("visibility", "bits set past row %d", n-1)
 		}
 	}
-	if err := r.finish(); err != nil {
+	if err := r.Finish(); err != nil {
 		return ChunkMeta{}, fmt.Errorf("wire: chunk: %w", err)
 	}
 	return ChunkMeta{Ops: vec.OpsOf(ops), Visibility: vis}, nil

@@ -152,10 +152,10 @@ func DecodeWatermark(md []byte) (*executors.Watermark, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := reader{b: body}
-	col := r.uvarint("column", math.MaxInt32)
-	val := r.varint("value")
-	if err := r.finish(); err != nil {
+	r := Reader{b: body}
+	col := r.Uvarint("column", math.MaxInt32)
+	val := r.Varint("value")
+	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("wire: watermark: %w", err)
 	}
 	return &executors.Watermark{Column: int(col), Value: val}, nil
@@ -189,41 +189,76 @@ func DecodeAck(md []byte) (executors.Epoch, error) {
 	if err != nil {
 		return 0, err
 	}
-	r := reader{b: body}
-	e := r.u64("epoch")
-	if err := r.finish(); err != nil {
+	r := Reader{b: body}
+	e := r.U64("epoch")
+	if err := r.Finish(); err != nil {
 		return 0, fmt.Errorf("wire: ack: %w", err)
 	}
 	return executors.Epoch(e), nil
 }
 
-// reader decodes fields from the front of b. The first failure sticks: later reads
-// return zero values, and err names the field that failed.
-type reader struct {
+// Reader decodes fields from the front of a byte string, for this package's decoders
+// and the control stream's (engine/cluster/control). The first failure sticks: later
+// reads return zero values, and Err names the field that failed. Integers are
+// canonical: only the minimal varint encoding of a value is accepted.
+type Reader struct {
 	b   []byte
 	err error
 }
 
-func (r *reader) fail(field, format string, args ...any) {
+// NewReader reads b (aliasing it).
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+// Err is the first failure, or nil.
+func (r *Reader) Err() error { return r.err }
+
+// Len is the number of bytes not yet read.
+func (r *Reader) Len() int { return len(r.b) }
+
+// Rest returns the bytes not yet read (aliasing the input) and consumes them; nil
+// after a failure.
+func (r *Reader) Rest() []byte {
+	if r.err != nil {
+		return nil
+	}
+	v := r.b
+	r.b = nil
+	return v
+}
+
+// Prefixed reads a byte string prefixed by its length as a uvarint, aliasing the
+// input; an empty one is nil. The length is checked against what is left before
+// anything is taken.
+func (r *Reader) Prefixed(field string) []byte {
+	n := r.Uvarint(field, uint64(len(r.b)))
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	return r.Bytes(field, int(n))
+}
+
+// Fail records a failure of field, unless one is recorded already.
+func (r *Reader) Fail(field, format string, args ...any) {
 	if r.err == nil {
 		r.err = fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...))
 	}
 }
 
-// finish reports the first failure, or trailing bytes.
-func (r *reader) finish() error {
+// Finish reports the first failure, or trailing bytes.
+func (r *Reader) Finish() error {
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d trailing bytes", len(r.b))
 	}
 	return r.err
 }
 
-func (r *reader) byte(field string) byte {
+// Byte reads one byte.
+func (r *Reader) Byte(field string) byte {
 	if r.err != nil {
 		return 0
 	}
 	if len(r.b) == 0 {
-		r.fail(field, "truncated")
+		r.Fail(field, "truncated")
 		return 0
 	}
 	v := r.b[0]
@@ -231,21 +266,22 @@ func (r *reader) byte(field string) byte {
 	return v
 }
 
-// flag reads a byte that must be 0 or 1.
-func (r *reader) flag(field string) bool {
-	v := r.byte(field)
+// Flag reads a byte that must be 0 or 1.
+func (r *Reader) Flag(field string) bool {
+	v := r.Byte(field)
 	if v > 1 {
-		r.fail(field, "flag byte %d, want 0 or 1", v)
+		r.Fail(field, "flag byte %d, want 0 or 1", v)
 	}
 	return v == 1
 }
 
-func (r *reader) u64(field string) uint64 {
+// U64 reads a big-endian uint64.
+func (r *Reader) U64(field string) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	if len(r.b) < 8 {
-		r.fail(field, "truncated")
+		r.Fail(field, "truncated")
 		return 0
 	}
 	v := binary.BigEndian.Uint64(r.b)
@@ -253,53 +289,54 @@ func (r *reader) u64(field string) uint64 {
 	return v
 }
 
-// uvarint reads an unsigned varint no greater than max. Only the minimal encoding of a
+// Uvarint reads an unsigned varint no greater than max. Only the minimal encoding of a
 // value is accepted (the encoding is canonical: one value, one byte string).
-func (r *reader) uvarint(field string, max uint64) uint64 {
+func (r *Reader) Uvarint(field string, max uint64) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
-		r.fail(field, "truncated, overlong or non-minimal varint")
+		r.Fail(field, "truncated, overlong or non-minimal varint")
 		return 0
 	}
 	r.b = r.b[n:]
 	if v > max {
-		r.fail(field, "%d out of range 0..%d", v, max)
+		r.Fail(field, "%d out of range 0..%d", v, max)
 		return 0
 	}
 	return v
 }
 
-func (r *reader) varint(field string) int64 {
+// Varint reads a signed varint, minimal encoding only.
+func (r *Reader) Varint(field string) int64 {
 	if r.err != nil {
 		return 0
 	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
-		r.fail(field, "truncated, overlong or non-minimal varint")
+		r.Fail(field, "truncated, overlong or non-minimal varint")
 		return 0
 	}
 	r.b = r.b[n:]
 	return v
 }
 
-// count reads a list length whose elements take at least minLen bytes each, so that
+// Count reads a list length whose elements take at least minLen bytes each, so that
 // a length larger than the rest of the input can afford is refused before anything is
 // allocated for it.
-func (r *reader) count(field string, minLen int) int {
-	n := r.uvarint(field, uint64(len(r.b)/minLen))
+func (r *Reader) Count(field string, minLen int) int {
+	n := r.Uvarint(field, uint64(len(r.b)/minLen))
 	return int(n)
 }
 
-// bytes returns the next n bytes (aliasing the input).
-func (r *reader) bytes(field string, n int) []byte {
+// Bytes returns the next n bytes (aliasing the input).
+func (r *Reader) Bytes(field string, n int) []byte {
 	if r.err != nil {
 		return nil
 	}
 	if n > len(r.b) {
-		r.fail(field, "%d bytes, %d left", n, len(r.b))
+		r.Fail(field, "%d bytes, %d left", n, len(r.b))
 		return nil
 	}
 	v := r.b[:n:n]
