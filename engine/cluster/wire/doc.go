@@ -18,7 +18,8 @@
 // # Files
 //
 //   - wire.go: Version, Kind and the header; AppendMessage and DecodeMessage; the
-//     watermark, End and Ack; the bounds-checking reader every decoder uses.
+//     watermark, End and Ack; Reader, the bounds-checking field reader every decoder
+//     uses (the control stream's too).
 //   - chunk.go: a chunk's metadata (AppendChunkMeta, DecodeChunkMeta) and DecodeChunk,
 //     which joins it to the record.
 //   - barrier.go: barriers and every mutation (AppendBarrier, DecodeBarrier).
