@@ -180,23 +180,34 @@ func (l *Log) background() {
 
 func (l *Log) renew() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost != nil {
+	cur, lost := l.lease, l.lost
+	l.mu.Unlock()
+	if lost != nil {
 		return
 	}
 	// Up to half the ttl: a renewal that times out is retried at the next tick, a
-	// third of the ttl after the last one began.
+	// third of the ttl after the last one began. Only this goroutine changes the
+	// lease, so l.mu is not held meanwhile (a commit reads the lease under it).
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.LeaseTTL/2)
 	defer cancel()
-	lease, err := l.cfg.Meta.Renew(ctx, l.lease)
+	lease, err := l.cfg.Meta.Renew(ctx, cur)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	switch {
 	case errors.Is(err, meta.ErrDeposed):
-		l.lost = fmt.Errorf("commitlog: %s lost the leader lease: %w", l.name, err)
-		l.log.Error("leader lease lost; commits will fail", "error", err)
+		l.loseLocked(err)
 	case err != nil:
 		l.log.Warn("renew the leader lease", "error", err)
 	default:
 		l.lease = lease
+	}
+}
+
+// loseLocked marks the lease lost (once) for err, a meta.ErrDeposed; l.mu is held.
+func (l *Log) loseLocked(err error) {
+	if l.lost == nil {
+		l.lost = fmt.Errorf("commitlog: %s lost the leader lease: %w", l.name, err)
+		l.log.Error("leader lease lost; commits will fail", "error", err)
 	}
 }
 
@@ -243,7 +254,8 @@ func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
 // at the sequence after the store's in one fenced transaction of the meta store, and
 // applies it to store from the copies kept while uploading. It fails, changing
 // nothing in the log, when the lease was lost (meta.ErrDeposed), when the log moved
-// past the store (another leader committed), and when an upload fails; a commit whose
+// past the store (meta.ErrConflict: another leader committed), and when an upload
+// fails; a commit whose
 // outcome is unknown (meta.ErrOutcomeUnknown) or that committed but could not be
 // applied says so: a reopen catches up from the log.
 func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (storage.CheckpointStats, error) {
@@ -260,13 +272,6 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (s
 	if err != nil {
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
-	v, err := l.cfg.Meta.Committed(ctx)
-	if err != nil {
-		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
-	}
-	if v.Seq != applied {
-		return st, fmt.Errorf("commitlog: commit epoch %d: the log is at sequence %d (epoch %d) and the store at %d: %w", epoch, v.Seq, v.Epoch, applied, meta.ErrConflict)
-	}
 	objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, store, epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
 	if err != nil {
 		return st, fmt.Errorf("commitlog: commit epoch %d to bucket %s: %w", epoch, l.cfg.BucketURL, err)
@@ -274,7 +279,9 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (s
 	ch := store.Staged()
 	changes, err := encodeChanges(ch)
 	if err == nil {
-		c := meta.Checkpoint{Epoch: epoch, Seq: v.Seq, Catalog: changes, Objects: make([]meta.Object, len(objs))}
+		// The sequence the store applied last: the commit fails with
+		// meta.ErrConflict if the log has moved past it (another leader committed).
+		c := meta.Checkpoint{Epoch: epoch, Seq: applied, Catalog: changes, Objects: make([]meta.Object, len(objs))}
 		for i, o := range objs {
 			c.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
 			st.Bytes += int(o.Size)
@@ -289,9 +296,7 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (s
 		store.DiscardIngestFiles(paths)
 		if errors.Is(err, meta.ErrDeposed) {
 			l.mu.Lock()
-			if l.lost == nil {
-				l.lost = fmt.Errorf("commitlog: %s lost the leader lease: %w", l.name, err)
-			}
+			l.loseLocked(err)
 			l.mu.Unlock()
 		}
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
