@@ -28,8 +28,14 @@ func (g *graph) run(a *actor) {
 		err := a.loop(g)
 		a.status.enter(stepClosing)
 		a.exec.Close()
-		for _, d := range a.disp {
-			d.Close()
+		if err == nil {
+			// A failed actor leaves its outputs open: closing them would tell its
+			// downstreams that its stream ended, where it broke (over an exchange
+			// edge, a clean end). The report below tears the graph down, which ends
+			// them.
+			for _, d := range a.disp {
+				d.Close()
+			}
 		}
 		if err != nil && g.ctx.Err() == nil {
 			a.status.enter(stepReport)
