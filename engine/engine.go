@@ -43,6 +43,7 @@ type Engine struct {
 	g          *graph
 	prev       executors.Epoch
 	sinceCkpt  int
+	graphs     uint64 // graphs built so far: the last one's generation
 	paused     bool
 	failed     error
 	closed     bool

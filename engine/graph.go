@@ -116,55 +116,27 @@ type graph struct {
 	down   sync.Once     // teardown runs once (a failed recovery, then Close)
 
 	mu     sync.Mutex // guards edges
-	edges  map[edge]chan executors.Message
+	edges  map[edge]*link
 	actors map[executors.ActorID]*actor
 	frags  map[string]*fragment // tables' fragments and views' root fragments, by object name
 	jobs   map[string]*job      // views, by name
 	dml    map[string]*dmlInput // by table name, guarded by e.gmu
 
-	nextActor executors.ActorID
-	nextFrag  executors.FragmentID
-	reports   chan report
-	wg        sync.WaitGroup
+	generation uint64 // see ExchangeEdge.Generation
+	nextActor  executors.ActorID
+	nextFrag   executors.FragmentID
+	reports    chan report
+	wg         sync.WaitGroup
 }
 
 func newGraph(e *Engine) *graph {
 	ctx, cancel := context.WithCancel(e.labels)
+	e.graphs++
 	return &graph{
-		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}),
-		edges: map[edge]chan executors.Message{}, actors: map[executors.ActorID]*actor{},
+		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.graphs,
+		edges: map[edge]*link{}, actors: map[executors.ActorID]*actor{},
 		frags: map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
-	}
-}
-
-// channel returns the exchange channel from -> to, creating it.
-func (g *graph) channel(from, to executors.ActorID) chan executors.Message {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	k := edge{from, to}
-	c, ok := g.edges[k]
-	if !ok {
-		c = make(chan executors.Message, g.e.opts.ChannelCapacity)
-		g.edges[k] = c
-	}
-	return c
-}
-
-// outputFrom connects the outputs of actor from.
-func (g *graph) outputFrom(from executors.ActorID) func(executors.Output) (Output, error) {
-	return func(o executors.Output) (Output, error) {
-		if _, ok := g.actors[o.Actor]; !ok {
-			return nil, fmt.Errorf("actor %d does not exist", o.Actor)
-		}
-		return &ChanOutput{ID: o.Actor, C: g.channel(from, o.Actor)}, nil
-	}
-}
-
-// inputTo connects the merge inputs of actor to.
-func (g *graph) inputTo(to executors.ActorID) func(executors.ActorID) (<-chan executors.Message, error) {
-	return func(from executors.ActorID) (<-chan executors.Message, error) {
-		return g.channel(from, to), nil
 	}
 }
 
@@ -204,7 +176,11 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	}
 	dml.disp = []Dispatcher{d}
 	for _, a := range f.actors {
-		merge := NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{{Actor: dml.id, C: g.channel(dml.id, a.id)}}, g.inputTo(a.id))
+		in, err := g.inputTo(a.id)(dml.id)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", o.Name, err)
+		}
+		merge := NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{in}, g.inputTo(a.id))
 		if err := a.materialize(e, merge); err != nil {
 			return nil, fmt.Errorf("table %s: %w", o.Name, err)
 		}
@@ -306,12 +282,16 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 	e := g.e
 	o := j.obj
 	n := f.pn
-	merge := func(from []*actor, s *arrow.Schema) executors.Executor {
+	merge := func(from []*actor, s *arrow.Schema) (executors.Executor, error) {
 		var inputs []MergeInput
 		for _, u := range from {
-			inputs = append(inputs, MergeInput{Actor: u.id, C: g.channel(u.id, a.id)})
+			in, err := g.inputTo(a.id)(u.id)
+			if err != nil {
+				return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+			}
+			inputs = append(inputs, in)
 		}
-		return NewMerge(a.id, s, inputs, g.inputTo(a.id))
+		return NewMerge(a.id, s, inputs, g.inputTo(a.id)), nil
 	}
 	states := func() ([]*storage.StateTable, error) {
 		var out []*storage.StateTable
@@ -331,7 +311,11 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 		if n.scan.kind.coLocated() {
 			from = up.actors[i : i+1]
 		}
-		return g.backfill(merge(from, up.obj.t.ArrowSchema()), a, f, ids[0])
+		in, err := merge(from, up.obj.t.ArrowSchema())
+		if err != nil {
+			return nil, err
+		}
+		return g.backfill(in, a, f, ids[0])
 	case aggNode:
 		sts, err := states()
 		if err != nil {
@@ -340,7 +324,10 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 		cfg := n.agg
 		cfg.State, cfg.Node, cfg.Mem = sts[0], e.nodes[a.node], e.mem
 		cfg.MultiSets = sts[1:] // the planner's multiset tables, one per slot
-		in := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
+		in, err := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
+		if err != nil {
+			return nil, err
+		}
 		h, err := executors.NewHashAgg(in, cfg)
 		if err != nil {
 			in.Close()
@@ -354,8 +341,15 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 		}
 		cfg := n.join
 		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], e.nodes[a.node], e.mem
-		left := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
-		right := merge(sets[n.inputs[1].idx], n.inputs[1].schema)
+		left, err := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
+		if err != nil {
+			return nil, err
+		}
+		right, err := merge(sets[n.inputs[1].idx], n.inputs[1].schema)
+		if err != nil {
+			left.Close()
+			return nil, err
+		}
 		h, err := executors.NewHashJoin(left, right, cfg)
 		if err != nil {
 			left.Close()
@@ -573,8 +567,8 @@ func (g *graph) stop() {
 		in.mu.Unlock()
 	}
 	g.mu.Lock()
-	for _, c := range g.edges {
-		drain(c)
+	for _, l := range g.edges {
+		l.discard()
 	}
 	g.mu.Unlock()
 }

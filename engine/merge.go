@@ -15,6 +15,10 @@ import (
 type MergeInput struct {
 	Actor executors.ActorID
 	C     <-chan executors.Message
+	// Err, when set, says once C is closed whether the input ended or broke (an
+	// exchange edge: Inbound.Err); an error fails the merge instead of dropping the
+	// input.
+	Err func() error
 }
 
 // Merge is the executor that receives an actor's upstream channels and aligns their
@@ -33,15 +37,16 @@ type MergeInput struct {
 //     RemoveInputs are dropped, releasing what they still buffer.
 //   - after emitting a barrier that carries an executors.Stop, the inputs from the
 //     actors it names are dropped the same way.
-//   - an input whose channel closes is dropped; Next returns io.EOF once no input is
-//     left (and no barrier is pending).
+//   - an input whose channel closes is dropped (unless its Err reports an error,
+//     which Next returns); Next returns io.EOF once no input is left (and no
+//     barrier is pending).
 //
 // Merge selects over the unblocked inputs once per message (not per row); with a
 // single unblocked input it reads it directly. Not safe for concurrent use.
 type Merge struct {
 	actor   executors.ActorID
 	schema  *arrow.Schema
-	connect func(upstream executors.ActorID) (<-chan executors.Message, error)
+	connect func(upstream executors.ActorID) (MergeInput, error)
 	inputs  []mergeInput
 	pending *executors.Barrier
 	nblock  int
@@ -60,7 +65,7 @@ type mergeInput struct {
 // NewMerge returns the merge of actor over inputs (one per upstream actor: their
 // actors must differ), whose chunks have schema. connect opens the channel from an
 // upstream actor that an Update adds; it may be nil when no update adds inputs.
-func NewMerge(actor executors.ActorID, schema *arrow.Schema, inputs []MergeInput, connect func(upstream executors.ActorID) (<-chan executors.Message, error)) *Merge {
+func NewMerge(actor executors.ActorID, schema *arrow.Schema, inputs []MergeInput, connect func(upstream executors.ActorID) (MergeInput, error)) *Merge {
 	m := &Merge{actor: actor, schema: schema, connect: connect, stale: true}
 	for _, in := range inputs {
 		m.inputs = append(m.inputs, mergeInput{MergeInput: in})
@@ -92,6 +97,11 @@ func (m *Merge) Next(ctx context.Context) (executors.Message, error) {
 		}
 		in := &m.inputs[i]
 		if !ok {
+			if in.Err != nil {
+				if err := in.Err(); err != nil {
+					return executors.Message{}, fmt.Errorf("merge of actor %d: input from actor %d: %w", m.actor, in.Actor, err)
+				}
+			}
 			m.inputs = slices.Delete(m.inputs, i, i+1)
 			m.stale = true
 			continue
@@ -173,11 +183,11 @@ func (m *Merge) addInputs(b *executors.Barrier) error {
 		if m.connect == nil {
 			return fmt.Errorf("merge of actor %d: barrier %d adds an input from actor %d, and no connect function was given", m.actor, b.Curr, a)
 		}
-		c, err := m.connect(a)
+		in, err := m.connect(a)
 		if err != nil {
 			return fmt.Errorf("merge of actor %d: barrier %d: connect actor %d: %w", m.actor, b.Curr, a, err)
 		}
-		m.inputs = append(m.inputs, mergeInput{MergeInput: MergeInput{Actor: a, C: c}, fresh: true})
+		m.inputs = append(m.inputs, mergeInput{MergeInput: in, fresh: true})
 		m.stale = true
 	}
 	return nil

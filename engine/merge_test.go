@@ -186,13 +186,13 @@ func TestMergeUpdates(t *testing.T) {
 			}
 		}
 		var connected []executors.ActorID // only the merge's goroutine touches it
-		connect := func(a executors.ActorID) (<-chan executors.Message, error) {
+		connect := func(a executors.ActorID) (engine.MergeInput, error) {
 			connected = append(connected, a)
 			c, ok := chans[a]
 			if !ok {
-				return nil, errors.New("no such producer")
+				return engine.MergeInput{}, errors.New("no such producer")
 			}
-			return c, nil
+			return engine.MergeInput{Actor: a, C: c}, nil
 		}
 		// Sequence numbers: producer p's k-th chunk is p*1e6+k.
 		sent := make([]int, len(plans))
@@ -353,9 +353,11 @@ func TestMergeUpdateErrors(t *testing.T) {
 			for _, m := range tc.fresh {
 				fresh <- m
 			}
-			var connect func(executors.ActorID) (<-chan executors.Message, error)
+			var connect func(executors.ActorID) (engine.MergeInput, error)
 			if tc.connect {
-				connect = func(executors.ActorID) (<-chan executors.Message, error) { return fresh, nil }
+				connect = func(a executors.ActorID) (engine.MergeInput, error) {
+					return engine.MergeInput{Actor: a, C: fresh}, nil
+				}
 			}
 			m := engine.NewMerge(100, tables.BidTable().ArrowSchema(), []engine.MergeInput{{Actor: 1, C: old}}, connect)
 			defer m.Close()

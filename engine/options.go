@@ -90,6 +90,9 @@ type Options struct {
 	// rebuildable copy of what it committed (see CommitLog); nil commits into the
 	// directory's store.
 	CommitLog CommitLog
+	// Exchange, when set, carries every edge between actors on different nodes
+	// (see Exchange); nil makes every edge a Go channel.
+	Exchange Exchange
 }
 
 // Hooks are named points of a checkpoint at which a test or a simulation may act, for
