@@ -48,7 +48,8 @@ type Sender struct {
 	schema *arrow.Schema
 	stream flight.FlightService_DoExchangeClient
 	cancel context.CancelFunc
-	w      *flight.Writer
+	mem    memory.Allocator
+	w      *flight.Writer // made at the first chunk when schema was nil
 	md     []byte
 
 	acks    chan executors.Epoch
@@ -59,8 +60,9 @@ type Sender struct {
 	closed bool
 }
 
-// NewSender opens edge's stream on client for chunks of the given schema and waits
-// until the receiver accepts it (its Server expects the edge). ctx bounds the edge's
+// NewSender opens edge's stream on client for chunks of the given schema (nil: that
+// of the first chunk sent) and waits until the receiver accepts it (its Server
+// expects the edge). ctx bounds the edge's
 // whole life: cancelling it breaks the edge. mem is what the IPC writer allocates from.
 func NewSender(ctx context.Context, client flight.Client, edge Edge, schema *arrow.Schema, mem memory.Allocator) (*Sender, error) {
 	sctx, cancel := context.WithCancel(ctx)
@@ -74,9 +76,12 @@ func NewSender(ctx context.Context, client flight.Client, edge Edge, schema *arr
 		schema: schema,
 		stream: stream,
 		cancel: cancel,
-		w:      flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(mem)),
+		mem:    mem,
 		acks:   make(chan executors.Epoch, 1),
 		done:   make(chan struct{}),
+	}
+	if schema != nil {
+		s.w = flight.NewRecordWriter(stream, ipc.WithSchema(schema), ipc.WithAllocator(mem))
 	}
 	go s.receive()
 	if err := stream.Send(&flight.FlightData{FlightDescriptor: edge.descriptor()}); err != nil {
@@ -167,8 +172,13 @@ func (s *Sender) Send(ctx context.Context, m executors.Message) error {
 		return fmt.Errorf("exchange: %s: %w", s.edge, err)
 	}
 	s.md = md
-	if m.Chunk != nil && !m.Chunk.Record().Schema().Equal(s.schema) {
-		return fmt.Errorf("exchange: %s: chunk of schema %s, the edge carries %s", s.edge, m.Chunk.Record().Schema(), s.schema)
+	if m.Chunk != nil {
+		if s.w == nil {
+			s.schema = m.Chunk.Record().Schema()
+			s.w = flight.NewRecordWriter(s.stream, ipc.WithSchema(s.schema), ipc.WithAllocator(s.mem))
+		} else if !m.Chunk.Record().Schema().Equal(s.schema) {
+			return fmt.Errorf("exchange: %s: chunk of schema %s, the edge carries %s", s.edge, m.Chunk.Record().Schema(), s.schema)
+		}
 	}
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, s.cancel)

@@ -89,6 +89,22 @@ func (s *Server) Expect(edge Edge, schema *arrow.Schema, capacity int) (*Inbox, 
 	return in, nil
 }
 
+// Forget unregisters edge if no stream has attached to it yet: its inbox closes, and
+// its Err is err. An attached edge is left to its stream, which ends it. Forget
+// reports whether it unregistered the edge.
+func (s *Server) Forget(edge Edge, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.inboxes[edge]
+	if !ok || in.attached {
+		return false
+	}
+	delete(s.inboxes, edge)
+	in.err = err
+	close(in.ch)
+	return true
+}
+
 func (s *Server) attach(edge Edge) (*Inbox, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
