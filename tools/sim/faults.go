@@ -133,6 +133,53 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 	return r.refreeze()
 }
 
+// breakStep (cluster-shaped seeds) cuts every Flight stream into one node, then
+// checkpoints. When an edge into the node was open, the checkpoint must fail with an
+// error naming an exchange edge, and the engine recovers by itself to the committed
+// epoch (its uncommitted writes are lost, as after a crash): the model goes back to
+// it. A node no edge goes into commits the checkpoint as usual.
+func (r *runner) breakStep() error {
+	node := r.rng.IntN(r.eo.Nodes)
+	recoveries := r.e.Recoveries()
+	if err := r.mesh.Break(node); err != nil {
+		r.fail("sim", "break the edges into node %d: %v", node, err)
+		return errStop
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
+	_, err := r.e.WaitCheckpoint(ctx)
+	cancel()
+	r.rep.Barriers++
+	if err == nil {
+		r.tracef("broke the edges into node %d: none was open", node)
+		r.rep.Sometimes["edge_break_without_edges"]++
+		r.pending = 0
+		return r.afterCall()
+	}
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if !strings.Contains(err.Error(), "exchange: edge") {
+		r.fail("engine error", "checkpoint after breaking the edges into node %d: %v (want an error naming an exchange edge)", node, err)
+		return errStop
+	}
+	r.rep.Faults["edge_break"]++
+	r.tracef("broke the edges into node %d: the checkpoint failed, naming an exchange edge", node)
+	if got := r.e.Recoveries(); got != recoveries+1 {
+		r.fail("engine error", "%d recoveries after a broken edge, want %d", got, recoveries+1)
+		return errStop
+	}
+	if got := r.e.CommittedEpoch(); got != r.committed {
+		r.fail("I6 durability", "the committed epoch moved from %d to %d when an edge broke", r.committed, got)
+		return errStop
+	}
+	r.cur = r.refs[r.committed].clone()
+	r.pending = 0
+	if err := r.check("after a broken edge"); err != nil {
+		return err
+	}
+	return r.refreeze()
+}
+
 // ioErrorStep injects disk full into the WAL write, or EIO into the WAL sync, of a
 // checkpoint's commit. The checkpoint must fail and not be committed; the engine then
 // refuses work; after the fault clears, a reopen holds the last committed epoch (or,

@@ -45,6 +45,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/internal/faultfs"
 	"github.com/seed04fbb902/weir/schema"
@@ -98,6 +99,11 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	if r.e != nil {
 		r.e.Crash()
 	}
+	if r.mesh != nil {
+		if cerr := r.mesh.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("sim: close the exchange mesh: %w", cerr)
+		}
+	}
 	rep.Sometimes["checkpoint_ingested"] += r.ingested.Load()
 	if errors.Is(err, errStop) {
 		return nil
@@ -124,6 +130,9 @@ type runner struct {
 	inj injector
 	e   *engine.Engine
 	eo  engine.Options
+	// mesh carries the cross-node edges of a cluster-shaped seed over Arrow Flight
+	// (nil: channels).
+	mesh *exchange.Mesh
 
 	ta, tb *schema.Table
 	// byVnode lists the keys of a's domain by vnode; hot are the vnodes most writes go to.
@@ -227,6 +236,18 @@ func (r *runner) run() error {
 		Logger: r.opts.Logger,
 		Hooks:  engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
+	// A third of the seeds are cluster-shaped: at least two nodes, and every edge
+	// between actors on different nodes is an Arrow Flight stream in package wire's
+	// encoding (chosen by the seed, so the other seeds' schedules stay as they were).
+	if r.seed%3 == 0 {
+		r.eo.Nodes = max(r.eo.Nodes, 2)
+		mesh, err := exchange.NewMesh(r.eo.Nodes, 0, r.mem)
+		if err != nil {
+			return err
+		}
+		r.mesh, r.eo.Exchange = mesh, mesh
+		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight")
+	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default)",
 		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes)
 	r.keysByVnode()
@@ -328,6 +349,9 @@ func (r *runner) doStep() error {
 	case x < 83:
 		return r.throttleStep()
 	case x < 93:
+		if r.mesh != nil && r.rng.IntN(2) == 0 {
+			return r.breakStep()
+		}
 		return r.crashStep()
 	default:
 		return r.ioErrorStep()
