@@ -46,7 +46,15 @@ type NexmarkBenchOptions struct {
 	// of each arrangement backfill actor (0: the engine's default,
 	// engine.DefaultBackfillWorkers; a no-shuffle backfill always reads with one).
 	Workers int
+	// NewExchange, when set, gives each build's engine an Exchange for the edges
+	// between its nodes (nodes: the engine's Options.Nodes) and the function that
+	// closes it after the engine; the load into the golden copy uses channels.
+	NewExchange func(nodes int) (engine.Exchange, func() error, error)
 }
+
+// nexmarkNodes is the engines' node count (the engine's default, made explicit for
+// NewExchange).
+const nexmarkNodes = 2
 
 // NexmarkBuild is one query's view built by one backfill kind in one upstream mode.
 type NexmarkBuild struct {
@@ -142,7 +150,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// The generator's batches (written, then released by the engine's DML path) come
 	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	opts := engine.Options{BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
 	e, err := engine.Open(ctx, goldenDir, opts)
@@ -177,12 +185,25 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 		if err := golden.DB().Checkpoint(d, pebble.WithFlushedWAL()); err != nil {
 			return nil, nil, fmt.Errorf("bench: nexmark: clone the store: %w", err)
 		}
-		e, err := engine.Open(ctx, d, opts)
+		eo := opts
+		closeEx := func() error { return nil }
+		if o.NewExchange != nil {
+			ex, c, err := o.NewExchange(eo.Nodes)
+			if err != nil {
+				return nil, nil, fmt.Errorf("bench: nexmark: exchange: %w", err)
+			}
+			eo.Exchange, closeEx = ex, c
+		}
+		e, err := engine.Open(ctx, d, eo)
 		if err != nil {
+			closeEx()
 			return nil, nil, err
 		}
 		return e, func() error {
 			err := e.Close()
+			if cerr := closeEx(); err == nil {
+				err = cerr
+			}
 			if rerr := os.RemoveAll(d); err == nil {
 				err = rerr
 			}

@@ -7,19 +7,23 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/bench"
 	"github.com/seed04fbb902/weir/bench/nexmark/peers"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 	"github.com/spf13/cobra"
 )
 
 func newBenchNexmark() *cobra.Command {
 	var (
-		o        bench.NexmarkBenchOptions
-		asJSON   bool
-		quiet    bool
-		pgDSN    string
-		duck     bool
-		querySet string
+		o            bench.NexmarkBenchOptions
+		asJSON       bool
+		quiet        bool
+		pgDSN        string
+		duck         bool
+		querySet     string
+		exchangeKind string
 	)
 	cmd := &cobra.Command{
 		Use:   "nexmark",
@@ -63,6 +67,19 @@ Progress lines go to stderr (see --quiet).`,
 				defer p.Close()
 				o.Peers = append(o.Peers, p)
 			}
+			switch exchangeKind {
+			case "channel":
+			case "flight":
+				o.NewExchange = func(nodes int) (engine.Exchange, func() error, error) {
+					m, err := exchange.NewMesh(nodes, 0, memory.NewGoAllocator())
+					if err != nil {
+						return nil, nil, err
+					}
+					return m, m.Close, nil
+				}
+			default:
+				return fmt.Errorf("bench nexmark: --exchange %q, want channel or flight", exchangeKind)
+			}
 			res, err := bench.RunNexmarkBench(ctx, o)
 			if err != nil {
 				return err
@@ -83,6 +100,7 @@ Progress lines go to stderr (see --quiet).`,
 	f.BoolVar(&duck, "duckdb", false, "DuckDB as a peer (needs a binary built with -tags duckdb)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	f.BoolVar(&asJSON, "json", false, "print a JSON list, one object per query and upstream mode")
+	f.StringVar(&exchangeKind, "exchange", "channel", "how edges between the builds' nodes travel: channel (Go channels) or flight (Arrow Flight streams on loopback)")
 	return cmd
 }
 

@@ -33,6 +33,7 @@ type demoOptions struct {
 	metricsAddr string
 	meta        string // a PostgreSQL DSN: commit through a commit log (with bucket)
 	bucket      string
+	exchange    string // channel or flight: how edges between nodes travel
 }
 
 // demoMV is one view of the demo's summary.
@@ -63,6 +64,10 @@ type demoResult struct {
 	// LogSequence is the commit log's committed sequence at the end (--meta and
 	// --bucket; 0 without a commit log).
 	LogSequence uint64 `json:"log_sequence,omitempty"`
+	// Exchange is how edges between nodes traveled (--exchange); ExchangeEdges the
+	// Arrow Flight streams opened (flight only).
+	Exchange      string `json:"exchange"`
+	ExchangeEdges int64  `json:"exchange_edges,omitempty"`
 }
 
 func newDemo() *cobra.Command {
@@ -89,7 +94,11 @@ With --meta DSN and --bucket URL the engine commits its checkpoints through a co
 log (engine/cluster/commitlog): the version log in that PostgreSQL database, which
 must hold none yet, and the checkpoints' sstables in that bucket (file:///dir). The
 crash then also empties the engine's directory, and the reopened engine rebuilds it
-from the log.`,
+from the log.
+
+With --exchange flight every edge between actors on different nodes is an Arrow
+Flight stream (engine/cluster/exchange's Mesh: one exchange server per node on
+loopback), carrying what a stream between processes carries.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := runDemo(cmd.Context(), o, cmd.ErrOrStderr())
@@ -118,6 +127,7 @@ from the log.`,
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address (e.g. 127.0.0.1:9090)")
 	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database: commit through a commit log there (with --bucket)")
 	f.StringVar(&o.bucket, "bucket", "", "bucket URL (file:///dir) for the commit log's sstables (with --meta)")
+	f.StringVar(&o.exchange, "exchange", "channel", "how edges between nodes travel: channel (Go channels) or flight (Arrow Flight streams on loopback)")
 	return cmd
 }
 
@@ -196,6 +206,19 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		opts.OnBarrier = metrics.onBarrier
 		say("metrics at http://%s/metrics, pprof at http://%s/debug/pprof/", metrics.addr, metrics.addr)
 	}
+	mesh, err := openDemoExchange(o.exchange, &opts)
+	if err != nil {
+		return res, err
+	}
+	if mesh != nil {
+		defer func() {
+			if cerr := mesh.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("demo: close the exchange: %w", cerr)
+			}
+		}()
+		say("edges between nodes travel as Arrow Flight streams on %s and %s", mesh.Addr(0), mesh.Addr(1))
+	}
+	res.Exchange = o.exchange
 	clog, err := openDemoLog(ctx, o, logger)
 	if err != nil {
 		return res, err
@@ -379,6 +402,9 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			return res, err
 		}
 	}
+	if mesh != nil {
+		res.ExchangeEdges = mesh.Opened()
+	}
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
 }
@@ -399,6 +425,9 @@ func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 		r.Events, r.EventsDuring, r.Rescales, r.Throttles, r.Pauses, r.Recoveries, r.ControlsMidway, r.Seconds)
 	if r.LogSequence > 0 {
 		fmt.Fprintf(w, "the commit log is at sequence %d\n", r.LogSequence)
+	}
+	if r.ExchangeEdges > 0 {
+		fmt.Fprintf(w, "%d edges between nodes were Arrow Flight streams\n", r.ExchangeEdges)
 	}
 	if r.Dir != "" {
 		fmt.Fprintf(w, "the engine directory is %s (see weir status --dir and weir export --dir)\n", r.Dir)
