@@ -2,13 +2,18 @@ package exchange
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/bench/nexmark/tables"
+	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
 )
 
 // BenchmarkEdge measures one edge on loopback: each iteration sends 1000 chunks of 1024
@@ -85,4 +90,103 @@ func BenchmarkEdge(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N*chunksPerIter*rows)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkEdgeVsChannel compares one edge on loopback with the engine's in-process
+// edge, an engine.ChanOutput into a channel, in one run: each iteration sends 100
+// chunks of 1024 Nexmark bid rows (random, 10% NULLs in nullable columns) and a
+// barrier over the Flight edge, then the same over a channel of the same capacity,
+// each to a receiver that releases what it takes. It reports both rows/s and the
+// ratio flight/channel of their total times' rates.
+func BenchmarkEdgeVsChannel(b *testing.B) {
+	const (
+		rows          = 1024
+		chunksPerIter = 100
+		capacity      = 16
+	)
+	mem := memory.NewGoAllocator()
+	bid := tables.BidTable()
+	c := vectest.RandomChunk(rand.New(rand.NewPCG(1, 2)), mem, bid, rows, 0.1)
+	defer c.Release()
+	sc := c.Record().Schema()
+
+	srv := NewServer(mem)
+	edge := Edge{Up: 1, Down: 2}
+	in, err := srv.Expect(edge, sc, capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr, _ := serve(b, srv)
+	flightDone := make(chan error, 1)
+	go func() {
+		for m := range in.Messages() {
+			m.Release()
+		}
+		flightDone <- in.Err()
+	}()
+	client, err := Dial(addr, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	s, err := NewSender(b.Context(), client, edge, sc, mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := make(chan executors.Message, capacity)
+	out := engine.ChanOutput{ID: 2, C: ch}
+	acks := make(chan struct{})
+	go func() {
+		for m := range ch {
+			if m.Barrier != nil {
+				acks <- struct{}{} // the channel edge's barrier is taken, as a Flight ack says
+			}
+			m.Release()
+		}
+		close(acks)
+	}()
+	var flightT, chanT time.Duration
+	epoch := executors.Epoch(1)
+	barrier := func() executors.Message {
+		epoch++
+		return executors.BarrierMessage(&executors.Barrier{Prev: epoch - 1, Curr: epoch})
+	}
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		for range chunksPerIter {
+			if err := s.Send(b.Context(), executors.ChunkMessage(c)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Send(b.Context(), barrier()); err != nil { // returns once acknowledged
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		for range chunksPerIter {
+			c.Retain() // the output takes a reference
+			if err := out.Send(b.Context(), executors.ChunkMessage(c)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := out.Send(b.Context(), barrier()); err != nil {
+			b.Fatal(err)
+		}
+		<-acks
+		flightT += t1.Sub(t0)
+		chanT += time.Since(t1)
+	}
+	b.StopTimer()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-flightDone; err != nil {
+		b.Fatal(err)
+	}
+	out.Close()
+	<-acks
+	total := float64(b.N * chunksPerIter * rows)
+	b.ReportMetric(total/flightT.Seconds(), "flight_rows/s")
+	b.ReportMetric(total/chanT.Seconds(), "channel_rows/s")
+	b.ReportMetric(chanT.Seconds()/flightT.Seconds(), "flight/channel")
 }
