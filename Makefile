@@ -23,6 +23,7 @@ FUZZ_TARGETS = \
 	./engine/cluster/wire:FuzzDecodeWatermark \
 	./engine/cluster/control:FuzzDecodeFrame \
 	./engine/cluster/commitlog:FuzzDecodeChanges \
+	./engine/cluster/remote:FuzzDecodeRequest \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 4s
