@@ -1,13 +1,14 @@
 // Command weir is Weir's command line: the demo (the Nexmark views built by arrangement
 // backfill while events flow, with rescales, throttles, pauses and a crash), the
 // benchmarks, the whole-engine simulation, status and export of an engine directory,
-// and the schemas it knows (docs/operations.md, docs/benchmarking.md, docs/testing.md).
+// an engine served over Arrow Flight, and the schemas it knows (docs/operations.md, docs/benchmarking.md, docs/testing.md).
 //
 // Files:
 //
 //   - main.go: the root command.
 //   - demo.go: weir demo; progress.go its progress bars and lines, metrics.go its
-//     Prometheus metrics and pprof server (--metrics-addr).
+//     Prometheus metrics and pprof server (--metrics-addr), demo_log.go its commit
+//     log (--meta, --bucket), demo_exchange.go its Flight edges (--exchange).
 //   - bench.go: weir bench and its profiles, bench snapshot and bench backfill;
 //     bench_nexmark.go: bench nexmark.
 //   - sim.go: weir sim, the simulation of package tools/sim over a range of seeds.
@@ -15,4 +16,5 @@
 //   - export.go: weir export as CSV, Parquet or Arrow; csv.go the CSV writer in
 //     PostgreSQL's convention.
 //   - schemas.go: weir schemas, the tables this binary has generated kernels for.
+//   - serve.go: weir serve, an engine directory served over Arrow Flight.
 package main

@@ -25,5 +25,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newStatus())
 	root.AddCommand(newExport())
 	root.AddCommand(newSim())
+	root.AddCommand(newServe())
 	return root
 }
