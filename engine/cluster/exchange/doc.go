@@ -29,9 +29,17 @@
 // was cancelled) closes the inbox with an error naming the edge; a receiver that goes
 // away fails the sender's next barrier, and every Send after, naming the edge.
 //
+// # The engine's exchange
+//
+// Mesh is an engine.Exchange (engine.Options.Exchange) for the nodes of one process:
+// a Server per node on its own loopback port, and for every edge the engine opens
+// between two nodes, an Expect on the receiving node's server and a Sender into it.
+// The engine's merge reads the Inbox; an inbox closed with an error fails it.
+//
 // # Files
 //
 //   - edge.go: Edge and its Flight descriptor.
 //   - server.go: Server, Inbox, NewFlightServer; the DoExchange loop.
 //   - sender.go: Dial and Sender.
+//   - mesh.go: Mesh.
 package exchange
