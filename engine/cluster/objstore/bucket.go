@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets
+	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (S3 and S3-protocol servers)
 	"gocloud.dev/gcerrors"
 )
 
