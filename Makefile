@@ -39,7 +39,7 @@ ROWS     ?= 2000000
 # ±5%; 5 gave about ±10% (docs/benchmarking.md).
 REPS     ?= 15
 
-.PHONY: all demo test sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
+.PHONY: all demo test test-s3 versitygw sim soak bench-backfill bench-nexmark unit race fuzz-short fuzz generate check-generated bench lint vet fmt
 
 all: test
 
@@ -53,6 +53,18 @@ demo: generate
 ## test: vet, unit tests, -race on the concurrent packages, short fuzzing. The meta
 ## store's tests start a private PostgreSQL: pg-install installs it when missing.
 test: pg-install vet unit race fuzz-short fresh-module
+
+## test-s3: the object-storage tests (objstore, the commit log, the demo over it)
+## against a private S3-protocol server, versitygw, instead of file:// buckets.
+test-s3: pg-install versitygw
+	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 ./internal/s3test/ ./engine/cluster/objstore/ ./engine/cluster/commitlog/
+	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog' ./tools/weir/
+
+## versitygw: build the S3-protocol server pinned in tools/versitygw/go.mod.
+VERSITYGW = .bin/versitygw
+versitygw: $(VERSITYGW)
+$(VERSITYGW): tools/versitygw/go.mod tools/versitygw/go.sum
+	cd tools/versitygw && $(GO) build -o $(abspath $(VERSITYGW)) github.com/versity/versitygw/cmd/versitygw
 
 vet:
 	$(GO) vet ./...

@@ -3,7 +3,6 @@ package commitlog_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,13 +14,15 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/internal/s3test"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
 	"gocloud.dev/blob"
 )
 
-// cluster is a meta store on a new database and a file:// bucket in a temporary
-// directory, both closed when the test ends.
+// cluster is a meta store on a new database and a new bucket (on the S3-protocol
+// server under make test-s3, else file:// in a temporary directory), both closed
+// when the test ends.
 type cluster struct {
 	dsn       string
 	meta      *meta.Store
@@ -38,7 +39,8 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	url := "file://" + filepath.ToSlash(t.TempDir())
+	url := s3test.BucketURL(t, s3, "commitlog")
+	t.Logf("bucket %s", url)
 	b, err := objstore.OpenBucket(ctx, url)
 	if err != nil {
 		t.Fatal(err)

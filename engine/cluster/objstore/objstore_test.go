@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/internal/s3test"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -25,6 +26,22 @@ import (
 )
 
 const vnodes = 8
+
+// testBucket opens a new bucket on the S3-protocol server TestMain started (make
+// test-s3), or a fileblob bucket in a temporary directory.
+func testBucket(t *testing.T) *blob.Bucket {
+	t.Helper()
+	if s3 == nil {
+		b, _ := fileBucket(t)
+		return b
+	}
+	b, err := objstore.OpenBucket(context.Background(), s3test.BucketURL(t, s3, "objstore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
 
 // fileBucket opens a fileblob bucket in a new temporary directory, returning it and
 // the directory.
@@ -231,7 +248,7 @@ func TestUploadApplyEquivalence(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Logf("seed %d", seed)
 			ctx := context.Background()
-			bucket, _ := fileBucket(t)
+			bucket := testBucket(t)
 			fs := vfs.NewMem()
 			ids := []uint32{7, 9}
 			a := newNode(t, openStore(t, fs, "a"), ids, 0, vnodes)
@@ -403,7 +420,7 @@ func putSSTable(t *testing.T, bucket *blob.Bucket, s *storage.Store, name string
 // is left in the store's directory. Upload never overwrites an object.
 func TestApplyRefuses(t *testing.T) {
 	ctx := context.Background()
-	bucket, _ := fileBucket(t)
+	bucket := testBucket(t)
 	fs := vfs.NewMem()
 	s := openStore(t, fs, "s")
 	const e = 9 << 16
