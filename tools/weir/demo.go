@@ -199,7 +199,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	opts := engine.Options{Logger: logger}
 	var metrics *demoMetrics
 	if o.metricsAddr != "" {
-		if metrics, err = serveMetrics(o.metricsAddr); err != nil {
+		if metrics, err = serveMetrics(o.metricsAddr, nil); err != nil {
 			return res, fmt.Errorf("demo: metrics: %w", err)
 		}
 		defer metrics.close()

@@ -37,8 +37,9 @@ type demoMetrics struct {
 	checkpointDur  prometheus.Histogram
 }
 
-// serveMetrics listens on addr and serves /metrics and /debug/pprof/.
-func serveMetrics(addr string) (*demoMetrics, error) {
+// serveMetrics listens on addr and serves /metrics (every metric with labels) and
+// /debug/pprof/.
+func serveMetrics(addr string, labels prometheus.Labels) (*demoMetrics, error) {
 	m := &demoMetrics{reg: prometheus.NewRegistry()}
 	job := []string{"job"}
 	m.snapshotRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "weir_backfill_snapshot_rows", Help: "Snapshot rows the job's backfill has read."}, job)
@@ -57,7 +58,7 @@ func serveMetrics(addr string) (*demoMetrics, error) {
 	m.committedEpoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "weir_committed_epoch", Help: "The epoch of the last checkpoint."})
 	m.barrierLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_barrier_latency_seconds", Help: "From injecting a barrier until every actor passed it on.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	m.checkpointDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "weir_checkpoint_duration_seconds", Help: "The commit of a checkpoint.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
-	m.reg.MustRegister(m.actorRows, m.actorVnodes, m.actorUpstream, m.forwarded, m.actorForwarded, m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
+	prometheus.WrapRegistererWith(labels, m.reg).MustRegister(m.actorRows, m.actorVnodes, m.actorUpstream, m.forwarded, m.actorForwarded, m.snapshotRows, m.upstreamRows, m.vnodes, m.rowsPerSecond, m.done, m.replicated, m.recoveries, m.committedEpoch,
 		m.barrierLatency, m.checkpointDur, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

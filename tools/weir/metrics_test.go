@@ -18,7 +18,7 @@ import (
 // The metrics endpoint serves the jobs' and actors' backfill figures, barrier latency
 // and checkpoint duration, and pprof.
 func TestMetrics(t *testing.T) {
-	m, err := serveMetrics("127.0.0.1:0")
+	m, err := serveMetrics("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,59 +8,144 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
 	"github.com/spf13/cobra"
 )
 
+// serveOptions are weir serve's flags.
+type serveOptions struct {
+	dir, addr    string
+	meta, bucket string // a commit log (both or neither)
+	node         uint64
+	leaseTTL     time.Duration
+	exchange     string // channel or flight
+	metricsAddr  string
+}
+
 func newServe() *cobra.Command {
-	var dir, addr string
+	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an engine directory to remote clients over Arrow Flight (engine/cluster/remote)",
 		Long: `serve opens the engine in --dir (created when missing) and serves it on --addr
 over Arrow Flight: a Go program reaches it with remote.Dial, whose Client is an
 engine.DB like the embedded engine. It prints "serving ADDR" once it listens, and on
-SIGINT or SIGTERM stops serving and closes the engine (a last checkpoint).`,
+SIGINT or SIGTERM stops serving and closes the engine (a last checkpoint).
+
+With --meta DSN and --bucket URL its checkpoints commit through a commit log
+(engine/cluster/commitlog) as node --node, which holds the leader lease: a second
+serve on the same meta store is refused while the lease (--lease-ttl) lasts, naming
+its holder. The directory is then a copy, rebuilt from the log when it starts empty.
+--exchange flight makes the edges between the engine's nodes Arrow Flight streams;
+--metrics-addr serves Prometheus metrics (labeled with the node) and pprof. Logs go
+to stderr with the node's number.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dir == "" {
-				return fmt.Errorf("serve: --dir is required")
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, dir, addr, func(a string) { fmt.Fprintf(cmd.OutOrStdout(), "serving %s\n", a) }, cmd.ErrOrStderr())
+			return serve(ctx, o, func(a string) { fmt.Fprintf(cmd.OutOrStdout(), "serving %s\n", a) }, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "engine directory")
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", "", "engine directory")
+	f.StringVar(&o.addr, "addr", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
+	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of the commit log (with --bucket)")
+	f.StringVar(&o.bucket, "bucket", "", "bucket URL (file:///dir, s3://...) of the commit log's sstables (with --meta)")
+	f.Uint64Var(&o.node, "node", 1, "this process's node number (from 1): its lease holder name, log and metrics label")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", 0, "the leader lease's time to live (0: the commit log's default, 10s)")
+	f.StringVar(&o.exchange, "exchange", "channel", "how edges between the engine's nodes travel: channel or flight")
+	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address")
 	return cmd
 }
 
-// serve serves the engine in dir on addr until ctx is done, then closes the engine.
-func serve(ctx context.Context, dir, addr string, listening func(addr string), logw io.Writer) (err error) {
-	e, err := engine.Open(ctx, dir, engine.Options{Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+// serve serves the engine of o until ctx is done, then closes the engine (and its
+// commit log, exchange and metrics). listening gets the address once it listens.
+func serve(ctx context.Context, o serveOptions, listening func(addr string), logw io.Writer) (err error) {
+	if o.dir == "" {
+		return fmt.Errorf("serve: --dir is required")
+	}
+	if o.node == 0 {
+		return fmt.Errorf("serve: --node 0: node numbers start at 1")
+	}
+	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
+	opts := engine.Options{Logger: logger}
+	var metrics *demoMetrics
+	if o.metricsAddr != "" {
+		if metrics, err = serveMetrics(o.metricsAddr, prometheus.Labels{"node": strconv.FormatUint(o.node, 10)}); err != nil {
+			return fmt.Errorf("serve: metrics: %w", err)
+		}
+		defer metrics.close()
+		opts.OnBarrier = metrics.onBarrier
+		logger.Info("metrics and pprof", "addr", metrics.addr)
+	}
+	mesh, err := openDemoExchange(o.exchange, &opts)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if mesh != nil {
+		defer mesh.Close()
+	}
+	if o.meta != "" || o.bucket != "" {
+		clog, err := openClusterLog(ctx, "serve", o.meta, o.bucket, o.node, o.leaseTTL, logger)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := clog.close(); err == nil && cerr != nil {
+				err = fmt.Errorf("serve: close the commit log: %w", cerr)
+			}
+		}()
+		opts.CommitLog = clog.log
+	}
+	e, err := engine.Open(ctx, o.dir, opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer func() {
 		if cerr := e.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("serve: close the engine in %s: %w", dir, cerr)
+			err = fmt.Errorf("serve: close the engine in %s: %w", o.dir, cerr)
 		}
 	}()
-	lis, err := net.Listen("tcp", addr)
+	if metrics != nil {
+		// The jobs' progress, sampled every second (the barriers report themselves).
+		tick := time.NewTicker(time.Second)
+		stopped, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-tick.C:
+					metrics.observe(e, e.Progress())
+				case <-stopped:
+					return
+				}
+			}
+		}()
+		defer func() { tick.Stop(); close(stopped); <-done }()
+	}
+	lis, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	fs := remote.NewFlightServer(remote.NewServer(e, memory.NewGoAllocator()))
 	fs.InitListener(lis)
+	served := make(chan struct{})
+	defer close(served)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-served:
+		}
 		fs.Shutdown()
 	}()
+	logger.Info("serving", "dir", o.dir, "addr", lis.Addr().String(), "committed_epoch", uint64(e.CommittedEpoch()))
 	listening(lis.Addr().String())
 	if err := fs.Serve(); err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -20,7 +20,7 @@ func TestServe(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- serve(sctx, dir, "127.0.0.1:0", func(a string) { addrs <- a }, io.Discard) }()
+	go func() { done <- serve(sctx, serveOptions{dir: dir, addr: "127.0.0.1:0", node: 1, exchange: "channel"}, func(a string) { addrs <- a }, io.Discard) }()
 	var addr string
 	select {
 	case addr = <-addrs:

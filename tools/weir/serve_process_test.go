@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/internal/s3test"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// childEnv makes a re-executed test binary run weir with the JSON list of arguments
+// it holds.
+const childEnv = "WEIR_TOOLS_CHILD"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		var a []string
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		root := newRoot()
+		root.SetArgs(a)
+		if err := root.Execute(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startWeir runs weir args in a child process and returns it once it printed
+// "serving ADDR", with that address; ok false when it exited first, and addr is then
+// its stderr.
+func startWeir(t *testing.T, args ...string) (cmd *exec.Cmd, addr string, ok bool) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(a))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill() // this test's child, by pid
+			_ = cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Wait()
+		return cmd, stderr.String(), false
+	}
+	addr, found := strings.CutPrefix(strings.TrimSpace(line), "serving ")
+	if !found {
+		t.Fatalf("weir %v said %q", args, line)
+	}
+	return cmd, addr, true
+}
+
+// weir serve over a commit log, in a process of its own: a client creates a table
+// and a view and writes through it; a second server (node 2) on the same meta store is
+// refused, naming node 1, the lease's holder. SIGKILLed, node 1 is restarted on an
+// EMPTY directory (taking its lease anew), rebuilds its copy from PostgreSQL and the
+// bucket, and serves exactly what the last acknowledged checkpoint committed; SIGTERM
+// then closes it cleanly.
+func TestServeKilledOverCommitLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "serve")
+	bucket := "file://" + filepath.ToSlash(t.TempDir())
+	if s3, err := s3test.FromEnv("weir-serve"); err != nil {
+		t.Fatal(err)
+	} else if s3 != nil {
+		t.Cleanup(func() { s3.Stop() })
+		bucket = s3test.BucketURL(t, s3, "serve")
+	}
+	args := func(dir string, node int) []string {
+		return []string{"serve", "--dir", dir, "--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket, "--node", fmt.Sprint(node), "--exchange", "flight"}
+	}
+	cmd, addr, ok := startWeir(t, args(filepath.Join(t.TempDir(), "first"), 1)...)
+	if !ok {
+		t.Fatalf("the first server did not start: %s", addr)
+	}
+	if _, stderr, ok := startWeir(t, args(filepath.Join(t.TempDir(), "other"), 2)...); ok || !strings.Contains(stderr, `"node-1"`) {
+		t.Fatalf("a second server on the same meta store: started %v, said %s; want it refused naming node-1", ok, stderr)
+	} else {
+		t.Logf("the second server: %s", strings.TrimSpace(stderr))
+	}
+	c, err := remote.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &schema.Table{Name: "kv", Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
+	}, PK: []schema.KeyColumn{{Column: 0}}}
+	if err := c.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	if err := c.CreateMV(ctx, "by_g", agg, engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(c *remote.Client, from, to int) {
+		t.Helper()
+		b := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
+		defer b.Release()
+		for k := from; k < to; k++ {
+			if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%4)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ch, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Release()
+		if err := c.Insert(ctx, "kv", ch.Record()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(c, 0, 1000)
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read := func(c *remote.Client) map[string][]string {
+		t.Helper()
+		out := map[string][]string{}
+		for _, name := range []string{"kv", "by_g"} {
+			r, err := c.Scan(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Next() {
+				rec := r.RecordBatch()
+				for i := range int(rec.NumRows()) {
+					out[name] = append(out[name], rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
+				}
+			}
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+			r.Release()
+			slices.Sort(out[name])
+		}
+		return out
+	}
+	want := read(c)
+	if len(want["kv"]) != 1000 || len(want["by_g"]) != 4 {
+		t.Fatalf("before the kill: %d rows of kv, %d of by_g", len(want["kv"]), len(want["by_g"]))
+	}
+	c.Close()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// Node 1 again, on an empty directory: it rebuilds from the log.
+	cmd, addr, ok = startWeir(t, args(filepath.Join(t.TempDir(), "second"), 1)...)
+	if !ok {
+		t.Fatalf("the restarted server did not start: %s", addr)
+	}
+	c, err = remote.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := read(c); !slices.Equal(got["kv"], want["kv"]) || !slices.Equal(got["by_g"], want["by_g"]) {
+		t.Fatalf("after the restart on an empty directory: by_g %v, want %v (%d rows of kv, want %d)", got["by_g"], want["by_g"], len(got["kv"]), len(want["kv"]))
+	}
+	write(c, 1000, 1200)
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(c); len(got["kv"]) != 1200 {
+		t.Fatalf("%d rows of kv after writing 200 more, want 1200", len(got["kv"]))
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the server after SIGTERM: %v", err)
+	}
+}
