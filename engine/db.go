@@ -24,6 +24,11 @@ type DB interface {
 	CreateMV(ctx context.Context, name string, plan Plan, opts MVOptions) error
 	DropMV(ctx context.Context, name string) error
 	RescheduleMV(ctx context.Context, name string, parallelism int) error
+	PauseMV(ctx context.Context, name string) error
+	ResumeMV(ctx context.Context, name string) error
+	SetRateLimit(ctx context.Context, name string, limit *int64) error
+	Pause(ctx context.Context) error
+	Resume(ctx context.Context) error
 	WaitCheckpoint(ctx context.Context) (executors.Epoch, error)
 	Scan(ctx context.Context, name string) (array.RecordReader, error)
 	Close() error

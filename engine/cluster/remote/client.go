@@ -186,6 +186,62 @@ func (c *Client) RescheduleMV(ctx context.Context, name string, parallelism int)
 	return err
 }
 
+// PauseMV implements engine.DB.
+func (c *Client) PauseMV(ctx context.Context, name string) error {
+	_, err := c.do(ctx, "pause materialized view "+name, actionPauseMV, request{Name: name})
+	return err
+}
+
+// ResumeMV implements engine.DB.
+func (c *Client) ResumeMV(ctx context.Context, name string) error {
+	_, err := c.do(ctx, "resume materialized view "+name, actionResumeMV, request{Name: name})
+	return err
+}
+
+// SetRateLimit implements engine.DB.
+func (c *Client) SetRateLimit(ctx context.Context, name string, limit *int64) error {
+	_, err := c.do(ctx, "set the rate limit of materialized view "+name, actionSetRateLimit, request{Name: name, RateLimit: limit})
+	return err
+}
+
+// Pause implements engine.DB.
+func (c *Client) Pause(ctx context.Context) error {
+	_, err := c.do(ctx, "pause", actionPause, request{})
+	return err
+}
+
+// Resume implements engine.DB.
+func (c *Client) Resume(ctx context.Context) error {
+	_, err := c.do(ctx, "resume", actionResume, request{})
+	return err
+}
+
+// Progress is the remote engine's engine.Engine.Progress: every job's progress now.
+func (c *Client) Progress(ctx context.Context) ([]engine.JobProgress, error) {
+	body, err := c.do(ctx, "progress", actionProgress, request{})
+	if err != nil {
+		return nil, err
+	}
+	var ps []engine.JobProgress
+	if err := json.Unmarshal(body, &ps); err != nil {
+		return nil, fmt.Errorf("remote %s: progress: bad result: %w", c.addr, err)
+	}
+	return ps, nil
+}
+
+// VnodeProgress is the remote engine's engine.Engine.VnodeProgress of view name.
+func (c *Client) VnodeProgress(ctx context.Context, name string) ([]engine.VnodeProgress, error) {
+	body, err := c.do(ctx, "progress per vnode of "+name, actionVnodeProgress, request{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	var vs []engine.VnodeProgress
+	if err := json.Unmarshal(body, &vs); err != nil {
+		return nil, fmt.Errorf("remote %s: progress per vnode of %s: bad result: %w", c.addr, name, err)
+	}
+	return vs, nil
+}
+
 // WaitCheckpoint implements engine.DB.
 func (c *Client) WaitCheckpoint(ctx context.Context) (executors.Epoch, error) {
 	body, err := c.do(ctx, "wait for a checkpoint", actionWaitCheckpoint, request{})

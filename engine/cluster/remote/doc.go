@@ -7,10 +7,12 @@
 //
 // Every request is a JSON object (see request) in a Flight message:
 //
-//   - DoAction of type weir.create_table.v1, weir.create_mv.v1, weir.drop_mv.v1,
-//     weir.reschedule_mv.v1 or weir.wait_checkpoint.v1, the object its body; each
-//     answers one Result (wait_checkpoint's body is {"epoch": N}) once the engine's
-//     call returned, or fails with the engine's error as the status message.
+//   - DoAction of a type ListActions lists (weir.create_table.v1, create_mv, drop_mv,
+//     reschedule_mv, pause_mv, resume_mv, set_rate_limit, pause, resume,
+//     wait_checkpoint, progress, vnode_progress), the object its body; each answers
+//     one Result once the engine's call returned (wait_checkpoint's body is
+//     {"epoch": N}, progress's and vnode_progress's the engine's JSON of them), or
+//     fails with the engine's error as the status message.
 //   - DoPut: a write. The descriptor is a command naming the table and the operation
 //     (insert, upsert, update, delete); each record of the stream is one write, and
 //     the server acknowledges it with a PutResult once the engine's write returned
@@ -25,8 +27,7 @@
 // that does not answer is ErrUnavailable, and a write that fails so may or may not
 // have been taken.
 //
-// Not built yet: the engine's progress, pause, resume, rate limits and status over
-// the wire; TLS and authentication (serve on loopback or a private network).
+// Not built yet: TLS and authentication (serve on loopback or a private network).
 //
 // # Files
 //

@@ -15,6 +15,13 @@ const (
 	actionDropMV         = "weir.drop_mv.v1"
 	actionRescheduleMV   = "weir.reschedule_mv.v1"
 	actionWaitCheckpoint = "weir.wait_checkpoint.v1"
+	actionPauseMV        = "weir.pause_mv.v1"
+	actionResumeMV       = "weir.resume_mv.v1"
+	actionSetRateLimit   = "weir.set_rate_limit.v1"
+	actionPause          = "weir.pause.v1"
+	actionResume         = "weir.resume.v1"
+	actionProgress       = "weir.progress.v1"
+	actionVnodeProgress  = "weir.vnode_progress.v1"
 )
 
 // request is the body of every action, a DoPut's descriptor command and a DoGet's
@@ -26,6 +33,7 @@ type request struct {
 	Plan        json.RawMessage     `json:"plan,omitempty"`        // create_mv: engine.MarshalPlan
 	MVOpts      engine.MVOptions    `json:"mv_opts"`               // create_mv
 	Parallelism int                 `json:"parallelism,omitempty"` // reschedule_mv
+	RateLimit   *int64              `json:"rate_limit,omitempty"`  // set_rate_limit: rows/s per actor; absent: unlimited
 	Op          string              `json:"op,omitempty"`          // DoPut: insert, upsert, update, delete
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -136,6 +137,23 @@ func program(ctx context.Context, db engine.DB) (map[string][]string, error) {
 	}
 	if err := db.RescheduleMV(ctx, "big", 3); err != nil {
 		return nil, err
+	}
+	// The controls: each rides on a barrier; the views are done, so they change no
+	// rows, and a bad one fails the same way on both.
+	for _, f := range []func() error{
+		func() error { return db.PauseMV(ctx, "by_customer") },
+		func() error { return db.SetRateLimit(ctx, "by_customer", engine.RowsPerSecond(10)) },
+		func() error { return db.SetRateLimit(ctx, "by_customer", nil) },
+		func() error { return db.ResumeMV(ctx, "by_customer") },
+		func() error { return db.Pause(ctx) },
+		func() error { return db.Resume(ctx) },
+	} {
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.SetRateLimit(ctx, "by_customer", engine.RowsPerSecond(-1)); err == nil {
+		return nil, errors.New("a negative rate limit was accepted")
 	}
 	if _, err := db.WaitCheckpoint(ctx); err != nil {
 		return nil, err
@@ -292,4 +310,72 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Progress over the wire is the served engine's: a view created paused in the
+// background reports itself paused and not done, with its vnodes; resumed, it gets
+// done.
+func TestProgress(t *testing.T) {
+	ctx := testCtx(t)
+	e, err := engine.Open(ctx, t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := dialT(t, serveEngine(t, e, memory.NewGoAllocator()), nil)
+	if err := c.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]any
+	for i := range 500 {
+		rows = append(rows, []any{i, fmt.Sprint("c", i%7), i})
+	}
+	if err := write(ctx, c.Insert, rows...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateMV(ctx, "all", engine.Scan("orders"), engine.MVOptions{Paused: true, Background: true}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := c.Progress(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].Name != "all" || !ps[0].Paused || ps[0].Done || ps[0].VnodesTotal != 256 {
+		t.Fatalf("progress of a paused view: %+v", ps)
+	}
+	vs, err := c.VnodeProgress(ctx, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := e.VnodeProgress("all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 256 || len(vs) != len(local) || vs[0].Upstream != "orders" || vs[0].State != local[0].State {
+		t.Fatalf("%d vnodes over the wire (first %+v), %d in the engine (first %+v)", len(vs), vs[0], len(local), local[0])
+	}
+	if _, err := c.VnodeProgress(ctx, "nope"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("progress per vnode of no view: %v", err)
+	}
+	if err := c.ResumeMV(ctx, "all"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		ps, err := c.Progress(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps[0].Done {
+			if ps[0].RowsConsumed != 500 || ps[0].Paused {
+				t.Fatalf("done: %+v", ps[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after a minute: %+v", ps[0])
+		}
+	}
 }

@@ -61,6 +61,20 @@ var actions = []*flight.ActionType{
 	{Type: actionDropMV, Description: "drop a materialized view: {name}"},
 	{Type: actionRescheduleMV, Description: "reschedule a materialized view: {name, parallelism}"},
 	{Type: actionWaitCheckpoint, Description: "wait for a checkpoint: {} -> {epoch}"},
+	{Type: actionPauseMV, Description: "pause a view's backfill: {name}"},
+	{Type: actionResumeMV, Description: "resume a view's backfill: {name}"},
+	{Type: actionSetRateLimit, Description: "set a view's backfill rate limit: {name, rate_limit (absent: unlimited)}"},
+	{Type: actionPause, Description: "pause every backfill: {}"},
+	{Type: actionResume, Description: "resume every backfill: {}"},
+	{Type: actionProgress, Description: "every job's progress: {} -> [engine.JobProgress]"},
+	{Type: actionVnodeProgress, Description: "a view's progress per upstream vnode: {name} -> [engine.VnodeProgress]"},
+}
+
+// Progresser is what a served engine gives for the progress actions; *engine.Engine
+// has it.
+type Progresser interface {
+	Progress() []engine.JobProgress
+	VnodeProgress(name string) ([]engine.VnodeProgress, error)
 }
 
 // ListActions lists the actions DoAction takes (a client's Dial calls it to check
@@ -116,6 +130,52 @@ func (s *Server) DoAction(a *flight.Action, stream flight.FlightService_DoAction
 		}
 		if err := s.db.RescheduleMV(ctx, r.Name, r.Parallelism); err != nil {
 			return statusOf(err)
+		}
+	case actionPauseMV, actionResumeMV, actionSetRateLimit:
+		if err := r.needName(a.GetType()); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		var err error
+		switch a.GetType() {
+		case actionPauseMV:
+			err = s.db.PauseMV(ctx, r.Name)
+		case actionResumeMV:
+			err = s.db.ResumeMV(ctx, r.Name)
+		default:
+			err = s.db.SetRateLimit(ctx, r.Name, r.RateLimit)
+		}
+		if err != nil {
+			return statusOf(err)
+		}
+	case actionPause, actionResume:
+		f := s.db.Pause
+		if a.GetType() == actionResume {
+			f = s.db.Resume
+		}
+		if err := f(ctx); err != nil {
+			return statusOf(err)
+		}
+	case actionProgress, actionVnodeProgress:
+		p, ok := s.db.(Progresser)
+		if !ok {
+			return status.Errorf(codes.Unimplemented, "%s: the served engine reports no progress", a.GetType())
+		}
+		var v any
+		if a.GetType() == actionProgress {
+			v = p.Progress()
+		} else {
+			if err := r.needName("progress per vnode"); err != nil {
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+			vs, err := p.VnodeProgress(r.Name)
+			if err != nil {
+				return statusOf(err)
+			}
+			v = vs
+		}
+		var err error
+		if body, err = json.Marshal(v); err != nil {
+			return status.Errorf(codes.Internal, "%s: %v", a.GetType(), err)
 		}
 	case actionWaitCheckpoint:
 		epoch, err := s.db.WaitCheckpoint(ctx)
