@@ -18,12 +18,13 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/spf13/cobra"
 )
 
 func newExport() *cobra.Command {
-	var dir, table, format, out string
+	var dir, addr, table, format, out string
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write a table or materialized view of an engine directory as CSV, Parquet or Arrow",
@@ -47,7 +48,8 @@ it has so far) and writes it as --format:
 to --out, or to stdout without --out. The file is written next to --out under a
 temporary name and renamed at the end, so on an error (or an interrupt) nothing is
 left. Like status, export cannot read a directory that another process has open
-(pebble locks it).`,
+(pebble locks it); --addr instead of --dir reads the engine weir serve serves there,
+while it runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch format {
@@ -55,8 +57,8 @@ left. Like status, export cannot read a directory that another process has open
 			default:
 				return fmt.Errorf("export: --format %q: want csv, parquet or arrow", format)
 			}
-			if dir == "" {
-				return errors.New("export: --dir is required")
+			if (dir == "") == (addr == "") {
+				return errors.New("export: one of --dir and --addr is required")
 			}
 			if table == "" {
 				return errors.New("export: --table is required")
@@ -68,7 +70,7 @@ left. Like status, export cannot read a directory that another process has open
 			// An interrupt ends the scan, so the temporary file is removed.
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			n, err := runExport(ctx, dir, table, format, out, cmd.OutOrStdout())
+			n, err := runExport(ctx, dir, addr, table, format, out, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -80,6 +82,7 @@ left. Like status, export cannot read a directory that another process has open
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "engine directory (must exist and hold an engine)")
+	f.StringVar(&addr, "addr", "", "address of a served engine (weir serve), instead of --dir")
 	f.StringVar(&table, "table", "", "table or materialized view to export")
 	f.StringVar(&format, "format", "csv", "csv, parquet or arrow (Arrow IPC file)")
 	f.StringVar(&out, "out", "", "file to write (default: stdout)")
@@ -88,7 +91,7 @@ left. Like status, export cannot read a directory that another process has open
 
 // runExport writes table of the engine in dir to out (stdout when empty) and returns
 // the number of rows written.
-func runExport(ctx context.Context, dir, table, format, out string, stdout io.Writer) (rows int64, err error) {
+func runExport(ctx context.Context, dir, addr, table, format, out string, stdout io.Writer) (rows int64, err error) {
 	if out != "" {
 		if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
 			return 0, fmt.Errorf("export: --out %s: its directory %s does not exist", out, filepath.Dir(out))
@@ -97,41 +100,21 @@ func runExport(ctx context.Context, dir, table, format, out string, stdout io.Wr
 			return 0, fmt.Errorf("export: --out %s is a directory", out)
 		}
 	}
-	e, err := openEngineDir(ctx, dir)
+	rr, done, err := openExportScan(ctx, dir, addr, table)
 	if err != nil {
-		return 0, fmt.Errorf("export: %w", err)
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			e.Close()
-		}
-	}()
-	if _, err := e.Table(table); err != nil {
-		return 0, fmt.Errorf("export: %s has no table or materialized view %q", dir, table)
-	}
-	snap, err := e.Snapshot()
-	if err != nil {
-		return 0, fmt.Errorf("export %s: %w", table, err)
-	}
-	rr, err := snap.Scan(ctx, table)
-	if err != nil {
-		snap.Release()
-		return 0, fmt.Errorf("export %s: %w", table, err)
+		return 0, err
 	}
 	w, tmp := stdout, (*os.File)(nil)
 	if out != "" {
 		tmp, err = os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp-*")
 		if err != nil {
-			rr.Release()
-			snap.Release()
+			done()
 			return 0, fmt.Errorf("export: %w", err)
 		}
 		if err := tmp.Chmod(0o644); err != nil { // CreateTemp's 0600 is for secrets
 			tmp.Close()
 			os.Remove(tmp.Name())
-			rr.Release()
-			snap.Release()
+			done()
 			return 0, fmt.Errorf("export: %w", err)
 		}
 		// Hide Close: the Parquet writer closes a sink that has it, and the file is
@@ -139,14 +122,11 @@ func runExport(ctx context.Context, dir, table, format, out string, stdout io.Wr
 		w = struct{ io.Writer }{tmp}
 	}
 	rows, err = writeRecords(w, format, rr)
-	rr.Release()
-	snap.Release()
 	if err != nil {
 		err = fmt.Errorf("export %s as %s: %w", table, format, err)
 	}
-	closed = true
-	if cerr := e.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("export: close %s: %w", dir, cerr)
+	if cerr := done(); cerr != nil && err == nil {
+		err = cerr
 	}
 	if tmp == nil {
 		return rows, err
@@ -165,6 +145,51 @@ func runExport(ctx context.Context, dir, table, format, out string, stdout io.Wr
 		return 0, err
 	}
 	return rows, nil
+}
+
+// openExportScan opens the scan of table at the committed epoch: of the engine in dir
+// (opened paused) or, with addr, of the engine served there. done releases the scan
+// and closes what it opened.
+func openExportScan(ctx context.Context, dir, addr, table string) (rr array.RecordReader, done func() error, err error) {
+	if addr != "" {
+		c, err := remote.Dial(ctx, addr, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("export: %w", err)
+		}
+		rr, err := c.Scan(ctx, table)
+		if err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("export: %w", err)
+		}
+		return rr, func() error { rr.Release(); return c.Close() }, nil
+	}
+	e, err := openEngineDir(ctx, dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	if _, err := e.Table(table); err != nil {
+		e.Close()
+		return nil, nil, fmt.Errorf("export: %s has no table or materialized view %q", dir, table)
+	}
+	snap, err := e.Snapshot()
+	if err != nil {
+		e.Close()
+		return nil, nil, fmt.Errorf("export %s: %w", table, err)
+	}
+	rr, err = snap.Scan(ctx, table)
+	if err != nil {
+		snap.Release()
+		e.Close()
+		return nil, nil, fmt.Errorf("export %s: %w", table, err)
+	}
+	return rr, func() error {
+		rr.Release()
+		snap.Release()
+		if err := e.Close(); err != nil {
+			return fmt.Errorf("export: close %s: %w", dir, err)
+		}
+		return nil
+	}, nil
 }
 
 // writeRecords writes every record of rr to w in format.

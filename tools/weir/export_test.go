@@ -323,7 +323,8 @@ func TestExportBadInput(t *testing.T) {
 		{"unknown table", []string{"--dir", dir, "--table", "nosuch"}, []string{dir, `no table or materialized view "nosuch"`}},
 		{"bad format", []string{"--dir", dir, "--table", "t", "--format", "xlsx"}, []string{`--format "xlsx"`, "csv, parquet or arrow"}},
 		{"no table", []string{"--dir", dir}, []string{"--table is required"}},
-		{"no dir", []string{"--table", "t"}, []string{"--dir is required"}},
+		{"no dir", []string{"--table", "t"}, []string{"one of --dir and --addr is required"}},
+		{"dir and addr", []string{"--dir", "d", "--addr", "127.0.0.1:1", "--table", "t"}, []string{"one of --dir and --addr is required"}},
 		{"out dir missing", []string{"--dir", dir, "--table", "t", "--out", filepath.Join(missing, "x.csv")}, []string{missing, "does not exist"}},
 	} {
 		args := append([]string{"export"}, tc.args...)

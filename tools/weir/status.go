@@ -16,13 +16,14 @@ import (
 	"time"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/spf13/cobra"
 )
 
 func newStatus() *cobra.Command {
 	var (
-		dir                     string
+		dir, addr               string
 		watch, asJSON, perVnode bool
 		interval                time.Duration
 	)
@@ -43,11 +44,19 @@ Pebble locks the directory: while another process has the engine open, status
 cannot read it and reports that the directory is in use by another engine. So
 --watch (reopen and reprint every --interval until interrupted) is only meaningful
 while no other process holds the directory, e.g. between runs of a process that opens
-the engine; while the directory is in use, each round reports that instead.`,
+the engine; while the directory is in use, each round reports that instead.
+
+With --addr instead of --dir it asks the engine weir serve serves there, live: the
+numbers are those of now, and --watch follows the running backfills (a round the
+server does not answer reports that).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if dir == "" {
-				return errors.New("status: --dir is required")
+			if (dir == "") == (addr == "") {
+				return errors.New("status: one of --dir and --addr is required")
+			}
+			where := dir
+			if addr != "" {
+				where = addr
 			}
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -55,11 +64,11 @@ the engine; while the directory is in use, each round reports that instead.`,
 			}
 			w := cmd.OutOrStdout()
 			if !watch {
-				r, err := collectStatus(ctx, dir, perVnode)
+				r, err := collectStatus(ctx, dir, addr, perVnode)
 				if err != nil {
 					return err
 				}
-				return printStatus(w, dir, r, asJSON)
+				return printStatus(w, where, r, asJSON)
 			}
 			if interval <= 0 {
 				return fmt.Errorf("status: --interval %s, want > 0", interval)
@@ -67,10 +76,10 @@ the engine; while the directory is in use, each round reports that instead.`,
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			for {
-				r, err := collectStatus(ctx, dir, perVnode)
+				r, err := collectStatus(ctx, dir, addr, perVnode)
 				now := time.Now().Format(time.TimeOnly)
 				switch {
-				case errors.Is(err, storage.ErrInUse):
+				case errors.Is(err, storage.ErrInUse), errors.Is(err, remote.ErrUnavailable):
 					if asJSON {
 						if err := json.NewEncoder(w).Encode(map[string]string{"time": now, "error": err.Error()}); err != nil {
 							return err
@@ -86,7 +95,7 @@ the engine; while the directory is in use, each round reports that instead.`,
 					if !asJSON {
 						fmt.Fprintf(w, "--- %s\n", now)
 					}
-					if err := printStatus(w, dir, r, asJSON); err != nil {
+					if err := printStatus(w, where, r, asJSON); err != nil {
 						return err
 					}
 				}
@@ -100,6 +109,7 @@ the engine; while the directory is in use, each round reports that instead.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "engine directory (must exist and hold an engine)")
+	f.StringVar(&addr, "addr", "", "address of a served engine (weir serve), instead of --dir: its progress now")
 	f.BoolVar(&watch, "watch", false, "reopen and reprint every --interval until interrupted (only while no other process holds --dir)")
 	f.DurationVar(&interval, "interval", 2*time.Second, "time between reports with --watch")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"jobs": [...], "vnodes": {...}} (one per line with --watch)`)
@@ -180,8 +190,22 @@ type statusReport struct {
 	Vnodes map[string][]statusVnode `json:"vnodes"`
 }
 
-// collectStatus opens dir, reads its jobs' progress (and per vnode) and closes it.
-func collectStatus(ctx context.Context, dir string, perVnode bool) (r statusReport, err error) {
+// collectStatus reads the jobs' progress (and per vnode) of the engine in dir (opened
+// paused and closed again: the numbers of the last checkpoint) or, with addr, of the
+// engine served there (the numbers now).
+func collectStatus(ctx context.Context, dir, addr string, perVnode bool) (r statusReport, err error) {
+	if addr != "" {
+		c, err := remote.Dial(ctx, addr, nil)
+		if err != nil {
+			return r, err
+		}
+		defer c.Close()
+		ps, err := c.Progress(ctx)
+		if err != nil {
+			return r, err
+		}
+		return buildStatus(ps, func(name string) ([]engine.VnodeProgress, error) { return c.VnodeProgress(ctx, name) }, perVnode)
+	}
 	e, err := openEngineDir(ctx, dir)
 	if err != nil {
 		return r, err
@@ -198,9 +222,14 @@ func collectStatus(ctx context.Context, dir string, perVnode bool) (r statusRepo
 	if _, err := e.WaitCheckpoint(ctx); err != nil {
 		return r, fmt.Errorf("status of %s: %w", dir, err)
 	}
+	return buildStatus(e.Progress(), e.VnodeProgress, perVnode)
+}
+
+// buildStatus is the report of the jobs ps, with each one's vnodes when perVnode.
+func buildStatus(ps []engine.JobProgress, vnodes func(name string) ([]engine.VnodeProgress, error), perVnode bool) (r statusReport, err error) {
 	r.Jobs = []statusJob{}
 	r.Vnodes = map[string][]statusVnode{}
-	for _, p := range e.Progress() {
+	for _, p := range ps {
 		j := statusJob{
 			Name: p.Name, Backfill: string(p.Backfill), Parallelism: p.Parallelism, RateLimit: p.RateLimit,
 			Paused: p.Paused, RowsConsumed: p.RowsConsumed, UpstreamRows: p.UpstreamRows,
@@ -214,7 +243,7 @@ func collectStatus(ctx context.Context, dir string, perVnode bool) (r statusRepo
 		if !perVnode {
 			continue
 		}
-		vs, err := e.VnodeProgress(p.Name)
+		vs, err := vnodes(p.Name)
 		if err != nil {
 			return r, err
 		}
