@@ -15,7 +15,7 @@ import (
 )
 
 // startPostgres starts a private PostgreSQL server for one test, stopped when it ends.
-func startPostgres(t *testing.T) *pgtest.Server {
+func startPostgres(t testing.TB) *pgtest.Server {
 	t.Helper()
 	s, err := pgtest.Start("weir-tools")
 	if err != nil {

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // startWeir runs weir args in a child process and returns it once it printed
 // "serving ADDR", with that address; ok false when it exited first, and addr is then
 // its stderr.
-func startWeir(t *testing.T, args ...string) (cmd *exec.Cmd, addr string, ok bool) {
+func startWeir(t testing.TB, args ...string) (cmd *exec.Cmd, addr string, ok bool) {
 	t.Helper()
 	a, _ := json.Marshal(args)
 	cmd = exec.Command(os.Args[0], "-test.run=^$")
