@@ -289,6 +289,16 @@ func TestBrokenEdgeFailsRound(t *testing.T) {
 		t.Fatalf("committed epoch %d after the break, want %d", got, committed)
 	}
 	compare("after the recovery")
+	// The new graph is generation 2: a stream of generation 1, a late sender of the
+	// old graph, is refused and feeds nothing.
+	client, err := Dial(mesh.Addr(1), testWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := NewSender(ctx, client, Edge{Up: 1, Down: 2, Generation: 1}, nil, mem); err == nil || !strings.Contains(err.Error(), "not expected") {
+		t.Fatalf("a sender of the old generation: %v, want it refused", err)
+	}
 	for round := range 3 {
 		ins, upd, del := batch(rng, live)
 		for _, e := range es {
