@@ -36,9 +36,11 @@ const (
 // Server is a running versitygw.
 type Server struct {
 	Endpoint string // http://127.0.0.1:PORT
+	bin      string
+	addr     string
 	dir      string
 	cmd      *exec.Cmd
-	exited   chan struct{}
+	exited   chan struct{} // closed when cmd has exited
 	stderr   bytes.Buffer
 	buckets  atomic.Int64
 }
@@ -50,8 +52,7 @@ func Start(bin, prefix string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, meta := filepath.Join(dir, "data"), filepath.Join(dir, "meta")
-	for _, d := range []string{data, meta} {
+	for _, d := range []string{filepath.Join(dir, "data"), filepath.Join(dir, "meta")} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -62,39 +63,78 @@ func Start(bin, prefix string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	addr := "127.0.0.1:" + port
-	s := &Server{Endpoint: "http://" + addr, dir: dir, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--region", "us-east-1", "--port", addr,
+	s := &Server{Endpoint: "http://127.0.0.1:" + port, bin: bin, addr: "127.0.0.1:" + port, dir: dir}
+	if err := s.launch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
+	return s, nil
+}
+
+// launch starts the server process on s's address and directory and waits until it
+// accepts connections.
+func (s *Server) launch() error {
+	data, meta := filepath.Join(s.dir, "data"), filepath.Join(s.dir, "meta")
+	s.stderr.Reset()
+	s.exited = make(chan struct{})
+	s.cmd = exec.Command(s.bin, "--access", AccessKey, "--secret", SecretKey, "--region", "us-east-1", "--port", s.addr,
 		"posix", "--sidecar", meta, data)
 	s.cmd.Stderr = &s.stderr
 	s.cmd.Stdout = &s.stderr
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("s3test: start %s: %w", bin, err)
+		return fmt.Errorf("s3test: start %s: %w", s.bin, err)
 	}
+	exited := s.exited
 	go func() {
 		_ = s.cmd.Wait()
-		close(s.exited)
+		close(exited)
 	}()
-	os.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
 		if err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		select {
-		case <-s.exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("s3test: %s exited: %s", bin, s.stderr.String())
+		case <-exited:
+			return fmt.Errorf("s3test: %s exited: %s", s.bin, s.stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("s3test: %s did not listen on %s within 30s: %s", bin, addr, s.stderr.String())
+			s.kill()
+			return fmt.Errorf("s3test: %s did not listen on %s within 30s: %s", s.bin, s.addr, s.stderr.String())
 		}
 	}
+}
+
+// Kill kills the server process (by its pid) and keeps its directory: the buckets
+// refuse every request until Restart.
+func (s *Server) Kill() error { return s.kill() }
+
+// Restart starts the server again on the same address and directory, after Kill.
+func (s *Server) Restart() error {
+	select {
+	case <-s.exited:
+	default:
+		return fmt.Errorf("s3test: restart: the server at %s is running", s.addr)
+	}
+	return s.launch()
+}
+
+func (s *Server) kill() error {
+	select {
+	case <-s.exited:
+		return nil
+	default:
+	}
+	err := s.cmd.Process.Kill()
+	<-s.exited
+	if errors.Is(err, os.ErrProcessDone) {
+		err = nil
+	}
+	return err
 }
 
 // NewBucket creates a new, empty bucket named after prefix and returns its URL for
@@ -111,15 +151,7 @@ func (s *Server) NewBucket(prefix string) (string, error) {
 
 // Stop kills the server (by its pid) and removes its directory.
 func (s *Server) Stop() error {
-	var err error
-	select {
-	case <-s.exited:
-	default:
-		if kerr := s.cmd.Process.Kill(); kerr != nil && !errors.Is(kerr, os.ErrProcessDone) {
-			err = kerr
-		}
-		<-s.exited
-	}
+	err := s.kill()
 	if rerr := os.RemoveAll(s.dir); err == nil {
 		err = rerr
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // The server takes objects into a new bucket through gocloud.dev/blob's s3blob and
-// gives them back, lists and deletes them; Stop removes everything. It runs under
+// gives them back, lists and deletes them; killed it refuses writes, restarted it
+// holds what it held; Stop removes everything. It runs under
 // make test-s3 (WEIR_VERSITYGW set).
 func TestServer(t *testing.T) {
 	if os.Getenv(BinaryEnv) == "" {
@@ -42,6 +43,19 @@ func TestServer(t *testing.T) {
 	o, err := it.Next(ctx)
 	if err != nil || o.Key != "e1-n1-i1-0.sst" || o.Size != 5 {
 		t.Fatalf("list: %+v, %v", o, err)
+	}
+	// Killed, the server refuses; restarted, it holds what it held.
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteAll(ctx, "e2-n1-i1-0.sst", []byte("x"), nil); err == nil {
+		t.Fatal("a write to a killed server succeeded")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.ReadAll(ctx, "e1-n1-i1-0.sst"); err != nil || string(got) != "hello" {
+		t.Fatalf("after the restart: %q, %v", got, err)
 	}
 	if err := b.Delete(ctx, "e1-n1-i1-0.sst"); err != nil {
 		t.Fatal(err)
