@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/storage"
 )
@@ -14,10 +15,11 @@ import (
 // Snapshot is a consistent read of every table and view at one committed epoch.
 // Release it when done (after releasing its readers).
 type Snapshot struct {
-	e    *Engine
-	view *storage.View
-	objs map[string]*object
-	refs atomic.Int64
+	chunkSize int
+	mem       memory.Allocator // the records' (Options.Mem, or Arrow's Go allocator)
+	view      *storage.View
+	objs      map[string]*object
+	refs      atomic.Int64
 }
 
 // Snapshot opens a read of the committed state: every Scan of it sees the same epoch.
@@ -35,7 +37,7 @@ func (e *Engine) Snapshot() (*Snapshot, error) {
 	for k, o := range e.cat.objects {
 		objs[k] = o
 	}
-	s := &Snapshot{e: e, view: view, objs: objs}
+	s := &Snapshot{chunkSize: e.opts.ChunkSize, mem: e.scanMem, view: view, objs: objs}
 	s.refs.Store(1)
 	return s, nil
 }
@@ -60,7 +62,7 @@ func (s *Snapshot) Scan(ctx context.Context, name string) (array.RecordReader, e
 		return nil, fmt.Errorf("scan %s: no table or materialized view of that name", name)
 	}
 	t := o.t
-	req := storage.SnapshotRequest{BatchSize: s.e.opts.ChunkSize, Workers: 1, Buffer: 2, Mem: s.e.scanMem}
+	req := storage.SnapshotRequest{BatchSize: s.chunkSize, Workers: 1, Buffer: 2, Mem: s.mem}
 	for v := 0; v < t.VnodeCount; v++ {
 		req.Vnodes = append(req.Vnodes, storage.VnodeStart{Vnode: uint16(v)})
 	}
