@@ -117,7 +117,7 @@ func write(t *testing.T, e *engine.Engine, op func(context.Context, string, arro
 }
 
 // scan is every row of name, as text, sorted.
-func scan(t *testing.T, e *engine.Engine, name string) []string {
+func scan(t *testing.T, e engine.DB, name string) []string {
 	t.Helper()
 	r, err := e.Scan(testContext(t), name)
 	if err != nil {

@@ -216,7 +216,12 @@ func (l *Log) loseLocked(err error) {
 // with commits but no applied sequence holds commits the log lacks (an embedded
 // engine's directory) and is refused.
 func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	return catchUp(ctx, l.cfg, store)
+}
+
+// catchUp is CatchUp of the log cfg names.
+func catchUp(ctx context.Context, cfg Config, store *storage.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	applied, err := store.AppliedSequence()
 	if err != nil {
@@ -225,7 +230,7 @@ func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
 	if applied == 0 && store.CommittedEpoch() > 0 {
 		return fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
 	}
-	deltas, err := l.cfg.Meta.Deltas(ctx, applied)
+	deltas, err := cfg.Meta.Deltas(ctx, applied)
 	if err != nil {
 		return fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
 	}
@@ -242,7 +247,7 @@ func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
 		for i, o := range d.Objects {
 			names[i] = o.Name
 		}
-		if err := objstore.Apply(ctx, l.cfg.Bucket, store, d.Epoch, names, ch); err != nil {
+		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, names, ch); err != nil {
 			return fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
 		}
 		applied = d.Seq
