@@ -27,8 +27,9 @@ import (
 // nil was taken by the remote engine (it is in its next checkpoint), WaitCheckpoint
 // returns once the remote engine committed, and Scan streams the committed rows. An
 // error from the remote engine keeps its text, prefixed with the address;
-// engine.ErrClosed, context.Canceled and context.DeadlineExceeded survive the trip
-// (errors.Is), and a server that does not answer is ErrUnavailable. Every method is safe for concurrent use.
+// engine.ErrClosed, engine.ErrReadOnly (a served replica), context.Canceled and
+// context.DeadlineExceeded survive the trip (errors.Is), and a server that does not
+// answer is ErrUnavailable. Every method is safe for concurrent use.
 type Client struct {
 	addr   string
 	client flight.Client
@@ -100,6 +101,8 @@ func (c *Client) fromStatus(what string, err error) error {
 	switch st.Code() {
 	case codes.Aborted:
 		return fmt.Errorf("remote %s: %s: %w", c.addr, st.Message(), engine.ErrClosed)
+	case codes.PermissionDenied:
+		return fmt.Errorf("remote %s: %s: %w", c.addr, st.Message(), engine.ErrReadOnly)
 	case codes.Unavailable:
 		base = ErrUnavailable
 	case codes.Canceled:

@@ -22,7 +22,8 @@
 //   - DoGet: a Scan. The ticket names the table or view; the stream is its rows at
 //     the committed epoch, as the engine's Scan reads them.
 //
-// Statuses carry engine.ErrClosed (Aborted), context.Canceled and
+// Statuses carry engine.ErrClosed (Aborted), engine.ErrReadOnly (PermissionDenied),
+// context.Canceled and
 // context.DeadlineExceeded back to the client, where errors.Is finds them; a server
 // that does not answer is ErrUnavailable, and a write that fails so may or may not
 // have been taken.

@@ -46,6 +46,8 @@ func statusOf(err error) error {
 		return nil
 	case errors.Is(err, engine.ErrClosed):
 		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, engine.ErrReadOnly):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
