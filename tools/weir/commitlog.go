@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
@@ -16,15 +17,16 @@ import (
 // commits checkpoints to PostgreSQL and the bucket, and its directory is a copy.
 type clusterLog struct {
 	meta *meta.Store
-	log  *commitlog.Log
+	log  engine.CommitLog // a *commitlog.Log, or a *commitlog.Follower (a replica)
 	// close closes the log, the bucket and the meta store, in that order.
 	close func() error
 }
 
 // openClusterLog opens the commit log in the meta store at dsn and the bucket at
 // bucket as node (the lease holder "node-<node>"), with the lease's time to live
-// (0: commitlog's default). cmd names the command in errors.
-func openClusterLog(ctx context.Context, cmd, dsn, bucket string, node uint64, ttl time.Duration, logger *slog.Logger) (*clusterLog, error) {
+// (0: commitlog's default); with follow, a follower of it instead (no lease). cmd
+// names the command in errors.
+func openClusterLog(ctx context.Context, cmd, dsn, bucket string, node uint64, ttl time.Duration, follow bool, logger *slog.Logger) (*clusterLog, error) {
 	if dsn == "" || bucket == "" {
 		return nil, fmt.Errorf("%s: --meta and --bucket go together", cmd)
 	}
@@ -37,14 +39,24 @@ func openClusterLog(ctx context.Context, cmd, dsn, bucket string, node uint64, t
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
-	l, err := commitlog.Open(ctx, commitlog.Config{Meta: m, Bucket: b, BucketURL: bucket, Node: node, LeaseTTL: ttl, Logger: logger})
+	cfg := commitlog.Config{Meta: m, Bucket: b, BucketURL: bucket, Node: node, LeaseTTL: ttl, Logger: logger}
+	var cl engine.CommitLog
+	closeLog := func() error { return nil }
+	if follow {
+		cl, err = commitlog.OpenFollower(ctx, cfg)
+	} else {
+		var l *commitlog.Log
+		if l, err = commitlog.Open(ctx, cfg); err == nil {
+			cl, closeLog = l, l.Close
+		}
+	}
 	if err != nil {
 		b.Close()
 		m.Close()
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
-	return &clusterLog{meta: m, log: l, close: func() error {
-		err := errors.Join(l.Close(), b.Close())
+	return &clusterLog{meta: m, log: cl, close: func() error {
+		err := errors.Join(closeLog(), b.Close())
 		m.Close()
 		return err
 	}}, nil

@@ -31,7 +31,7 @@ func openDemoLog(ctx context.Context, o demoOptions, logger *slog.Logger) (*clus
 			return nil, fmt.Errorf("demo: %w", err)
 		}
 	}
-	return openClusterLog(ctx, "demo", o.meta, o.bucket, 1, 0, logger)
+	return openClusterLog(ctx, "demo", o.meta, o.bucket, 1, 0, false, logger)
 }
 
 // emptyDir removes everything in dir, keeping dir: a crashed engine's copy of what

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/executors"
 	"github.com/spf13/cobra"
 )
 
@@ -27,6 +28,7 @@ type serveOptions struct {
 	leaseTTL     time.Duration
 	exchange     string // channel or flight
 	metricsAddr  string
+	replica      bool // a read-only replica following the commit log
 }
 
 func newServe() *cobra.Command {
@@ -45,7 +47,12 @@ serve on the same meta store is refused while the lease (--lease-ttl) lasts, nam
 its holder. The directory is then a copy, rebuilt from the log when it starts empty.
 --exchange flight makes the edges between the engine's nodes Arrow Flight streams;
 --metrics-addr serves Prometheus metrics (labeled with the node) and pprof. Logs go
-to stderr with the node's number.`,
+to stderr with the node's number.
+
+With --replica (and --meta, --bucket) it serves a read-only replica instead
+(engine.Replica): its directory follows the commit log, catching up every 100ms and
+at each client's WaitCheckpoint, so reads go on while the committing server is down;
+writes, catalog changes and controls fail as read-only. It takes no lease.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -62,6 +69,7 @@ to stderr with the node's number.`,
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 0, "the leader lease's time to live (0: the commit log's default, 10s)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between the engine's nodes travel: channel or flight")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address")
+	f.BoolVar(&o.replica, "replica", false, "serve a read-only replica that follows the commit log of --meta and --bucket (no lease)")
 	return cmd
 }
 
@@ -92,8 +100,11 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 	if mesh != nil {
 		defer mesh.Close()
 	}
+	if o.replica && (o.meta == "" || o.bucket == "") {
+		return fmt.Errorf("serve: --replica follows a commit log: --meta and --bucket are required")
+	}
 	if o.meta != "" || o.bucket != "" {
-		clog, err := openClusterLog(ctx, "serve", o.meta, o.bucket, o.node, o.leaseTTL, logger)
+		clog, err := openClusterLog(ctx, "serve", o.meta, o.bucket, o.node, o.leaseTTL, o.replica, logger)
 		if err != nil {
 			return err
 		}
@@ -103,6 +114,18 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 			}
 		}()
 		opts.CommitLog = clog.log
+	}
+	if o.replica {
+		r, err := engine.OpenReplica(ctx, o.dir, opts)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer func() {
+			if cerr := r.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("serve: close the replica in %s: %w", o.dir, cerr)
+			}
+		}()
+		return serveDB(ctx, r, o, r.CommittedEpoch(), logger, listening)
 	}
 	e, err := engine.Open(ctx, o.dir, opts)
 	if err != nil {
@@ -130,11 +153,16 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		}()
 		defer func() { tick.Stop(); close(stopped); <-done }()
 	}
+	return serveDB(ctx, e, o, e.CommittedEpoch(), logger, listening)
+}
+
+// serveDB serves db on o.addr over Flight until ctx is done.
+func serveDB(ctx context.Context, db engine.DB, o serveOptions, epoch executors.Epoch, logger *slog.Logger, listening func(addr string)) error {
 	lis, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	fs := remote.NewFlightServer(remote.NewServer(e, memory.NewGoAllocator()))
+	fs := remote.NewFlightServer(remote.NewServer(db, memory.NewGoAllocator()))
 	fs.InitListener(lis)
 	served := make(chan struct{})
 	defer close(served)
@@ -145,7 +173,7 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		}
 		fs.Shutdown()
 	}()
-	logger.Info("serving", "dir", o.dir, "addr", lis.Addr().String(), "committed_epoch", uint64(e.CommittedEpoch()))
+	logger.Info("serving", "dir", o.dir, "addr", lis.Addr().String(), "committed_epoch", uint64(epoch), "replica", o.replica)
 	listening(lis.Addr().String())
 	if err := fs.Serve(); err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -202,5 +203,142 @@ func TestServeKilledOverCommitLog(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the server after SIGTERM: %v", err)
+	}
+}
+
+// weir serve --replica in a process of its own follows a weir serve's commit log:
+// after each of the leader's checkpoints the replica's WaitCheckpoint reaches the
+// epoch and its scans equal the leader's; a write to it is refused as read-only;
+// with the leader SIGKILLed it goes on serving the committed rows, and once the
+// leader is back it follows the new commits.
+func TestServeReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "replica")
+	bucket := "file://" + filepath.ToSlash(t.TempDir())
+	common := []string{"--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket}
+	leaderDir := filepath.Join(t.TempDir(), "leader")
+	leaderCmd, leaderAddr, ok := startWeir(t, append([]string{"serve", "--dir", leaderDir}, common...)...)
+	if !ok {
+		t.Fatalf("leader: %s", leaderAddr)
+	}
+	_, replicaAddr, ok := startWeir(t, append([]string{"serve", "--replica", "--dir", filepath.Join(t.TempDir(), "replica")}, common...)...)
+	if !ok {
+		t.Fatalf("replica: %s", replicaAddr)
+	}
+	leader, err := remote.Dial(ctx, leaderAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := remote.Dial(ctx, replicaAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close()
+	kv := &schema.Table{Name: "kv", Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
+	}, PK: []schema.KeyColumn{{Column: 0}}}
+	insert := func(c *remote.Client, from, to int) error {
+		b := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
+		defer b.Release()
+		for k := from; k < to; k++ {
+			if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%5)); err != nil {
+				return err
+			}
+		}
+		ch, err := b.Build()
+		if err != nil {
+			return err
+		}
+		defer ch.Release()
+		return c.Insert(ctx, "kv", ch.Record())
+	}
+	rows := func(c *remote.Client, name string) []string {
+		t.Helper()
+		r, err := c.Scan(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release()
+		var out []string
+		for r.Next() {
+			rec := r.RecordBatch()
+			for i := range int(rec.NumRows()) {
+				out = append(out, rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
+			}
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(out)
+		return out
+	}
+	follow := func(when string) {
+		t.Helper()
+		epoch, err := leader.WaitCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := replica.WaitCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got < epoch {
+			t.Fatalf("%s: the replica at epoch %d, the leader committed %d", when, got, epoch)
+		}
+		for _, name := range []string{"kv", "by_g"} {
+			if a, b := rows(leader, name), rows(replica, name); !slices.Equal(a, b) {
+				t.Fatalf("%s: %s: the replica has %d rows, the leader %d", when, name, len(b), len(a))
+			}
+		}
+	}
+	if err := leader.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert(leader, 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	if err := leader.CreateMV(ctx, "by_g", agg, engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	follow("after the first writes")
+	if err := insert(leader, 500, 800); err != nil {
+		t.Fatal(err)
+	}
+	follow("after more writes")
+	if err := insert(replica, 900, 901); !errors.Is(err, engine.ErrReadOnly) {
+		t.Fatalf("a write to the replica: %v, want ErrReadOnly", err)
+	}
+
+	want := rows(replica, "kv")
+	leader.Close()
+	if err := leaderCmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = leaderCmd.Wait()
+	if _, err := replica.WaitCheckpoint(ctx); err != nil {
+		t.Fatalf("the replica's catch-up with the leader dead: %v", err)
+	}
+	if got := rows(replica, "kv"); !slices.Equal(got, want) {
+		t.Fatalf("with the leader dead the replica has %d rows, want %d", len(got), len(want))
+	}
+
+	_, leaderAddr, ok = startWeir(t, append([]string{"serve", "--dir", leaderDir}, common...)...)
+	if !ok {
+		t.Fatalf("the leader's restart: %s", leaderAddr)
+	}
+	if leader, err = remote.Dial(ctx, leaderAddr, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	if err := insert(leader, 800, 1000); err != nil {
+		t.Fatal(err)
+	}
+	follow("after the leader's restart")
+	if got := rows(replica, "kv"); len(got) != 1000 {
+		t.Fatalf("the replica has %d rows of kv, want 1000", len(got))
 	}
 }
