@@ -139,17 +139,7 @@ func (r *Replica) Snapshot() (*Snapshot, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
-	view, err := r.store.View()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	objs := make(map[string]*object, len(r.cat.objects))
-	for k, o := range r.cat.objects {
-		objs[k] = o
-	}
-	s := &Snapshot{chunkSize: r.opts.ChunkSize, mem: r.scanMem, view: view, objs: objs}
-	s.refs.Store(1)
-	return s, nil
+	return newSnapshot(r.store, r.cat, r.opts.ChunkSize, r.scanMem)
 }
 
 // Scan reads a table or view at the epoch the replica applied last.

@@ -29,15 +29,20 @@ func (e *Engine) Snapshot() (*Snapshot, error) {
 	if err := e.usable(); err != nil {
 		return nil, err
 	}
-	view, err := e.store.View()
+	return newSnapshot(e.store, e.cat, e.opts.ChunkSize, e.scanMem)
+}
+
+// newSnapshot opens a read of store's committed state with the objects of cat.
+func newSnapshot(store *storage.Store, cat *catalog, chunkSize int, mem memory.Allocator) (*Snapshot, error) {
+	view, err := store.View()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	objs := make(map[string]*object, len(e.cat.objects))
-	for k, o := range e.cat.objects {
+	objs := make(map[string]*object, len(cat.objects))
+	for k, o := range cat.objects {
 		objs[k] = o
 	}
-	s := &Snapshot{chunkSize: e.opts.ChunkSize, mem: e.scanMem, view: view, objs: objs}
+	s := &Snapshot{chunkSize: chunkSize, mem: mem, view: view, objs: objs}
 	s.refs.Store(1)
 	return s, nil
 }
