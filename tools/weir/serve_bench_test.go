@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
-	"github.com/seed04fbb902/weir/internal/s3test"
-	"github.com/seed04fbb902/weir/schema"
-	"github.com/seed04fbb902/weir/vec"
 )
 
 // BenchmarkServeRecovery measures the recovery of a weir serve over a commit log from
@@ -27,13 +23,7 @@ func BenchmarkServeRecovery(b *testing.B) {
 	ctx := context.Background()
 	pg := startPostgres(b)
 	dsn := pg.NewDatabase(b, "recovery")
-	bucket := "file://" + filepath.ToSlash(b.TempDir())
-	if s3, err := s3test.FromEnv("weir-recovery"); err != nil {
-		b.Fatal(err)
-	} else if s3 != nil {
-		b.Cleanup(func() { s3.Stop() })
-		bucket = s3test.BucketURL(b, s3, "recovery")
-	}
+	bucket := clusterBucket(b, "recovery")
 	dirs := 0
 	start := func(dir string) (func(), *remote.Client) {
 		cmd, addr, ok := startWeir(b, "serve", "--dir", dir, "--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket)
@@ -54,33 +44,15 @@ func BenchmarkServeRecovery(b *testing.B) {
 	}
 	dir := filepath.Join(b.TempDir(), "d0")
 	kill, c := start(dir)
-	kv := &schema.Table{Name: "kv", Columns: []schema.Column{
-		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
-		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
-	}, PK: []schema.KeyColumn{{Column: 0}}}
-	if err := c.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for lo := 0; lo < 200_000; lo += 10_000 {
-		bld := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
-		for k := lo; k < lo+10_000; k++ {
-			if err := bld.AppendRow(vec.Insert, k, fmt.Sprint("g", k%100)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		ch, err := bld.Build()
-		bld.Release()
-		if err != nil {
-			b.Fatal(err)
-		}
-		err = c.Insert(ctx, "kv", ch.Record())
-		ch.Release()
-		if err != nil {
+		if err := insertKV(ctx, c, lo, lo+10_000, 100); err != nil {
 			b.Fatal(err)
 		}
 	}
-	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
-	if err := c.CreateMV(ctx, "by_g", agg, engine.MVOptions{}); err != nil {
+	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := c.WaitCheckpoint(ctx); err != nil {

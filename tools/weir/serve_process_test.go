@@ -79,6 +79,73 @@ func startWeir(t testing.TB, args ...string) (cmd *exec.Cmd, addr string, ok boo
 	return cmd, addr, true
 }
 
+// kvTable is the served engines' table: k int64 (the pk), g varchar.
+var kvTable = &schema.Table{Name: "kv", Columns: []schema.Column{
+	{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+	{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
+}, PK: []schema.KeyColumn{{Column: 0}}}
+
+// byG is the served engines' view: the rows of kv per g.
+var byG = engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+
+// insertKV inserts keys from up to to into kv through db, k's g being k mod groups.
+func insertKV(ctx context.Context, db engine.DB, from, to, groups int) error {
+	b := vec.NewChunkBuilder(memory.DefaultAllocator, kvTable)
+	defer b.Release()
+	for k := from; k < to; k++ {
+		if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%groups)); err != nil {
+			return err
+		}
+	}
+	ch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer ch.Release()
+	return db.Insert(ctx, "kv", ch.Record())
+}
+
+// scanTwo is every row of name (kv or by_g) through db as "col0 col1", sorted.
+func scanTwo(t testing.TB, ctx context.Context, db engine.DB, name string) []string {
+	t.Helper()
+	r, err := db.Scan(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var out []string
+	for r.Next() {
+		rec := r.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			out = append(out, rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// clusterBucket is a new bucket for one test: on a private versitygw under make
+// test-s3, else file:// in a temporary directory.
+func clusterBucket(t testing.TB, prefix string) string {
+	t.Helper()
+	s3, err := s3test.FromEnv("weir-" + prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3 == nil {
+		return "file://" + filepath.ToSlash(t.TempDir())
+	}
+	t.Cleanup(func() {
+		if err := s3.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s3test.BucketURL(t, s3, prefix)
+}
+
 // weir serve over a commit log, in a process of its own: a client creates a table
 // and a view and writes through it; a second server (node 2) on the same meta store is
 // refused, naming node 1, the lease's holder. SIGKILLed, node 1 is restarted on an
@@ -90,13 +157,7 @@ func TestServeKilledOverCommitLog(t *testing.T) {
 	defer cancel()
 	pg := startPostgres(t)
 	dsn := pg.NewDatabase(t, "serve")
-	bucket := "file://" + filepath.ToSlash(t.TempDir())
-	if s3, err := s3test.FromEnv("weir-serve"); err != nil {
-		t.Fatal(err)
-	} else if s3 != nil {
-		t.Cleanup(func() { s3.Stop() })
-		bucket = s3test.BucketURL(t, s3, "serve")
-	}
+	bucket := clusterBucket(t, "serve")
 	args := func(dir string, node int) []string {
 		return []string{"serve", "--dir", dir, "--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket, "--node", fmt.Sprint(node), "--exchange", "flight"}
 	}
@@ -113,32 +174,15 @@ func TestServeKilledOverCommitLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := &schema.Table{Name: "kv", Columns: []schema.Column{
-		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
-		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
-	}, PK: []schema.KeyColumn{{Column: 0}}}
-	if err := c.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
-	if err := c.CreateMV(ctx, "by_g", agg, engine.MVOptions{}); err != nil {
+	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	write := func(c *remote.Client, from, to int) {
 		t.Helper()
-		b := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
-		defer b.Release()
-		for k := from; k < to; k++ {
-			if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%4)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ch, err := b.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ch.Release()
-		if err := c.Insert(ctx, "kv", ch.Record()); err != nil {
+		if err := insertKV(ctx, c, from, to, 4); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,25 +192,7 @@ func TestServeKilledOverCommitLog(t *testing.T) {
 	}
 	read := func(c *remote.Client) map[string][]string {
 		t.Helper()
-		out := map[string][]string{}
-		for _, name := range []string{"kv", "by_g"} {
-			r, err := c.Scan(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r.Next() {
-				rec := r.RecordBatch()
-				for i := range int(rec.NumRows()) {
-					out[name] = append(out[name], rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
-				}
-			}
-			if err := r.Err(); err != nil {
-				t.Fatal(err)
-			}
-			r.Release()
-			slices.Sort(out[name])
-		}
-		return out
+		return map[string][]string{"kv": scanTwo(t, ctx, c, "kv"), "by_g": scanTwo(t, ctx, c, "by_g")}
 	}
 	want := read(c)
 	if len(want["kv"]) != 1000 || len(want["by_g"]) != 4 {
@@ -216,7 +242,7 @@ func TestServeReplica(t *testing.T) {
 	defer cancel()
 	pg := startPostgres(t)
 	dsn := pg.NewDatabase(t, "replica")
-	bucket := "file://" + filepath.ToSlash(t.TempDir())
+	bucket := clusterBucket(t, "replica")
 	common := []string{"--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket}
 	leaderDir := filepath.Join(t.TempDir(), "leader")
 	leaderCmd, leaderAddr, ok := startWeir(t, append([]string{"serve", "--dir", leaderDir}, common...)...)
@@ -236,45 +262,8 @@ func TestServeReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer replica.Close()
-	kv := &schema.Table{Name: "kv", Columns: []schema.Column{
-		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
-		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
-	}, PK: []schema.KeyColumn{{Column: 0}}}
-	insert := func(c *remote.Client, from, to int) error {
-		b := vec.NewChunkBuilder(memory.DefaultAllocator, kv)
-		defer b.Release()
-		for k := from; k < to; k++ {
-			if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%5)); err != nil {
-				return err
-			}
-		}
-		ch, err := b.Build()
-		if err != nil {
-			return err
-		}
-		defer ch.Release()
-		return c.Insert(ctx, "kv", ch.Record())
-	}
-	rows := func(c *remote.Client, name string) []string {
-		t.Helper()
-		r, err := c.Scan(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Release()
-		var out []string
-		for r.Next() {
-			rec := r.RecordBatch()
-			for i := range int(rec.NumRows()) {
-				out = append(out, rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
-			}
-		}
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(out)
-		return out
-	}
+	insert := func(c *remote.Client, from, to int) error { return insertKV(ctx, c, from, to, 5) }
+	rows := func(c *remote.Client, name string) []string { t.Helper(); return scanTwo(t, ctx, c, name) }
 	follow := func(when string) {
 		t.Helper()
 		epoch, err := leader.WaitCheckpoint(ctx)
@@ -294,14 +283,13 @@ func TestServeReplica(t *testing.T) {
 			}
 		}
 	}
-	if err := leader.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+	if err := leader.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := insert(leader, 0, 500); err != nil {
 		t.Fatal(err)
 	}
-	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
-	if err := leader.CreateMV(ctx, "by_g", agg, engine.MVOptions{}); err != nil {
+	if err := leader.CreateMV(ctx, "by_g", byG, engine.MVOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	follow("after the first writes")
