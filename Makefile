@@ -58,7 +58,7 @@ test: pg-install vet unit race fuzz-short fresh-module
 ## against a private S3-protocol server, versitygw, instead of file:// buckets.
 test-s3: pg-install versitygw
 	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 ./internal/s3test/ ./engine/cluster/objstore/ ./engine/cluster/commitlog/
-	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog|TestServeKilledOverCommitLog|TestServeReplica' ./tools/weir/
+	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog|TestServe(KilledOverCommitLog|Replica|BackfillKilled)' ./tools/weir/
 
 ## versitygw: build the S3-protocol server pinned in tools/versitygw/go.mod.
 VERSITYGW = .bin/versitygw
