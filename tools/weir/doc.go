@@ -16,5 +16,7 @@
 //   - export.go: weir export as CSV, Parquet or Arrow; csv.go the CSV writer in
 //     PostgreSQL's convention.
 //   - schemas.go: weir schemas, the tables this binary has generated kernels for.
-//   - serve.go: weir serve, an engine directory served over Arrow Flight.
+//   - serve.go: weir serve, an engine directory served over Arrow Flight (a commit
+//     log's, commitlog.go, or a replica of one).
+//   - cluster.go: weir cluster up and down, a local cluster of those servers.
 package main

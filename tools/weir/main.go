@@ -26,5 +26,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newExport())
 	root.AddCommand(newSim())
 	root.AddCommand(newServe())
+	root.AddCommand(newCluster())
 	return root
 }

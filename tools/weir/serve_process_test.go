@@ -41,6 +41,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// weir cluster up starts its servers as this binary re-executed, their arguments
+	// also on the command line (after --), where cluster down looks for them.
+	weirCommand = func(args ...string) (*exec.Cmd, error) {
+		a, err := json.Marshal(args)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+		cmd.Env = append(os.Environ(), childEnv+"="+string(a))
+		return cmd, nil
+	}
 	os.Exit(m.Run())
 }
 

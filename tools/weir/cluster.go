@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// clusterState is what weir cluster up started, in DIR/cluster.json: weir cluster
+// down stops exactly that.
+type clusterState struct {
+	Meta      string           `json:"meta"`               // the DSN the servers commit to
+	Postgres  *clusterPostgres `json:"postgres,omitempty"` // the private server up started (none with --meta)
+	Bucket    string           `json:"bucket"`
+	Processes []clusterProcess `json:"processes"`
+}
+
+type clusterPostgres struct {
+	Script string `json:"script"` // scripts/pg.sh
+	Dir    string `json:"dir"`    // a temporary directory of its own, removed by down
+	Port   string `json:"port"`
+}
+
+type clusterProcess struct {
+	Role string `json:"role"` // leader, replica-N
+	PID  int    `json:"pid"`
+	Addr string `json:"addr"`
+	Dir  string `json:"dir"`
+	Log  string `json:"log"`
+}
+
+// weirCommand is how cluster up runs weir serve: this binary (tests replace it).
+var weirCommand = func(args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(exe, args...), nil
+}
+
+func newCluster() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Start and stop a local Weir cluster: PostgreSQL, a bucket, a committing server and read replicas",
+	}
+	cmd.AddCommand(newClusterUp(), newClusterDown())
+	return cmd
+}
+
+func newClusterUp() *cobra.Command {
+	var (
+		dir, meta, script, exchange string
+		replicas                    int
+		asJSON                      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a local cluster in --dir",
+		Long: `up creates --dir (which must not exist or be empty) and starts in it: a private
+PostgreSQL server through scripts/pg.sh in a temporary directory (unless --meta names
+one: an empty database),
+a bucket (file://DIR/bucket), one weir serve that commits to them (the leader, node
+1) and --replicas read replicas (weir serve --replica), each in the background with
+its log under DIR/logs. It records what it started in DIR/cluster.json and prints
+each server's address; weir cluster down --dir DIR stops exactly that. Reach the
+leader with remote.Dial, weir status --addr and weir export --addr.
+
+The servers are one process each; compute nodes as processes of their own (a
+view's actors spread across them) are not built yet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, replicas)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
+			}
+			for _, p := range st.Processes {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s at %s (pid %d, log %s)\n", p.Role, p.Addr, p.PID, p.Log)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "meta %s, bucket %s; stop with weir cluster down --dir %s\n", st.Meta, st.Bucket, dir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "directory of the cluster (created; must not exist or be empty)")
+	f.StringVar(&meta, "meta", "", "PostgreSQL DSN of an empty database to use instead of starting a private server")
+	f.StringVar(&script, "pg-script", "", "scripts/pg.sh (default: found from the working directory upwards)")
+	f.StringVar(&exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
+	f.IntVar(&replicas, "replicas", 0, "read replicas to start")
+	f.BoolVar(&asJSON, "json", false, "print the cluster's state as JSON")
+	return cmd
+}
+
+func newClusterDown() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the local cluster weir cluster up started in --dir",
+		Long: `down reads DIR/cluster.json and stops what up started there: each server by its pid
+(SIGTERM, so the leader closes its engine with a last checkpoint; SIGKILL after 30s),
+only while that pid still runs weir serve on its directory, then the private
+PostgreSQL server, whose temporary directory it removes (with the version log: the
+bucket and the servers' directories stay in DIR, but without the log they are only
+copies).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return errors.New("cluster down: --dir is required")
+			}
+			return clusterDown(dir, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory of the cluster")
+	return cmd
+}
+
+func clusterUp(ctx context.Context, dir, meta, script, exchange string, replicas int) (st clusterState, err error) {
+	if dir == "" {
+		return st, errors.New("cluster up: --dir is required")
+	}
+	if replicas < 0 {
+		return st, fmt.Errorf("cluster up: --replicas %d", replicas)
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return st, fmt.Errorf("cluster up: %s is not empty (a cluster there? weir cluster down --dir %s)", dir, dir)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return st, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return st, fmt.Errorf("cluster up: %w", err)
+	}
+	// On a failure, stop what was started.
+	defer func() {
+		if err != nil {
+			_ = stopCluster(st, io.Discard)
+		}
+	}()
+	st.Meta = meta
+	if meta == "" {
+		if script == "" {
+			if script, err = findPGScript(); err != nil {
+				return st, fmt.Errorf("cluster up: %w (or give --pg-script, or --meta)", err)
+			}
+		}
+		port, err := freeTCPPort()
+		if err != nil {
+			return st, err
+		}
+		// Its own temporary directory: as root pg.sh runs the server as the
+		// postgres user, who must reach it (DIR's parents may be private).
+		pgDir, err := os.MkdirTemp("", "weir-cluster-pg-")
+		if err != nil {
+			return st, fmt.Errorf("cluster up: %w", err)
+		}
+		pg := &clusterPostgres{Script: script, Dir: pgDir, Port: port}
+		st.Postgres = pg
+		out, err := exec.CommandContext(ctx, script, "start", pg.Dir, port).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+			}
+			return st, fmt.Errorf("cluster up: %s start %s %s: %w", script, pg.Dir, port, err)
+		}
+		fields := strings.Fields(string(out))
+		if len(fields) == 0 {
+			return st, fmt.Errorf("cluster up: %s printed no DSN", script)
+		}
+		st.Meta = fields[len(fields)-1]
+	}
+	st.Bucket = "file://" + filepath.ToSlash(filepath.Join(dir, "bucket"))
+	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o755); err != nil {
+		return st, fmt.Errorf("cluster up: %w", err)
+	}
+	start := func(role string, extra ...string) error {
+		p := clusterProcess{Role: role, Dir: filepath.Join(dir, role), Log: filepath.Join(dir, "logs", role+".log")}
+		args := append([]string{"serve", "--dir", p.Dir, "--addr", "127.0.0.1:0", "--meta", st.Meta, "--bucket", st.Bucket}, extra...)
+		if p.PID, p.Addr, err = startServe(args, p.Log); err != nil {
+			return fmt.Errorf("cluster up: %s: %w", role, err)
+		}
+		st.Processes = append(st.Processes, p)
+		return nil
+	}
+	if err := start("leader", "--node", "1", "--exchange", exchange); err != nil {
+		return st, err
+	}
+	for i := 1; i <= replicas; i++ {
+		if err := start(fmt.Sprintf("replica-%d", i), "--replica"); err != nil {
+			return st, err
+		}
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), append(b, '\n'), 0o644); err != nil {
+		return st, fmt.Errorf("cluster up: %w", err)
+	}
+	return st, nil
+}
+
+// startServe starts weir args in a session of its own, its output into log, and
+// waits until it prints "serving ADDR" there.
+func startServe(args []string, log string) (pid int, addr string, err error) {
+	cmd, err := weirCommand(args...)
+	if err != nil {
+		return 0, "", err
+	}
+	f, err := os.Create(log)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // it outlives this command
+	if err := cmd.Start(); err != nil {
+		return 0, "", err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if addr := servingAddr(log); addr != "" {
+			return cmd.Process.Pid, addr, nil
+		}
+		select {
+		case err := <-exited:
+			return 0, "", fmt.Errorf("weir serve exited (%v): %s", err, tail(log))
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			return 0, "", fmt.Errorf("weir serve did not listen within 60s: %s", tail(log))
+		}
+	}
+}
+
+// servingAddr is the address in log's "serving ADDR" line, or "".
+func servingAddr(log string) string {
+	f, err := os.Open(log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if a, ok := strings.CutPrefix(s.Text(), "serving "); ok {
+			return strings.TrimSpace(a)
+		}
+	}
+	return ""
+}
+
+// tail is the end of a log, for an error.
+func tail(log string) string {
+	b, _ := os.ReadFile(log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func clusterDown(dir string, w io.Writer) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		return fmt.Errorf("cluster down: %w (no cluster started in %s?)", err, dir)
+	}
+	var st clusterState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("cluster down: %s: %w", filepath.Join(dir, "cluster.json"), err)
+	}
+	if err := stopCluster(st, w); err != nil {
+		return fmt.Errorf("cluster down: %w", err)
+	}
+	return os.Remove(filepath.Join(dir, "cluster.json"))
+}
+
+// stopCluster stops st's processes (replicas first, the leader last), then its
+// PostgreSQL server.
+func stopCluster(st clusterState, w io.Writer) error {
+	var errs []error
+	for i := len(st.Processes) - 1; i >= 0; i-- {
+		p := st.Processes[i]
+		stopped, err := stopServe(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s (pid %d): %w", p.Role, p.PID, err))
+			continue
+		}
+		if stopped {
+			fmt.Fprintf(w, "stopped %s (pid %d)\n", p.Role, p.PID)
+		} else {
+			fmt.Fprintf(w, "%s (pid %d) was not running\n", p.Role, p.PID)
+		}
+	}
+	if pg := st.Postgres; pg != nil {
+		if out, err := exec.Command(pg.Script, "stop", pg.Dir, pg.Port).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("%s stop %s: %v: %s", pg.Script, pg.Dir, err, out))
+		} else if err := os.RemoveAll(pg.Dir); err != nil {
+			errs = append(errs, err)
+		} else {
+			fmt.Fprintf(w, "stopped PostgreSQL (removed %s)\n", pg.Dir)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopServe stops p's process if that pid still runs weir serve on p's directory:
+// SIGTERM, then SIGKILL after 30s. It reports whether it was running.
+func stopServe(p clusterProcess) (bool, error) {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.PID), "cmdline"))
+	if err != nil || !strings.Contains(string(cmdline), p.Dir) {
+		return false, nil // gone, or the pid is another process's now
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil {
+		return false, nil
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !running(p.PID) {
+			return true, nil
+		}
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && running(p.PID) {
+		return true, err
+	}
+	return true, nil
+}
+
+// running reports whether pid is a live process (not a zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// findPGScript finds scripts/pg.sh next to a go.mod from the working directory up.
+func findPGScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, "scripts", "pg.sh")
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("scripts/pg.sh not found from the working directory upwards")
+		}
+		dir = parent
+	}
+}
+
+func freeTCPPort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
+)
+
+// weir cluster up starts PostgreSQL, a leader and a replica that serve a client;
+// weir cluster down stops exactly those processes and the server, by pid and by
+// directory; a second up in the same directory is refused.
+func TestClusterUpDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "cluster")
+	run := func(args ...string) (string, error) {
+		root := newRoot()
+		var out, errw bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errw)
+		root.SetArgs(args)
+		err := root.Execute()
+		return out.String(), err
+	}
+	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st clusterState
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	down := func() {
+		t.Helper()
+		if out, err := run("cluster", "down", "--dir", dir); err != nil {
+			t.Fatalf("cluster down: %v\n%s", err, out)
+		} else {
+			t.Logf("cluster down:\n%s", out)
+		}
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			down()
+		}
+	}()
+	if len(st.Processes) != 2 || st.Postgres == nil {
+		t.Fatalf("cluster state %+v", st)
+	}
+	if _, err := run("cluster", "up", "--dir", dir); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("a second cluster up in %s: %v", dir, err)
+	}
+	leader, err := remote.Dial(ctx, st.Processes[0].Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	replica, err := remote.Dial(ctx, st.Processes[1].Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close()
+	if err := leader.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, leader, 0, 100, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := scanTwo(t, ctx, replica, "kv"); len(got) != 100 {
+		t.Fatalf("the replica has %d rows, want 100", len(got))
+	}
+
+	down()
+	stopped = true
+	for _, p := range st.Processes {
+		if running(p.PID) {
+			t.Fatalf("%s (pid %d) still runs after cluster down", p.Role, p.PID)
+		}
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	if conn, err := pgx.Connect(cctx, st.Meta); err == nil {
+		conn.Close(ctx)
+		t.Fatalf("PostgreSQL at %s still answers after cluster down", st.Meta)
+	}
+	if _, err := run("cluster", "down", "--dir", dir); err == nil {
+		t.Fatal("a second cluster down succeeded")
+	}
+}
