@@ -91,3 +91,33 @@ func TestActorDispatchFailureReleasesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Every graph's generation is above the last one's: across a recovery in the engine
+// and across a reopen of its directory.
+func TestGenerationsGrow(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := Open(ctx, dir, Options{BarrierInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.generation
+	e.mu.Lock()
+	err = e.recover(ctx)
+	second := e.generation
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	e, err = Open(ctx, dir, Options{BarrierInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if third := e.generation; !(first < second && second < third) {
+		t.Fatalf("generations %d, %d (a recovery), %d (a reopen)", first, second, third)
+	}
+}

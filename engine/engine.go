@@ -43,7 +43,7 @@ type Engine struct {
 	g          *graph
 	prev       executors.Epoch
 	sinceCkpt  int
-	graphs     uint64 // graphs built so far: the last one's generation
+	generation uint64 // the last graph's (see ExchangeEdge.Generation)
 	paused     bool
 	failed     error
 	closed     bool

@@ -28,7 +28,10 @@ type ExchangeEdge struct {
 	FromNode, ToNode int
 	// Generation is the graph's: the engine builds a new graph, with a new
 	// generation, at every recovery, and its actor ids start over, so an edge is
-	// named by its actors and generation.
+	// named by its actors and generation. Generations grow, and start from the
+	// wall clock's nanoseconds, so an engine reopened on the directory (in this
+	// process or another) does not reuse an earlier one's unless the clock was set
+	// back.
 	Generation uint64
 	// Capacity is how many messages the receiving side may buffer
 	// (Options.ChannelCapacity).

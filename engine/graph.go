@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/seed04fbb902/weir/executors"
@@ -131,9 +132,11 @@ type graph struct {
 
 func newGraph(e *Engine) *graph {
 	ctx, cancel := context.WithCancel(e.labels)
-	e.graphs++
+	// Above the last one's, and the wall clock's: a graph of an engine reopened on
+	// the directory (in this process or another) never takes an earlier one's.
+	e.generation = max(e.generation+1, uint64(time.Now().UnixNano()))
 	return &graph{
-		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.graphs,
+		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.generation,
 		edges: map[edge]*link{}, actors: map[executors.ActorID]*actor{},
 		frags: map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
