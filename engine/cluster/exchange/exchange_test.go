@@ -261,3 +261,48 @@ func TestBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A chunk far above grpc's default message limit (4 MiB) crosses the edge whole: the
+// tests' server is NewFlightServer's, whose limit is MaxMessageBytes.
+func TestWideChunk(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	sc := arrow.NewSchema([]arrow.Field{{Name: "blob", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(mem, sc)
+	wide := strings.Repeat("x", 12<<10)
+	for range 1024 { // 12 MiB
+		b.Field(0).(*array.StringBuilder).Append(wide)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	ops := vec.NewOps(mem, 1024, vec.Insert)
+	c := vec.NewChunk(rec, ops, nil)
+	rec.Release()
+	ops.Release()
+	defer c.Release()
+
+	srv := NewServer(mem)
+	edge := Edge{Up: 1, Down: 2}
+	in, err := srv.Expect(edge, sc, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := serve(t, srv)
+	s := newSender(t, t.Context(), dial(t, addr), edge, sc, mem)
+	if err := s.Send(t.Context(), executors.ChunkMessage(c)); err != nil {
+		t.Fatal(err)
+	}
+	m := <-in.Messages()
+	if m.Chunk == nil || m.Chunk.Record().NumRows() != 1024 || m.Chunk.Record().Column(0).(*array.String).Value(1023) != wide {
+		t.Fatalf("received %v", m)
+	}
+	m.Release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range in.Messages() {
+	}
+	if err := in.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -21,7 +21,8 @@ import (
 // server sends back (acks); see NewFlightServer for the windows that bound a sender.
 // Many Senders may share one client: their streams share its connection.
 func Dial(addr string, window int32) (flight.Client, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxMessageBytes), grpc.MaxCallRecvMsgSize(MaxMessageBytes))}
 	if window > 0 {
 		opts = append(opts, grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window))
 	}

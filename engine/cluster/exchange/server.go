@@ -36,12 +36,16 @@ func NewServer(mem memory.Allocator) *Server {
 	return &Server{mem: mem, inboxes: map[Edge]*Inbox{}}
 }
 
+// MaxMessageBytes bounds one Flight message of an edge, a chunk's record with its
+// metadata (grpc's default, 4 MiB, is below a chunk of wide rows).
+const MaxMessageBytes = 256 << 20
+
 // NewFlightServer returns a Flight server serving s. window, when positive, fixes the
 // HTTP/2 stream and connection flow-control windows (at least 64 KiB; grpc ignores a
 // smaller one), which bounds what a slow inbox lets its sender buffer; 0 keeps grpc's
 // default, a window that grows with the measured bandwidth.
 func NewFlightServer(s *Server, window int32) flight.Server {
-	var opts []grpc.ServerOption
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageBytes)}
 	if window > 0 {
 		opts = append(opts, grpc.InitialWindowSize(window), grpc.InitialConnWindowSize(window))
 	}
