@@ -46,7 +46,8 @@ func Dial(ctx context.Context, addr string, mem memory.Allocator) (*Client, erro
 	if mem == nil {
 		mem = memory.NewGoAllocator()
 	}
-	fc, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	fc, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxMessageBytes), grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: dial: %w", addr, err)
 	}
@@ -287,6 +288,9 @@ func (c *Client) write(ctx context.Context, op, table string, rec arrow.RecordBa
 	if rec == nil {
 		return fmt.Errorf("remote %s: %s: no record", c.addr, what)
 	}
+	if n := recordBytes(rec); n > MaxMessageBytes-(1<<20) {
+		return fmt.Errorf("remote %s: %s: a record of %d rows and about %d MiB is over a write's limit of %d MiB: write it in slices", c.addr, what, rec.NumRows(), n>>20, MaxMessageBytes>>20)
+	}
 	cmd, err := json.Marshal(request{Name: table, Op: op})
 	if err != nil {
 		return fmt.Errorf("remote %s: %s: %w", c.addr, what, err)
@@ -324,6 +328,26 @@ func (c *Client) write(ctx context.Context, op, table string, rec arrow.RecordBa
 		return fmt.Errorf("remote %s: %s: the server ended the write without acknowledging it", c.addr, what)
 	}
 	return nil
+}
+
+// recordBytes is the size of rec's buffers, about what its IPC message takes.
+func recordBytes(rec arrow.RecordBatch) int {
+	n := 0
+	var add func(d arrow.ArrayData)
+	add = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += b.Len()
+			}
+		}
+		for _, c := range d.Children() {
+			add(c)
+		}
+	}
+	for _, col := range rec.Columns() {
+		add(col.Data())
+	}
+	return n
 }
 
 // Scan implements engine.DB: the rows stream from the server as they are read; the

@@ -379,3 +379,35 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+// A write of 300,000 rows (about 10 MiB, over grpc's default 4 MiB message) goes
+// through whole, and its rows scan back.
+func TestBigWrite(t *testing.T) {
+	ctx := testCtx(t)
+	e, err := engine.Open(ctx, t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	c := dialT(t, serveEngine(t, e, memory.NewGoAllocator()), nil)
+	if err := c.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([][]any, 300_000)
+	for i := range rows {
+		rows[i] = []any{i, "a customer's name", i}
+	}
+	if err := write(ctx, c.Insert, rows...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := scanText(ctx, c, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows scanned back, want %d", len(got), len(rows))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/engine"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -32,9 +33,13 @@ func NewServer(db engine.DB, mem memory.Allocator) *Server {
 	return &Server{db: db, mem: mem}
 }
 
+// MaxMessageBytes bounds one Flight message: a written record, or a scanned one
+// (grpc's default, 4 MiB, is below a write of a few hundred thousand rows).
+const MaxMessageBytes = 256 << 20
+
 // NewFlightServer returns a Flight server serving s (call InitListener and Serve).
 func NewFlightServer(s *Server) flight.Server {
-	fs := flight.NewServerWithMiddleware(nil)
+	fs := flight.NewServerWithMiddleware(nil, grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 	fs.RegisterFlightService(s)
 	return fs
 }
