@@ -39,10 +39,7 @@ func (g *graph) run(a *actor) {
 		}
 		if err != nil && g.ctx.Err() == nil {
 			a.status.enter(stepReport)
-			select {
-			case g.reports <- report{actor: a.id, err: err}:
-			case <-g.ctx.Done():
-			}
+			_ = g.report(a, report{actor: a.id, err: err})
 		}
 	})
 }
@@ -112,10 +109,8 @@ func (a *actor) loop(g *graph) error {
 		}
 		a.disp = kept
 		a.status.enter(stepReport)
-		select {
-		case g.reports <- report{actor: a.id, epoch: b.Curr}:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := g.report(a, report{actor: a.id, epoch: b.Curr}); err != nil {
+			return err
 		}
 		if executors.Stops(b.Mutation, a.id) {
 			return nil

@@ -248,6 +248,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.gmu.Lock()
 	e.g = g
 	e.gmu.Unlock()
+	if err := g.openControl(); err != nil {
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
+	}
 	for _, o := range cat.sorted() {
 		var err error
 		if o.Kind == kindTable {

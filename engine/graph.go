@@ -127,6 +127,7 @@ type graph struct {
 	nextActor  executors.ActorID
 	nextFrag   executors.FragmentID
 	reports    chan report
+	ctl        ControlGraph // nil: reports are channel sends
 	wg         sync.WaitGroup
 }
 
@@ -547,6 +548,9 @@ func (g *graph) teardown() { g.down.Do(g.stop) }
 func (g *graph) stop() {
 	close(g.dead)
 	g.cancel()
+	if g.ctl != nil {
+		defer g.ctl.Close() // after the actors: their last reports fail, not hang
+	}
 	ins := g.inputs()
 	for _, in := range ins {
 		in.mu.Lock() // writers see dead and leave

@@ -93,6 +93,9 @@ type Options struct {
 	// Exchange, when set, carries every edge between actors on different nodes
 	// (see Exchange); nil makes every edge a Go channel.
 	Exchange Exchange
+	// Control, when set, carries the actors' reports from their nodes to the
+	// barrier coordinator (see Control); nil makes each a channel send.
+	Control Control
 }
 
 // Hooks are named points of a checkpoint at which a test or a simulation may act, for

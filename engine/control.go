@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed04fbb902/weir/executors"
+)
+
+// Control carries the actors' reports (a barrier passed on, a failure) from their
+// nodes to the barrier coordinator: in cluster mode each node's control stream
+// (engine/cluster/control implements it over gRPC; the engine never imports that).
+// With Options.Control nil, a report is a channel send.
+//
+// The engine opens the control of every graph it builds (Open) and closes it when it
+// tears the graph down; it calls Open from its recovery, one goroutine at a time.
+type Control interface {
+	// Open starts the control of the graph of generation gen over nodes nodes. What a
+	// node reports reaches deliver, in the order the node sent it; when a node's
+	// stream is lost, deliver gets a report with Err naming the node, which fails
+	// the round. deliver must not be called after ControlGraph.Close returned.
+	Open(ctx context.Context, gen uint64, nodes int, deliver func(ControlReport)) (ControlGraph, error)
+}
+
+// ControlGraph is the control of one graph.
+type ControlGraph interface {
+	// Report sends r from node to the coordinator.
+	Report(ctx context.Context, node int, r ControlReport) error
+	// Close ends the graph's control.
+	Close()
+}
+
+// ControlReport is one actor's report: it passed on the barrier that starts Epoch,
+// or it failed with Err (Actor 0: a node's failure, such as a lost stream).
+type ControlReport struct {
+	Actor executors.ActorID
+	Epoch executors.Epoch
+	Err   error
+}
+
+// openControl opens g's control when the engine has one.
+func (g *graph) openControl() error {
+	c := g.e.opts.Control
+	if c == nil {
+		return nil
+	}
+	ctl, err := c.Open(g.ctx, g.generation, len(g.e.nodes), func(r ControlReport) {
+		select {
+		case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err}:
+		case <-g.dead:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("control: open generation %d: %w", g.generation, err)
+	}
+	g.ctl = ctl
+	return nil
+}
+
+// report delivers r of actor a to the coordinator: through the graph's control when
+// it has one, on the reports channel otherwise. It fails when the graph is torn down.
+func (g *graph) report(a *actor, r report) error {
+	if g.ctl != nil {
+		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err})
+		if err != nil && g.ctx.Err() == nil {
+			// The report did not leave: a lost stream, which the control delivers
+			// as the node's failure.
+			return fmt.Errorf("actor %d: report to the coordinator: %w", a.id, err)
+		}
+		return g.ctx.Err()
+	}
+	select {
+	case g.reports <- r:
+		return nil
+	case <-g.ctx.Done():
+		return g.ctx.Err()
+	}
+}
