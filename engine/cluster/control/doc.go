@@ -43,4 +43,6 @@
 //   - codec.go: the codec, the hand-written service description, ServerOptions.
 //   - coordinator.go: Coordinator, Config, Registry, the events.
 //   - node.go: Connect and Node.
+//   - local.go: Local, an engine.Control over these streams for the nodes of one
+//     engine: every actor's report a Collected or Failed frame.
 package control

@@ -1,0 +1,244 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/executors"
+	"google.golang.org/grpc"
+)
+
+// Local is an engine.Control for the nodes of one engine: a Coordinator served on a
+// loopback port and, for each graph the engine builds, one control stream per node,
+// so that every actor's report travels as a Collected or Failed frame, stamped with
+// the term, the graph's generation and the node's incarnation, and is checked as a
+// node's in another process would be. Each graph connects every node anew, with a
+// new incarnation: the streams of an old graph are replaced, and nothing of them
+// reaches the new one. A lost stream is delivered to the engine as its node's
+// failure, which fails the round.
+//
+// Lose ends a node's stream, for fault injection.
+type Local struct {
+	coord *Coordinator
+	srv   *grpc.Server
+	addr  string
+	term  uint64
+
+	served, looped chan struct{}
+
+	mu    sync.Mutex
+	graph *localGraph
+	incs  map[string]uint64 // the registry: each node's current incarnation
+	inc   uint64
+
+	lost atomic.Int64
+}
+
+// NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
+func NewLocal() (*Local, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("control: listen: %w", err)
+	}
+	l := &Local{addr: lis.Addr().String(), term: 1, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{})}
+	l.coord = NewCoordinator(Config{Term: l.term, Registry: (*localRegistry)(l), EventBuffer: 256})
+	l.srv = grpc.NewServer(ServerOptions()...)
+	l.coord.Register(l.srv)
+	go func() {
+		defer close(l.served)
+		_ = l.srv.Serve(lis)
+	}()
+	go l.events()
+	return l, nil
+}
+
+// localRegistry is a Local's registry of incarnations.
+type localRegistry Local
+
+// CheckIncarnation implements Registry.
+func (r *localRegistry) CheckIncarnation(_ context.Context, node string, inc uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur := r.incs[node]; cur != inc {
+		return fmt.Errorf("node %q: incarnation %d is not its current one, %d", node, inc, cur)
+	}
+	return nil
+}
+
+// Addr is the coordinator's address.
+func (l *Local) Addr() string { return l.addr }
+
+// Lost counts the lost streams delivered to the engine as failures.
+func (l *Local) Lost() int64 { return l.lost.Load() }
+
+// Refusals counts the frames the coordinator refused for their stamps.
+func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
+
+func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
+
+// Open implements engine.Control.
+func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(engine.ControlReport)) (engine.ControlGraph, error) {
+	if gen > l.coord.Generation() {
+		if err := l.coord.SetGeneration(gen); err != nil {
+			return nil, err
+		}
+	} else {
+		return nil, fmt.Errorf("control: generation %d is not above the last, %d", gen, l.coord.Generation())
+	}
+	g := &localGraph{l: l, gen: gen, deliver: deliver, nodes: make([]*Node, nodes), incs: make([]uint64, nodes)}
+	for i := range nodes {
+		l.mu.Lock()
+		l.inc++
+		inc := l.inc
+		l.incs[nodeName(i)] = inc
+		l.mu.Unlock()
+		n, err := Connect(ctx, l.addr, Hello{Stamp: Stamp{Term: l.term, Generation: gen, Incarnation: inc}, Node: nodeName(i)})
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+		g.nodes[i], g.incs[i] = n, inc
+	}
+	l.mu.Lock()
+	old := l.graph
+	l.graph = g
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return g, nil
+}
+
+// Lose ends the stream of node of the current graph (fault injection) and returns
+// once the engine was handed the node's failure: the round in progress, or the next
+// one, fails. (A node with no actors has no report that would fail otherwise.)
+func (l *Local) Lose(node int) error {
+	l.mu.Lock()
+	g := l.graph
+	l.mu.Unlock()
+	if g == nil || node < 0 || node >= len(g.nodes) {
+		return fmt.Errorf("control: lose node %d: no such node in the current graph", node)
+	}
+	before := l.lost.Load()
+	g.nodes[node].Close()
+	for deadline := time.Now().Add(30 * time.Second); l.lost.Load() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("control: lose node %d: the loss was not delivered within 30s", node)
+		}
+	}
+	return nil
+}
+
+// events hands the coordinator's events to the current graph.
+func (l *Local) events() {
+	defer close(l.looped)
+	for ev := range l.coord.Events() {
+		l.mu.Lock()
+		g := l.graph
+		l.mu.Unlock()
+		if g == nil {
+			continue
+		}
+		switch ev := ev.(type) {
+		case FromNode:
+			switch m := ev.Msg.(type) {
+			case Collected:
+				if StampOf(m).Generation != g.gen {
+					continue
+				}
+				for _, a := range m.Actors {
+					g.send(engine.ControlReport{Actor: a, Epoch: m.Epoch})
+				}
+			case Failed:
+				if StampOf(m).Generation == g.gen {
+					g.send(engine.ControlReport{Actor: m.Actor, Err: errors.New(m.Err)})
+				}
+			}
+		case NodeLost:
+			i, err := strconv.Atoi(strings.TrimPrefix(ev.Node, "node-"))
+			if err == nil && i < len(g.incs) && g.incs[i] == ev.Incarnation && g.send(engine.ControlReport{Err: fmt.Errorf("control: %s (incarnation %d) lost its stream: %w", ev.Node, ev.Incarnation, ev.Err)}) {
+				l.lost.Add(1)
+			}
+		}
+	}
+}
+
+// Close stops the coordinator and its server (the engine must be closed first).
+func (l *Local) Close() error {
+	l.mu.Lock()
+	g := l.graph
+	l.graph = nil
+	l.mu.Unlock()
+	if g != nil {
+		g.Close()
+	}
+	l.coord.Close()
+	<-l.looped
+	l.srv.Stop()
+	<-l.served
+	return nil
+}
+
+// localGraph is the control of one graph.
+type localGraph struct {
+	l       *Local
+	gen     uint64
+	nodes   []*Node
+	incs    []uint64
+	deliver func(engine.ControlReport)
+
+	mu     sync.RWMutex // deliveries hold it shared; Close exclusively
+	closed bool
+}
+
+// send delivers r unless the graph is closed, and reports whether it did.
+func (g *localGraph) send(r engine.ControlReport) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return false
+	}
+	g.deliver(r)
+	return true
+}
+
+// Report implements engine.ControlGraph.
+func (g *localGraph) Report(ctx context.Context, node int, r engine.ControlReport) error {
+	if node < 0 || node >= len(g.nodes) {
+		return fmt.Errorf("control: report of actor %d from node %d: the graph has nodes 0 to %d", r.Actor, node, len(g.nodes)-1)
+	}
+	if r.Err != nil {
+		return g.nodes[node].Send(ctx, Failed{Actor: r.Actor, Err: r.Err.Error()})
+	}
+	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}})
+}
+
+// Close implements engine.ControlGraph: it closes the graph's streams, and nothing
+// is delivered after it returns.
+func (g *localGraph) Close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	g.mu.Unlock()
+	for _, n := range g.nodes {
+		if n != nil {
+			n.Close()
+		}
+	}
+	g.l.mu.Lock()
+	if g.l.graph == g {
+		g.l.graph = nil
+	}
+	g.l.mu.Unlock()
+}

@@ -1,0 +1,159 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+var localKV = &schema.Table{
+	Name: "kv",
+	Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Varchar}},
+	},
+	PK: []schema.KeyColumn{{Column: 0}},
+}
+
+func localCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newLocal(t *testing.T) *Local {
+	t.Helper()
+	l, err := NewLocal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func localEngine(t *testing.T, dir string, ctl engine.Control) *engine.Engine {
+	t.Helper()
+	opts := engine.Options{BarrierInterval: -1, Nodes: 3}
+	if ctl != nil {
+		opts.Control = ctl
+	}
+	e, err := engine.Open(localCtx(t), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func localWrite(ctx context.Context, op func(context.Context, string, arrow.RecordBatch) error, from, to int) error {
+	b := vec.NewChunkBuilder(memory.DefaultAllocator, localKV)
+	defer b.Release()
+	for k := from; k < to; k++ {
+		if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", k%7)); err != nil {
+			return err
+		}
+	}
+	c, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return op(ctx, "kv", c.Record())
+}
+
+func localScan(t *testing.T, e *engine.Engine, name string) []string {
+	t.Helper()
+	r, err := e.Scan(localCtx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var out []string
+	for r.Next() {
+		rec := r.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			out = append(out, rec.Column(0).ValueStr(i)+" "+rec.Column(1).ValueStr(i))
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// An engine whose actors report over control streams holds, after writes, a view,
+// a rescale and a crash, what the engine of channel reports holds; a lost stream
+// fails the round it is in, naming the node, and the engine recovers onto new
+// streams, to match again.
+func TestLocalEngine(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	es := []*engine.Engine{localEngine(t, dirs[0], l), localEngine(t, dirs[1], nil)}
+	both := func(what string, f func(e *engine.Engine) error) {
+		t.Helper()
+		for i, e := range es {
+			if err := f(e); err != nil {
+				t.Fatalf("%s (engine %d): %v", what, i, err)
+			}
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, name := range []string{"kv", "by_g"} {
+			if a, b := localScan(t, es[0], name), localScan(t, es[1], name); !slices.Equal(a, b) {
+				t.Fatalf("%s: %s over control streams: %d rows, over channels %d", when, name, len(a), len(b))
+			}
+		}
+	}
+	both("create kv", func(e *engine.Engine) error { return e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}) })
+	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 0, 300) })
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	both("create by_g", func(e *engine.Engine) error { return e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 2}) })
+	for round := range 6 {
+		both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 300+round*50, 350+round*50) })
+		switch round {
+		case 2:
+			both("rescale", func(e *engine.Engine) error { return e.RescheduleMV(ctx, "by_g", 3) })
+		case 4:
+			both("crash", func(e *engine.Engine) error { return e.Crash() })
+			es = []*engine.Engine{localEngine(t, dirs[0], l), localEngine(t, dirs[1], nil)}
+		}
+		both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
+		check(fmt.Sprintf("round %d", round))
+	}
+
+	// A lost stream mid-run.
+	committed := es[0].CommittedEpoch()
+	if err := localWrite(ctx, es[0].Insert, 10_000, 10_050); err != nil { // lost with the round
+		t.Fatal(err)
+	}
+	if err := l.Lose(1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := es[0].WaitCheckpoint(ctx)
+	if err == nil || !strings.Contains(err.Error(), "node-1") {
+		t.Fatalf("checkpoint after node 1 lost its stream: %v, want an error naming node-1", err)
+	}
+	t.Logf("checkpoint after the loss: %v", err)
+	if got := es[0].CommittedEpoch(); got != committed {
+		t.Fatalf("committed epoch %d after the loss, want %d", got, committed)
+	}
+	if l.Lost() == 0 {
+		t.Fatal("no lost stream was delivered")
+	}
+	check("after the recovery")
+	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 20_000, 20_100) })
+	both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
+	check("after the recovery and more writes")
+	both("close", func(e *engine.Engine) error { return e.Close() })
+}
