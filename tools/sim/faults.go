@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -140,6 +141,9 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 // it. A node no edge goes into commits the checkpoint as usual.
 func (r *runner) breakStep() error {
 	node := r.rng.IntN(r.eo.Nodes)
+	if r.rng.IntN(2) == 0 {
+		return r.loseStep(node)
+	}
 	recoveries := r.e.Recoveries()
 	if err := r.mesh.Break(node); err != nil {
 		r.fail("sim", "break the edges into node %d: %v", node, err)
@@ -172,9 +176,48 @@ func (r *runner) breakStep() error {
 		r.fail("I6 durability", "the committed epoch moved from %d to %d when an edge broke", r.committed, got)
 		return errStop
 	}
+	return r.afterRecovery("after a broken edge")
+}
+
+// loseStep (cluster-shaped seeds) ends node's control stream, then checkpoints: the
+// checkpoint must fail naming the node, and the engine recover by itself to the
+// committed epoch onto new streams; the model goes back to it.
+func (r *runner) loseStep(node int) error {
+	recoveries := r.e.Recoveries()
+	if err := r.ctl.Lose(node); err != nil {
+		r.fail("sim", "lose the control stream of node %d: %v", node, err)
+		return errStop
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
+	_, err := r.e.WaitCheckpoint(ctx)
+	cancel()
+	r.rep.Barriers++
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node-%d", node)) {
+		r.fail("engine error", "checkpoint after node %d lost its control stream: %v (want an error naming node-%d)", node, err, node)
+		return errStop
+	}
+	r.rep.Faults["control_stream_lost"]++
+	r.tracef("node %d lost its control stream: the checkpoint failed, naming it", node)
+	if got := r.e.Recoveries(); got != recoveries+1 {
+		r.fail("engine error", "%d recoveries after a lost control stream, want %d", got, recoveries+1)
+		return errStop
+	}
+	if got := r.e.CommittedEpoch(); got != r.committed {
+		r.fail("I6 durability", "the committed epoch moved from %d to %d when a control stream was lost", r.committed, got)
+		return errStop
+	}
+	return r.afterRecovery("after a lost control stream")
+}
+
+// afterRecovery puts the model back to the committed state after the engine
+// recovered by itself, and checks it.
+func (r *runner) afterRecovery(when string) error {
 	r.cur = r.refs[r.committed].clone()
 	r.pending = 0
-	if err := r.check("after a broken edge"); err != nil {
+	if err := r.check(when); err != nil {
 		return err
 	}
 	return r.refreeze()

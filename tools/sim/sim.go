@@ -45,6 +45,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/internal/faultfs"
@@ -104,6 +105,11 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 			err = fmt.Errorf("sim: close the exchange mesh: %w", cerr)
 		}
 	}
+	if r.ctl != nil {
+		if cerr := r.ctl.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("sim: close the control streams: %w", cerr)
+		}
+	}
 	rep.Sometimes["checkpoint_ingested"] += r.ingested.Load()
 	if errors.Is(err, errStop) {
 		return nil
@@ -130,9 +136,10 @@ type runner struct {
 	inj injector
 	e   *engine.Engine
 	eo  engine.Options
-	// mesh carries the cross-node edges of a cluster-shaped seed over Arrow Flight
-	// (nil: channels).
+	// mesh carries the cross-node edges of a cluster-shaped seed over Arrow Flight,
+	// and ctl its actors' reports over control streams (nil: channels).
 	mesh *exchange.Mesh
+	ctl  *control.Local
 
 	ta, tb *schema.Table
 	// byVnode lists the keys of a's domain by vnode; hot are the vnodes most writes go to.
@@ -236,9 +243,10 @@ func (r *runner) run() error {
 		Logger: r.opts.Logger,
 		Hooks:  engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
-	// A third of the seeds are cluster-shaped: at least two nodes, and every edge
-	// between actors on different nodes is an Arrow Flight stream in package wire's
-	// encoding (chosen by the seed, so the other seeds' schedules stay as they were).
+	// A third of the seeds are cluster-shaped: at least two nodes, every edge between
+	// actors on different nodes an Arrow Flight stream in package wire's encoding,
+	// and every actor's report a frame of its node's control stream (chosen by the
+	// seed, so the other seeds' schedules stay as they were).
 	if r.seed%3 == 0 {
 		r.eo.Nodes = max(r.eo.Nodes, 2)
 		mesh, err := exchange.NewMesh(r.eo.Nodes, 0, r.mem)
@@ -246,7 +254,12 @@ func (r *runner) run() error {
 			return err
 		}
 		r.mesh, r.eo.Exchange = mesh, mesh
-		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight")
+		ctl, err := control.NewLocal()
+		if err != nil {
+			return err
+		}
+		r.ctl, r.eo.Control = ctl, ctl
+		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight, reports over control streams")
 	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default)",
 		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes)
