@@ -34,6 +34,7 @@ type demoOptions struct {
 	meta        string // a PostgreSQL DSN: commit through a commit log (with bucket)
 	bucket      string
 	exchange    string // channel or flight: how edges between nodes travel
+	control     string // channel or grpc: how the actors' reports travel
 }
 
 // demoMV is one view of the demo's summary.
@@ -68,6 +69,8 @@ type demoResult struct {
 	// Arrow Flight streams opened (flight only).
 	Exchange      string `json:"exchange"`
 	ExchangeEdges int64  `json:"exchange_edges,omitempty"`
+	// Control is how the actors' reports traveled (--control).
+	Control string `json:"control"`
 }
 
 func newDemo() *cobra.Command {
@@ -98,7 +101,8 @@ from the log.
 
 With --exchange flight every edge between actors on different nodes is an Arrow
 Flight stream (engine/cluster/exchange's Mesh: one exchange server per node on
-loopback), carrying what a stream between processes carries.`,
+loopback), carrying what a stream between processes carries; --control grpc makes
+every actor's report a frame of its node's gRPC control stream (control.Local).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := runDemo(cmd.Context(), o, cmd.ErrOrStderr())
@@ -128,6 +132,7 @@ loopback), carrying what a stream between processes carries.`,
 	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database: commit through a commit log there (with --bucket)")
 	f.StringVar(&o.bucket, "bucket", "", "bucket URL (file:///dir) for the commit log's sstables (with --meta)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between nodes travel: channel (Go channels) or flight (Arrow Flight streams on loopback)")
+	f.StringVar(&o.control, "control", "channel", "how the actors' reports reach the coordinator: channel or grpc (a control stream per node on loopback)")
 	return cmd
 }
 
@@ -219,6 +224,15 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		say("edges between nodes travel as Arrow Flight streams on %s and %s", mesh.Addr(0), mesh.Addr(1))
 	}
 	res.Exchange = o.exchange
+	ctl, err := openDemoControl(o.control, &opts)
+	if err != nil {
+		return res, fmt.Errorf("demo: %w", err)
+	}
+	if ctl != nil {
+		defer ctl.Close()
+		say("the actors report over control streams to %s", ctl.Addr())
+	}
+	res.Control = o.control
 	clog, err := openDemoLog(ctx, o, logger)
 	if err != nil {
 		return res, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 )
 
@@ -28,4 +29,21 @@ func openDemoExchange(kind string, opts *engine.Options) (*exchange.Mesh, error)
 		return m, nil
 	}
 	return nil, fmt.Errorf("demo: --exchange %q, want channel or flight", kind)
+}
+
+// openDemoControl sets opts up for --control: nothing for channel, control streams
+// on loopback (the caller closes them after the engine) for grpc.
+func openDemoControl(kind string, opts *engine.Options) (*control.Local, error) {
+	switch kind {
+	case "channel":
+		return nil, nil
+	case "grpc":
+		l, err := control.NewLocal()
+		if err != nil {
+			return nil, err
+		}
+		opts.Control = l
+		return l, nil
+	}
+	return nil, fmt.Errorf("--control %q, want channel or grpc", kind)
 }

@@ -7,14 +7,15 @@ import (
 	"testing"
 )
 
-// The demo with every edge between nodes an Arrow Flight stream: every view verified
-// through the rescales, pauses and the crash, and the streams were opened.
+// The demo with every edge between nodes an Arrow Flight stream and every report a
+// control stream's frame: every view verified through the rescales, pauses and the
+// crash, and the streams were opened.
 func TestDemoExchangeFlight(t *testing.T) {
 	root := newRoot()
 	var out, errw bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errw)
-	root.SetArgs([]string{"demo", "--json", "--events", "10000", "--rate", "500", "--progress", "none", "--exchange", "flight"})
+	root.SetArgs([]string{"demo", "--json", "--events", "10000", "--rate", "500", "--progress", "none", "--exchange", "flight", "--control", "grpc"})
 	if err := root.Execute(); err != nil {
 		t.Fatalf("%v\n%s", err, errw.String())
 	}
@@ -22,7 +23,7 @@ func TestDemoExchangeFlight(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v in %s", err, out.String())
 	}
-	if len(r.MVs) != 5 || r.Recoveries < 1 || r.Exchange != "flight" || r.ExchangeEdges == 0 {
+	if len(r.MVs) != 5 || r.Recoveries < 1 || r.Exchange != "flight" || r.ExchangeEdges == 0 || r.Control != "grpc" {
 		t.Fatalf("result %s", out.String())
 	}
 	for _, mv := range r.MVs {

@@ -27,6 +27,7 @@ type serveOptions struct {
 	node         uint64
 	leaseTTL     time.Duration
 	exchange     string // channel or flight
+	control      string // channel or grpc
 	metricsAddr  string
 	replica      bool // a read-only replica following the commit log
 }
@@ -45,7 +46,8 @@ With --meta DSN and --bucket URL its checkpoints commit through a commit log
 (engine/cluster/commitlog) as node --node, which holds the leader lease: a second
 serve on the same meta store is refused while the lease (--lease-ttl) lasts, naming
 its holder. The directory is then a copy, rebuilt from the log when it starts empty.
---exchange flight makes the edges between the engine's nodes Arrow Flight streams;
+--exchange flight makes the edges between the engine's nodes Arrow Flight streams,
+--control grpc the actors' reports frames of per-node control streams;
 --metrics-addr serves Prometheus metrics (labeled with the node) and pprof. Logs go
 to stderr with the node's number.
 
@@ -68,6 +70,7 @@ writes, catalog changes and controls fail as read-only. It takes no lease.`,
 	f.Uint64Var(&o.node, "node", 1, "this process's node number (from 1): its lease holder name, log and metrics label")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", 0, "the leader lease's time to live (0: the commit log's default, 10s)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between the engine's nodes travel: channel or flight")
+	f.StringVar(&o.control, "control", "channel", "how the actors' reports reach the coordinator: channel or grpc")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address")
 	f.BoolVar(&o.replica, "replica", false, "serve a read-only replica that follows the commit log of --meta and --bucket (no lease)")
 	return cmd
@@ -99,6 +102,13 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 	}
 	if mesh != nil {
 		defer mesh.Close()
+	}
+	ctl, err := openDemoControl(o.control, &opts)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if ctl != nil {
+		defer ctl.Close()
 	}
 	if o.replica && (o.meta == "" || o.bucket == "") {
 		return fmt.Errorf("serve: --replica follows a commit log: --meta and --bucket are required")

@@ -24,7 +24,7 @@ import (
 // A backfill across a SIGKILL of its server: a table of 200,000 rows under a seeded
 // writer of inserts, updates and deletes; a view over it backfilled at parallelism
 // 6, rate-limited to span at least 20 checkpoints; the server (over a commit log,
-// cross-node edges on Flight) SIGKILLed at about 40% progress and restarted on an
+// cross-node edges on Flight, reports over control streams) SIGKILLed at about 40% progress and restarted on an
 // EMPTY directory. Then: the committed epoch and every vnode's committed progress
 // never went backwards; the backfill resumed and finished; the view equals its query
 // over the table at the same committed epoch; and after a collection the bucket holds
@@ -39,7 +39,7 @@ func TestServeBackfillKilled(t *testing.T) {
 	dsn := pg.NewDatabase(t, "backfill")
 	bucket := clusterBucket(t, "backfill")
 	args := func(dir string) []string {
-		return []string{"serve", "--dir", dir, "--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket, "--exchange", "flight"}
+		return []string{"serve", "--dir", dir, "--addr", "127.0.0.1:0", "--meta", dsn, "--bucket", bucket, "--exchange", "flight", "--control", "grpc"}
 	}
 	cmd, addr, ok := startWeir(t, args(filepath.Join(t.TempDir(), "first"))...)
 	if !ok {

@@ -27,7 +27,7 @@ func TestServe(t *testing.T) {
 	addrs := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(sctx, serveOptions{dir: dir, addr: "127.0.0.1:0", node: 1, exchange: "channel"}, func(a string) { addrs <- a }, io.Discard)
+		done <- serve(sctx, serveOptions{dir: dir, addr: "127.0.0.1:0", node: 1, exchange: "channel", control: "grpc"}, func(a string) { addrs <- a }, io.Discard)
 	}()
 	var addr string
 	select {
