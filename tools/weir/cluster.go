@@ -62,7 +62,7 @@ func newCluster() *cobra.Command {
 
 func newClusterUp() *cobra.Command {
 	var (
-		dir, meta, script, exchange string
+		dir, meta, script, exchange, ctl string
 		replicas                    int
 		asJSON                      bool
 	)
@@ -82,7 +82,7 @@ The servers are one process each; compute nodes as processes of their own (a
 view's actors spread across them) are not built yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, replicas)
+			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas)
 			if err != nil {
 				return err
 			}
@@ -101,6 +101,7 @@ view's actors spread across them) are not built yet.`,
 	f.StringVar(&meta, "meta", "", "PostgreSQL DSN of an empty database to use instead of starting a private server")
 	f.StringVar(&script, "pg-script", "", "scripts/pg.sh (default: found from the working directory upwards)")
 	f.StringVar(&exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
+	f.StringVar(&ctl, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
 	f.IntVar(&replicas, "replicas", 0, "read replicas to start")
 	f.BoolVar(&asJSON, "json", false, "print the cluster's state as JSON")
 	return cmd
@@ -129,7 +130,7 @@ copies).`,
 	return cmd
 }
 
-func clusterUp(ctx context.Context, dir, meta, script, exchange string, replicas int) (st clusterState, err error) {
+func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas int) (st clusterState, err error) {
 	if dir == "" {
 		return st, errors.New("cluster up: --dir is required")
 	}
@@ -197,7 +198,7 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange string, replicas
 		st.Processes = append(st.Processes, p)
 		return nil
 	}
-	if err := start("leader", "--node", "1", "--exchange", exchange); err != nil {
+	if err := start("leader", "--node", "1", "--exchange", exchange, "--control", ctl); err != nil {
 		return st, err
 	}
 	for i := 1; i <= replicas; i++ {

@@ -30,7 +30,7 @@ func TestClusterUpDown(t *testing.T) {
 		err := root.Execute()
 		return out.String(), err
 	}
-	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--json")
+	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--exchange", "flight", "--control", "grpc", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
