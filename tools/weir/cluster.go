@@ -63,8 +63,8 @@ func newCluster() *cobra.Command {
 func newClusterUp() *cobra.Command {
 	var (
 		dir, meta, script, exchange, ctl string
-		replicas                    int
-		asJSON                      bool
+		replicas                         int
+		asJSON                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
