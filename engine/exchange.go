@@ -84,17 +84,7 @@ func (l *link) discard() {
 		l.in.Discard()
 		return
 	}
-	for {
-		select {
-		case m, ok := <-l.c:
-			if !ok {
-				return
-			}
-			m.Release()
-		default:
-			return
-		}
-	}
+	drainNow(l.c)
 }
 
 // link returns the edge from -> to, opening it: through the engine's Exchange when the

@@ -556,21 +556,8 @@ func (g *graph) stop() {
 		in.mu.Lock() // writers see dead and leave
 	}
 	g.wg.Wait()
-	drain := func(c chan executors.Message) {
-		for {
-			select {
-			case m, ok := <-c:
-				if !ok {
-					return
-				}
-				m.Release()
-			default:
-				return
-			}
-		}
-	}
 	for _, in := range ins {
-		drain(in.c)
+		drainNow(in.c)
 		in.mu.Unlock()
 	}
 	g.mu.Lock()
