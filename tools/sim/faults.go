@@ -134,82 +134,60 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 	return r.refreeze()
 }
 
-// breakStep (cluster-shaped seeds) cuts every Flight stream into one node, then
-// checkpoints. When an edge into the node was open, the checkpoint must fail with an
-// error naming an exchange edge, and the engine recovers by itself to the committed
-// epoch (its uncommitted writes are lost, as after a crash): the model goes back to
-// it. A node no edge goes into commits the checkpoint as usual.
+// breakStep (cluster-shaped seeds) injects a network fault into one node, then
+// checkpoints: half the time it cuts every Flight stream into the node, half the time
+// it ends the node's control stream. The checkpoint must fail with an error naming
+// the fault, and the engine recover by itself to the committed epoch (its
+// uncommitted writes are lost, as after a crash): the model goes back to it. A node
+// no edge goes into commits the checkpoint of an edge break as usual.
 func (r *runner) breakStep() error {
 	node := r.rng.IntN(r.eo.Nodes)
 	if r.rng.IntN(2) == 0 {
-		return r.loseStep(node)
+		return r.networkFault("control_stream_lost", fmt.Sprintf("node %d lost its control stream", node), fmt.Sprintf("node-%d", node), false,
+			func() error { return r.ctl.Lose(node) })
 	}
+	return r.networkFault("edge_break", fmt.Sprintf("broke the edges into node %d", node), "exchange: edge", true,
+		func() error { return r.mesh.Break(node) })
+}
+
+// networkFault injects a fault (what, counted as kind), then checkpoints. The
+// checkpoint must fail with an error holding named, unless mayPass (no stream was
+// hit) and it committed; after a failure the engine must have recovered once, to the
+// committed epoch.
+func (r *runner) networkFault(kind, what, named string, mayPass bool, inject func() error) error {
 	recoveries := r.e.Recoveries()
-	if err := r.mesh.Break(node); err != nil {
-		r.fail("sim", "break the edges into node %d: %v", node, err)
+	if err := inject(); err != nil {
+		r.fail("sim", "%s: %v", what, err)
 		return errStop
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
 	_, err := r.e.WaitCheckpoint(ctx)
 	cancel()
 	r.rep.Barriers++
-	if err == nil {
-		r.tracef("broke the edges into node %d: none was open", node)
-		r.rep.Sometimes["edge_break_without_edges"]++
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if err == nil && mayPass {
+		r.tracef("%s: none was open", what)
+		r.rep.Sometimes[kind+"_without_streams"]++
 		r.pending = 0
 		return r.afterCall()
 	}
-	if r.ctx.Err() != nil {
-		return r.ctx.Err()
-	}
-	if !strings.Contains(err.Error(), "exchange: edge") {
-		r.fail("engine error", "checkpoint after breaking the edges into node %d: %v (want an error naming an exchange edge)", node, err)
+	if err == nil || !strings.Contains(err.Error(), named) {
+		r.fail("engine error", "checkpoint after %s: %v (want an error naming %s)", what, err, named)
 		return errStop
 	}
-	r.rep.Faults["edge_break"]++
-	r.tracef("broke the edges into node %d: the checkpoint failed, naming an exchange edge", node)
+	r.rep.Faults[kind]++
+	r.tracef("%s: the checkpoint failed, naming %s", what, named)
 	if got := r.e.Recoveries(); got != recoveries+1 {
-		r.fail("engine error", "%d recoveries after a broken edge, want %d", got, recoveries+1)
+		r.fail("engine error", "%d recoveries after: %s, want %d", got, what, recoveries+1)
 		return errStop
 	}
 	if got := r.e.CommittedEpoch(); got != r.committed {
-		r.fail("I6 durability", "the committed epoch moved from %d to %d when an edge broke", r.committed, got)
+		r.fail("I6 durability", "the committed epoch moved from %d to %d: %s", r.committed, got, what)
 		return errStop
 	}
-	return r.afterRecovery("after a broken edge")
-}
-
-// loseStep (cluster-shaped seeds) ends node's control stream, then checkpoints: the
-// checkpoint must fail naming the node, and the engine recover by itself to the
-// committed epoch onto new streams; the model goes back to it.
-func (r *runner) loseStep(node int) error {
-	recoveries := r.e.Recoveries()
-	if err := r.ctl.Lose(node); err != nil {
-		r.fail("sim", "lose the control stream of node %d: %v", node, err)
-		return errStop
-	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
-	_, err := r.e.WaitCheckpoint(ctx)
-	cancel()
-	r.rep.Barriers++
-	if r.ctx.Err() != nil {
-		return r.ctx.Err()
-	}
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node-%d", node)) {
-		r.fail("engine error", "checkpoint after node %d lost its control stream: %v (want an error naming node-%d)", node, err, node)
-		return errStop
-	}
-	r.rep.Faults["control_stream_lost"]++
-	r.tracef("node %d lost its control stream: the checkpoint failed, naming it", node)
-	if got := r.e.Recoveries(); got != recoveries+1 {
-		r.fail("engine error", "%d recoveries after a lost control stream, want %d", got, recoveries+1)
-		return errStop
-	}
-	if got := r.e.CommittedEpoch(); got != r.committed {
-		r.fail("I6 durability", "the committed epoch moved from %d to %d when a control stream was lost", r.committed, got)
-		return errStop
-	}
-	return r.afterRecovery("after a lost control stream")
+	return r.afterRecovery("after: " + what)
 }
 
 // afterRecovery puts the model back to the committed state after the engine
