@@ -211,9 +211,9 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		opts.OnBarrier = metrics.onBarrier
 		say("metrics at http://%s/metrics, pprof at http://%s/debug/pprof/", metrics.addr, metrics.addr)
 	}
-	mesh, err := openDemoExchange(o.exchange, &opts)
+	mesh, err := openExchange(o.exchange, &opts)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("demo: %w", err)
 	}
 	if mesh != nil {
 		defer func() {
@@ -224,7 +224,7 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		say("edges between nodes travel as Arrow Flight streams on %s and %s", mesh.Addr(0), mesh.Addr(1))
 	}
 	res.Exchange = o.exchange
-	ctl, err := openDemoControl(o.control, &opts)
+	ctl, err := openControl(o.control, &opts)
 	if err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}

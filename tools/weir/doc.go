@@ -8,7 +8,8 @@
 //   - main.go: the root command.
 //   - demo.go: weir demo; progress.go its progress bars and lines, metrics.go its
 //     Prometheus metrics and pprof server (--metrics-addr), demo_log.go its commit
-//     log (--meta, --bucket), demo_exchange.go its Flight edges (--exchange).
+//     log (--meta, --bucket); transport.go the --exchange and --control of the demo and
+//     of weir serve.
 //   - bench.go: weir bench and its profiles, bench snapshot and bench backfill;
 //     bench_nexmark.go: bench nexmark.
 //   - sim.go: weir sim, the simulation of package tools/sim over a range of seeds.

@@ -96,14 +96,14 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		opts.OnBarrier = metrics.onBarrier
 		logger.Info("metrics and pprof", "addr", metrics.addr)
 	}
-	mesh, err := openDemoExchange(o.exchange, &opts)
+	mesh, err := openExchange(o.exchange, &opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if mesh != nil {
 		defer mesh.Close()
 	}
-	ctl, err := openDemoControl(o.control, &opts)
+	ctl, err := openControl(o.control, &opts)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -9,31 +9,33 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 )
 
-// demoNodes is the demo engine's node count (the engine's default, made explicit for
-// the exchange mesh, which serves each node).
-const demoNodes = 2
+// meshNodes is the node count of an engine whose edges are on an exchange mesh (the
+// engine's default, made explicit for the mesh, which serves each node).
+const meshNodes = 2
 
-// openDemoExchange sets opts up for the demo's --exchange: nothing for channel, a
-// mesh of Flight servers (the caller closes it after the engine) for flight.
-func openDemoExchange(kind string, opts *engine.Options) (*exchange.Mesh, error) {
+// openExchange sets opts up for --exchange (weir demo and weir serve): nothing for
+// channel, a mesh of Flight servers (the caller closes it after the engine) for
+// flight.
+func openExchange(kind string, opts *engine.Options) (*exchange.Mesh, error) {
 	switch kind {
 	case "channel":
 		return nil, nil
 	case "flight":
-		opts.Nodes = demoNodes
-		m, err := exchange.NewMesh(demoNodes, 0, memory.NewGoAllocator())
+		opts.Nodes = meshNodes
+		m, err := exchange.NewMesh(meshNodes, 0, memory.NewGoAllocator())
 		if err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
+			return nil, err
 		}
 		opts.Exchange = m
 		return m, nil
 	}
-	return nil, fmt.Errorf("demo: --exchange %q, want channel or flight", kind)
+	return nil, fmt.Errorf("--exchange %q, want channel or flight", kind)
 }
 
-// openDemoControl sets opts up for --control: nothing for channel, control streams
-// on loopback (the caller closes them after the engine) for grpc.
-func openDemoControl(kind string, opts *engine.Options) (*control.Local, error) {
+// openControl sets opts up for --control (weir demo and weir serve): nothing for
+// channel, control streams on loopback (the caller closes them after the engine) for
+// grpc.
+func openControl(kind string, opts *engine.Options) (*control.Local, error) {
 	switch kind {
 	case "channel":
 		return nil, nil
