@@ -45,29 +45,7 @@ func BenchmarkEdge(b *testing.B) {
 	ops.Release()
 	defer c.Release()
 
-	srv := NewServer(mem)
-	edge := Edge{Up: 1, Down: 2}
-	in, err := srv.Expect(edge, sc, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr, _ := serve(b, srv)
-	drained := make(chan error, 1)
-	go func() {
-		for m := range in.Messages() {
-			m.Release()
-		}
-		drained <- in.Err()
-	}()
-	client, err := Dial(addr, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	s, err := NewSender(b.Context(), client, edge, sc, mem)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, drained := benchEdge(b, mem, sc, 64)
 	epoch := executors.Epoch(1)
 	b.ResetTimer()
 	for range b.N {
@@ -110,29 +88,7 @@ func BenchmarkEdgeVsChannel(b *testing.B) {
 	defer c.Release()
 	sc := c.Record().Schema()
 
-	srv := NewServer(mem)
-	edge := Edge{Up: 1, Down: 2}
-	in, err := srv.Expect(edge, sc, capacity)
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr, _ := serve(b, srv)
-	flightDone := make(chan error, 1)
-	go func() {
-		for m := range in.Messages() {
-			m.Release()
-		}
-		flightDone <- in.Err()
-	}()
-	client, err := Dial(addr, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	s, err := NewSender(b.Context(), client, edge, sc, mem)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, flightDone := benchEdge(b, mem, sc, capacity)
 	ch := make(chan executors.Message, capacity)
 	out := engine.ChanOutput{ID: 2, C: ch}
 	acks := make(chan struct{})
@@ -189,4 +145,34 @@ func BenchmarkEdgeVsChannel(b *testing.B) {
 	b.ReportMetric(total/flightT.Seconds(), "flight_rows/s")
 	b.ReportMetric(total/chanT.Seconds(), "channel_rows/s")
 	b.ReportMetric(chanT.Seconds()/flightT.Seconds(), "flight/channel")
+}
+
+// benchEdge opens an edge on loopback whose inbox holds capacity messages and whose
+// receiver releases what it takes; the channel gets the inbox's Err once it closes.
+func benchEdge(b *testing.B, mem memory.Allocator, sc *arrow.Schema, capacity int) (*Sender, <-chan error) {
+	b.Helper()
+	srv := NewServer(mem)
+	edge := Edge{Up: 1, Down: 2}
+	in, err := srv.Expect(edge, sc, capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr, _ := serve(b, srv)
+	done := make(chan error, 1)
+	go func() {
+		for m := range in.Messages() {
+			m.Release()
+		}
+		done <- in.Err()
+	}()
+	client, err := Dial(addr, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { client.Close() })
+	s, err := NewSender(b.Context(), client, edge, sc, mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, done
 }

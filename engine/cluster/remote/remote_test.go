@@ -66,6 +66,24 @@ func dialT(t *testing.T, addr string, mem memory.Allocator) *Client {
 	return c
 }
 
+// openEngine opens an engine in a new directory, closed when the test ends.
+func openEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	e, err := engine.Open(testCtx(t), t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// servedEngine is a new engine served in this process and a client of it.
+func servedEngine(t *testing.T) (*engine.Engine, *Client) {
+	t.Helper()
+	e := openEngine(t)
+	return e, dialT(t, serveEngine(t, e, memory.NewGoAllocator()), nil)
+}
+
 // write applies op to rows of orders (nil amounts are NULL).
 func write(ctx context.Context, op func(context.Context, string, arrow.RecordBatch) error, rows ...[]any) error {
 	b := vec.NewChunkBuilder(memory.DefaultAllocator, orders)
@@ -180,21 +198,12 @@ func program(ctx context.Context, db engine.DB) (map[string][]string, error) {
 // nothing on either side.
 func TestOneAPI(t *testing.T) {
 	ctx := testCtx(t)
-	local, err := engine.Open(ctx, t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
-	want, err := program(ctx, local)
+	want, err := program(ctx, openEngine(t))
 	if err != nil {
 		t.Fatalf("embedded: %v", err)
 	}
 
-	served, err := engine.Open(ctx, t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer served.Close()
+	served := openEngine(t)
 	serverMem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	clientMem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	c := dialT(t, serveEngine(t, served, serverMem), clientMem)
@@ -218,11 +227,7 @@ func TestOneAPI(t *testing.T) {
 // a server that is gone are told apart.
 func TestErrors(t *testing.T) {
 	ctx := testCtx(t)
-	e, err := engine.Open(ctx, t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openEngine(t)
 	addr := serveEngine(t, e, memory.NewGoAllocator())
 	c := dialT(t, addr, nil)
 	if err := c.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
@@ -317,12 +322,7 @@ func FuzzDecodeRequest(f *testing.F) {
 // done.
 func TestProgress(t *testing.T) {
 	ctx := testCtx(t)
-	e, err := engine.Open(ctx, t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	c := dialT(t, serveEngine(t, e, memory.NewGoAllocator()), nil)
+	e, c := servedEngine(t)
 	if err := c.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -384,12 +384,7 @@ func TestProgress(t *testing.T) {
 // through whole, and its rows scan back.
 func TestBigWrite(t *testing.T) {
 	ctx := testCtx(t)
-	e, err := engine.Open(ctx, t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	c := dialT(t, serveEngine(t, e, memory.NewGoAllocator()), nil)
+	_, c := servedEngine(t)
 	if err := c.CreateTable(ctx, orders, engine.TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
