@@ -80,22 +80,54 @@ func (s *Server) Stop() error {
 // NewDatabase creates an empty database on the server and returns its DSN.
 func (s *Server) NewDatabase(t testing.TB, prefix string) string {
 	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("%s_%d", prefix, s.dbs.Add(1))
-	conn, err := pgx.Connect(ctx, s.DSN)
+	dsn, err := CreateDatabase(context.Background(), s.DSN, fmt.Sprintf("%s_%d", prefix, s.dbs.Add(1)))
 	if err != nil {
-		t.Fatalf("connect to the test server: %v", err)
+		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	u, err := url.Parse(s.DSN)
+	return dsn
+}
+
+// CreateDatabase creates the empty database name on the server whose postgres
+// database server names, and returns the new database's DSN.
+func CreateDatabase(ctx context.Context, server, name string) (string, error) {
+	u, err := url.Parse(server)
 	if err != nil {
-		t.Fatalf("parse the test server's DSN: %v", err)
+		return "", fmt.Errorf("pgtest: parse the server's DSN: %w", err)
+	}
+	if err := exec1(ctx, server, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
 	u.Path = "/" + name
-	return u.String()
+	return u.String(), nil
+}
+
+// DropDatabase drops the database name, which nothing may be connected to, from
+// the server whose postgres database server names.
+func DropDatabase(ctx context.Context, server, name string) error {
+	if err := exec1(ctx, server, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("pgtest: drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// exec1 runs one statement on its own connection to dsn.
+func exec1(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// redact is dsn without its password.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "the server"
+	}
+	return u.Redacted()
 }
 
 // findScript returns the path of scripts/pg.sh in the nearest directory at or above
