@@ -39,6 +39,7 @@ var allowed = []struct {
 	{"internal/invariants", nil},
 	{"internal/pgtest", nil},
 	{"internal/s3test", nil},
+	{"internal/faultblob", nil},
 	{"internal/layering", nil},
 	{"tools/", []string{"*"}},
 	{"examples", []string{"*"}},
@@ -46,7 +47,7 @@ var allowed = []struct {
 }
 
 // fixtures may be imported by any package's tests: they sit on vec and schema only.
-var fixtures = []string{"vec/vectest", "internal/testschemas", "internal/faultfs", "internal/invariants", "internal/pgtest", "internal/s3test", "bench/nexmark/tables"}
+var fixtures = []string{"vec/vectest", "internal/testschemas", "internal/faultfs", "internal/invariants", "internal/pgtest", "internal/s3test", "internal/faultblob", "bench/nexmark/tables"}
 
 func rule(rel string) ([]string, bool) {
 	for _, r := range allowed {

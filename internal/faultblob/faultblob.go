@@ -1,0 +1,183 @@
+// Package faultblob wraps a gocloud.dev/blob bucket so that a test can make it refuse
+// writes: a bucket that fails mid-checkpoint, as a full or unreachable object store
+// does, while reads, listings and deletes keep working.
+package faultblob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/driver"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrRefused is the error of a write the bucket refused.
+var ErrRefused = errors.New("faultblob: the bucket refused the write (injected)")
+
+// Faults arms and reports the faults of a wrapped bucket. Its methods may be called
+// from any goroutine.
+type Faults struct {
+	mu    sync.Mutex
+	armed bool
+	after int // objects still written before the refusal
+	hits  int
+}
+
+// Arm makes the bucket write after more objects, then refuse every later write
+// until Disarm.
+func (f *Faults) Arm(after int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed, f.after, f.hits = true, after, 0
+}
+
+// Disarm ends the fault and returns how many writes it refused.
+func (f *Faults) Disarm() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hits := f.hits
+	f.armed, f.after, f.hits = false, 0, 0
+	return hits
+}
+
+// refuse reports whether the object being completed is refused.
+func (f *Faults) refuse() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.armed {
+		return false
+	}
+	if f.after > 0 {
+		f.after--
+		return false
+	}
+	f.hits++
+	return true
+}
+
+// Wrap returns a bucket whose writes go to b unless f refuses them. Closing the
+// returned bucket does not close b.
+func Wrap(b *blob.Bucket, f *Faults) *blob.Bucket {
+	return blob.NewBucket(&bucket{b: b, f: f})
+}
+
+type bucket struct {
+	b *blob.Bucket
+	f *Faults
+}
+
+var _ driver.Bucket = (*bucket)(nil)
+
+func (d *bucket) ErrorCode(err error) gcerrors.ErrorCode {
+	if errors.Is(err, ErrRefused) {
+		return gcerrors.Internal
+	}
+	return gcerrors.Code(err)
+}
+
+func (d *bucket) As(i any) bool { return d.b.As(i) }
+
+func (d *bucket) ErrorAs(err error, i any) bool { return d.b.ErrorAs(err, i) }
+
+func (d *bucket) Attributes(ctx context.Context, key string) (*driver.Attributes, error) {
+	a, err := d.b.Attributes(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &driver.Attributes{
+		CacheControl: a.CacheControl, ContentDisposition: a.ContentDisposition, ContentEncoding: a.ContentEncoding,
+		ContentLanguage: a.ContentLanguage, ContentType: a.ContentType, Metadata: a.Metadata,
+		CreateTime: a.CreateTime, ModTime: a.ModTime, Size: a.Size, MD5: a.MD5, ETag: a.ETag,
+	}, nil
+}
+
+func (d *bucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
+	// The driver's first page is a nil token, the portable API's FirstPageToken.
+	token := opts.PageToken
+	if len(token) == 0 {
+		token = blob.FirstPageToken
+	}
+	objs, next, err := d.b.ListPage(ctx, token, max(opts.PageSize, 1), &blob.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter})
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	page := &driver.ListPage{NextPageToken: next}
+	for _, o := range objs {
+		page.Objects = append(page.Objects, &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir})
+	}
+	return page, nil
+}
+
+func (d *bucket) NewRangeReader(ctx context.Context, key string, offset, length int64, _ *driver.ReaderOptions) (driver.Reader, error) {
+	r, err := d.b.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &reader{r: r}, nil
+}
+
+func (d *bucket) NewTypedWriter(ctx context.Context, key, contentType string, opts *driver.WriterOptions) (driver.Writer, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	w, err := d.b.NewWriter(wctx, key, &blob.WriterOptions{
+		ContentType: contentType, BufferSize: opts.BufferSize, MaxConcurrency: opts.MaxConcurrency,
+		CacheControl: opts.CacheControl, ContentDisposition: opts.ContentDisposition, ContentEncoding: opts.ContentEncoding,
+		ContentLanguage: opts.ContentLanguage, ContentMD5: opts.ContentMD5, Metadata: opts.Metadata,
+		DisableContentTypeDetection: opts.DisableContentTypeDetection, IfNotExist: opts.IfNotExist,
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &writer{w: w, cancel: cancel, f: d.f, key: key}, nil
+}
+
+func (d *bucket) Copy(ctx context.Context, dst, src string, _ *driver.CopyOptions) error {
+	if d.f.refuse() {
+		return fmt.Errorf("copy %s to %s: %w", src, dst, ErrRefused)
+	}
+	return d.b.Copy(ctx, dst, src, nil)
+}
+
+func (d *bucket) Delete(ctx context.Context, key string, _ *driver.DeleteOptions) error {
+	return d.b.Delete(ctx, key)
+}
+
+func (d *bucket) SignedURL(ctx context.Context, key string, opts *driver.SignedURLOptions) (string, error) {
+	return "", fmt.Errorf("faultblob: signed URLs are not supported")
+}
+
+func (d *bucket) Close() error { return nil }
+
+type reader struct{ r *blob.Reader }
+
+func (r *reader) Read(p []byte) (int, error) { return r.r.Read(p) }
+func (r *reader) Close() error               { return r.r.Close() }
+func (r *reader) As(i any) bool              { return r.r.As(i) }
+func (r *reader) Attributes() *driver.ReaderAttributes {
+	return &driver.ReaderAttributes{ContentType: r.r.ContentType(), ModTime: r.r.ModTime(), Size: r.r.Size()}
+}
+
+// writer completes its object on Close unless the faults refuse it, in which case
+// the object is dropped (the inner write's context is cancelled before its close).
+type writer struct {
+	w      *blob.Writer
+	cancel context.CancelFunc
+	f      *Faults
+	key    string
+}
+
+func (w *writer) Write(p []byte) (int, error) { return w.w.Write(p) }
+
+func (w *writer) Close() error {
+	defer w.cancel()
+	if w.f.refuse() {
+		w.cancel()
+		w.w.Close()
+		return fmt.Errorf("write %s: %w", w.key, ErrRefused)
+	}
+	return w.w.Close()
+}
