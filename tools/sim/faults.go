@@ -68,7 +68,8 @@ func (r *runner) crashStep() error {
 			return err
 		}
 		r.rep.Faults["rescale"]++
-		if r.crashAt == "after_commit" {
+		// With a commit log the rescale is committed in the log either way.
+		if r.crashAt == "after_commit" || r.clog != nil {
 			v.par, v.rescaled = p, true
 		}
 	}
@@ -81,6 +82,14 @@ func (r *runner) crashStep() error {
 		s := r.cur.clone()
 		land = &s
 	}
+	if r.clog != nil && r.crashAt == "before_commit" {
+		// The image is older than the commit, which the log holds: the reopen
+		// catches up to it.
+		want = r.crashEpoch
+		s := r.cur.clone()
+		land = &s
+		r.rep.Sometimes["crash_commit_kept_by_the_log"]++
+	}
 	img := r.crashImg
 	r.crashAt, r.crashImg = "", nil
 	r.rep.Faults["crash_"+kind]++
@@ -90,7 +99,25 @@ func (r *runner) crashStep() error {
 		return errStop
 	}
 	r.e, r.fs = nil, img
+	if err := r.restartLeader(); err != nil {
+		return err
+	}
 	return r.reopen(want, land, nil)
+}
+
+// restartLeader (commit-log seeds) replaces the leader that crashed or failed with a
+// new one: a quarter of the time on an empty directory, as a successor elsewhere
+// would be, which rebuilds its copy from the log.
+func (r *runner) restartLeader() error {
+	if r.clog == nil {
+		return nil
+	}
+	if r.rng.IntN(4) == 0 {
+		r.fs = vfs.NewCrashableMem()
+		r.rep.Sometimes["rebuilt_from_an_empty_directory"]++
+		r.tracef("the next leader starts on an empty directory")
+	}
+	return r.newLeader()
 }
 
 // reopen opens the engine on r.fs after a crash or a fault. The committed epoch must
@@ -259,10 +286,15 @@ func (r *runner) ioErrorStep() error {
 	r.e = nil
 	// The failed epoch's number is not returned; after a failed sync any newer epoch
 	// that lands must be it, holding the current model.
+	// With a commit log, a failure after the log's commit (applying it to the
+	// store) lands the epoch too.
 	var newer *state
-	if kind == "eio" {
+	if kind == "eio" || r.clog != nil {
 		s := r.cur.clone()
 		newer = &s
+	}
+	if err := r.restartLeader(); err != nil {
+		return err
 	}
 	if err := r.reopen(r.committed, nil, newer); err != nil {
 		return err

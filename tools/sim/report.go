@@ -8,6 +8,7 @@ import (
 // Report holds the figures of a run (docs/testing.md "Figures").
 type Report struct {
 	Seeds              int              `json:"seeds"`
+	LogSeeds           int              `json:"commit_log_seeds"`
 	Steps              int64            `json:"steps"`
 	Barriers           int64            `json:"barriers"`
 	Checkpoints        int64            `json:"checkpoints"`
@@ -56,6 +57,17 @@ var (
 	}
 )
 
+// LogFaultKinds and LogSometimes are the counters a run with commit-log seeds must
+// see above zero as well.
+var (
+	LogFaultKinds = []string{"bucket_write_error", "deposed_leader_commit"}
+	LogSometimes  = []string{
+		"rebuilt_from_an_empty_directory", // a leader that opened on an empty directory rebuilt it from the log
+		"crash_commit_kept_by_the_log",    // a crash image older than the log's commit, caught up on reopen
+		"bucket_checked_after_collection", // a seed's bucket held exactly the referenced objects after collection
+	}
+)
+
 // NewReport returns an empty report with every counter present.
 func NewReport() *Report {
 	r := &Report{RowsByOp: map[string]int64{}, Views: map[string]int64{}, Faults: map[string]int64{}, Sometimes: map[string]int64{}}
@@ -81,6 +93,19 @@ func (r *Report) Finish() {
 			r.ZeroCounters = append(r.ZeroCounters, "sometimes."+k)
 		}
 	}
+	if r.LogSeeds == 0 {
+		return
+	}
+	for _, k := range LogFaultKinds {
+		if r.Faults[k] == 0 {
+			r.ZeroCounters = append(r.ZeroCounters, "faults."+k)
+		}
+	}
+	for _, k := range LogSometimes {
+		if r.Sometimes[k] == 0 {
+			r.ZeroCounters = append(r.ZeroCounters, "sometimes."+k)
+		}
+	}
 }
 
 // OK reports whether the run had no mismatch and no counter left at zero.
@@ -89,6 +114,7 @@ func (r *Report) OK() bool { return r.Mismatches == 0 && len(r.ZeroCounters) == 
 // Merge adds the figures of o to r.
 func (r *Report) Merge(o *Report) {
 	r.Seeds += o.Seeds
+	r.LogSeeds += o.LogSeeds
 	r.Steps += o.Steps
 	r.Barriers += o.Barriers
 	r.Checkpoints += o.Checkpoints

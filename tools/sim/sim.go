@@ -26,8 +26,10 @@
 // and the choice of each step); steps.go holds the workload steps (views, barriers and
 // checkpoints, rescales, pause and resume, throttles) and the seed's finish; writes.go
 // the writes and the keys they pick; faults.go the faults (crashes and the reopen after
-// them, I/O errors, the commit hooks and the WAL fault injector); model.go the tables,
-// the reference model and the view shapes; check.go the oracle; report.go the figures.
+// them, I/O errors, the commit hooks and the WAL fault injector); commitlog.go the
+// commit-log seeds (a version log in PostgreSQL and a bucket, with their faults);
+// model.go the tables, the reference model and the view shapes; check.go the oracle;
+// report.go the figures.
 package sim
 
 import (
@@ -64,6 +66,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Trace, when set, receives one line per step.
 	Trace io.Writer
+	// Postgres, when set, is the DSN of a PostgreSQL server's postgres database on
+	// which commit-log seeds (a third of the seeds) each create a database for their
+	// version log (commitlog.go).
+	Postgres string
 }
 
 // errStop ends a seed early (after a failure was recorded).
@@ -99,6 +105,11 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	err := r.run()
 	if r.e != nil {
 		r.e.Crash()
+	}
+	if r.clog != nil {
+		if cerr := r.clog.close(context.Background()); cerr != nil && err == nil {
+			err = fmt.Errorf("sim: close the commit log: %w", cerr)
+		}
 	}
 	if r.mesh != nil {
 		if cerr := r.mesh.Close(); cerr != nil && err == nil {
@@ -140,6 +151,9 @@ type runner struct {
 	// and ctl its actors' reports over control streams (nil: channels).
 	mesh *exchange.Mesh
 	ctl  *control.Local
+	// clog is a commit-log seed's version log and bucket (nil: the engine commits
+	// into its directory).
+	clog *clusterLog
 
 	ta, tb *schema.Table
 	// byVnode lists the keys of a's domain by vnode; hot are the vnodes most writes go to.
@@ -261,6 +275,13 @@ func (r *runner) run() error {
 		r.ctl, r.eo.Control = ctl, ctl
 		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight, reports over control streams")
 	}
+	if r.opts.Postgres != "" && r.seed%3 == 1 {
+		if err := r.setupLog(); err != nil {
+			return err
+		}
+		r.rep.LogSeeds++
+		r.tracef("config: commits through a version log in PostgreSQL and a file:// bucket")
+	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default)",
 		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes)
 	r.keysByVnode()
@@ -367,6 +388,9 @@ func (r *runner) doStep() error {
 		}
 		return r.crashStep()
 	default:
+		if r.clog != nil && r.rng.IntN(2) == 0 {
+			return r.logFaultStep()
+		}
 		return r.ioErrorStep()
 	}
 }

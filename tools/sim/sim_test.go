@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -11,7 +12,35 @@ import (
 	"testing"
 
 	"github.com/seed04fbb902/weir/internal/invariants"
+	"github.com/seed04fbb902/weir/internal/pgtest"
 )
+
+// postgres is the private PostgreSQL server TestMain started, for the commit-log
+// seeds.
+var postgres *pgtest.Server
+
+// TestMain starts a private PostgreSQL server for the commit-log seeds and stops it
+// when the tests end. Without PostgreSQL the tests fail: `make pg-install`
+// installs it.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	s, err := pgtest.Start("weir-sim")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sim tests: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := s.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "sim tests: %v\n", err)
+		}
+	}()
+	postgres = s
+	return m.Run()
+}
 
 var (
 	simFrom  = flag.Uint64("sim.from", 1, "first simulation seed")
@@ -31,7 +60,7 @@ func TestSim(t *testing.T) {
 		}
 	}
 	rep := NewReport()
-	opts := Options{}
+	opts := Options{Postgres: postgres.DSN}
 	if *simTrace {
 		opts.Trace = os.Stderr
 	}
@@ -44,8 +73,11 @@ func TestSim(t *testing.T) {
 	for _, f := range rep.Failures {
 		t.Error(f)
 	}
-	t.Logf("%d seeds: %d steps, %d barriers, %d checkpoints checked, %d rows compared; faults %v; sometimes %v; views %v; zero counters %v",
-		rep.Seeds, rep.Steps, rep.Barriers, rep.CheckpointsChecked, rep.RowsCompared, rep.Faults, rep.Sometimes, rep.Views, rep.ZeroCounters)
+	if rep.LogSeeds == 0 {
+		t.Errorf("no commit-log seed among seeds %d to %d", *simFrom, *simFrom+uint64(n)-1)
+	}
+	t.Logf("%d seeds (%d through a commit log): %d steps, %d barriers, %d checkpoints checked, %d rows compared; faults %v; sometimes %v; views %v; zero counters %v",
+		rep.Seeds, rep.LogSeeds, rep.Steps, rep.Barriers, rep.CheckpointsChecked, rep.RowsCompared, rep.Faults, rep.Sometimes, rep.Views, rep.ZeroCounters)
 }
 
 // A seed replays the same schedule: configuration, steps, faults and their
