@@ -115,17 +115,18 @@ bench-nexmark:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./bench/...
 
-## sim: the whole-engine simulation over SEEDS (default 1-300), figures as JSON.
+## sim: the whole-engine simulation over SEEDS (default 1-300), figures as JSON; a
+## third of the seeds commit through a commit log on a private PostgreSQL server.
 ## Exits non-zero on a mismatch or a scenario counter at zero. (`make test` runs
 ## seeds 1-20 through TestSim, and seeds 1-3 again under -race.)
 SEEDS ?= 1-300
-sim:
-	$(WEIR) sim --seeds $(SEEDS) --json
+sim: pg-install
+	$(WEIR) sim --seeds $(SEEDS) --commit-log --json
 
 ## soak: the simulation for SOAK_DURATION (default 60m), seeds from 1000 on.
 SOAK_DURATION ?= 60m
-soak:
-	$(WEIR) sim --seeds 1000-100000000 --duration $(SOAK_DURATION) --json
+soak: pg-install
+	$(WEIR) sim --seeds 1000-100000000 --duration $(SOAK_DURATION) --commit-log --json
 
 ## lint: gofmt, go vet and staticcheck (pinned in go.mod).
 lint: vet

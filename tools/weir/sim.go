@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seed04fbb902/weir/internal/pgtest"
 	"github.com/seed04fbb902/weir/tools/sim"
 )
 
@@ -21,6 +22,8 @@ func newSim() *cobra.Command {
 		steps, jobs   int
 		duration      time.Duration
 		asJSON, trace bool
+		commitLog     bool
+		postgres      string
 	)
 	cmd := &cobra.Command{
 		Use:   "sim",
@@ -36,6 +39,14 @@ checks invariants I1 to I6 (docs/testing.md) at every checkpoint.
 long (0: run them all). --jobs runs that many seeds at once. With --json it prints one
 JSON object of figures: seeds, barriers, checkpoints_checked, rows_compared,
 mismatches, faults (counts by kind), sometimes (scenario counters), failures.
+
+With --commit-log (or --postgres DSN, a server's postgres database that may create
+databases) a third of the seeds commit through cluster mode's commit log: a version
+log in a PostgreSQL database of their own and a file:// bucket, with two more faults
+(a bucket that refuses a checkpoint's writes, a leader deposed before its commit),
+reopens on empty directories and, at the end, the bucket checked to hold exactly the
+objects the log references. --commit-log starts a private server through
+scripts/pg.sh (run it in the repository) and stops it at the end.
 
 It exits non-zero when any check failed or when a fault kind or scenario counter
 stayed 0. A failure names its seed; "weir sim --seeds N --trace" replays it step by
@@ -53,7 +64,22 @@ step.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			opts := sim.Options{Steps: steps}
+			opts := sim.Options{Steps: steps, Postgres: postgres}
+			if commitLog && postgres != "" {
+				return fmt.Errorf("sim: --commit-log starts a server; --postgres names one: give one of them")
+			}
+			if commitLog {
+				srv, err := pgtest.Start("weir-sim")
+				if err != nil {
+					return fmt.Errorf("sim: --commit-log: %w", err)
+				}
+				defer func() {
+					if err := srv.Stop(); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "sim: stop the private PostgreSQL server: %v\n", err)
+					}
+				}()
+				opts.Postgres = srv.DSN
+			}
 			if trace {
 				opts.Trace = cmd.ErrOrStderr()
 				jobs = 1
@@ -85,6 +111,8 @@ step.`,
 	f.DurationVar(&duration, "duration", 0, "stop starting new seeds after this long (0: run every seed)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object of figures")
 	f.BoolVar(&trace, "trace", false, "print every step to stderr (runs one seed at a time)")
+	f.BoolVar(&commitLog, "commit-log", false, "start a private PostgreSQL server and run a third of the seeds through a commit log")
+	f.StringVar(&postgres, "postgres", "", "run a third of the seeds through a commit log on this PostgreSQL server (DSN of its postgres database)")
 	return cmd
 }
 
@@ -153,8 +181,8 @@ feed:
 }
 
 func printSim(w io.Writer, r *sim.Report) {
-	fmt.Fprintf(w, "%d seeds in %.1f s: %d steps, %d barriers, %d checkpoints, %d checked, %d rows compared, %d mismatches\n",
-		r.Seeds, r.Seconds, r.Steps, r.Barriers, r.Checkpoints, r.CheckpointsChecked, r.RowsCompared, r.Mismatches)
+	fmt.Fprintf(w, "%d seeds (%d through a commit log) in %.1f s: %d steps, %d barriers, %d checkpoints, %d checked, %d rows compared, %d mismatches\n",
+		r.Seeds, r.LogSeeds, r.Seconds, r.Steps, r.Barriers, r.Checkpoints, r.CheckpointsChecked, r.RowsCompared, r.Mismatches)
 	fmt.Fprintf(w, "rows by op: %v\nviews: %v\nfaults: %v\nsometimes: %v\n", r.RowsByOp, r.Views, r.Faults, r.Sometimes)
 	if len(r.ZeroCounters) > 0 {
 		fmt.Fprintf(w, "counters at zero: %v\n", r.ZeroCounters)
