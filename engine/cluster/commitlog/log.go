@@ -230,9 +230,23 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) error {
 	if applied == 0 && store.CommittedEpoch() > 0 {
 		return fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
 	}
-	deltas, err := cfg.Meta.Deltas(ctx, applied)
+	// From the delta the store applied last, which must be this log's: a directory
+	// of another cluster (or a log that lost commits) is refused before anything of
+	// this log is applied to it.
+	deltas, err := cfg.Meta.Deltas(ctx, max(applied, 1)-1)
 	if err != nil {
 		return fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
+	}
+	if applied > 0 {
+		if len(deltas) == 0 || deltas[0].Seq != applied || deltas[0].Epoch != store.CommittedEpoch() {
+			v, verr := cfg.Meta.Committed(ctx)
+			if verr != nil {
+				return fmt.Errorf("commitlog: catch up: %w", verr)
+			}
+			return fmt.Errorf("commitlog: catch up: the store applied sequence %d at epoch %d, which the log in %s does not hold (it is at sequence %d, epoch %d): a directory of another cluster?",
+				applied, store.CommittedEpoch(), cfg.Meta, v.Seq, v.Epoch)
+		}
+		deltas = deltas[1:]
 	}
 	for _, d := range deltas {
 		ch, err := decodeChanges(d.Catalog)

@@ -325,3 +325,50 @@ func TestLeaseRenewed(t *testing.T) {
 		t.Fatalf("the lease's expiry did not move from %s", first)
 	}
 }
+
+// A directory that follows one cluster's log is refused by another's, whether that
+// log is behind it or ahead, naming the sequence and epoch it applied; nothing of
+// the other log is applied, and its own log opens it as before.
+func TestAnotherClustersDirectory(t *testing.T) {
+	ctx := testContext(t)
+	a, behind, ahead := newCluster(t), newCluster(t), newCluster(t)
+	commits := func(c *cluster, dir string, n int) []string {
+		t.Helper()
+		log := c.open(t, 1)
+		e := openEngine(t, dir, log)
+		if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			write(t, e, e.Insert, []any{int64(i), fmt.Sprint("v", i), int64(i)})
+			checkpoint(t, e)
+		}
+		rows := scan(t, e, "kv")
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := log.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	dir := filepath.Join(t.TempDir(), "a")
+	want := commits(a, dir, 3)
+	commits(ahead, filepath.Join(t.TempDir(), "other"), 6)
+	for _, c := range []*cluster{behind, ahead} {
+		log := c.open(t, 2)
+		_, err := engine.Open(ctx, dir, engine.Options{BarrierInterval: -1, CommitLog: log})
+		if err == nil || !strings.Contains(err.Error(), "another cluster") || !strings.Contains(err.Error(), "applied sequence") || !strings.Contains(err.Error(), dir) {
+			t.Fatalf("a directory of another cluster = %v, want a refusal naming it and its sequence", err)
+		}
+		if err := log.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := a.open(t, 3)
+	e := openEngine(t, dir, log)
+	defer e.Close()
+	if got := scan(t, e, "kv"); !slices.Equal(got, want) {
+		t.Fatalf("after the refusals the directory holds %v, want %v", got, want)
+	}
+}
