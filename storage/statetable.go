@@ -53,6 +53,24 @@ func (s *StateTable) Write(c *vec.Chunk) error {
 	return err
 }
 
+// WriteExact is Write for a chunk whose visible rows are an exact changelog of the
+// table's keys, in order: an Insert or UpdateInsert puts a key that does not exist at
+// that point (or that the row before it, its UpdateDelete, deleted), a Delete or
+// UpdateDelete deletes one that does. The checkpoint then updates the row counts from
+// the ops instead of probing the committed data for every key. A join's side, whose
+// keys are its join key and its input's pk, is such a table when its input is an
+// exact changelog: an update that changes the join key deletes one key and inserts
+// another that did not exist.
+func (s *StateTable) WriteExact(c *vec.Chunk) error {
+	if err := vec.CheckChunk(s.t, c); err != nil {
+		return fmt.Errorf("storage: write: %w", err)
+	}
+	before := s.mt.bytes
+	err := s.writeChunk(c, true, "write")
+	s.node.unsealed.Add(int64(s.mt.bytes - before))
+	return err
+}
+
 // WriteEncoded applies rows already encoded by the table's kernels (vec.For of its
 // table: memcomparable pks and row values), in order, without encoding them again: row
 // r has op ops[r] (Insert and UpdateInsert put, Delete and UpdateDelete delete), the pk

@@ -32,6 +32,13 @@ func newChunkWriter(id uint32, t *schema.Table, vnodes *vnode.Bitmap) chunkWrite
 // A row in a vnode the actor does not own is an error naming the table and vnode, and
 // then nothing of c is written. what names the operation in errors.
 func (w *chunkWriter) write(c *vec.Chunk, what string) error {
+	return w.writeChunk(c, false, what)
+}
+
+// writeChunk is write; exact says the rows are an exact changelog of the table's
+// keys (StateTable.WriteExact), so that each write tells the checkpoint whether its
+// key existed.
+func (w *chunkWriter) writeChunk(c *vec.Chunk, exact bool, what string) error {
 	n := c.NumRows()
 	if cap(w.vn) < n {
 		w.vn = make([]uint16, n)
@@ -52,7 +59,18 @@ func (w *chunkWriter) write(c *vec.Chunk, what string) error {
 		if !c.Visible(i) {
 			continue
 		}
-		w.put(ops[i], vn[i], w.keys.At(i), w.vals.At(i), beforeUnknown)
+		b := beforeUnknown
+		if exact {
+			// An insert puts a key that does not exist (an UpdateInsert whose
+			// UpdateDelete deleted the same key rewrites it, and the epoch's first
+			// write of a key is what the checkpoint goes by); a delete deletes one
+			// that does.
+			b = beforeExisted
+			if ops[i].IsInsert() {
+				b = beforeAbsent
+			}
+		}
+		w.put(ops[i], vn[i], w.keys.At(i), w.vals.At(i), b)
 	}
 	return nil
 }
