@@ -108,7 +108,10 @@ func (l *lowered) joinNode(p *JoinPlan, left, right *pnode, lookup func(string) 
 			return nil, fmt.Errorf("join: both inputs have a column %q (rename one with a projection)", c)
 		}
 	}
-	cfg := executors.HashJoinConfig{LeftPK: left.pk, RightPK: right.pk, VnodeCount: l.vnodes}
+	// Every input of a plan node is an exact changelog per its pk: a backfill's
+	// output (its upstream's materialized changelog, merged with the snapshot),
+	// repaired by filters, an aggregate's groups, a join's pairs.
+	cfg := executors.HashJoinConfig{LeftPK: left.pk, RightPK: right.pk, VnodeCount: l.vnodes, ExactInputs: true}
 	for i := range p.LeftKeys {
 		lk, err := l.column(left.schema, p.LeftKeys[i], "join left key", lookup, p.Left)
 		if err != nil {

@@ -33,6 +33,13 @@ type HashJoinConfig struct {
 	// MaxChunkRows bounds the rows of an output chunk (0: 1024); the pairs of one
 	// input chunk are split over as many output chunks as needed.
 	MaxChunkRows int
+	// ExactInputs says each input is an exact changelog per its pk (LeftPK,
+	// RightPK): an Insert of a pk that has no row, a Delete or update of one that
+	// has, with its stored values. The state writes then tell the checkpoint which
+	// keys are new (storage.StateTable.WriteExact), sparing it a probe of the
+	// committed data per written key; with inputs that are not exact, the row counts
+	// of the state tables would drift.
+	ExactInputs bool
 	// LeftState and RightState hold each input's rows: state tables over
 	// HashJoinStateTable's schema for that side.
 	LeftState, RightState *storage.StateTable
@@ -410,7 +417,12 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		}
 	}
 	w := c.WithVisibility(vis)
-	err := h.st[s].Write(w)
+	var err error
+	if h.cfg.ExactInputs {
+		err = h.st[s].WriteExact(w)
+	} else {
+		err = h.st[s].Write(w)
+	}
 	w.Release()
 	return err
 }

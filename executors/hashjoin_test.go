@@ -411,6 +411,7 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 	if rng.IntN(2) == 0 {
 		cfg.MaxChunkRows = 1 + rng.IntN(8) // split the output of a chunk
 	}
+	cfg.ExactInputs = rng.IntN(2) == 0 // the generators' changelogs are exact per pk
 	lt, _ := executors.HashJoinLeftTable("hj_left", hjLeftSchema, cfg)
 	rt, _ := executors.HashJoinRightTable("hj_right", hjRightSchema, cfg)
 	gl := &hjGen{rng: rng, rows: map[int64]hjRow{}, tab: lt}
@@ -460,6 +461,22 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 				t.Fatal(err)
 			}
 			committedL, committedR, committedOut = hjCloneRows(gl.rows), hjCloneRows(gr.rows), hjClone(out)
+			// The state tables' row counts: the rows of each side with a join key
+			// (ExactInputs: counted from the ops, else probed).
+			for _, side := range []struct {
+				id   uint32
+				rows map[int64]hjRow
+			}{{41, gl.rows}, {42, gr.rows}} {
+				want := int64(0)
+				for _, r := range side.rows {
+					if r[1] != nil {
+						want++
+					}
+				}
+				if got, err := store.TableRowCount(side.id); err != nil || got != want {
+					t.Fatalf("seed %d: after epoch %d (exact inputs %v): state table %d counts %d rows (%v), want %d", seed, epoch, cfg.ExactInputs, side.id, got, err, want)
+				}
+			}
 		}
 		if epoch == crashAt {
 			for i := range a.cnt {
