@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# ab-nexmark.sh REV_A REV_B [PAIRS] [weir bench nexmark flags...]
+#
+# Compares the Nexmark view builds of two revisions on this machine: builds
+# tools/weir at each (in git worktrees under a temporary directory), then runs PAIRS
+# (default 5) pairs of `weir bench nexmark --json --quiet` (A first in odd pairs, B
+# first in even ones, so that neither runs first in every pair), and for every query
+# and upstream mode prints each pair's ratio of arrangement-backfill build seconds
+# (B / A), their geometric mean with a 95% t-interval, and the median seconds of
+# each. Extra flags go to every run (default: --events 1000000 --queries
+# q0,q4,q7,q16). The runs' JSON stays in a directory under $TMPDIR, named at the
+# start. Needs git, go and python3; nothing else may run meanwhile.
+set -euo pipefail
+
+[ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [PAIRS] [flags...]" >&2; exit 2; }
+revs=("$1" "$2")
+shift 2
+pairs=5
+if [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; then
+	pairs=$1
+	shift
+fi
+[ "$pairs" -ge 1 ] || { echo "ab-nexmark.sh: PAIRS must be at least 1" >&2; exit 2; }
+flags=("$@")
+[ ${#flags[@]} -gt 0 ] || flags=(--events 1000000 --queries q0,q4,q7,q16)
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+tmp=$(mktemp -d)
+cleanup() {
+	for r in A B; do
+		git -C "$root" worktree remove --force "$tmp/$r" >/dev/null 2>&1 || true
+	done
+	git -C "$root" worktree prune
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+names=(A B)
+for i in 0 1; do
+	r=${names[$i]}
+	git -C "$root" worktree add --detach "$tmp/$r" "${revs[$i]}" >/dev/null
+	(cd "$tmp/$r" && go build -o "$tmp/weir-$r" ./tools/weir)
+	echo "$r = ${revs[$i]} ($(git -C "$root" rev-parse --short "${revs[$i]}"))"
+done
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/ab-nexmark.XXXXXX")
+echo "raw results: $out"
+run() { "$tmp/weir-$1" bench nexmark --json --quiet "${flags[@]}" >"$out/$1$2.json"; }
+for i in $(seq 1 "$pairs"); do
+	if [ $((i % 2)) -eq 1 ]; then
+		run A "$i"
+		run B "$i"
+	else
+		run B "$i"
+		run A "$i"
+	fi
+	echo "pair $i done" >&2
+done
+
+python3 - "$out" "$pairs" <<'PY'
+import json, math, statistics, sys
+out, pairs = sys.argv[1], int(sys.argv[2])
+# Two-sided 95% t quantiles by degrees of freedom.
+T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+ratios = {}
+for i in range(1, pairs + 1):
+    a = {(r["query"], r["upstream"]): r for r in json.load(open(f"{out}/A{i}.json"))}
+    b = {(r["query"], r["upstream"]): r for r in json.load(open(f"{out}/B{i}.json"))}
+    for k, ra in a.items():
+        rb = b[k]
+        if not (ra["verified"] and rb["verified"]):
+            sys.exit(f"pair {i}: {k} not verified")
+        ratios.setdefault(k, []).append((rb["arrangement_seconds"] / ra["arrangement_seconds"], ra["arrangement_seconds"], rb["arrangement_seconds"]))
+print("query upstream  B/A per pair  geomean [95% CI]  A s (median)  B s (median)")
+for (q, up), rs in ratios.items():
+    logs = [math.log(r) for r, _, _ in rs]
+    m = statistics.mean(logs)
+    ci = ""
+    if len(logs) > 1:
+        h = T.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+        ci = f"[{math.exp(m - h):.3f}, {math.exp(m + h):.3f}]"
+    per = " ".join(f"{r:.3f}" for r, _, _ in rs)
+    print(f"{q:5} {up:8}  {per}  {math.exp(m):.3f} {ci}  {statistics.median(a for _, a, _ in rs):.2f}  {statistics.median(b for _, _, b in rs):.2f}")
+PY
