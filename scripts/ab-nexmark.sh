@@ -57,28 +57,4 @@ for i in $(seq 1 "$pairs"); do
 	echo "pair $i done" >&2
 done
 
-python3 - "$out" "$pairs" <<'PY'
-import json, math, statistics, sys
-out, pairs = sys.argv[1], int(sys.argv[2])
-# Two-sided 95% t quantiles by degrees of freedom.
-T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-ratios = {}
-for i in range(1, pairs + 1):
-    a = {(r["query"], r["upstream"]): r for r in json.load(open(f"{out}/A{i}.json"))}
-    b = {(r["query"], r["upstream"]): r for r in json.load(open(f"{out}/B{i}.json"))}
-    for k, ra in a.items():
-        rb = b[k]
-        if not (ra["verified"] and rb["verified"]):
-            sys.exit(f"pair {i}: {k} not verified")
-        ratios.setdefault(k, []).append((rb["arrangement_seconds"] / ra["arrangement_seconds"], ra["arrangement_seconds"], rb["arrangement_seconds"]))
-print("query upstream  B/A per pair  geomean [95% CI]  A s (median)  B s (median)")
-for (q, up), rs in ratios.items():
-    logs = [math.log(r) for r, _, _ in rs]
-    m = statistics.mean(logs)
-    ci = ""
-    if len(logs) > 1:
-        h = T.get(len(logs) - 1, 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
-        ci = f"[{math.exp(m - h):.3f}, {math.exp(m + h):.3f}]"
-    per = " ".join(f"{r:.3f}" for r, _, _ in rs)
-    print(f"{q:5} {up:8}  {per}  {math.exp(m):.3f} {ci}  {statistics.median(a for _, a, _ in rs):.2f}  {statistics.median(b for _, _, b in rs):.2f}")
-PY
+python3 "$root/scripts/nexmark-pairs.py" "$out" "$pairs" A B

@@ -178,12 +178,12 @@ func (r *runner) logFaultStep() error {
 	}
 	r.rep.Faults[kind]++
 	r.tracef("%s: the checkpoint failed: %v", kind, err)
-	after2, cerr := c.meta.Committed(r.ctx)
+	now, cerr := c.meta.Committed(r.ctx)
 	if cerr != nil {
 		return fmt.Errorf("sim: %w", cerr)
 	}
-	if after2 != before {
-		r.fail("I6 durability", "%s: the log's committed version moved from %+v to %+v", kind, before, after2)
+	if now != before {
+		r.fail("I6 durability", "%s: the log's committed version moved from %+v to %+v", kind, before, now)
 		return errStop
 	}
 	if got := r.e.CommittedEpoch(); got != r.committed {

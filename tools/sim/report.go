@@ -83,27 +83,19 @@ func NewReport() *Report {
 // Finish fills ZeroCounters.
 func (r *Report) Finish() {
 	r.ZeroCounters = nil
-	for _, k := range FaultKinds {
-		if r.Faults[k] == 0 {
-			r.ZeroCounters = append(r.ZeroCounters, "faults."+k)
-		}
+	r.zeros("faults.", r.Faults, FaultKinds)
+	r.zeros("sometimes.", r.Sometimes, SometimesCounters)
+	if r.LogSeeds > 0 {
+		r.zeros("faults.", r.Faults, LogFaultKinds)
+		r.zeros("sometimes.", r.Sometimes, LogSometimes)
 	}
-	for _, k := range SometimesCounters {
-		if r.Sometimes[k] == 0 {
-			r.ZeroCounters = append(r.ZeroCounters, "sometimes."+k)
-		}
-	}
-	if r.LogSeeds == 0 {
-		return
-	}
-	for _, k := range LogFaultKinds {
-		if r.Faults[k] == 0 {
-			r.ZeroCounters = append(r.ZeroCounters, "faults."+k)
-		}
-	}
-	for _, k := range LogSometimes {
-		if r.Sometimes[k] == 0 {
-			r.ZeroCounters = append(r.ZeroCounters, "sometimes."+k)
+}
+
+// zeros adds to ZeroCounters the keys whose count in m is 0, after prefix.
+func (r *Report) zeros(prefix string, m map[string]int64, keys []string) {
+	for _, k := range keys {
+		if m[k] == 0 {
+			r.ZeroCounters = append(r.ZeroCounters, prefix+k)
 		}
 	}
 }
