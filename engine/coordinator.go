@@ -44,6 +44,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	if e.failed != nil {
 		return nil, e.failed
 	}
+	defer e.roundEnded()
 	g := e.g
 	started := time.Now()
 	b := &executors.Barrier{Prev: e.prev, Curr: executors.NextEpoch(e.prev, started), Mutation: spec.mutation}
@@ -320,7 +321,24 @@ func (e *Engine) fail(err error) {
 	}
 }
 
-// ticker injects barriers on the configured interval.
+// roundEnded wakes the callers waiting for the end of a round (e.mu is held).
+func (e *Engine) roundEnded() {
+	close(e.rounds)
+	e.rounds = make(chan struct{})
+}
+
+// kickBarrier asks the ticker for a barrier now, without waiting for it; asks that
+// come while one is pending are one ask. Without a ticker (a negative
+// Options.BarrierInterval: barriers on demand) nobody takes the ask.
+func (e *Engine) kickBarrier() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ticker injects barriers on the configured interval, and one at once when kicked
+// (kickBarrier), after which the interval starts again.
 func (e *Engine) ticker(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(e.opts.BarrierInterval)
@@ -330,15 +348,17 @@ func (e *Engine) ticker(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			e.mu.Lock()
-			if e.closed || e.failed != nil {
-				e.mu.Unlock()
-				return
-			}
-			if _, err := e.round(context.Background(), roundSpec{}); err != nil {
-				e.log.Warn("periodic barrier failed", "error", err)
-			}
-			e.mu.Unlock()
+		case <-e.kick:
+			t.Reset(e.opts.BarrierInterval)
 		}
+		e.mu.Lock()
+		if e.closed || e.failed != nil {
+			e.mu.Unlock()
+			return
+		}
+		if _, err := e.round(context.Background(), roundSpec{}); err != nil {
+			e.log.Warn("periodic barrier failed", "error", err)
+		}
+		e.mu.Unlock()
 	}
 }

@@ -55,7 +55,14 @@ type Engine struct {
 
 	stopTicker chan struct{}
 	tickerDone chan struct{}
-	closeOnce  atomic.Bool
+	// kick asks the ticker for a barrier now (a backfill finished its snapshot: it is
+	// done at the next barrier); kickBarrier sends without blocking.
+	kick chan struct{}
+	// rounds is closed when a round ends (or the engine closes) and replaced, under
+	// mu: WaitBackfill waits on it instead of polling.
+	rounds chan struct{}
+
+	closeOnce atomic.Bool
 	// closing is set when Close or Crash begins: from then on every write and every
 	// call that changes the engine returns ErrClosed. A writer checks it while
 	// holding its table's dmlInput.mu shared, and Close takes every dmlInput.mu
@@ -99,7 +106,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem}
+	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem,
+		kick: make(chan struct{}, 1), rounds: make(chan struct{})}
 	for i := 0; i < opts.Nodes; i++ {
 		e.nodes = append(e.nodes, store.AddNode())
 	}
@@ -165,6 +173,7 @@ func (e *Engine) close(checkpoint bool) error {
 		}
 	}
 	e.closed = true
+	e.roundEnded() // waiters see the engine closed
 	if e.g != nil {
 		e.g.teardown()
 	}

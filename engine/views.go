@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/vnode"
@@ -173,20 +172,19 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 			e.mu.Unlock()
 			return nil
 		}
-		var err error
 		if e.opts.BarrierInterval < 0 {
-			_, err = e.round(ctx, roundSpec{})
+			_, err := e.round(ctx, roundSpec{})
+			e.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("wait for the backfill of %s: %w", name, err)
+			}
+			continue
 		}
+		// A backfill becomes done only at a barrier: wait for the end of a round.
+		ended := e.rounds
 		e.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("wait for the backfill of %s: %w", name, err)
-		}
-		pause := time.Millisecond
-		if e.opts.BarrierInterval > 0 {
-			pause = min(e.opts.BarrierInterval, 10*time.Millisecond)
-		}
 		select {
-		case <-time.After(pause):
+		case <-ended:
 		case <-ctx.Done():
 			return fmt.Errorf("wait for the backfill of %s: %w", name, ctx.Err())
 		}

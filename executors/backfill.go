@@ -71,7 +71,11 @@ type BackfillConfig struct {
 	// checkpoint commit); it is asked before Pressure, so that an easing between the
 	// two is not missed.
 	Relief func() <-chan struct{}
-	Mem    memory.Allocator
+	// OnFinishing, when set, is called once, from the actor's goroutine, when every
+	// owned vnode's snapshot has ended: the backfill is done at the next barrier, so
+	// the engine may inject one at once instead of at its next tick.
+	OnFinishing func()
+	Mem         memory.Allocator
 }
 
 // readsNode reports whether the backfill reads the upstream through its node's view

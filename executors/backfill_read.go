@@ -149,9 +149,13 @@ func (b *ArrangementBackfill) onBatch(sb storage.SnapshotBatch, ok bool) error {
 		return nil
 	}
 	b.nBatches++
+	before := b.core.Phase()
 	out, err := b.core.snapshot(sb)
 	if err != nil {
 		return err
+	}
+	if before == backfilling && b.core.Phase() == finishing && b.cfg.OnFinishing != nil {
+		b.cfg.OnFinishing()
 	}
 	b.emit(out)
 	b.publish()
