@@ -23,8 +23,11 @@ type Engine struct {
 	dir   string
 	store *storage.Store
 	nodes []*storage.Node
-	mem   memory.Allocator
-	log   *slog.Logger
+	// caches are the nodes' budgets of cached operator state (nil: no cache; see
+	// Options.StateCacheBytes).
+	caches []*executors.StateCache
+	mem    memory.Allocator
+	log    *slog.Logger
 
 	// labels is a context with the profiler labels of Open's (and nothing else of
 	// it): the actors' goroutines set theirs on top of it. Set once, at Open.
@@ -110,6 +113,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 		kick: make(chan struct{}, 1), rounds: make(chan struct{})}
 	for i := 0; i < opts.Nodes; i++ {
 		e.nodes = append(e.nodes, store.AddNode())
+		if opts.StateCacheBytes > 0 {
+			e.caches = append(e.caches, executors.NewStateCache(opts.StateCacheBytes))
+		}
 	}
 	e.mu.Lock()
 	err = e.recover(ctx)
@@ -297,6 +303,17 @@ func (e *Engine) Flush() error {
 		return fmt.Errorf("engine: flush: %w", err)
 	}
 	return nil
+}
+
+// StateCacheStats sums the nodes' cached operator state figures (see
+// Options.StateCacheBytes): the budget and what is held, the lookups answered from
+// memory, read from the tables or known absent, and the evictions. Zero with no cache.
+func (e *Engine) StateCacheStats() executors.StateCacheStats {
+	var st executors.StateCacheStats
+	for _, c := range e.caches {
+		st = st.Add(c.Stats())
+	}
+	return st
 }
 
 // StorageMetrics is pebble's metrics of the engine's store: its levels, compactions,

@@ -345,6 +345,9 @@ func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, 
 		}
 		cfg := n.join
 		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], e.nodes[a.node], e.mem
+		if e.caches != nil {
+			cfg.Cache = e.caches[a.node]
+		}
 		left, err := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
 		if err != nil {
 			return nil, err

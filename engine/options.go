@@ -47,6 +47,12 @@ type Options struct {
 	// longer than the barrier interval, a backfill would otherwise keep reading into
 	// epochs that grow as long as the commits fall behind.
 	BackfillMemoryBudget int64
+	// StateCacheBytes is the memory each node's operators may hold as cached state
+	// (the rows of the joins' sides, in LRU order, a copy of their state tables:
+	// executors.StateCache), shared by the node's actors. Default
+	// executors.DefaultStateCacheBytes (256 MiB); negative: no cache, every join
+	// probe reads its table.
+	StateCacheBytes int64
 	// AlwaysReplicate turns off local reads: by default an arrangement backfill whose
 	// upstream table's owners of its vnodes all run on its own node reads that node's
 	// uncommitted store instead of replicating the change stream.
@@ -151,6 +157,9 @@ func (o *Options) fill() error {
 	}
 	if o.BackfillMemoryBudget == 0 {
 		o.BackfillMemoryBudget = DefaultBackfillMemoryBudget
+	}
+	if o.StateCacheBytes == 0 {
+		o.StateCacheBytes = executors.DefaultStateCacheBytes
 	}
 	if o.ChannelCapacity == 0 {
 		o.ChannelCapacity = 16

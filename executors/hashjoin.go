@@ -40,6 +40,10 @@ type HashJoinConfig struct {
 	// committed data per written key; with inputs that are not exact, the row counts
 	// of the state tables would drift.
 	ExactInputs bool
+	// Cache, when set, is the node's budget for the sides' rows in memory: each side
+	// keeps the rows of the join keys it probed or wrote lately, so that a probe of a
+	// cached key reads no table (see joinCache); nil reads the tables for every probe.
+	Cache *StateCache
 	// LeftState and RightState hold each input's rows: state tables over
 	// HashJoinStateTable's schema for that side.
 	LeftState, RightState *storage.StateTable
@@ -101,6 +105,9 @@ type HashJoin struct {
 	idx     []int64
 	ops     []vec.Op
 	probe   storage.Iter // the other side's rows of one key, reused across a chunk's rows
+
+	cache   [2]*joinCache // each side's rows in memory (nil: no cache)
+	checked bool          // the sides' tables were checked for rows (cache known)
 }
 
 type hjMsg struct {
@@ -156,6 +163,9 @@ func NewHashJoin(left, right Executor, cfg HashJoinConfig) (*HashJoin, error) {
 		}
 	}
 	h.schema = HashJoinSchema(ls, rs)
+	if cfg.Cache != nil {
+		h.cache = [2]*joinCache{newJoinCache(cfg.Cache), newJoinCache(cfg.Cache)}
+	}
 	if cfg.Residual != nil {
 		empty := emptyRecord(h.schema, cfg.Mem)
 		a, err := EvalArray(withMem(context.Background(), cfg.Mem), cfg.Residual, empty, cfg.Mem)
@@ -313,8 +323,14 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	if err := vec.CheckChunk(h.st[s].Table(), c); err != nil {
 		return err
 	}
-	if _, err := h.readView(); err != nil {
+	view, err := h.readView()
+	if err != nil {
 		return err
+	}
+	if h.cache[0] != nil && !h.checked {
+		if err := h.checkEmpty(view); err != nil {
+			return err
+		}
 	}
 	n := c.NumRows()
 	if n == 0 {
@@ -355,6 +371,8 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 	ops := c.Ops()
 	var end []byte
 	prev, from, to := -1, 0, 0 // the last row probed, and its matches in h.matched
+	cache := h.cache[o]
+	var hits, loads, absent int64
 	for i := 0; i < n; i++ {
 		if bits[i>>3]&(1<<(i&7)) == 0 {
 			continue
@@ -375,6 +393,28 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 			}
 			continue
 		}
+		var entry *jcEntry // the entry to fill from the table (a miss)
+		if cache != nil {
+			key := cache.key(h.vn[i], prefix)
+			if e := cache.get(key); e != nil {
+				hits++
+				prev, from = i, h.matched.Len()
+				for _, r := range e.rows {
+					h.matched.Append(e.value(r))
+					h.idx = append(h.idx, int64(i))
+					h.ops = append(h.ops, op)
+				}
+				to = h.matched.Len()
+				continue
+			}
+			if cache.absent(key) {
+				absent++
+				prev, from, to = i, h.matched.Len(), h.matched.Len()
+				continue
+			}
+			loads++
+			entry = cache.add(key)
+		}
 		end = append(end[:0], prefix...)
 		// From, not After: a side whose pk is its join key stores exactly the prefix.
 		b := storage.IterBounds{From: prefix}
@@ -390,12 +430,27 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 			h.matched.Append(h.probe.Value())
 			h.idx = append(h.idx, int64(i))
 			h.ops = append(h.ops, op)
+			if entry != nil {
+				cache.append(entry, h.probe.PK(), h.probe.Value())
+			}
 		}
 		if err := h.probe.Error(); err != nil {
 			h.probe.Close()
+			if entry != nil {
+				cache.drop(entry) // partly filled
+			}
 			return err
 		}
 		to = h.matched.Len()
+		if entry != nil {
+			cache.account(entry)
+			cache.shrink(entry)
+		}
+	}
+	if cache != nil {
+		cache.budget.hits.Add(hits)
+		cache.budget.loads.Add(loads)
+		cache.budget.absent.Add(absent)
 	}
 	// One pebble iterator served the chunk's probes; the view may change before the
 	// next chunk.
@@ -417,14 +472,17 @@ func (h *HashJoin) apply(s int, c *vec.Chunk) error {
 		}
 	}
 	w := c.WithVisibility(vis)
-	var err error
 	if h.cfg.ExactInputs {
 		err = h.st[s].WriteExact(w)
 	} else {
 		err = h.st[s].Write(w)
 	}
 	w.Release()
-	return err
+	if err != nil || h.cache[s] == nil {
+		return err
+	}
+	h.cacheWrites(s, bits, n, ops)
+	return nil
 }
 
 // build assembles the output of the probed pairs lo..hi-1: side s's columns taken from
@@ -529,6 +587,11 @@ func (h *HashJoin) Close() error {
 		c.Release()
 	}
 	h.out = nil
+	for _, c := range h.cache {
+		if c != nil {
+			c.release()
+		}
+	}
 	h.releaseView()
 	err := h.in[0].Close()
 	if err2 := h.in[1].Close(); err == nil {

@@ -384,24 +384,29 @@ func hjDiff(want, got map[string]string) string {
 // restart a new HashJoin on a new node from the committed state.
 func TestHashJoinRandom(t *testing.T) {
 	var total [3]int
-	for round := 0; round < 10; round++ {
+	var cached executors.StateCacheStats
+	for round := 0; round < 12; round++ {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			c := runHashJoinRandom(t, vectest.Seed(t), round%2 == 1)
+			c, st := runHashJoinRandom(t, vectest.Seed(t), round%2 == 1)
 			for i := range total {
 				total[i] += c[i]
 			}
+			cached = cached.Add(st)
 		})
 	}
 	if t.Failed() || vectest.SeedGiven() { // one seed replayed: no coverage to check
 		return
 	}
-	t.Logf("emitted inserts, deletes, chunks: %v", total)
+	t.Logf("emitted inserts, deletes, chunks: %v; cache %+v", total, cached)
 	if total[0] == 0 || total[1] == 0 {
 		t.Errorf("a case never happened: %v", total)
 	}
+	if cached.Hits == 0 || cached.Loads == 0 || cached.Absent == 0 || cached.Evictions == 0 {
+		t.Errorf("a cache case never happened: %+v", cached)
+	}
 }
 
-func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
+func runHashJoinRandom(t *testing.T, seed uint64, crash bool) ([3]int, executors.StateCacheStats) {
 	start := time.Now()
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
@@ -412,6 +417,13 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 		cfg.MaxChunkRows = 1 + rng.IntN(8) // split the output of a chunk
 	}
 	cfg.ExactInputs = rng.IntN(2) == 0 // the generators' changelogs are exact per pk
+	switch rng.IntN(3) {
+	case 0: // no cache: every probe reads the other side's table
+	case 1: // a budget that holds a few keys at most: constant eviction and refill
+		cfg.Cache = executors.NewStateCache(int64(1 + rng.IntN(2000)))
+	default:
+		cfg.Cache = executors.NewStateCache(1 << 30)
+	}
 	lt, _ := executors.HashJoinLeftTable("hj_left", hjLeftSchema, cfg)
 	rt, _ := executors.HashJoinRightTable("hj_right", hjRightSchema, cfg)
 	gl := &hjGen{rng: rng, rows: map[int64]hjRow{}, tab: lt}
@@ -496,7 +508,16 @@ func runHashJoinRandom(t *testing.T, seed uint64, crash bool) [3]int {
 		cnt[i] += a.cnt[i]
 	}
 	t.Logf("seed %d: %d epochs, %d/%d live rows, %d pairs, %v", seed, epochs, len(gl.rows), len(gr.rows), len(out), time.Since(start))
-	return cnt
+	if cfg.Cache == nil {
+		return cnt, executors.StateCacheStats{}
+	}
+	a.j.Close()
+	st := cfg.Cache.Stats()
+	if st.Used != 0 {
+		t.Fatalf("seed %d: the closed join left %d bytes accounted in its cache budget", seed, st.Used)
+	}
+	t.Logf("cache of %d bytes: %+v", st.Limit, st)
+	return cnt, st
 }
 
 // TestHashJoinEOF: inputs that end stop taking part in the alignment, and the join

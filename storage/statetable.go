@@ -71,6 +71,15 @@ func (s *StateTable) WriteExact(c *vec.Chunk) error {
 	return err
 }
 
+// LastWrite returns what the last successful Write or WriteExact encoded, for every
+// row of its chunk, visible or not: the rows' vnodes, memcomparable pks and values
+// (the table's kernels' encodings, as stored). An executor that keeps its own copy of
+// some rows (a cache of the table) takes them from here instead of encoding the chunk
+// again. They are valid until the next write.
+func (s *StateTable) LastWrite() (vn []uint16, pks, vals *vec.Bytes) {
+	return s.vn[:s.keys.Len()], &s.keys, &s.vals
+}
+
 // WriteEncoded applies rows already encoded by the table's kernels (vec.For of its
 // table: memcomparable pks and row values), in order, without encoding them again: row
 // r has op ops[r] (Insert and UpdateInsert put, Delete and UpdateDelete delete), the pk

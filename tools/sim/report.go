@@ -54,6 +54,10 @@ var (
 		"checkpoint_while_backfilling",      // a checkpoint checked with a backfill under way (I2 checked)
 		"backfill_held_back_by_memory",      // an actor that stopped reading an epoch's snapshot over the memory budget
 		"checkpoint_ingested",               // a checkpoint committed by ingesting sstables (half the seeds try every one)
+		"state_cache_evicted",               // a join's cached rows dropped over the node's budget
+		"state_cache_refilled",              // a join probe that read its table and cached the rows (a miss)
+		"state_cache_hit",                   // a join probe answered from the cache
+		"state_cache_known_absent",          // a join probe of a key known to have no row, answered without a read
 	}
 )
 

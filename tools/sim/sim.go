@@ -122,6 +122,13 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		}
 	}
 	rep.Sometimes["checkpoint_ingested"] += r.ingested.Load()
+	for _, e := range r.engines {
+		st := e.StateCacheStats()
+		rep.Sometimes["state_cache_evicted"] += st.Evictions
+		rep.Sometimes["state_cache_refilled"] += st.Loads
+		rep.Sometimes["state_cache_hit"] += st.Hits
+		rep.Sometimes["state_cache_known_absent"] += st.Absent
+	}
 	if errors.Is(err, errStop) {
 		return nil
 	}
@@ -136,6 +143,9 @@ type runner struct {
 	// ingested counts the checkpoints committed by ingesting sstables (the
 	// coordinator's OnBarrier adds to it).
 	ingested atomic.Int64
+	// engines are the engines the seed opened, closed or not: their state cache
+	// counters go into the report.
+	engines []*engine.Engine
 	// rng draws the schedule (configuration, steps, faults, their parameters) and
 	// drng the data (keys and values), so that the schedule of a seed never depends
 	// on timing, even where the data does (keys near a backfill's position).
@@ -219,6 +229,7 @@ func (r *runner) open(pauseOnBootstrap bool) error {
 		return errStop
 	}
 	r.e = e
+	r.engines = append(r.engines, e)
 	if pauseOnBootstrap {
 		r.paused = true
 	}
@@ -248,6 +259,10 @@ func (r *runner) run() error {
 		// Half the seeds commit every checkpoint they can by ingesting sstables (the
 		// others' checkpoints stay below the default size), chosen by the seed too.
 		IngestBytes: []int{0, 1}[r.seed/4%2],
+		// The joins' cached state: the default budget, one byte (every entry evicted
+		// as soon as it is made: every probe refills), 4 KiB (some keys stay), or no
+		// cache. By the seed too.
+		StateCacheBytes: []int64{0, 1, 4 << 10, -1}[r.seed/8%4],
 		OnBarrier: func(bs engine.BarrierStats) {
 			if bs.Ingested > 0 {
 				r.ingested.Add(1)
