@@ -46,6 +46,9 @@ type NexmarkBenchOptions struct {
 	// of each arrangement backfill actor (0: the engine's default,
 	// engine.DefaultBackfillWorkers; a no-shuffle backfill always reads with one).
 	Workers int
+	// StateCacheBytes is the engine's Options.StateCacheBytes: the memory per node of
+	// the joins' cached state (0: the engine's default; negative: no cache).
+	StateCacheBytes int64
 	// NewExchange, when set, gives each build's engine an Exchange for the edges
 	// between its nodes (nodes: the engine's Options.Nodes) and the function that
 	// closes it after the engine; the load into the golden copy uses channels.
@@ -150,7 +153,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// The generator's batches (written, then released by the engine's DML path) come
 	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
 	e, err := engine.Open(ctx, goldenDir, opts)
