@@ -49,6 +49,10 @@ type NexmarkBenchOptions struct {
 	// StateCacheBytes is the engine's Options.StateCacheBytes: the memory per node of
 	// the joins' cached state (0: the engine's default; negative: no cache).
 	StateCacheBytes int64
+	// BackfillCheckpointInterval and BackfillCheckpointBytes are the engine's
+	// options of those names (0: the engine's defaults).
+	BackfillCheckpointInterval time.Duration
+	BackfillCheckpointBytes    int64
 	// NewExchange, when set, gives each build's engine an Exchange for the edges
 	// between its nodes (nodes: the engine's Options.Nodes) and the function that
 	// closes it after the engine; the load into the golden copy uses channels.
@@ -153,7 +157,8 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// The generator's batches (written, then released by the engine's DML path) come
 	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes,
+		BackfillCheckpointInterval: o.BackfillCheckpointInterval, BackfillCheckpointBytes: o.BackfillCheckpointBytes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
 	e, err := engine.Open(ctx, goldenDir, opts)

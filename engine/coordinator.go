@@ -48,7 +48,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 	g := e.g
 	started := time.Now()
 	b := &executors.Barrier{Prev: e.prev, Curr: executors.NextEpoch(e.prev, started), Mutation: spec.mutation}
-	if spec.checkpoint || executors.ForcesCheckpoint(spec.mutation) || e.sinceCkpt+1 >= e.opts.CheckpointEvery {
+	if e.checkpointDue(spec, started) {
 		b.Kind = executors.Checkpoint
 	}
 	if err := b.Validate(); err != nil {
@@ -156,7 +156,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			}
 		}
 		ckpt = time.Since(collected)
-		e.sinceCkpt = 0
+		e.sinceCkpt, e.lastCkpt = 0, time.Now()
 	} else {
 		e.sinceCkpt++
 	}
@@ -166,6 +166,47 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		e.opts.OnBarrier(BarrierStats{Epoch: b.Curr, Checkpoint: b.IsCheckpoint(), Ingested: ingested, Latency: collected.Sub(started), CheckpointDuration: ckpt})
 	}
 	return b, nil
+}
+
+// checkpointDue reports whether the barrier of a round started at now is a
+// checkpoint: when spec or its mutation asks for one, or a backfill asked since the
+// last round (backfillFinishing); else every CheckpointEvery-th barrier, spaced while
+// a backfill runs by Options.BackfillCheckpointInterval and BackfillCheckpointBytes.
+func (e *Engine) checkpointDue(spec roundSpec, now time.Time) bool {
+	asked := e.ckptAsked.Swap(false)
+	if spec.checkpoint || executors.ForcesCheckpoint(spec.mutation) || asked {
+		return true
+	}
+	if e.sinceCkpt+1 < e.opts.CheckpointEvery {
+		return false
+	}
+	if iv := e.opts.BackfillCheckpointInterval; iv < 0 || now.Sub(e.lastCkpt) >= iv || !e.backfilling() {
+		return true
+	}
+	for _, n := range e.nodes {
+		if n.PendingBytes() >= e.opts.BackfillCheckpointBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// backfilling reports whether a backfill of some view is not done yet.
+func (e *Engine) backfilling() bool {
+	for _, j := range e.g.jobs {
+		if !jobDone(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// backfillFinishing is every backfill's BackfillConfig.OnFinishing: the backfill is
+// done at the next barrier, so that barrier comes at once and is a checkpoint (the
+// view is then committed as built without waiting for the next interval).
+func (e *Engine) backfillFinishing() {
+	e.ckptAsked.Store(true)
+	e.kickBarrier()
 }
 
 // afterRound forgets the actors b stopped.
@@ -285,7 +326,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	g.start(actors)
 	e.prev = executors.Epoch(e.store.CommittedEpoch())
-	e.sinceCkpt = 0
+	e.sinceCkpt, e.lastCkpt = 0, time.Now()
 	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: all, PauseOnBootstrap: e.paused}})
 	if err != nil {
 		if e.failed == nil {

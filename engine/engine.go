@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
@@ -46,7 +47,8 @@ type Engine struct {
 	g          *graph
 	prev       executors.Epoch
 	sinceCkpt  int
-	generation uint64 // the last graph's (see ExchangeEdge.Generation)
+	lastCkpt   time.Time // when the last checkpoint committed (or recovery ended)
+	generation uint64    // the last graph's (see ExchangeEdge.Generation)
 	paused     bool
 	failed     error
 	closed     bool
@@ -61,6 +63,8 @@ type Engine struct {
 	// kick asks the ticker for a barrier now (a backfill finished its snapshot: it is
 	// done at the next barrier); kickBarrier sends without blocking.
 	kick chan struct{}
+	// ckptAsked makes the next barrier a checkpoint (backfillFinishing).
+	ckptAsked atomic.Bool
 	// rounds is closed when a round ends (or the engine closes) and replaced, under
 	// mu: WaitBackfill waits on it instead of polling.
 	rounds chan struct{}

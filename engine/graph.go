@@ -482,7 +482,7 @@ func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressI
 		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
 		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
 		Relief:        node.Store().CommitSignal, // a commit frees the epochs it writes
-		OnFinishing:   e.kickBarrier,             // done at the next barrier: inject it now
+		OnFinishing:   e.backfillFinishing,       // done at the next barrier: inject it now
 	})
 	if err != nil {
 		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)

@@ -28,6 +28,21 @@ type Options struct {
 	// CheckpointEvery makes every n-th barrier a checkpoint (default 1: every barrier).
 	// Barriers that add, reschedule or stop jobs are always checkpoints.
 	CheckpointEvery int
+	// BackfillCheckpointInterval spaces checkpoints while a backfill runs: a barrier
+	// that CheckpointEvery makes a checkpoint is one only once this long has passed
+	// since the last checkpoint, or once a node holds BackfillCheckpointBytes not yet
+	// committed (default 1s; negative: every barrier CheckpointEvery names, as when no
+	// backfill runs). A backfill's operators rewrite the same keys epoch after epoch
+	// (an aggregate's groups), and a checkpoint writes each key's last value once.
+	// The barrier at which a backfill becomes done is always a checkpoint, as are
+	// WaitCheckpoint's and every DDL's; writes made meanwhile are durable at the next.
+	BackfillCheckpointInterval time.Duration
+	// BackfillCheckpointBytes is the uncommitted bytes of a node (storage.Node's
+	// PendingBytes) from which the next barrier is a checkpoint during a backfill
+	// however recent the last one (default 64 MiB; at most half of a positive
+	// BackfillMemoryBudget, so that backfills never stop for a commit that is not
+	// coming).
+	BackfillCheckpointBytes int64
 	// ChunkSize is the most rows per batch of a scan (default 1024).
 	ChunkSize int
 	// BackfillWorkers is the number of goroutines each arrangement backfill actor
@@ -48,7 +63,7 @@ type Options struct {
 	// epochs that grow as long as the commits fall behind.
 	BackfillMemoryBudget int64
 	// StateCacheBytes is the memory each node's operators may hold as cached state
-	// (the rows of the joins' sides, in LRU order, a copy of their state tables:
+	// (the rows of the joins' sides, evicted in CLOCK order, a copy of their state tables:
 	// executors.StateCache), shared by the node's actors. Default
 	// executors.DefaultStateCacheBytes (256 MiB); negative: no cache, every join
 	// probe reads its table.
@@ -158,6 +173,18 @@ func (o *Options) fill() error {
 	if o.BackfillMemoryBudget == 0 {
 		o.BackfillMemoryBudget = DefaultBackfillMemoryBudget
 	}
+	if o.BackfillCheckpointInterval == 0 {
+		o.BackfillCheckpointInterval = DefaultBackfillCheckpointInterval
+	}
+	if o.BackfillCheckpointBytes == 0 {
+		o.BackfillCheckpointBytes = DefaultBackfillCheckpointBytes
+	}
+	if o.BackfillCheckpointBytes < 0 {
+		return fmt.Errorf("engine: BackfillCheckpointBytes %d, want >= 1", o.BackfillCheckpointBytes)
+	}
+	if o.BackfillMemoryBudget > 0 {
+		o.BackfillCheckpointBytes = min(o.BackfillCheckpointBytes, max(o.BackfillMemoryBudget/2, 1))
+	}
 	if o.StateCacheBytes == 0 {
 		o.StateCacheBytes = executors.DefaultStateCacheBytes
 	}
@@ -178,6 +205,12 @@ func (o *Options) fill() error {
 
 // DefaultBackfillMemoryBudget is Options.BackfillMemoryBudget's default.
 const DefaultBackfillMemoryBudget = 512 << 20
+
+// The defaults of Options.BackfillCheckpointInterval and BackfillCheckpointBytes.
+const (
+	DefaultBackfillCheckpointInterval = time.Second
+	DefaultBackfillCheckpointBytes    = 64 << 20
+)
 
 // DefaultBackfillWorkers is Options.BackfillWorkers' default for a process of procs
 // cores (GOMAXPROCS): half of them, at least 1 and at most 2. A build is bound by its

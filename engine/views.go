@@ -169,7 +169,17 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 			return fmt.Errorf("wait for the backfill of %s: no such materialized view", name)
 		}
 		if jobDone(j) {
+			// Done at the last round: commit it unless that round did (a backfill
+			// that finished its snapshot asks for a checkpoint, but one that
+			// finished as the round began is done in it all the same).
+			var err error
+			if e.sinceCkpt > 0 {
+				_, err = e.round(ctx, roundSpec{checkpoint: true})
+			}
 			e.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("wait for the backfill of %s: commit: %w", name, err)
+			}
 			return nil
 		}
 		if e.opts.BarrierInterval < 0 {

@@ -51,8 +51,15 @@ func (r *runner) crashStep() error {
 		r.crashImg = r.cloneFS()
 	case "before_commit", "after_commit":
 		r.crashAt = kind
-		for i := 0; i < 8 && r.crashImg == nil; i++ {
-			if err := r.call("barrier", func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }); err != nil {
+		// Barriers until one is a checkpoint (CheckpointEvery is at most 5), or, when
+		// a backfill spaces them (Options.BackfillCheckpointInterval), one that
+		// must be.
+		for i := 0; i < 9 && r.crashImg == nil; i++ {
+			barrier := func(ctx context.Context) error { _, _, err := r.e.Barrier(ctx); return err }
+			if i == 8 {
+				barrier = func(ctx context.Context) error { _, err := r.e.WaitCheckpoint(ctx); return err }
+			}
+			if err := r.call("barrier", barrier); err != nil {
 				return err
 			}
 			r.rep.Barriers++

@@ -263,6 +263,11 @@ func (r *runner) run() error {
 		// as soon as it is made: every probe refills), 4 KiB (some keys stay), or no
 		// cache. By the seed too.
 		StateCacheBytes: []int64{0, 1, 4 << 10, -1}[r.seed/8%4],
+		// Checkpoints spaced while a backfill runs (the default: a second between
+		// them, far longer than a simulated round, unless a node's uncommitted bytes
+		// pass the budget or a backfill becomes done), or at every barrier
+		// CheckpointEvery names. By the seed too.
+		BackfillCheckpointInterval: []time.Duration{0, -1}[r.seed/32%2],
 		OnBarrier: func(bs engine.BarrierStats) {
 			if bs.Ingested > 0 {
 				r.ingested.Add(1)
@@ -297,8 +302,8 @@ func (r *runner) run() error {
 		r.rep.LogSeeds++
 		r.tracef("config: commits through a version log in PostgreSQL and a file:// bucket")
 	}
-	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default)",
-		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes)
+	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default), backfill checkpoint interval %v (0: the default)",
+		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes, r.eo.BackfillCheckpointInterval)
 	r.keysByVnode()
 	if err := r.open(false); err != nil {
 		return err

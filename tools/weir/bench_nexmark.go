@@ -97,6 +97,8 @@ Progress lines go to stderr (see --quiet).`,
 	f.IntVar(&o.Reps, "reps", 1, "builds of each view per kind and mode; the median is reported (kinds alternate first by rep)")
 	f.IntVar(&o.Workers, "workers", 0, "snapshot read goroutines per arrangement backfill actor (0: the engine's default, half of GOMAXPROCS, between 1 and 2)")
 	f.Int64Var(&o.StateCacheBytes, "state-cache-bytes", 0, "memory per node for the joins' cached state (0: the engine's default, 256 MiB; negative: no cache)")
+	f.DurationVar(&o.BackfillCheckpointInterval, "backfill-checkpoint-interval", 0, "least time between checkpoints while a backfill runs (0: the engine's default, 1s; negative: a checkpoint at every barrier)")
+	f.Int64Var(&o.BackfillCheckpointBytes, "backfill-checkpoint-bytes", 0, "a node's uncommitted bytes from which a backfill's barrier is a checkpoint anyway (0: the engine's default, 64 MiB)")
 	f.StringVar(&pgDSN, "postgres", "", "PostgreSQL DSN of a peer (make pg-start prints one)")
 	f.BoolVar(&duck, "duckdb", false, "DuckDB as a peer (needs a binary built with -tags duckdb)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")

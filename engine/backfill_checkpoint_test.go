@@ -1,0 +1,141 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/vec"
+	"github.com/seed04fbb902/weir/vec/vectest"
+)
+
+// While a backfill runs, barriers are checkpoints only as
+// Options.BackfillCheckpointInterval and BackfillCheckpointBytes say; the barrier at
+// which it becomes done is one all the same, so CreateMV returns with the view
+// committed; once no backfill runs, every barrier is a checkpoint again.
+func TestBackfillCheckpointSpacing(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		bytes    int64
+		// want: at most a quarter of the barriers during the build are checkpoints
+		// ("few"), more than half ("most": rows written every few barriers pass a
+		// budget of one byte), or every one ("all").
+		want string
+	}{
+		{"interval", time.Hour, 1 << 40, "few"},
+		{"bytes", time.Hour, 1, "most"},
+		{"off", -1, 0, "all"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seed := vectest.Seed(t)
+			rng := vectest.NewRand(seed)
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+			defer mem.AssertSize(t, 0)
+			ctx := context.Background()
+			var mu sync.Mutex
+			var kinds []bool // checkpoint or not, per barrier
+			fs := vfs.NewMem()
+			opts := engine.Options{
+				FS: fs, Mem: mem, BarrierInterval: 5 * time.Millisecond, ChunkSize: 16, Logger: quietLogger(),
+				BackfillCheckpointInterval: tc.interval, BackfillCheckpointBytes: tc.bytes,
+				OnBarrier: func(s engine.BarrierStats) {
+					mu.Lock()
+					kinds = append(kinds, s.Checkpoint)
+					mu.Unlock()
+				},
+			}
+			e, err := engine.Open(ctx, "db", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+				t.Fatal(err)
+			}
+			preload(t, e, mem, rng, 2000)
+			// 2000 rows at 4000 rows/s per actor over two actors: about 250 ms, some
+			// 50 barriers.
+			mu.Lock()
+			kinds = kinds[:0]
+			mu.Unlock()
+			if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Backfill: engine.ArrangementBackfill, Parallelism: 2, RateLimit: engine.RowsPerSecond(4000)}); err != nil {
+				t.Fatal(err)
+			}
+			if p := progressOf(t, e, "mv1"); !p.Done {
+				t.Fatalf("CreateMV returned with progress %+v", p)
+			}
+			mu.Lock()
+			during := append([]bool(nil), kinds...)
+			mu.Unlock()
+			ckpts := 0
+			for _, c := range during {
+				if c {
+					ckpts++
+				}
+			}
+			t.Logf("%d barriers during the build, %d checkpoints", len(during), ckpts)
+			if len(during) < 10 {
+				t.Fatalf("%d barriers during a rate-limited build, want at least 10", len(during))
+			}
+			if !during[len(during)-1] {
+				t.Fatalf("the barrier that made the backfill done was no checkpoint (barriers %v)", during)
+			}
+			// The Add barrier, the done one, one per actor that finished, and those
+			// ticked after CreateMV returned are checkpoints in every case.
+			if bad := tc.want == "few" && 4*ckpts > len(during) ||
+				tc.want == "most" && 2*ckpts <= len(during) ||
+				tc.want == "all" && ckpts != len(during); bad {
+				t.Fatalf("%d of %d barriers were checkpoints, want %s", ckpts, len(during), tc.want)
+			}
+			// Done and committed: a crash now keeps the view as built.
+			if err := e.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			// Reopened paused, the backfill reads nothing: it is done only if its
+			// done progress was committed.
+			paused := opts
+			paused.PauseOnBootstrap = true
+			e, err = engine.Open(ctx, "db", paused)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				p := progressOf(t, e, "mv1")
+				if p.Done {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after a crash right after CreateMV, reopened paused: progress %+v", p)
+				}
+			}
+			if err := e.Resume(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// No backfill runs: every barrier is a checkpoint again.
+			mu.Lock()
+			kinds = kinds[:0]
+			mu.Unlock()
+			if _, err := e.WaitCheckpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			after := append([]bool(nil), kinds...)
+			mu.Unlock()
+			for i, c := range after {
+				if !c {
+					t.Fatalf("barrier %d after the build was no checkpoint (%v)", i, after)
+				}
+			}
+			if n := checkViews(t, e, "after the build"); n != 2000 {
+				t.Fatalf("t has %d rows, want 2000", n)
+			}
+		})
+	}
+}
