@@ -53,6 +53,7 @@ var (
 		"view_over_backfilling_view",        // the view over a view created while its upstream view backfills
 		"checkpoint_while_backfilling",      // a checkpoint checked with a backfill under way (I2 checked)
 		"backfill_held_back_by_memory",      // an actor that stopped reading an epoch's snapshot over the memory budget
+		"checkpoint_spaced_by_backfill",     // a barrier CheckpointEvery names that a running backfill kept from being a checkpoint
 		"checkpoint_ingested",               // a checkpoint committed by ingesting sstables (half the seeds try every one)
 		"state_cache_evicted",               // a join's cached rows dropped over the node's budget
 		"state_cache_refilled",              // a join probe that read its table and cached the rows (a miss)

@@ -122,6 +122,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		}
 	}
 	rep.Sometimes["checkpoint_ingested"] += r.ingested.Load()
+	rep.Sometimes["checkpoint_spaced_by_backfill"] += r.spaced.Load()
 	for _, e := range r.engines {
 		st := e.StateCacheStats()
 		rep.Sometimes["state_cache_evicted"] += st.Evictions
@@ -143,6 +144,10 @@ type runner struct {
 	// ingested counts the checkpoints committed by ingesting sstables (the
 	// coordinator's OnBarrier adds to it).
 	ingested atomic.Int64
+	// spaced counts the barriers that CheckpointEvery would have made checkpoints
+	// and a running backfill did not (Options.BackfillCheckpointInterval), and
+	// sinceCkpt the barriers since the last checkpoint (both from OnBarrier).
+	spaced, sinceCkpt atomic.Int64
 	// engines are the engines the seed opened, closed or not: their state cache
 	// counters go into the report.
 	engines []*engine.Engine
@@ -271,6 +276,11 @@ func (r *runner) run() error {
 		OnBarrier: func(bs engine.BarrierStats) {
 			if bs.Ingested > 0 {
 				r.ingested.Add(1)
+			}
+			if bs.Checkpoint {
+				r.sinceCkpt.Store(0)
+			} else if r.sinceCkpt.Add(1) >= int64(r.eo.CheckpointEvery) {
+				r.spaced.Add(1)
 			}
 		},
 		Mem:    r.mem,
