@@ -79,6 +79,20 @@ type NexmarkBuild struct {
 	Rows       int     `json:"rows"`
 	Verified   bool    `json:"verified"`
 	Mismatches int     `json:"mismatches"`
+	// Barriers and Checkpoints are the barrier rounds that ended during the build
+	// and those of them that committed a checkpoint.
+	Barriers    int64 `json:"barriers"`
+	Checkpoints int64 `json:"checkpoints"`
+}
+
+// roundCounts counts an engine's barrier rounds (its Options.OnBarrier).
+type roundCounts struct{ barriers, checkpoints atomic.Int64 }
+
+func (c *roundCounts) onBarrier(s engine.BarrierStats) {
+	c.barriers.Add(1)
+	if s.Checkpoint {
+		c.checkpoints.Add(1)
+	}
 }
 
 // NexmarkResult is one query in one upstream mode: the fields the issue names, and the
@@ -157,7 +171,8 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// The generator's batches (written, then released by the engine's DML path) come
 	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	opts := engine.Options{Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes,
+	var rounds roundCounts
+	opts := engine.Options{OnBarrier: rounds.onBarrier, Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes,
 		BackfillCheckpointInterval: o.BackfillCheckpointInterval, BackfillCheckpointBytes: o.BackfillCheckpointBytes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
 	goldenDir := filepath.Join(dir, "golden")
@@ -235,7 +250,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeIdle}
 		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
-			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism)
+			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism, &rounds)
 			if err == nil {
 				err = verifyNexmarkView(ctx, idle, q, idleTabs, &b)
 			}
@@ -272,7 +287,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 				return NexmarkBuild{}, err
 			}
 			w := startEventWriter(e, g, mem, o.Events, o.BusyRate)
-			b, err := nexmarkBuild(ctx, e, q, kind, o.Parallelism)
+			b, err := nexmarkBuild(ctx, e, q, kind, o.Parallelism, &rounds)
 			w.halt()
 			b.UpstreamRowsPerSec = float64(w.rows.Load()) / b.Seconds
 			var tabs *views.Rows
@@ -388,7 +403,7 @@ func (w *eventWriter) halt() uint64 {
 }
 
 // nexmarkBuild creates query q's view with backfill kind and times it.
-func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int) (NexmarkBuild, error) {
+func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int, rounds *roundCounts) (NexmarkBuild, error) {
 	plan, err := views.Plan(q)
 	if err != nil {
 		return NexmarkBuild{}, err
@@ -418,15 +433,17 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 			}
 		}
 	}()
+	b0, c0 := rounds.barriers.Load(), rounds.checkpoints.Load()
 	t0 := time.Now()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
+	b1, c1 := rounds.barriers.Load(), rounds.checkpoints.Load()
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: create %s by %s backfill: %w", q, kind, err)
 	}
-	b := NexmarkBuild{Seconds: secs}
+	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0}
 	if pk := peak.Load(); pk > base {
 		b.PeakHeapMB = float64(pk-base) / (1 << 20)
 	}

@@ -171,7 +171,8 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 // checkpointDue reports whether the barrier of a round started at now is a
 // checkpoint: when spec or its mutation asks for one, or a backfill asked since the
 // last round (backfillFinishing); else every CheckpointEvery-th barrier, spaced while
-// a backfill runs by Options.BackfillCheckpointInterval and BackfillCheckpointBytes.
+// a backfill runs by Options.BackfillCheckpointInterval (at most half the time the
+// backfill has run) and BackfillCheckpointBytes.
 func (e *Engine) checkpointDue(spec roundSpec, now time.Time) bool {
 	asked := e.ckptAsked.Swap(false)
 	if spec.checkpoint || executors.ForcesCheckpoint(spec.mutation) || asked {
@@ -180,7 +181,14 @@ func (e *Engine) checkpointDue(spec roundSpec, now time.Time) bool {
 	if e.sinceCkpt+1 < e.opts.CheckpointEvery {
 		return false
 	}
-	if iv := e.opts.BackfillCheckpointInterval; iv < 0 || now.Sub(e.lastCkpt) >= iv || !e.backfilling() {
+	iv := e.opts.BackfillCheckpointInterval
+	since, ok := e.backfillingSince()
+	if iv < 0 || !ok {
+		return true
+	}
+	// A short build is bound by its last commit, which spacing would make larger: no
+	// more than half the time the backfills have run goes between checkpoints.
+	if now.Sub(e.lastCkpt) >= min(iv, now.Sub(since)/2) {
 		return true
 	}
 	for _, n := range e.nodes {
@@ -191,14 +199,17 @@ func (e *Engine) checkpointDue(spec roundSpec, now time.Time) bool {
 	return false
 }
 
-// backfilling reports whether a backfill of some view is not done yet.
-func (e *Engine) backfilling() bool {
+// backfillingSince reports whether a backfill of some view is not done yet, and when
+// the earliest of those started (in this graph).
+func (e *Engine) backfillingSince() (time.Time, bool) {
+	var since time.Time
+	ok := false
 	for _, j := range e.g.jobs {
-		if !jobDone(j) {
-			return true
+		if !jobDone(j) && (!ok || j.built.Before(since)) {
+			since, ok = j.built, true
 		}
 	}
-	return false
+	return since, ok
 }
 
 // backfillFinishing is every backfill's BackfillConfig.OnFinishing: the backfill is

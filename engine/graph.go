@@ -52,6 +52,7 @@ type job struct {
 	obj   *object
 	low   *lowered
 	frags []*fragment
+	built time.Time // when this graph built it (its backfill, if any, started then)
 }
 
 func (j *job) root() *fragment { return j.frags[len(j.frags)-1] }
@@ -405,7 +406,7 @@ func feedSpecs(f, up *fragment, actors []*actor, mapping vnode.Mapping) []execut
 // connect is set, the upstreams' dispatchers are connected now (at open and recovery);
 // otherwise the returned specs must travel in an Add barrier.
 func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executors.NewDispatcher, error) {
-	j := &job{obj: o, low: low}
+	j := &job{obj: o, low: low, built: time.Now()}
 	mappings := o.mappings()
 	if len(mappings) != len(low.nodes) {
 		return nil, nil, fmt.Errorf("materialized view %s: %d fragment mappings for %d plan nodes", o.Name, len(mappings), len(low.nodes))
