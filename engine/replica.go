@@ -87,7 +87,7 @@ func (r *Replica) catchUp(ctx context.Context) (executors.Epoch, error) {
 	if closed {
 		return 0, ErrClosed
 	}
-	if err := r.opts.CommitLog.CatchUp(ctx, r.store); err != nil {
+	if _, err := r.opts.CommitLog.CatchUp(ctx, r.store); err != nil {
 		return 0, fmt.Errorf("catch up from the commit log: %w", err)
 	}
 	cat, err := loadCatalog(r.store)

@@ -40,11 +40,11 @@ func OpenFollower(ctx context.Context, cfg Config) (*Follower, error) {
 }
 
 // CatchUp implements engine.CommitLog (see Log.CatchUp).
-func (f *Follower) CatchUp(ctx context.Context, store *storage.Store) error {
+func (f *Follower) CatchUp(ctx context.Context, store *storage.Store) (uint64, error) {
 	return catchUp(ctx, f.cfg, store)
 }
 
 // Commit implements engine.CommitLog: a follower commits nothing.
-func (f *Follower) Commit(_ context.Context, _ *storage.Store, epoch uint64) (storage.CheckpointStats, error) {
+func (f *Follower) Commit(_ context.Context, _ *storage.Store, epoch, _ uint64) (storage.CheckpointStats, error) {
 	return storage.CheckpointStats{Epoch: epoch}, fmt.Errorf("commitlog: commit epoch %d: a follower commits nothing", epoch)
 }

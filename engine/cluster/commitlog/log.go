@@ -214,47 +214,50 @@ func (l *Log) loseLocked(err error) {
 // CatchUp applies to store every delta of the log above the sequence store applied
 // last, in order: the objects, downloaded, and the catalog changes and drops. A store
 // with commits but no applied sequence holds commits the log lacks (an embedded
-// engine's directory) and is refused.
-func (l *Log) CatchUp(ctx context.Context, store *storage.Store) error {
+// engine's directory) and is refused. It returns the generation of the log's last
+// commit.
+func (l *Log) CatchUp(ctx context.Context, store *storage.Store) (uint64, error) {
 	return catchUp(ctx, l.cfg, store)
 }
 
 // catchUp is CatchUp of the log cfg names.
-func catchUp(ctx context.Context, cfg Config, store *storage.Store) error {
+func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	applied, err := store.AppliedSequence()
 	if err != nil {
-		return fmt.Errorf("commitlog: catch up: %w", err)
+		return 0, fmt.Errorf("commitlog: catch up: %w", err)
 	}
 	if applied == 0 && store.CommittedEpoch() > 0 {
-		return fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
+		return 0, fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
 	}
 	// From the delta the store applied last, which must be this log's: a directory
 	// of another cluster (or a log that lost commits) is refused before anything of
 	// this log is applied to it.
 	deltas, err := cfg.Meta.Deltas(ctx, max(applied, 1)-1)
 	if err != nil {
-		return fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
+		return 0, fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
 	}
+	var gen uint64 // of the last delta the store holds
 	if applied > 0 {
 		if len(deltas) == 0 || deltas[0].Seq != applied || deltas[0].Epoch != store.CommittedEpoch() {
 			v, verr := cfg.Meta.Committed(ctx)
 			if verr != nil {
-				return fmt.Errorf("commitlog: catch up: %w", verr)
+				return 0, fmt.Errorf("commitlog: catch up: %w", verr)
 			}
-			return fmt.Errorf("commitlog: catch up: the store applied sequence %d at epoch %d, which the log in %s does not hold (it is at sequence %d, epoch %d): a directory of another cluster?",
+			return 0, fmt.Errorf("commitlog: catch up: the store applied sequence %d at epoch %d, which the log in %s does not hold (it is at sequence %d, epoch %d): a directory of another cluster?",
 				applied, store.CommittedEpoch(), cfg.Meta, v.Seq, v.Epoch)
 		}
+		gen = deltas[0].Generation
 		deltas = deltas[1:]
 	}
 	for _, d := range deltas {
 		ch, err := decodeChanges(d.Catalog)
 		if err != nil {
-			return fmt.Errorf("commitlog: catch up: sequence %d (epoch %d): %w", d.Seq, d.Epoch, err)
+			return 0, fmt.Errorf("commitlog: catch up: sequence %d (epoch %d): %w", d.Seq, d.Epoch, err)
 		}
 		if d.Epoch <= store.CommittedEpoch() {
-			return fmt.Errorf("commitlog: catch up: sequence %d commits epoch %d, but the store, at sequence %d, has committed epoch %d", d.Seq, d.Epoch, applied, store.CommittedEpoch())
+			return 0, fmt.Errorf("commitlog: catch up: sequence %d commits epoch %d, but the store, at sequence %d, has committed epoch %d", d.Seq, d.Epoch, applied, store.CommittedEpoch())
 		}
 		ch.Sequence = d.Seq
 		names := make([]string, len(d.Objects))
@@ -262,11 +265,11 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) error {
 			names[i] = o.Name
 		}
 		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, names, ch); err != nil {
-			return fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
+			return 0, fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
 		}
-		applied = d.Seq
+		applied, gen = d.Seq, d.Generation
 	}
-	return nil
+	return gen, nil
 }
 
 // Commit uploads store's sealed data up to epoch, commits it with the staged changes
@@ -277,7 +280,7 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) error {
 // fails; a commit whose
 // outcome is unknown (meta.ErrOutcomeUnknown) or that committed but could not be
 // applied says so: a reopen catches up from the log.
-func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (storage.CheckpointStats, error) {
+func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generation uint64) (storage.CheckpointStats, error) {
 	st := storage.CheckpointStats{Epoch: epoch}
 	l.mu.Lock()
 	lease, lost := l.lease, l.lost
@@ -300,7 +303,7 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch uint64) (s
 	if err == nil {
 		// The sequence the store applied last: the commit fails with
 		// meta.ErrConflict if the log has moved past it (another leader committed).
-		c := meta.Checkpoint{Epoch: epoch, Seq: applied, Catalog: changes, Objects: make([]meta.Object, len(objs))}
+		c := meta.Checkpoint{Epoch: epoch, Generation: generation, Seq: applied, Catalog: changes, Objects: make([]meta.Object, len(objs))}
 		for i, o := range objs {
 			c.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
 			st.Bytes += int(o.Size)
