@@ -8,8 +8,11 @@
 # and upstream mode prints each pair's ratio of arrangement-backfill build seconds
 # (B / A), their geometric mean with a 95% t-interval, and the median seconds of
 # each. Extra flags go to every run (default: --events 1000000 --queries
-# q0,q4,q7,q16). The runs' JSON stays in a directory under $TMPDIR, named at the
-# start. Needs git, go and python3; nothing else may run meanwhile.
+# q0,q4,q7,q16); A_FLAGS and B_FLAGS, when set, go to one side's runs only, so that
+# one revision can be compared with itself under two settings, for example
+#   A_FLAGS="--state-cache-bytes -1" scripts/ab-nexmark.sh HEAD HEAD 5 --queries q8
+# The runs' JSON stays in a directory under $TMPDIR, named at the start. Needs git,
+# go and python3; nothing else may run meanwhile.
 set -euo pipefail
 
 [ $# -ge 2 ] || { echo "usage: $0 REV_A REV_B [PAIRS] [flags...]" >&2; exit 2; }
@@ -45,7 +48,15 @@ done
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/ab-nexmark.XXXXXX")
 echo "raw results: $out"
-run() { "$tmp/weir-$1" bench nexmark --json --quiet "${flags[@]}" >"$out/$1$2.json"; }
+read -ra a_flags <<<"${A_FLAGS:-}"
+read -ra b_flags <<<"${B_FLAGS:-}"
+[ -z "${A_FLAGS:-}" ] || echo "A flags: $A_FLAGS"
+[ -z "${B_FLAGS:-}" ] || echo "B flags: $B_FLAGS"
+run() {
+	local side=()
+	if [ "$1" = A ]; then side=("${a_flags[@]}"); else side=("${b_flags[@]}"); fi
+	"$tmp/weir-$1" bench nexmark --json --quiet "${flags[@]}" "${side[@]}" >"$out/$1$2.json"
+}
 for i in $(seq 1 "$pairs"); do
 	if [ $((i % 2)) -eq 1 ]; then
 		run A "$i"
