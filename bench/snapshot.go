@@ -34,6 +34,7 @@ type SnapshotBench struct {
 	vnodes      []uint16
 	mem         memory.Allocator
 	allocator   string
+	opts        SnapshotBenchOptions // as filled by NewSnapshotBench
 }
 
 // SnapshotBenchOptions configures NewSnapshotBench.
@@ -49,6 +50,10 @@ type SnapshotBenchOptions struct {
 	// GoAllocator builds batches with Arrow's Go allocator instead of a
 	// vec.PoolAllocator, to show what allocation discipline is worth.
 	GoAllocator bool
+	// Compression and BlockSize are the store's (storage.Options; "" and 0: its
+	// defaults, Snappy and 4 KiB blocks).
+	Compression string
+	BlockSize   int
 }
 
 // DefaultBenchCache is the benchmark store's default block cache.
@@ -67,12 +72,18 @@ func NewSnapshotBench(o SnapshotBenchOptions) (*SnapshotBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := storage.Open(d, storage.Options{CacheSize: o.CacheBytes})
+	store, err := storage.Open(d, storage.Options{CacheSize: o.CacheBytes, Compression: o.Compression, BlockSize: o.BlockSize})
 	if err != nil {
 		os.RemoveAll(d)
 		return nil, err
 	}
-	sb := &SnapshotBench{Rows: o.Rows, dir: d, store: store, table: tables.BidTable(), mem: vec.NewPoolAllocator(), allocator: "pool"}
+	if o.Compression == "" {
+		o.Compression = "snappy"
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = 4096 // pebble's
+	}
+	sb := &SnapshotBench{Rows: o.Rows, dir: d, store: store, table: tables.BidTable(), mem: vec.NewPoolAllocator(), allocator: "pool", opts: o}
 	if o.GoAllocator {
 		sb.mem, sb.allocator = memory.NewGoAllocator(), "go"
 	}
@@ -112,6 +123,11 @@ type SnapshotResult struct {
 	Kernels     string `json:"kernels"`
 	Allocator   string `json:"allocator"`
 	GOMAXPROCS  int    `json:"gomaxprocs"`
+	// CacheMB, Compression and BlockSize are the store's block cache, block
+	// compression and data block size.
+	CacheMB     int64  `json:"cache_mb"`
+	Compression string `json:"compression"`
+	BlockSize   int    `json:"block_size"`
 	// Efficiency is snapshot rows/s ÷ raw pebble scan rows/s, both with Workers.
 	Efficiency float64 `json:"efficiency"`
 	// ParallelEfficiency is snapshot rows/s with Workers ÷ (Workers × rows/s with 1).
@@ -157,6 +173,7 @@ func (sb *SnapshotBench) Measure(workers, batch, reps int) (SnapshotResult, erro
 	}
 	reps = max(reps, 5)
 	res := SnapshotResult{Rows: sb.Rows, Vnodes: len(sb.vnodes), Workers: workers, BatchSize: batch, Repetitions: reps,
+		CacheMB: sb.opts.CacheBytes >> 20, Compression: sb.opts.Compression, BlockSize: sb.opts.BlockSize,
 		Kernels: "generic", Allocator: sb.allocator, GOMAXPROCS: runtime.GOMAXPROCS(0), LoadSeconds: sb.LoadSeconds}
 	if vec.For(sb.table).Generated() {
 		res.Kernels = "generated"

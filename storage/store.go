@@ -29,6 +29,9 @@ type Options struct {
 	Cache        *pebble.Cache
 	MemTableSize uint64 // default 64 MiB
 	Compression  string // "snappy" (default), "zstd", "minlz" or "none"
+	// BlockSize is the target uncompressed size of an sstable's data blocks (default
+	// pebble's, 4 KiB): a scan decompresses and checksums a block at a time.
+	BlockSize int
 	// Logger receives pebble's messages; nil discards them. Pebble's Fatalf (a fault it
 	// cannot continue from, such as a failed WAL write or sync) is passed on as Errorf:
 	// the store turns it into an error where pebble allows (see Checkpoint) instead
@@ -79,6 +82,9 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *block.CompressionProfile { return prof }
+		if o.BlockSize > 0 {
+			po.Levels[i].BlockSize = o.BlockSize
+		}
 		// GetMany and the checkpoint's existence probe (for the row counts of
 		// writes that do not know it) read missing keys, mostly new ones, with
 		// prefix seeks on iterators that use every level's filters (L6's too): the

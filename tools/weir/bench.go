@@ -98,11 +98,11 @@ func writeHeapProfile(f *os.File) error {
 
 func newBenchSnapshot() *cobra.Command {
 	var (
-		rows, workers, batch, reps int
-		cacheMB                    int64
-		dir                        string
-		asJSON, engineLoad         bool
-		allocator                  string
+		rows, workers, batch, reps, blockSize int
+		cacheMB                               int64
+		dir, compression                      string
+		asJSON, engineLoad                    bool
+		allocator                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot",
@@ -121,6 +121,7 @@ allocations per row.`,
 			}
 			sb, err := bench.NewSnapshotBench(bench.SnapshotBenchOptions{
 				Rows: rows, Dir: dir, CacheBytes: cacheMB << 20, EngineLoad: engineLoad, GoAllocator: allocator == "go",
+				Compression: compression, BlockSize: blockSize,
 			})
 			if err != nil {
 				return err
@@ -142,6 +143,8 @@ allocations per row.`,
 	f.IntVar(&reps, "reps", 7, "interleaved repetitions (at least 5)")
 	f.StringVar(&dir, "dir", "", "directory for the temporary store (default: the system temp directory)")
 	f.Int64Var(&cacheMB, "cache-mb", bench.DefaultBenchCache>>20, "pebble block cache in MiB (the default holds 2M rows: a warm cache)")
+	f.StringVar(&compression, "compression", "snappy", "block compression of the store: snappy, zstd, minlz or none")
+	f.IntVar(&blockSize, "block-size", 0, "target uncompressed bytes of a data block (0: pebble's default, 4096)")
 	f.BoolVar(&engineLoad, "engine-load", false, "load through state tables and checkpoints instead of the bulk loader (same data, much slower)")
 	f.StringVar(&allocator, "allocator", "pool", "Arrow allocator of the batches: pool (vec.PoolAllocator) or go (Arrow's Go allocator)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -154,6 +157,7 @@ func printSnapshotResult(w io.Writer, r bench.SnapshotResult, asJSON bool) error
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "rows\t%d (%d vnodes, %.0f key+value bytes/row)\n", r.Rows, r.Vnodes, r.BytesPerRow)
+	fmt.Fprintf(tw, "store\t%d MiB block cache, %s compression, %d-byte blocks\n", r.CacheMB, r.Compression, r.BlockSize)
 	fmt.Fprintf(tw, "workers\t%d (GOMAXPROCS %d), batch %d, %s kernels, %s allocator\n", r.Workers, r.GOMAXPROCS, r.BatchSize, r.Kernels, r.Allocator)
 	fmt.Fprintf(tw, "efficiency\t%.3f (snapshot %.0f rows/s, raw %.0f rows/s)\n", r.Efficiency, r.RowsPerSec, r.RawRowsPerSec)
 	fmt.Fprintf(tw, "parallel efficiency\t%.3f (1 worker: snapshot %.0f rows/s, raw %.0f rows/s)\n", r.ParallelEfficiency, r.RowsPerSec1, r.RawRowsPerSec1)
