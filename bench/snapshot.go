@@ -51,7 +51,7 @@ type SnapshotBenchOptions struct {
 	// vec.PoolAllocator, to show what allocation discipline is worth.
 	GoAllocator bool
 	// Compression and BlockSize are the store's (storage.Options; "" and 0: its
-	// defaults, Snappy and 4 KiB blocks).
+	// defaults, Snappy and storage.DefaultBlockSize).
 	Compression string
 	BlockSize   int
 }
@@ -81,7 +81,7 @@ func NewSnapshotBench(o SnapshotBenchOptions) (*SnapshotBench, error) {
 		o.Compression = "snappy"
 	}
 	if o.BlockSize == 0 {
-		o.BlockSize = 4096 // pebble's
+		o.BlockSize = storage.DefaultBlockSize
 	}
 	sb := &SnapshotBench{Rows: o.Rows, dir: d, store: store, table: tables.BidTable(), mem: vec.NewPoolAllocator(), allocator: "pool", opts: o}
 	if o.GoAllocator {

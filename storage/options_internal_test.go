@@ -7,7 +7,7 @@ import (
 )
 
 // Options' compression and block size reach every level of pebble's options; the
-// zero values are Snappy and pebble's 4 KiB blocks, and an unknown compression is
+// zero values are Snappy and DefaultBlockSize, and an unknown compression is
 // refused by name.
 func TestPebbleOptionsLevels(t *testing.T) {
 	for _, tc := range []struct {
@@ -15,10 +15,10 @@ func TestPebbleOptionsLevels(t *testing.T) {
 		prof  *block.CompressionProfile
 		block int
 	}{
-		{Options{}, block.SnappyCompression, 4096},
+		{Options{}, block.SnappyCompression, DefaultBlockSize},
 		{Options{Compression: "none", BlockSize: 64 << 10}, block.NoCompression, 64 << 10},
 		{Options{Compression: "zstd", BlockSize: 32 << 10}, block.ZstdCompression, 32 << 10},
-		{Options{Compression: "minlz"}, block.MinLZCompression, 4096},
+		{Options{Compression: "minlz", BlockSize: 4096}, block.MinLZCompression, 4096},
 	} {
 		po, err := tc.o.pebbleOptions()
 		if err != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,7 +31,8 @@ type Options struct {
 	MemTableSize uint64 // default 64 MiB
 	Compression  string // "snappy" (default), "zstd", "minlz" or "none"
 	// BlockSize is the target uncompressed size of an sstable's data blocks (default
-	// pebble's, 4 KiB): a scan decompresses and checksums a block at a time.
+	// DefaultBlockSize): a scan that misses the block cache reads, checksums,
+	// decompresses and caches a block at a time, and pays for each.
 	BlockSize int
 	// Logger receives pebble's messages; nil discards them. Pebble's Fatalf (a fault it
 	// cannot continue from, such as a failed WAL write or sync) is passed on as Errorf:
@@ -82,9 +84,7 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	for i := range po.Levels {
 		po.Levels[i].Compression = func() *block.CompressionProfile { return prof }
-		if o.BlockSize > 0 {
-			po.Levels[i].BlockSize = o.BlockSize
-		}
+		po.Levels[i].BlockSize = cmp.Or(o.BlockSize, DefaultBlockSize)
 		// GetMany and the checkpoint's existence probe (for the row counts of
 		// writes that do not know it) read missing keys, mostly new ones, with
 		// prefix seeks on iterators that use every level's filters (L6's too): the
@@ -93,6 +93,12 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	return po, nil
 }
+
+// DefaultBlockSize is Options.BlockSize's default, 32 KiB rather than pebble's 4 KiB:
+// a snapshot read that misses the block cache went from 3.2 to 6.9 M bid rows/s with
+// it (scripts/snapshot-curve.sh 4000000, 2026-12-03), the per-block costs of a miss
+// being most of such a read's (bench/RESULTS.md, "Snapshot read path").
+const DefaultBlockSize = 32 << 10
 
 // fatalLogger passes pebble's messages on to a Logger (nil: discards them) and turns
 // Fatalf into a panic with a *fatalError. Pebble calls Fatalf when it cannot go on: on
