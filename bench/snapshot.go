@@ -51,7 +51,7 @@ type SnapshotBenchOptions struct {
 	// vec.PoolAllocator, to show what allocation discipline is worth.
 	GoAllocator bool
 	// Compression and BlockSize are the store's (storage.Options; "" and 0: its
-	// defaults, Snappy and storage.DefaultBlockSize).
+	// defaults, storage.DefaultCompression and DefaultBlockSize).
 	Compression string
 	BlockSize   int
 }
@@ -78,7 +78,7 @@ func NewSnapshotBench(o SnapshotBenchOptions) (*SnapshotBench, error) {
 		return nil, err
 	}
 	if o.Compression == "" {
-		o.Compression = "snappy"
+		o.Compression = storage.DefaultCompression
 	}
 	if o.BlockSize == 0 {
 		o.BlockSize = storage.DefaultBlockSize

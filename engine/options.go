@@ -33,8 +33,9 @@ type Options struct {
 	// half the time the oldest running backfill has run, so that a short build's last
 	// commit stays short) has passed since the last checkpoint, or once a node holds
 	// BackfillCheckpointBytes not yet committed (default 1s; negative: every barrier
-	// CheckpointEvery names, as when no backfill runs). A backfill's operators rewrite the same keys epoch after epoch
-	// (an aggregate's groups), and a checkpoint writes each key's last value once.
+	// CheckpointEvery names, as when no backfill runs). A backfill's operators
+	// rewrite the same keys epoch after epoch (an aggregate's groups), and a
+	// checkpoint writes each key's last value once.
 	// The barrier at which a backfill becomes done is always a checkpoint, as are
 	// WaitCheckpoint's and every DDL's; writes made meanwhile are durable at the next.
 	BackfillCheckpointInterval time.Duration

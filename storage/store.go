@@ -29,7 +29,7 @@ type Options struct {
 	// of its own for as long as it is open; the caller Unrefs its own when done.
 	Cache        *pebble.Cache
 	MemTableSize uint64 // default 64 MiB
-	Compression  string // "snappy" (default), "zstd", "minlz" or "none"
+	Compression  string // DefaultCompression ("snappy"), "zstd", "minlz" or "none"
 	// BlockSize is the target uncompressed size of an sstable's data blocks (default
 	// DefaultBlockSize): a scan that misses the block cache reads, checksums,
 	// decompresses and caches a block at a time, and pays for each.
@@ -71,7 +71,7 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	po.Experimental.IngestSplit = func() bool { return true }
 	var prof *block.CompressionProfile
 	switch o.Compression {
-	case "", "snappy":
+	case "", DefaultCompression:
 		prof = block.SnappyCompression
 	case "zstd":
 		prof = block.ZstdCompression
@@ -94,10 +94,15 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	return po, nil
 }
 
+// DefaultCompression is Options.Compression's default: Snappy, cheap to decompress
+// on the scan path.
+const DefaultCompression = "snappy"
+
 // DefaultBlockSize is Options.BlockSize's default, 32 KiB rather than pebble's 4 KiB:
-// a snapshot read that misses the block cache went from 3.2 to 6.9 M bid rows/s with
-// it (scripts/snapshot-curve.sh 4000000, 2026-12-03), the per-block costs of a miss
-// being most of such a read's (bench/RESULTS.md, "Snapshot read path").
+// a snapshot read of 4,000,000 bid rows that misses the block cache went from 3.2 to
+// 6.9 M rows/s with it (scripts/snapshot-curve.sh with --block-size 4096 and 32768,
+// 2026-12-03), the per-block costs of a miss being most of such a read's
+// (bench/RESULTS.md, "Snapshot read path").
 const DefaultBlockSize = 32 << 10
 
 // fatalLogger passes pebble's messages on to a Logger (nil: discards them) and turns

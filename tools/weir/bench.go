@@ -143,7 +143,7 @@ allocations per row.`,
 	f.IntVar(&reps, "reps", 7, "interleaved repetitions (at least 5)")
 	f.StringVar(&dir, "dir", "", "directory for the temporary store (default: the system temp directory)")
 	f.Int64Var(&cacheMB, "cache-mb", bench.DefaultBenchCache>>20, "pebble block cache in MiB (the default holds 2M rows: a warm cache)")
-	f.StringVar(&compression, "compression", "snappy", "block compression of the store: snappy, zstd, minlz or none")
+	f.StringVar(&compression, "compression", storage.DefaultCompression, "block compression of the store: snappy, zstd, minlz or none")
 	f.IntVar(&blockSize, "block-size", 0, "target uncompressed bytes of a data block (0: the store's default, 32768)")
 	f.BoolVar(&engineLoad, "engine-load", false, "load through state tables and checkpoints instead of the bulk loader (same data, much slower)")
 	f.StringVar(&allocator, "allocator", "pool", "Arrow allocator of the batches: pool (vec.PoolAllocator) or go (Arrow's Go allocator)")
