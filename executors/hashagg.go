@@ -48,9 +48,12 @@ type HashAggConfig struct {
 // count stays exact. In memory too a group keeps one multiset per input column
 // (count(DISTINCT bidder) under three FILTERs looks each row's bidder up once, not
 // three times, and writes one row when it changes, not three). Groups are cached in memory (with their
-// multisets) once read; the cache is not evicted. At each barrier the changed groups
-// and multiset entries are written to the state tables, which are sealed as epoch
-// Prev; after a restart the groups are read back from the committed state on first
+// multisets) once read; the cache is not evicted. The state is written behind: at each
+// checkpoint barrier the groups and multiset entries changed since the last one are
+// written to the state tables, which are sealed as epoch Prev, so that a group touched
+// in several epochs between two checkpoints is written once (a barrier that is not a
+// checkpoint seals nothing new, and a recovery restarts from the last checkpoint
+// anyway); after a restart the groups are read back from the committed state on first
 // touch. Float sums are kept as float64 and are exact only as long as the float
 // additions and subtractions are.
 //
@@ -86,8 +89,11 @@ type HashAgg struct {
 	closeOnce
 
 	groups map[string]*hgGroup
-	dirty  []*hgGroup
-	out    []Message // chunks to emit, then the barrier
+	dirty  []*hgGroup // touched in the epoch
+	// unsaved is the groups touched since the last checkpoint barrier, whose changes
+	// the next one writes.
+	unsaved []*hgGroup
+	out     []Message // chunks to emit, then the barrier
 
 	// Per-chunk scratch.
 	keys   vec.Bytes
@@ -118,7 +124,8 @@ type hgGroup struct {
 	rows    int64
 	aggs    []hgAgg
 	stored  bool // the group table holds the group
-	dirty   bool
+	dirty   bool // in HashAgg.dirty
+	unsaved bool // in HashAgg.unsaved
 	oldRows int64
 	old     []hgOut
 	sets    []hgSet // per slot
@@ -437,6 +444,10 @@ func (h *HashAgg) touch(g *hgGroup) {
 	g.oldRows = g.rows
 	g.old = h.outputs(g, g.old[:0])
 	h.dirty = append(h.dirty, g)
+	if !g.unsaved {
+		g.unsaved = true
+		h.unsaved = append(h.unsaved, g)
+	}
 }
 
 // Close releases the view and pending output and closes the input.
@@ -449,6 +460,6 @@ func (h *HashAgg) Close() error {
 		m.Release()
 	}
 	h.out = nil
-	h.groups = nil
+	h.groups, h.dirty, h.unsaved = nil, nil, nil
 	return h.input.Close()
 }

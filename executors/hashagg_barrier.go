@@ -17,8 +17,8 @@ type hgRow struct {
 	out []hgOut
 }
 
-// barrier emits the epoch's changelog, persists the changed state, seals epoch Prev and
-// renews the view.
+// barrier emits the epoch's changelog, persists the state changed since the last
+// checkpoint when b is one, seals epoch Prev and renews the view.
 func (h *HashAgg) barrier(b *Barrier) error {
 	var rows []hgRow
 	var newOut []hgOut
@@ -35,6 +35,17 @@ func (h *HashAgg) barrier(b *Barrier) error {
 				for _, e := range set.ms {
 					if j := e.counted(); j >= 0 {
 						return fmt.Errorf("group in vnode %d has no rows left, but aggregate %d still counts a value: the input deleted rows it never inserted", g.vn, h.slots[sl].aggs[j])
+					}
+				}
+			}
+		}
+		// A count below 0 (a value deleted more often than inserted) is 0 from
+		// the barrier on, whether or not the barrier writes it.
+		for sl := range g.sets {
+			for _, e := range g.sets[sl].dir {
+				for j, c := range e.cnt {
+					if c < 0 {
+						e.cnt[j] = 0
 					}
 				}
 			}
@@ -58,16 +69,23 @@ func (h *HashAgg) barrier(b *Barrier) error {
 			rows = append(rows, hgRow{vec.UpdateDelete, g.key, append([]hgOut(nil), g.old...)}, hgRow{vec.UpdateInsert, g.key, newOut})
 		}
 	}
-	if err := h.persist(); err != nil {
-		return err
-	}
-	for _, g := range h.dirty {
-		if g.rows == 0 {
-			delete(h.groups, g.key)
-		}
-	}
 	clear(h.dirty)
 	h.dirty = h.dirty[:0]
+	if b.IsCheckpoint() {
+		if err := h.persist(); err != nil {
+			return err
+		}
+		// A group with no rows left is gone from the table now: it is read back
+		// (as absent) if it comes again.
+		for _, g := range h.unsaved {
+			g.unsaved = false
+			if g.rows == 0 {
+				delete(h.groups, g.key)
+			}
+		}
+		clear(h.unsaved)
+		h.unsaved = h.unsaved[:0]
+	}
 	for start := 0; start < len(rows); {
 		end := min(start+1024, len(rows))
 		if end < len(rows) && rows[end-1].op == vec.UpdateDelete {
@@ -87,16 +105,16 @@ func (h *HashAgg) barrier(b *Barrier) error {
 	return h.endEpoch(b, tables...) // the view is taken on the next chunk
 }
 
-// persist writes the dirty groups and multiset entries into the state tables.
+// persist writes the unsaved groups and multiset entries into the state tables.
 func (h *HashAgg) persist() error {
-	if len(h.dirty) == 0 {
+	if len(h.unsaved) == 0 {
 		return nil
 	}
 	ng := len(h.cfg.GroupBy)
 	cb := vec.NewChunkBuilder(h.mem, h.st2)
 	defer cb.Release()
 	h.resetWrites()
-	for _, g := range h.dirty {
+	for _, g := range h.unsaved {
 		if !h.addWrite(g.rows > 0, &g.stored, g.vn) {
 			continue
 		}
@@ -126,7 +144,7 @@ func (h *HashAgg) persist() error {
 			return err
 		}
 		// An entry that no aggregate counts or stores any more is dropped.
-		for _, g := range h.dirty {
+		for _, g := range h.unsaved {
 			set := &g.sets[sl]
 			for _, e := range set.dir {
 				e.dirty = false
@@ -142,9 +160,8 @@ func (h *HashAgg) persist() error {
 }
 
 // persistMultiset writes the dirty entries of slot sl into its multiset table, one
-// row per entry with every aggregate's count. A count below 0 (a value deleted more
-// often than inserted) is written as 0 and is 0 from then on; an entry none of whose
-// counts is above 0 has no row.
+// row per entry with every aggregate's count (none below 0: the barriers set those to
+// 0); an entry none of whose counts is above 0 has no row.
 func (h *HashAgg) persistMultiset(sl int) error {
 	ng := len(h.cfg.GroupBy)
 	mb := vec.NewChunkBuilder(h.mem, h.msT[sl])
@@ -154,15 +171,9 @@ func (h *HashAgg) persistMultiset(sl int) error {
 	for j := range cols {
 		cols[j] = mb.Column(ng + 1 + j).(*array.Int64Builder)
 	}
-	for _, g := range h.dirty {
+	for _, g := range h.unsaved {
 		for _, e := range g.sets[sl].dir {
-			live := false
-			for j, c := range e.cnt {
-				if c < 0 {
-					e.cnt[j] = 0
-				}
-				live = live || c > 0
-			}
+			live := e.counted() >= 0
 			if !h.addWrite(live, &e.stored, g.vn) {
 				continue
 			}
