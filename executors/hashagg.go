@@ -148,6 +148,10 @@ func NewHashAgg(input Executor, cfg HashAggConfig) (*HashAgg, error) {
 		return nil, fmt.Errorf("hash agg: state table %s does not have HashAggStateTable's shape", got.Name)
 	}
 	slots := hashAggSlots(cfg)
+	for sl := range slots {
+		typ, _ := schema.TypeOfArrow(in.Field(slots[sl].col).Type)
+		slots[sl].pack = hgPackWidth(typ.Kind)
+	}
 	if len(cfg.MultiSets) != len(slots) {
 		return nil, fmt.Errorf("hash agg %s: %d multiset tables, want %d (one per input column of a min, max or count(DISTINCT))", want.Name, len(cfg.MultiSets), len(slots))
 	}
@@ -346,9 +350,6 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 		return g, nil
 	}
 	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs)), sets: make([]hgSet, len(h.slots))}
-	for sl := range g.sets {
-		g.sets[sl].ms = map[string]*hgEntry{}
-	}
 	if val, ok := h.stored.Value(i); ok {
 		if err := h.stLay.CheckValue(val); err != nil {
 			return nil, fmt.Errorf("table %s vnode %d: %w", h.st2.Name, vn, err)
@@ -403,7 +404,7 @@ func (h *HashAgg) loadMultiset(sl int, g *hgGroup) error {
 			it.Close()
 			return fmt.Errorf("table %s vnode %d: %w", t.Name, g.vn, err)
 		}
-		e := set.entry(pk[len(g.key):], len(aggs))
+		e := set.entry(pk[len(g.key):], len(aggs), h.slots[sl].pack)
 		e.stored = true
 		k := e.key
 		for j, a := range aggs {

@@ -32,7 +32,7 @@ func (h *HashAgg) barrier(b *Barrier) error {
 			// deleted fewer times than inserted, so some other row's delete had
 			// no insert (its multiset row would outlive the group, unseen).
 			for sl, set := range g.sets {
-				for _, e := range set.ms {
+				for e := range set.all {
 					if j := e.counted(); j >= 0 {
 						return fmt.Errorf("group in vnode %d has no rows left, but aggregate %d still counts a value: the input deleted rows it never inserted", g.vn, h.slots[sl].aggs[j])
 					}
@@ -149,7 +149,7 @@ func (h *HashAgg) persist() error {
 			for _, e := range set.dir {
 				e.dirty = false
 				if !e.stored && e.counted() < 0 {
-					delete(set.ms, e.key)
+					set.drop(e, h.slots[sl].pack)
 				}
 			}
 			clear(set.dir)

@@ -1,12 +1,14 @@
 package executors
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/seed04fbb902/weir/schema"
 )
 
 // AggKind is the function of one aggregate of a HashAgg.
@@ -57,15 +59,18 @@ type AggCall struct {
 	Name      string // output column name; "" gives <kind>_<index>
 }
 
-// hgSet is a group's multiset of one slot's column.
+// hgSet is a group's multiset of one slot's column. A value whose key is packed
+// (hgPackWidth) is found by the key's bytes as one integer, in fixed; the others by the
+// key, in byKey. Either map is made on its first entry.
 type hgSet struct {
-	ms  map[string]*hgEntry
-	dir []*hgEntry // entries with a dirty count, in first-touch order
+	fixed map[uint64]*hgEntry
+	byKey map[string]*hgEntry
+	dir   []*hgEntry // entries with a dirty count, in first-touch order
 }
 
 // hgEntry is one value of a multiset: its count for each aggregate of the slot.
 type hgEntry struct {
-	key    string  // its key in the multiset map (kept, so that a min/max shares it)
+	key    string  // its encoded value key (kept, so that a min/max shares it)
 	cnt    []int64 // per aggregate of the slot
 	stored bool    // the slot's multiset table holds the entry
 	dirty  bool    // a count changed since the last barrier (the entry is in its set's dir)
@@ -76,14 +81,83 @@ func (e *hgEntry) counted() int {
 	return slices.IndexFunc(e.cnt, func(c int64) bool { return c > 0 })
 }
 
-// entry returns the entry of value key k, made with n counts when missing.
-func (set *hgSet) entry(k []byte, n int) *hgEntry {
-	if e, ok := set.ms[keyString(k)]; ok {
+// hgPackWidth is the length of every non-NULL value key of kind k when it is at most
+// 9 bytes (the marker and at most 8 more), which pack into one uint64; 0 for the
+// kinds of variable or longer keys.
+func hgPackWidth(k schema.Kind) int {
+	switch k {
+	case schema.Boolean:
+		return 2
+	case schema.Int16:
+		return 3
+	case schema.Int32, schema.Date, schema.Float32:
+		return 5
+	case schema.Int64, schema.Timestamp, schema.Timestamptz, schema.Float64:
+		return 9
+	}
+	return 0
+}
+
+// hgPack is the bytes of k after its marker as one integer (k at most 9 bytes): keys of
+// one length pack to distinct integers.
+func hgPack(k []byte) uint64 {
+	if len(k) == 9 {
+		return binary.BigEndian.Uint64(k[1:])
+	}
+	var v uint64
+	for _, b := range k[1:] {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+// entry returns the entry of value key k, made with n counts when missing; w is the
+// slot's hgPackWidth.
+func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
+	if w > 0 && len(k) == w {
+		p := hgPack(k)
+		if e, ok := set.fixed[p]; ok {
+			return e
+		}
+		if set.fixed == nil {
+			set.fixed = map[uint64]*hgEntry{}
+		}
+		e := &hgEntry{key: string(k), cnt: make([]int64, n)}
+		set.fixed[p] = e
 		return e
 	}
+	if e, ok := set.byKey[keyString(k)]; ok {
+		return e
+	}
+	if set.byKey == nil {
+		set.byKey = map[string]*hgEntry{}
+	}
 	e := &hgEntry{key: string(k), cnt: make([]int64, n)}
-	set.ms[e.key] = e
+	set.byKey[e.key] = e
 	return e
+}
+
+// drop removes e, an entry of the set whose slot's hgPackWidth is w.
+func (set *hgSet) drop(e *hgEntry, w int) {
+	if w > 0 && len(e.key) == w {
+		delete(set.fixed, hgPack([]byte(e.key)))
+		return
+	}
+	delete(set.byKey, e.key)
+}
+
+// all yields every entry of the set.
+func (set *hgSet) all(yield func(*hgEntry) bool) {
+	for _, e := range set.fixed {
+		if !yield(e) {
+			return
+		}
+	}
+	for _, e := range set.byKey {
+		if !yield(e) {
+			return
+		}
+	}
 }
 
 // hgAgg is the state of one aggregate of one group.
@@ -161,7 +235,7 @@ func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
 		}
 	case AggMin, AggMax, AggCountDistinct:
 		sl, j := h.slotOf[a], h.slotIdx[a]
-		vals, ents, width := &h.svals[sl], h.rowE[sl], len(h.slots[sl].aggs)
+		vals, ents, width, pw := &h.svals[sl], h.rowE[sl], len(h.slots[sl].aggs), h.slots[sl].pack
 		for i, s := range cnt {
 			if s == 0 {
 				continue
@@ -170,7 +244,7 @@ func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
 			set := &g.sets[sl]
 			e := ents[i]
 			if e == nil {
-				e = set.entry(vals.At(i), width)
+				e = set.entry(vals.At(i), width, pw)
 				ents[i] = e
 			}
 			g.aggs[a].add(call.Kind, set, e, j, s)
@@ -241,9 +315,9 @@ func hgBetter(kind AggKind, a, b string) bool {
 func (st *hgAgg) extreme(kind AggKind, set *hgSet, j int) (string, bool) {
 	if st.stale {
 		st.stale, st.extOK, st.ext = false, false, ""
-		for k, e := range set.ms {
-			if e.cnt[j] > 0 && (!st.extOK || hgBetter(kind, k, st.ext)) {
-				st.ext, st.extOK = k, true
+		for e := range set.all {
+			if e.cnt[j] > 0 && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
+				st.ext, st.extOK = e.key, true
 			}
 		}
 	}

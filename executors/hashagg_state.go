@@ -174,6 +174,7 @@ func HashAggMultisetTable(name string, in *arrow.Schema, cfg HashAggConfig, slot
 type hgSlot struct {
 	col  int
 	aggs []int // aggregate indexes; the first's value kernels encode the column
+	pack int   // the column's hgPackWidth
 }
 
 // HashAggSchema is the output schema of a HashAgg of in as cfg says (only GroupBy and
