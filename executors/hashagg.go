@@ -93,7 +93,10 @@ type HashAgg struct {
 	// unsaved is the groups touched since the last checkpoint barrier, whose changes
 	// the next one writes.
 	unsaved []*hgGroup
-	out     []Message // chunks to emit, then the barrier
+	// negative is the multiset entries a count of which went below 0 in the epoch
+	// (input that deleted a value more often than it inserted it).
+	negative []*hgEntry
+	out      []Message // chunks to emit, then the barrier
 
 	// Per-chunk scratch.
 	keys   vec.Bytes

@@ -39,17 +39,6 @@ func (h *HashAgg) barrier(b *Barrier) error {
 				}
 			}
 		}
-		// A count below 0 (a value deleted more often than inserted) is 0 from
-		// the barrier on, whether or not the barrier writes it.
-		for sl := range g.sets {
-			for _, e := range g.sets[sl].dir {
-				for j, c := range e.cnt {
-					if c < 0 {
-						e.cnt[j] = 0
-					}
-				}
-			}
-		}
 		for a := range g.aggs {
 			st := &g.aggs[a]
 			if st.n < 0 {
@@ -71,6 +60,17 @@ func (h *HashAgg) barrier(b *Barrier) error {
 	}
 	clear(h.dirty)
 	h.dirty = h.dirty[:0]
+	// A count below 0 (a value deleted more often than inserted) is 0 from the
+	// barrier on, whether or not the barrier writes it.
+	for _, e := range h.negative {
+		for j, c := range e.cnt {
+			if c < 0 {
+				e.cnt[j] = 0
+			}
+		}
+	}
+	clear(h.negative)
+	h.negative = h.negative[:0]
 	if b.IsCheckpoint() {
 		if err := h.persist(); err != nil {
 			return err

@@ -248,6 +248,9 @@ func (h *HashAgg) applyAgg(a int, rec arrow.RecordBatch) error {
 				ents[i] = e
 			}
 			g.aggs[a].add(call.Kind, set, e, j, s)
+			if e.cnt[j] < 0 {
+				h.negative = append(h.negative, e)
+			}
 		}
 	}
 	return nil
