@@ -3,14 +3,16 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/seed04fbb902/weir/executors"
 )
 
-// Control carries the actors' reports (a barrier passed on, a failure) from their
-// nodes to the barrier coordinator: in cluster mode each node's control stream
+// Control carries the barriers the coordinator injects to the nodes that hold the
+// sources, and the actors' reports (a barrier passed on, a failure) from their nodes
+// back to the coordinator: in cluster mode each node's control stream
 // (engine/cluster/control implements it over gRPC; the engine never imports that).
-// With Options.Control nil, a report is a channel send.
+// With Options.Control nil, an injection and a report are channel sends.
 //
 // The engine opens the control of every graph it builds (Open) and closes it when it
 // tears the graph down; it calls Open from its recovery, one goroutine at a time.
@@ -18,12 +20,20 @@ type Control interface {
 	// Open starts the control of the graph of generation gen over nodes nodes. What a
 	// node reports reaches deliver, in the order the node sent it; when a node's
 	// stream is lost, deliver gets a report with Err naming the node, which fails
-	// the round. deliver must not be called after ControlGraph.Close returned.
-	Open(ctx context.Context, gen uint64, nodes int, deliver func(ControlReport)) (ControlGraph, error)
+	// the round. A barrier sent to a node (ControlGraph.Inject) reaches inject on
+	// that node, in the order sent: it puts the barrier at the node's sources and
+	// returns once they all took it, or fails once the graph is torn down. Neither
+	// deliver nor inject is called after ControlGraph.Close returned.
+	Open(ctx context.Context, gen uint64, nodes int, deliver func(ControlReport), inject func(ctx context.Context, node int, b *executors.Barrier) error) (ControlGraph, error)
 }
 
 // ControlGraph is the control of one graph.
 type ControlGraph interface {
+	// Inject sends b from the coordinator to node, whose inject (Control.Open) puts
+	// it at the node's sources. It returns once the barrier left, not once the node
+	// injected it (the actors' reports say that); an error means the node's stream
+	// is lost.
+	Inject(ctx context.Context, node int, b *executors.Barrier) error
 	// Report sends r from node to the coordinator.
 	Report(ctx context.Context, node int, r ControlReport) error
 	// Close ends the graph's control.
@@ -49,7 +59,7 @@ func (g *graph) openControl() error {
 		case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err}:
 		case <-g.dead:
 		}
-	})
+	}, g.injectAt)
 	if err != nil {
 		return fmt.Errorf("control: open generation %d: %w", g.generation, err)
 	}
@@ -75,4 +85,35 @@ func (g *graph) report(a *actor, r report) error {
 	case <-g.ctx.Done():
 		return g.ctx.Err()
 	}
+}
+
+// sourceNodes is the nodes that hold a DML input, in order: where a barrier is
+// injected.
+func (g *graph) sourceNodes() []int {
+	var nodes []int
+	for _, in := range g.inputs() {
+		if !slices.Contains(nodes, in.node) {
+			nodes = append(nodes, in.node)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// injectAt puts b at the sources of node, every DML input whose actor runs there: a
+// node's side of ControlGraph.Inject. It fails once the graph is torn down.
+func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) error {
+	for _, in := range g.inputs() {
+		if in.node != node {
+			continue
+		}
+		select {
+		case in.c <- executors.BarrierMessage(b):
+		case <-g.dead:
+			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)
+		case <-ctx.Done():
+			return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, ctx.Err())
+		}
+	}
+	return nil
 }

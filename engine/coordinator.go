@@ -72,20 +72,8 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		reported[r.actor] = true
 		return nil
 	}
-	for _, in := range g.inputs() {
-	send:
-		for {
-			select {
-			case in.c <- executors.BarrierMessage(b):
-				break send
-			case r := <-g.reports:
-				if err := take(r); err != nil {
-					return nil, err
-				}
-			case <-ctx.Done():
-				return nil, e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
-			}
-		}
+	if err := e.inject(ctx, g, b, take); err != nil {
+		return nil, err
 	}
 
 	// Collect from every actor.
@@ -387,6 +375,41 @@ func (e *Engine) kickBarrier() {
 	case e.kick <- struct{}{}:
 	default:
 	}
+}
+
+// inject puts b at every DML actor of g: over the control stream of each node that
+// holds one when g has a control (the node injects it; a send returns once the frame
+// left, and the reports wait in g.reports for the collection), else into their
+// channels, taking the reports that arrive meanwhile. An error has ended the round
+// (recovered or abandoned, as take's).
+func (e *Engine) inject(ctx context.Context, g *graph, b *executors.Barrier, take func(report) error) error {
+	if g.ctl != nil {
+		for _, node := range g.sourceNodes() {
+			if err := g.ctl.Inject(ctx, node, b); err != nil {
+				if ctx.Err() != nil {
+					return e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
+				}
+				return e.recoverFrom(ctx, fmt.Errorf("barrier %d: inject at node %d: %w", b.Curr, node, err))
+			}
+		}
+		return nil
+	}
+	for _, in := range g.inputs() {
+	send:
+		for {
+			select {
+			case in.c <- executors.BarrierMessage(b):
+				break send
+			case r := <-g.reports:
+				if err := take(r); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
+			}
+		}
+	}
+	return nil
 }
 
 // ticker injects barriers on the configured interval, and one at once when kicked

@@ -105,6 +105,7 @@ type dmlInput struct {
 	mu    sync.RWMutex // writers hold it shared while sending; teardown exclusively
 	c     chan executors.Message
 	t     *schema.Table
+	node  int         // the node of its DML actor
 	ready atomic.Bool // set once the table's first barrier is through
 }
 
@@ -163,8 +164,8 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 		f.actors = append(f.actors, a)
 	}
 	// The DML actor: its input is the writers' channel.
-	in := &dmlInput{c: make(chan executors.Message, e.opts.ChannelCapacity), t: o.t}
 	dml := &actor{id: g.newActorID(), frag: f, node: 0, k: k, done: make(chan struct{})}
+	in := &dmlInput{c: make(chan executors.Message, e.opts.ChannelCapacity), t: o.t, node: dml.node}
 	dml.exec = NewMerge(dml.id, o.t.ArrowSchema(), []MergeInput{{Actor: 0, C: in.c}}, nil)
 	f.dml = dml
 	g.actors[dml.id] = dml

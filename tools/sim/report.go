@@ -59,6 +59,7 @@ var (
 		"state_cache_refilled",              // a join probe that read its table and cached the rows (a miss)
 		"state_cache_hit",                   // a join probe answered from the cache
 		"state_cache_known_absent",          // a join probe of a key known to have no row, answered without a read
+		"barrier_injected_over_control",     // a barrier a node took from its control stream and injected (cluster-shaped seeds)
 	}
 )
 

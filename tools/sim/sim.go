@@ -117,6 +117,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		}
 	}
 	if r.ctl != nil {
+		rep.Sometimes["barrier_injected_over_control"] += r.ctl.Injected()
 		if cerr := r.ctl.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("sim: close the control streams: %w", cerr)
 		}
@@ -163,7 +164,7 @@ type runner struct {
 	e   *engine.Engine
 	eo  engine.Options
 	// mesh carries the cross-node edges of a cluster-shaped seed over Arrow Flight,
-	// and ctl its actors' reports over control streams (nil: channels).
+	// and ctl its barriers and actors' reports over control streams (nil: channels).
 	mesh *exchange.Mesh
 	ctl  *control.Local
 	// clog is a commit-log seed's version log and bucket (nil: the engine commits
@@ -289,7 +290,7 @@ func (r *runner) run() error {
 	}
 	// A third of the seeds are cluster-shaped: at least two nodes, every edge between
 	// actors on different nodes an Arrow Flight stream in package wire's encoding,
-	// and every actor's report a frame of its node's control stream (chosen by the
+	// and every barrier and actor's report a frame of a node's control stream (chosen by the
 	// seed, so the other seeds' schedules stay as they were).
 	if r.seed%3 == 0 {
 		r.eo.Nodes = max(r.eo.Nodes, 2)
@@ -303,7 +304,7 @@ func (r *runner) run() error {
 			return err
 		}
 		r.ctl, r.eo.Control = ctl, ctl
-		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight, reports over control streams")
+		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight, barriers and reports over control streams")
 	}
 	if r.opts.Postgres != "" && r.seed%3 == 1 {
 		if err := r.setupLog(); err != nil {

@@ -44,5 +44,6 @@
 //   - coordinator.go: Coordinator, Config, Registry, the events.
 //   - node.go: Connect and Node.
 //   - local.go: Local, an engine.Control over these streams for the nodes of one
-//     engine: every actor's report a Collected or Failed frame.
+//     engine: every barrier an Inject frame to the nodes of the sources, every
+//     actor's report a Collected or Failed frame.
 package control

@@ -18,8 +18,9 @@ import (
 
 // Local is an engine.Control for the nodes of one engine: a Coordinator served on a
 // loopback port and, for each graph the engine builds, one control stream per node,
-// so that every actor's report travels as a Collected or Failed frame, stamped with
-// the term, the graph's generation and the node's incarnation, and is checked as a
+// so that every barrier travels to the nodes that hold the sources as an Inject frame,
+// and every actor's report back as a Collected or Failed frame, each stamped with
+// the term, the graph's generation and the node's incarnation and checked as a
 // node's in another process would be. Each graph connects every node anew, with a
 // new incarnation: the streams of an old graph are replaced, and nothing of them
 // reaches the new one. A lost stream is delivered to the engine as its node's
@@ -39,7 +40,8 @@ type Local struct {
 	incs  map[string]uint64 // the registry: each node's current incarnation
 	inc   uint64
 
-	lost atomic.Int64
+	lost     atomic.Int64
+	injected atomic.Int64
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -79,13 +81,17 @@ func (l *Local) Addr() string { return l.addr }
 // Lost counts the lost streams delivered to the engine as failures.
 func (l *Local) Lost() int64 { return l.lost.Load() }
 
+// Injected counts the barriers the nodes took from their streams and injected at
+// their sources.
+func (l *Local) Injected() int64 { return l.injected.Load() }
+
 // Refusals counts the frames the coordinator refused for their stamps.
 func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
 
 func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
 
 // Open implements engine.Control.
-func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(engine.ControlReport)) (engine.ControlGraph, error) {
+func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(engine.ControlReport), inject func(context.Context, int, *executors.Barrier) error) (engine.ControlGraph, error) {
 	if gen > l.coord.Generation() {
 		if err := l.coord.SetGeneration(gen); err != nil {
 			return nil, err
@@ -93,7 +99,7 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(en
 	} else {
 		return nil, fmt.Errorf("control: generation %d is not above the last, %d", gen, l.coord.Generation())
 	}
-	g := &localGraph{l: l, gen: gen, deliver: deliver, nodes: make([]*Node, nodes), incs: make([]uint64, nodes)}
+	g := &localGraph{l: l, gen: gen, deliver: deliver, inject: inject, nodes: make([]*Node, nodes), incs: make([]uint64, nodes)}
 	for i := range nodes {
 		l.mu.Lock()
 		l.inc++
@@ -106,6 +112,8 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(en
 			return nil, err
 		}
 		g.nodes[i], g.incs[i] = n, inc
+		g.wg.Add(1)
+		go g.recv(ctx, i, n)
 	}
 	l.mu.Lock()
 	old := l.graph
@@ -194,6 +202,8 @@ type localGraph struct {
 	nodes   []*Node
 	incs    []uint64
 	deliver func(engine.ControlReport)
+	inject  func(context.Context, int, *executors.Barrier) error
+	wg      sync.WaitGroup // the nodes' receivers
 
 	mu     sync.RWMutex // deliveries hold it shared; Close exclusively
 	closed bool
@@ -208,6 +218,54 @@ func (g *localGraph) send(r engine.ControlReport) bool {
 	}
 	g.deliver(r)
 	return true
+}
+
+// recv is node i's side of its stream n: it injects each barrier the coordinator sent
+// at the node's sources, in order, until the stream ends. A refused frame (a stale
+// stamp) is dropped; a message a Local node does not take (it builds no actors)
+// fails the node, and so does an injection that fails while the graph is not closed.
+func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
+	defer g.wg.Done()
+	for {
+		m, err := n.Recv()
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			continue
+		}
+		if err != nil {
+			return // the stream ended: the coordinator sees it lost
+		}
+		in, ok := m.(Inject)
+		if !ok {
+			g.fail(ctx, n, fmt.Errorf("control: %s: a local node does not take a %s (%s)", nodeName(i), m.Kind(), StampOf(m)))
+			return
+		}
+		g.mu.RLock()
+		closed := g.closed
+		g.mu.RUnlock()
+		if closed {
+			return
+		}
+		if err := g.inject(ctx, i, in.Barrier); err != nil {
+			g.fail(ctx, n, err)
+			return
+		}
+		g.l.injected.Add(1)
+	}
+}
+
+// fail reports err as node n's failure, then ends its stream.
+func (g *localGraph) fail(ctx context.Context, n *Node, err error) {
+	_ = n.Send(ctx, Failed{Err: err.Error()})
+	n.Close()
+}
+
+// Inject implements engine.ControlGraph: an Inject frame to node's stream.
+func (g *localGraph) Inject(ctx context.Context, node int, b *executors.Barrier) error {
+	if node < 0 || node >= len(g.nodes) {
+		return fmt.Errorf("control: inject barrier %d at node %d: the graph has nodes 0 to %d", b.Curr, node, len(g.nodes)-1)
+	}
+	return g.l.coord.Send(ctx, nodeName(node), Inject{Barrier: b})
 }
 
 // Report implements engine.ControlGraph.
@@ -236,6 +294,7 @@ func (g *localGraph) Close() {
 			n.Close()
 		}
 	}
+	g.wg.Wait()
 	g.l.mu.Lock()
 	if g.l.graph == g {
 		g.l.graph = nil

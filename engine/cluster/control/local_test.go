@@ -90,8 +90,9 @@ func localScan(t *testing.T, e *engine.Engine, name string) []string {
 	return out
 }
 
-// An engine whose actors report over control streams holds, after writes, a view,
-// a rescale and a crash, what the engine of channel reports holds; a lost stream
+// An engine whose barriers are injected and whose actors report over control streams
+// holds, after writes, a view, a rescale and a crash, what the engine of channels
+// holds; a lost stream
 // fails the round it is in, naming the node, and the engine recovers onto new
 // streams, to match again.
 func TestLocalEngine(t *testing.T) {
@@ -152,6 +153,26 @@ func TestLocalEngine(t *testing.T) {
 		t.Fatal("no lost stream was delivered")
 	}
 	check("after the recovery")
+
+	// The barriers travel over the streams: a lost stream of the node that holds
+	// the sources fails the next round's injection (or its collection), naming
+	// the node; the engine recovers and injects over the new streams.
+	if n := l.Injected(); n < 8 {
+		t.Fatalf("%d barriers injected over the streams, want one per round (at least 8)", n)
+	}
+	if err := l.Lose(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := es[0].WaitCheckpoint(ctx); err == nil || !strings.Contains(err.Error(), "node-0") {
+		t.Fatalf("checkpoint after node 0 lost its stream: %v, want an error naming node-0", err)
+	}
+	before := l.Injected()
+	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 15_000, 15_050) })
+	both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
+	if l.Injected() == before {
+		t.Fatal("no barrier injected over the streams after the recovery")
+	}
+	check("after node 0's recovery")
 	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 20_000, 20_100) })
 	both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
 	check("after the recovery and more writes")
