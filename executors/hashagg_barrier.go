@@ -1,8 +1,11 @@
 package executors
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -105,11 +108,20 @@ func (h *HashAgg) barrier(b *Barrier) error {
 	return h.endEpoch(b, tables...) // the view is taken on the next chunk
 }
 
-// persist writes the unsaved groups and multiset entries into the state tables.
+// persist writes the unsaved groups and multiset entries into the state tables, in
+// key order within each vnode: the tables' memtables are empty at a checkpoint's
+// persist (nothing is written between two), so keys that come in ascending order are
+// appended as they are, with no map of the epoch's keys and no sort at the seal.
 func (h *HashAgg) persist() error {
 	if len(h.unsaved) == 0 {
 		return nil
 	}
+	slices.SortFunc(h.unsaved, func(a, b *hgGroup) int {
+		if a.vn != b.vn {
+			return cmp.Compare(a.vn, b.vn)
+		}
+		return strings.Compare(a.key, b.key)
+	})
 	ng := len(h.cfg.GroupBy)
 	cb := vec.NewChunkBuilder(h.mem, h.st2)
 	defer cb.Release()
@@ -172,6 +184,9 @@ func (h *HashAgg) persistMultiset(sl int) error {
 		cols[j] = mb.Column(ng + 1 + j).(*array.Int64Builder)
 	}
 	for _, g := range h.unsaved {
+		// A group's key followed by a value's sorts by the group, then the value
+		// (each column's key encoding is prefix-free).
+		slices.SortFunc(g.sets[sl].dir, func(a, b *hgEntry) int { return strings.Compare(a.key, b.key) })
 		for _, e := range g.sets[sl].dir {
 			live := e.counted() >= 0
 			if !h.addWrite(live, &e.stored, g.vn) {
