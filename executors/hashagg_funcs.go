@@ -71,9 +71,22 @@ type hgSet struct {
 // hgEntry is one value of a multiset: its count for each aggregate of the slot.
 type hgEntry struct {
 	key    string  // its encoded value key (kept, so that a min/max shares it)
-	cnt    []int64 // per aggregate of the slot
-	stored bool    // the slot's multiset table holds the entry
-	dirty  bool    // a count changed since the last barrier (the entry is in its set's dir)
+	cnt    []int64 // per aggregate of the slot: in inline for up to 4 of them
+	inline [4]int64
+	stored bool // the slot's multiset table holds the entry
+	dirty  bool // a count changed since the last barrier (the entry is in its set's dir)
+}
+
+// newHgEntry returns the entry of value key k with n counts, in one allocation when n
+// is at most 4 (the counts are read with the entry, in the same cache lines).
+func newHgEntry(k []byte, n int) *hgEntry {
+	e := &hgEntry{key: string(k)}
+	if n <= len(e.inline) {
+		e.cnt = e.inline[:n:n]
+	} else {
+		e.cnt = make([]int64, n)
+	}
+	return e
 }
 
 // counted is the index of the first aggregate that counts e (count > 0), or -1.
@@ -122,7 +135,7 @@ func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
 		if set.fixed == nil {
 			set.fixed = map[uint64]*hgEntry{}
 		}
-		e := &hgEntry{key: string(k), cnt: make([]int64, n)}
+		e := newHgEntry(k, n)
 		set.fixed[p] = e
 		return e
 	}
@@ -132,7 +145,7 @@ func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
 	if set.byKey == nil {
 		set.byKey = map[string]*hgEntry{}
 	}
-	e := &hgEntry{key: string(k), cnt: make([]int64, n)}
+	e := newHgEntry(k, n)
 	set.byKey[e.key] = e
 	return e
 }
