@@ -97,6 +97,8 @@ type HashAgg struct {
 	// (input that deleted a value more often than it inserted it).
 	negative []*hgEntry
 	out      []Message // chunks to emit, then the barrier
+	rowBuf   []hgRow   // a barrier's changelog rows, kept for the next barrier
+	outBuf   []hgOut   // their new outputs
 
 	// Per-chunk scratch.
 	keys   vec.Bytes

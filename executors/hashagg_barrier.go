@@ -23,8 +23,17 @@ type hgRow struct {
 // barrier emits the epoch's changelog, persists the state changed since the last
 // checkpoint when b is one, seals epoch Prev and renews the view.
 func (h *HashAgg) barrier(b *Barrier) error {
-	var rows []hgRow
-	var newOut []hgOut
+	// The rows and their new outputs live in buffers kept from one barrier to the
+	// next (the output chunks are built before this returns); an old output is the
+	// group's own g.old, which only the group's next touch, in a later epoch,
+	// rewrites. A slice of outs stays valid when a later append moves outs: it
+	// keeps the old array.
+	rows, outs := h.rowBuf[:0], h.outBuf[:0]
+	defer func() {
+		clear(rows)
+		clear(outs)
+		h.rowBuf, h.outBuf = rows[:0], outs[:0]
+	}()
 	for _, g := range h.dirty {
 		g.dirty = false
 		if g.rows < 0 {
@@ -51,14 +60,18 @@ func (h *HashAgg) barrier(b *Barrier) error {
 				st.si, st.sf = 0, 0 // no float residue in an emptied sum
 			}
 		}
-		newOut = h.outputs(g, nil)
+		from := len(outs)
+		outs = h.outputs(g, outs)
+		newOut := outs[from:len(outs):len(outs)]
 		switch {
 		case g.oldRows == 0 && g.rows > 0:
 			rows = append(rows, hgRow{vec.Insert, g.key, newOut})
 		case g.oldRows > 0 && g.rows == 0:
-			rows = append(rows, hgRow{vec.Delete, g.key, append([]hgOut(nil), g.old...)})
+			rows = append(rows, hgRow{vec.Delete, g.key, g.old})
 		case g.oldRows > 0 && !hgSameOutputs(g.old, newOut):
-			rows = append(rows, hgRow{vec.UpdateDelete, g.key, append([]hgOut(nil), g.old...)}, hgRow{vec.UpdateInsert, g.key, newOut})
+			rows = append(rows, hgRow{vec.UpdateDelete, g.key, g.old}, hgRow{vec.UpdateInsert, g.key, newOut})
+		default:
+			outs = outs[:from] // no row: the outputs are not kept
 		}
 	}
 	clear(h.dirty)
