@@ -88,6 +88,11 @@ type HashAgg struct {
 	stateEpochs
 	closeOnce
 
+	// known: the group table had no row in the actor's vnodes when it first read
+	// (checked): every group not in groups is absent from it, and a chunk reads
+	// nothing of the tables.
+	known, checked bool
+
 	groups map[string]*hgGroup
 	dirty  []*hgGroup // touched in the epoch
 	// unsaved is the groups touched since the last checkpoint barrier, whose changes
@@ -267,8 +272,14 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	if !h.started {
 		return fmt.Errorf("a chunk before the first barrier")
 	}
-	if _, err := h.readView(); err != nil {
+	view, err := h.readView()
+	if err != nil {
 		return err
+	}
+	if !h.checked {
+		if err := h.checkEmpty(view); err != nil {
+			return err
+		}
 	}
 	n := c.NumRows()
 	if n == 0 {
@@ -298,8 +309,10 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 			h.sel = append(h.sel, int32(i))
 		}
 	}
-	if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
-		return err
+	if !h.known {
+		if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
+			return err
+		}
 	}
 
 	ops := c.Ops()
@@ -347,15 +360,49 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	return nil
 }
 
+// checkEmpty finds out, once, whether the group table has no row in the actor's
+// vnodes. Then every group the aggregate does not hold is absent from its tables:
+// groups are never evicted, and one whose rows all went leaves memory only once a
+// checkpoint has written its delete (a group's multiset rows exist only while the
+// group's row does). A backfilled view's aggregate starts so.
+func (h *HashAgg) checkEmpty(view *storage.View) error {
+	var it storage.Iter
+	empty := true
+	for _, v := range h.st.Vnodes().ToSlice() {
+		if err := h.st.ReuseIter(view, uint16(v), storage.IterBounds{}, &it); err != nil {
+			it.Close()
+			return err
+		}
+		if it.Next() {
+			empty = false
+		}
+		if err := it.Error(); err != nil {
+			it.Close()
+			return err
+		}
+		if !empty {
+			break
+		}
+	}
+	h.known, h.checked = empty, true
+	return it.Close()
+}
+
 // group returns the group of row i's key, from the cache or the state tables (read
-// by apply before its loop).
+// by apply before its loop; nothing when the tables are known to hold no group
+// outside the cache).
 func (h *HashAgg) group(i int) (*hgGroup, error) {
 	key, vn := h.keys.At(i), h.vn[i]
 	if g, ok := h.groups[keyString(key)]; ok {
 		return g, nil
 	}
 	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs)), sets: make([]hgSet, len(h.slots))}
-	if val, ok := h.stored.Value(i); ok {
+	var val []byte
+	ok := false
+	if !h.known {
+		val, ok = h.stored.Value(i)
+	}
+	if ok {
 		if err := h.stLay.CheckValue(val); err != nil {
 			return nil, fmt.Errorf("table %s vnode %d: %w", h.st2.Name, vn, err)
 		}
