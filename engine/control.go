@@ -108,6 +108,11 @@ func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) er
 			continue
 		}
 		select {
+		case <-g.dead: // before the send, which select could pick while both are ready
+			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)
+		default:
+		}
+		select {
 		case in.c <- executors.BarrierMessage(b):
 		case <-g.dead:
 			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)

@@ -513,6 +513,6 @@ func (h *HashAgg) Close() error {
 		m.Release()
 	}
 	h.out = nil
-	h.groups, h.dirty, h.unsaved = nil, nil, nil
+	h.groups, h.dirty, h.unsaved, h.negative = nil, nil, nil, nil
 	return h.input.Close()
 }

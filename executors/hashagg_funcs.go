@@ -74,7 +74,7 @@ type hgEntry struct {
 	cnt    []int64 // per aggregate of the slot: in inline for up to 4 of them
 	inline [4]int64
 	stored bool // the slot's multiset table holds the entry
-	dirty  bool // a count changed since the last barrier (the entry is in its set's dir)
+	dirty  bool // a count changed since the last checkpoint (the entry is in its set's dir)
 }
 
 // newHgEntry returns the entry of value key k with n counts, in one allocation when n
@@ -308,7 +308,7 @@ func (st *hgAgg) add(kind AggKind, set *hgSet, e *hgEntry, j int, s int64) {
 		}
 	case AggMin, AggMax:
 		st.n += s
-		if s > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
+		if s > 0 && after > 0 && !st.stale && (!st.extOK || hgBetter(kind, e.key, st.ext)) {
 			st.ext, st.extOK = e.key, true
 		}
 		if s < 0 && after == 0 && st.extOK && st.ext == e.key {

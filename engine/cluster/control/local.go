@@ -100,6 +100,10 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(en
 		return nil, fmt.Errorf("control: generation %d is not above the last, %d", gen, l.coord.Generation())
 	}
 	g := &localGraph{l: l, gen: gen, deliver: deliver, inject: inject, nodes: make([]*Node, nodes), incs: make([]uint64, nodes)}
+	// The receivers' injections end with the graph's control too, not only with the
+	// engine's graph: Close waits for them.
+	rctx, cancel := context.WithCancel(ctx)
+	g.cancel = cancel
 	for i := range nodes {
 		l.mu.Lock()
 		l.inc++
@@ -113,7 +117,7 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(en
 		}
 		g.nodes[i], g.incs[i] = n, inc
 		g.wg.Add(1)
-		go g.recv(ctx, i, n)
+		go g.recv(rctx, i, n)
 	}
 	l.mu.Lock()
 	old := l.graph
@@ -203,7 +207,8 @@ type localGraph struct {
 	incs    []uint64
 	deliver func(engine.ControlReport)
 	inject  func(context.Context, int, *executors.Barrier) error
-	wg      sync.WaitGroup // the nodes' receivers
+	wg      sync.WaitGroup     // the nodes' receivers
+	cancel  context.CancelFunc // ends their injections
 
 	mu     sync.RWMutex // deliveries hold it shared; Close exclusively
 	closed bool
@@ -289,6 +294,7 @@ func (g *localGraph) Close() {
 	}
 	g.closed = true
 	g.mu.Unlock()
+	g.cancel()
 	for _, n := range g.nodes {
 		if n != nil {
 			n.Close()
