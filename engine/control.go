@@ -103,19 +103,22 @@ func (g *graph) sourceNodes() []int {
 // injectAt puts b at the sources of node, every DML input whose actor runs there: a
 // node's side of ControlGraph.Inject. It fails once the graph is torn down.
 func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) error {
+	dead := func() error {
+		return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)
+	}
 	for _, in := range g.inputs() {
 		if in.node != node {
 			continue
 		}
 		select {
 		case <-g.dead: // before the send, which select could pick while both are ready
-			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)
+			return dead()
 		default:
 		}
 		select {
 		case in.c <- executors.BarrierMessage(b):
 		case <-g.dead:
-			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, node, g.generation)
+			return dead()
 		case <-ctx.Done():
 			return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, ctx.Err())
 		}

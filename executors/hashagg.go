@@ -366,26 +366,9 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 // checkpoint has written its delete (a group's multiset rows exist only while the
 // group's row does). A backfilled view's aggregate starts so.
 func (h *HashAgg) checkEmpty(view *storage.View) error {
-	var it storage.Iter
-	empty := true
-	for _, v := range h.st.Vnodes().ToSlice() {
-		if err := h.st.ReuseIter(view, uint16(v), storage.IterBounds{}, &it); err != nil {
-			it.Close()
-			return err
-		}
-		if it.Next() {
-			empty = false
-		}
-		if err := it.Error(); err != nil {
-			it.Close()
-			return err
-		}
-		if !empty {
-			break
-		}
-	}
-	h.known, h.checked = empty, true
-	return it.Close()
+	empty, err := h.st.Empty(view)
+	h.known, h.checked = empty, err == nil
+	return err
 }
 
 // group returns the group of row i's key, from the cache or the state tables (read

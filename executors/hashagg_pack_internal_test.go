@@ -2,6 +2,7 @@ package executors
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"testing"
 
@@ -37,7 +38,7 @@ func TestHgPackWidth(t *testing.T) {
 			if len(a) != w || len(b) != w {
 				t.Fatalf("%s: keys %x and %x, width %d", kind, a, b, w)
 			}
-			if got, want := cmpUint(hgPack(a), hgPack(b)), bytes.Compare(a, b); got != want {
+			if got, want := cmp.Compare(hgPack(a), hgPack(b)), bytes.Compare(a, b); got != want {
 				t.Fatalf("%s: keys %x and %x compare %d, packed %d", kind, a, b, want, got)
 			}
 		}
@@ -47,14 +48,4 @@ func TestHgPackWidth(t *testing.T) {
 			t.Errorf("%s: width %d, want 0 (keys longer than 9 bytes or of varying length)", kind, w)
 		}
 	}
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -162,29 +162,8 @@ func TestHashAggRules(t *testing.T) {
 	epoch := 0
 	step := func(rows []row, want string) {
 		t.Helper()
-		a.src.q = append(a.src.q, hgEpoch(t, mem, rows, epoch)...)
-		var got []string
-		for {
-			m, err := a.agg.Next(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.Barrier != nil {
-				break
-			}
-			rec := m.Chunk.Record()
-			for i, op := range m.Chunk.Ops() {
-				var vals []any
-				for j := 0; j < int(rec.NumCols()); j++ {
-					if j != hgK2 {
-						vals = append(vals, hgCell(rec.Column(j), i))
-					}
-				}
-				got = append(got, fmt.Sprintf("%v%v", op, vals))
-			}
-			m.Release()
-		}
-		if s := strings.Join(got, " "); s != want {
+		// Every output column but the second group key (always "a").
+		if s := hgEmitted(t, a, hgEpoch(t, mem, rows, epoch), 0, 2, 3, 4, 5); s != want {
 			t.Fatalf("epoch %d: emitted %q, want %q", epoch, s, want)
 		}
 		if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
@@ -489,29 +468,14 @@ func TestHashAggNegativeCountZeroed(t *testing.T) {
 			t.Helper()
 			msgs := hgEpoch(t, mem, rows, epoch)
 			msgs[len(msgs)-1] = mvBarrier(epoch, epoch+1, kind)
-			a.src.q = append(a.src.q, msgs...)
-			var got []string
-			for {
-				m, err := a.agg.Next(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.Barrier != nil {
-					break
-				}
-				rec := m.Chunk.Record()
-				for i, op := range m.Chunk.Ops() {
-					got = append(got, fmt.Sprintf("%v[%v %v]", op, hgCell(rec.Column(2), i), hgCell(rec.Column(3), i)))
-				}
-				m.Release()
-			}
+			got := hgEmitted(t, a, msgs, 2, 3)
 			if kind == executors.Checkpoint {
 				if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
 					t.Fatal(err)
 				}
 			}
 			epoch++
-			return strings.Join(got, " ")
+			return got
 		}
 		r := func(x int64) hgRow { return hgRow{int32(1), "a", x, nil, nil, nil} }
 		step(executors.Checkpoint)
@@ -545,20 +509,8 @@ func TestHashAggMaxIgnoresUncountedValue(t *testing.T) {
 	r := func(x int64) hgRow { return hgRow{int32(1), "a", x, nil, nil, nil} }
 	var got []string
 	for epoch, rows := range [][]hgOpRow{nil, {{vec.Insert, r(5)}, {vec.Insert, r(5)}}, {{vec.Delete, r(9)}, {vec.Insert, r(9)}}} {
-		a.src.q = append(a.src.q, hgEpoch(t, mem, rows, epoch)...)
-		for {
-			m, err := a.agg.Next(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.Barrier != nil {
-				break
-			}
-			rec := m.Chunk.Record()
-			for i, op := range m.Chunk.Ops() {
-				got = append(got, fmt.Sprintf("%v[%v %v]", op, hgCell(rec.Column(2), i), hgCell(rec.Column(3), i)))
-			}
-			m.Release()
+		if s := hgEmitted(t, a, hgEpoch(t, mem, rows, epoch), 2, 3); s != "" {
+			got = append(got, s)
 		}
 		if _, err := store.Checkpoint(uint64(mvEpoch(epoch))); err != nil {
 			t.Fatal(err)
@@ -567,5 +519,31 @@ func TestHashAggMaxIgnoresUncountedValue(t *testing.T) {
 	// The last epoch leaves count(*) at 2 and 9 uncounted: no change.
 	if s, want := strings.Join(got, " "), "+[2 5]"; s != want {
 		t.Fatalf("emitted %q, want %q", s, want)
+	}
+}
+
+// hgEmitted feeds msgs to a's aggregate and returns what it emitted up to the barrier,
+// one "op[values of cols]" per row, space-separated.
+func hgEmitted(t *testing.T, a *hgActor, msgs []executors.Message, cols ...int) string {
+	t.Helper()
+	a.src.q = append(a.src.q, msgs...)
+	var got []string
+	for {
+		m, err := a.agg.Next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Barrier != nil {
+			return strings.Join(got, " ")
+		}
+		rec := m.Chunk.Record()
+		for i, op := range m.Chunk.Ops() {
+			vals := make([]any, len(cols))
+			for k, c := range cols {
+				vals[k] = hgCell(rec.Column(c), i)
+			}
+			got = append(got, fmt.Sprintf("%v%v", op, vals))
+		}
+		m.Release()
 	}
 }

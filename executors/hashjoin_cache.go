@@ -82,27 +82,14 @@ func (h *HashJoin) cacheWrites(s int, bits []byte, n int, ops []vec.Op) {
 // their caches know every key (see joinCache).
 func (h *HashJoin) checkEmpty(view *storage.View) error {
 	for s, st := range h.st {
-		empty := true
-		for _, v := range st.Vnodes().ToSlice() {
-			if err := st.ReuseIter(view, uint16(v), storage.IterBounds{}, &h.probe); err != nil {
-				h.probe.Close()
-				return err
-			}
-			if h.probe.Next() {
-				empty = false
-			}
-			if err := h.probe.Error(); err != nil {
-				h.probe.Close()
-				return err
-			}
-			if !empty {
-				break
-			}
+		empty, err := st.Empty(view)
+		if err != nil {
+			return err
 		}
 		h.cache[s].known = empty
 	}
 	h.checked = true
-	return h.probe.Close()
+	return nil
 }
 
 // jcEvictBits is the size of a cache's bitset of evicted key hashes.

@@ -201,6 +201,28 @@ func (it *Iter) Close() error {
 	return err
 }
 
+// Empty reports whether the table has no row in any of its vnodes, as its iterators
+// see them through view (committed, sealed and its own unsealed rows). An operator whose
+// state starts empty, as a backfilled view's does, knows every key it did not write is
+// absent.
+func (s *StateTable) Empty(view *View) (bool, error) {
+	var it Iter
+	for _, v := range s.vnodes.ToSlice() {
+		if err := s.ReuseIter(view, uint16(v), IterBounds{}, &it); err != nil {
+			it.Close()
+			return false, err
+		}
+		if it.Next() {
+			return false, it.Close()
+		}
+		if err := it.Error(); err != nil {
+			it.Close()
+			return false, err
+		}
+	}
+	return true, it.Close()
+}
+
 // ReuseIter points it at vnode v within b, as Iter does, keeping its pebble iterator
 // open when it is one ReuseIter opened on this table through view before (any other
 // iterator, or a zero Iter, gets a new pebble iterator). A reader that iterates many
