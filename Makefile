@@ -15,6 +15,7 @@ FUZZ_TARGETS = \
 	./storage:FuzzProgressRow \
 	./engine:FuzzUnmarshalPlan \
 	./engine:FuzzDecodeObject \
+	./engine:FuzzDecodeBuildSpec \
 	./engine:FuzzWrite \
 	./engine:FuzzCreateMV \
 	./engine/cluster/wire:FuzzDecodeMessage \

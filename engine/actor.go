@@ -16,6 +16,7 @@ import (
 // start runs every actor that is not running yet.
 func (g *graph) start(actors []*actor) {
 	for _, a := range actors {
+		a.started = true
 		g.wg.Add(1)
 		go g.run(a)
 	}

@@ -8,28 +8,43 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 )
 
-// Control carries the barriers the coordinator injects to the nodes that hold the
-// sources, and the actors' reports (a barrier passed on, a failure) from their nodes
-// back to the coordinator: in cluster mode each node's control stream
-// (engine/cluster/control implements it over gRPC; the engine never imports that).
-// With Options.Control nil, an injection and a report are channel sends.
+// Control carries the coordinator's requests to the nodes (the actors to build, the
+// barriers to inject at the sources) and the actors' reports (a barrier passed on, a
+// failure) from their nodes back to the coordinator: in cluster mode each node's
+// control stream (engine/cluster/control implements it over gRPC; the engine never
+// imports that). With Options.Control nil, each is a call or a channel send.
 //
 // The engine opens the control of every graph it builds (Open) and closes it when it
 // tears the graph down; it calls Open from its recovery, one goroutine at a time.
 type Control interface {
-	// Open starts the control of the graph of generation gen over nodes nodes. What a
-	// node reports reaches deliver, in the order the node sent it; when a node's
-	// stream is lost, deliver gets a report with Err naming the node, which fails
-	// the round. A barrier sent to a node (ControlGraph.Inject) reaches inject on
-	// that node, in the order sent: it puts the barrier at the node's sources and
-	// returns once they all took it, or fails once the graph is torn down. Neither
-	// deliver nor inject is called after ControlGraph.Close returned.
-	Open(ctx context.Context, gen uint64, nodes int, deliver func(ControlReport), inject func(ctx context.Context, node int, b *executors.Barrier) error) (ControlGraph, error)
+	// Open starts the control of the graph of generation gen over nodes nodes, whose
+	// side of every stream is node.
+	Open(ctx context.Context, gen uint64, nodes int, node ControlNode) (ControlGraph, error)
+}
+
+// ControlNode is the nodes' side of a graph's control: what each node's stream calls
+// with what the coordinator sent it, in the order sent. None of them is called after
+// ControlGraph.Close returned.
+type ControlNode struct {
+	// Deliver takes what a node reported, in the order the node sent it; when a
+	// node's stream is lost, it gets a report with Err naming the node, which fails
+	// the round.
+	Deliver func(ControlReport)
+	// Build builds on node the actors of spec (a build spec of version
+	// BuildSpecVersion, from ControlGraph.Build): all of them, or none and an error.
+	Build func(ctx context.Context, node int, spec []byte) error
+	// Inject puts barrier b at node's sources and returns once they all took it, or
+	// fails once the graph is torn down.
+	Inject func(ctx context.Context, node int, b *executors.Barrier) error
 }
 
 // ControlGraph is the control of one graph.
 type ControlGraph interface {
-	// Inject sends b from the coordinator to node, whose inject (Control.Open) puts
+	// Build sends spec to node, whose Build (ControlNode) builds its actors, and
+	// returns once the node answered: nil when it built them all, its error
+	// otherwise, or an error naming the node when its stream is lost first.
+	Build(ctx context.Context, node int, spec []byte) error
+	// Inject sends b from the coordinator to node, whose Inject (ControlNode) puts
 	// it at the node's sources. It returns once the barrier left, not once the node
 	// injected it (the actors' reports say that); an error means the node's stream
 	// is lost.
@@ -54,12 +69,16 @@ func (g *graph) openControl() error {
 	if c == nil {
 		return nil
 	}
-	ctl, err := c.Open(g.ctx, g.generation, len(g.e.nodes), func(r ControlReport) {
-		select {
-		case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err}:
-		case <-g.dead:
-		}
-	}, g.injectAt)
+	ctl, err := c.Open(g.ctx, g.generation, len(g.e.nodes), ControlNode{
+		Deliver: func(r ControlReport) {
+			select {
+			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err}:
+			case <-g.dead:
+			}
+		},
+		Build:  g.buildAt,
+		Inject: g.injectAt,
+	})
 	if err != nil {
 		return fmt.Errorf("control: open generation %d: %w", g.generation, err)
 	}

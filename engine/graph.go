@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
@@ -85,10 +84,13 @@ type actor struct {
 	vnodes *vnode.Bitmap
 	exec   executors.Executor
 	disp   []Dispatcher
-	k      vec.Kernels // kernels of the rows the actor emits (its object's table)
+	k      vec.Kernels // kernels of the rows the actor emits (set by its node's build)
 	done   chan struct{}
 	// backfill is the view actor's backfill executor (for its progress).
 	backfill *executors.ArrangementBackfill
+	// started is set when the actor's goroutine is started: its node builds no
+	// more of it.
+	started bool
 	// status is what the actor is doing (for the warning about a stalled barrier).
 	status actorStatus
 }
@@ -105,8 +107,9 @@ type dmlInput struct {
 	mu    sync.RWMutex // writers hold it shared while sending; teardown exclusively
 	c     chan executors.Message
 	t     *schema.Table
-	node  int         // the node of its DML actor
-	ready atomic.Bool // set once the table's first barrier is through
+	node  int               // the node of its DML actor
+	actor executors.ActorID // its DML actor
+	ready atomic.Bool       // set once the table's first barrier is through
 }
 
 type edge struct{ from, to executors.ActorID }
@@ -152,55 +155,52 @@ func (g *graph) newActorID() executors.ActorID {
 	return id
 }
 
-// addTable builds a table's DML and table fragments (not started).
+// addTable places a table's DML and table actors and has their nodes build them (not
+// started).
 func (g *graph) addTable(o *object) (*fragment, error) {
 	e := g.e
 	f := &fragment{id: g.nextFrag, obj: o, mapping: vnode.Mapping(o.Mapping)}
 	g.nextFrag++
 	bitmaps := f.mapping.Bitmaps(o.Parallelism)
-	k := vec.For(o.t)
 	for i := 0; i < o.Parallelism; i++ {
-		a := &actor{id: g.newActorID(), frag: f, node: i % len(e.nodes), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+		a := &actor{id: g.newActorID(), frag: f, node: i % len(e.nodes), vnodes: bitmaps[i], done: make(chan struct{})}
 		f.actors = append(f.actors, a)
 	}
 	// The DML actor: its input is the writers' channel.
-	dml := &actor{id: g.newActorID(), frag: f, node: 0, k: k, done: make(chan struct{})}
-	in := &dmlInput{c: make(chan executors.Message, e.opts.ChannelCapacity), t: o.t, node: dml.node}
-	dml.exec = NewMerge(dml.id, o.t.ArrowSchema(), []MergeInput{{Actor: 0, C: in.c}}, nil)
+	dml := &actor{id: g.newActorID(), frag: f, node: 0, done: make(chan struct{})}
 	f.dml = dml
 	g.actors[dml.id] = dml
 	for _, a := range f.actors {
 		g.actors[a.id] = a
 	}
+	all := append([]*actor{dml}, f.actors...)
+	ok := false
+	defer func() {
+		if !ok {
+			g.discard(all)
+		}
+	}()
 	outs := make([]executors.Output, len(f.actors))
 	for i, a := range f.actors {
 		outs[i] = executors.Output{Actor: a.id, Node: a.node}
 	}
-	d, err := NewDispatcher(dml.id, executors.NewDispatcher{Actor: dml.id, Fragment: f.id, Kind: executors.Hash, Outputs: outs, Mapping: slices.Clone(vnode.Mapping(o.Mapping))}, k, g.outputFrom(dml.id), e.mem)
-	if err != nil {
+	b := g.newSpecs()
+	b.add(dml.node, actorSpec{ID: dml.id, Fragment: f.id, Role: roleDML, Object: o.Name, Dispatchers: []executors.NewDispatcher{
+		{Actor: dml.id, Fragment: f.id, Kind: executors.Hash, Outputs: outs, Mapping: slices.Clone(vnode.Mapping(o.Mapping))},
+	}}, nil, o)
+	for _, a := range f.actors {
+		b.add(a.node, actorSpec{ID: a.id, Fragment: f.id, Role: roleTable, Object: o.Name, Inputs: [][]executors.ActorID{{dml.id}}}, a.vnodes, o)
+	}
+	if err := b.run(); err != nil {
 		return nil, fmt.Errorf("table %s: %w", o.Name, err)
 	}
-	dml.disp = []Dispatcher{d}
-	for _, a := range f.actors {
-		in, err := g.inputTo(a.id)(dml.id)
-		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", o.Name, err)
-		}
-		merge := NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{in}, g.inputTo(a.id))
-		if err := a.materialize(e, merge); err != nil {
-			return nil, fmt.Errorf("table %s: %w", o.Name, err)
-		}
-	}
+	ok = true
 	g.frags[o.Name] = f
-	e.gmu.Lock()
-	g.dml[o.Name] = in
-	e.gmu.Unlock()
 	return f, nil
 }
 
-// materialize ends a's chain with a materialize into its object's state, over in.
-func (a *actor) materialize(e *Engine, in executors.Executor) error {
-	o := a.frag.obj
+// materialize ends a's chain with a materialize into o's state, over in.
+func (a *actor) materialize(e *Engine, o *object, in executors.Executor) error {
 	st, err := storage.NewStateTable(e.nodes[a.node], o.ID, o.t, a.vnodes)
 	if err != nil {
 		return err
@@ -213,23 +213,29 @@ func (a *actor) materialize(e *Engine, in executors.Executor) error {
 	return nil
 }
 
-// jobActors builds a new set of actors for every fragment of job j, p per fragment,
-// with the mappings given (one per fragment) and nodeOf placing actor i of a fragment.
-// Within the job the actors are connected (each non-root actor hash-dispatches to its
-// parent fragment's new actors); they are not started, and the scan actors are not yet
-// fed by their upstreams: the caller connects the upstreams' dispatchers, directly or
-// through an Add or Update barrier.
-func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int, vnodes *vnode.Bitmap) int) ([][]*actor, error) {
+// actorIDs lists the ids of actors.
+func actorIDs(actors []*actor) []executors.ActorID {
+	ids := make([]executors.ActorID, len(actors))
+	for i, a := range actors {
+		ids[i] = a.id
+	}
+	return ids
+}
+
+// jobActors places a new set of actors for every fragment of job j, p per fragment,
+// with the mappings given (one per fragment) and nodeOf placing actor i of a fragment,
+// and has their nodes build them. Within the job the actors are connected (each
+// non-root actor hash-dispatches to its parent fragment's new actors), and each new
+// root actor gets the dispatchers feeds returns (feeds may be nil); they are not
+// started, and the scan actors are not yet fed by their upstreams: the caller connects
+// the upstreams' dispatchers, directly or through an Add or Update barrier.
+func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int, vnodes *vnode.Bitmap) int, feeds func(root *actor) []executors.NewDispatcher) ([][]*actor, error) {
 	e := g.e
 	sets := make([][]*actor, len(j.frags))
 	for fi, f := range j.frags {
 		bitmaps := mappings[fi].Bitmaps(p)
-		k := f.pn.exchange
-		if f.pn.parent == nil {
-			k = vec.For(j.obj.t)
-		}
 		for i := 0; i < p; i++ {
-			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i, bitmaps[i]), vnodes: bitmaps[i], k: k, done: make(chan struct{})}
+			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i, bitmaps[i]), vnodes: bitmaps[i], done: make(chan struct{})}
 			sets[fi] = append(sets[fi], a)
 			g.actors[a.id] = a
 		}
@@ -242,136 +248,59 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 			}
 		}
 	}()
+	objs := []*object{j.obj}
+	for _, f := range j.scans() {
+		objs = append(objs, f.up.obj)
+	}
+	b := g.newSpecs()
 	ids := j.obj.StateIDs
 	for fi, f := range j.frags {
 		n := f.pn
 		for i, a := range sets[fi] {
-			in, err := g.operator(j, f, a, i, sets, ids[:n.tableIDs()])
-			if err == nil {
-				in, err = n.buildStages(j.obj.Name, in, e.mem)
-			}
-			if err != nil {
-				if in != nil {
-					in.Close()
+			s := actorSpec{ID: a.id, Fragment: f.id, Role: roleView, Object: j.obj.Name, PlanNode: n.idx, States: slices.Clone(ids[:n.tableIDs()])}
+			switch n.kind {
+			case scanNode:
+				up := f.up
+				from := up.actors
+				if n.scan.kind.coLocated() {
+					from = up.actors[i : i+1]
 				}
-				return nil, err
-			}
-			if n.parent == nil {
-				if err := a.materialize(e, in); err != nil {
-					in.Close()
-					return nil, fmt.Errorf("materialized view %s: %w", j.obj.Name, err)
+				s.Inputs = [][]executors.ActorID{actorIDs(from)}
+				s.LocalUpstream = up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node)
+			default:
+				for _, in := range n.inputs {
+					s.Inputs = append(s.Inputs, actorIDs(sets[in.idx]))
 				}
-				continue
 			}
-			a.exec = in
-			parent := j.frags[n.parent.idx]
-			spec := executors.NewDispatcher{Actor: a.id, Fragment: parent.id, Kind: executors.Hash, Mapping: slices.Clone(mappings[n.parent.idx])}
-			for _, pa := range sets[n.parent.idx] {
-				spec.Outputs = append(spec.Outputs, executors.Output{Actor: pa.id, Node: pa.node})
+			if n.parent != nil {
+				spec := executors.NewDispatcher{Actor: a.id, Fragment: j.frags[n.parent.idx].id, Kind: executors.Hash, Mapping: slices.Clone(mappings[n.parent.idx])}
+				for _, pa := range sets[n.parent.idx] {
+					spec.Outputs = append(spec.Outputs, executors.Output{Actor: pa.id, Node: pa.node})
+				}
+				s.Dispatchers = []executors.NewDispatcher{spec}
+			} else if feeds != nil {
+				s.Dispatchers = feeds(a)
 			}
-			d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), e.mem)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: %w", j.obj.Name, err)
-			}
-			a.disp = append(a.disp, d)
+			b.add(a.node, s, a.vnodes, objs...)
 		}
 		ids = ids[n.tableIDs():]
+	}
+	if err := b.run(); err != nil {
+		return nil, fmt.Errorf("materialized view %s: %w", j.obj.Name, err)
 	}
 	ok = true
 	return sets, nil
 }
 
-// operator builds the head of actor a (the i-th of fragment f): a scan's merge of its
-// upstream's actors and backfill, or an aggregate's or join's merges of its input
-// fragments' new actors (sets) and the operator over them, with its state tables (ids).
-func (g *graph) operator(j *job, f *fragment, a *actor, i int, sets [][]*actor, ids []uint32) (executors.Executor, error) {
-	e := g.e
-	o := j.obj
-	n := f.pn
-	merge := func(from []*actor, s *arrow.Schema) (executors.Executor, error) {
-		var inputs []MergeInput
-		for _, u := range from {
-			in, err := g.inputTo(a.id)(u.id)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
-			}
-			inputs = append(inputs, in)
-		}
-		return NewMerge(a.id, s, inputs, g.inputTo(a.id)), nil
-	}
-	states := func() ([]*storage.StateTable, error) {
-		var out []*storage.StateTable
-		for k, t := range n.states {
-			st, err := storage.NewStateTable(e.nodes[a.node], ids[k], t, a.vnodes)
-			if err != nil {
-				return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
-			}
-			out = append(out, st)
-		}
-		return out, nil
-	}
-	switch n.kind {
-	case scanNode:
-		up := f.up
-		from := up.actors
-		if n.scan.kind.coLocated() {
-			from = up.actors[i : i+1]
-		}
-		in, err := merge(from, up.obj.t.ArrowSchema())
-		if err != nil {
-			return nil, err
-		}
-		return g.backfill(in, a, f, ids[0])
-	case aggNode:
-		sts, err := states()
-		if err != nil {
-			return nil, err
-		}
-		cfg := n.agg
-		cfg.State, cfg.Node, cfg.Mem = sts[0], e.nodes[a.node], e.mem
-		cfg.MultiSets = sts[1:] // the planner's multiset tables, one per slot
-		in, err := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
-		if err != nil {
-			return nil, err
-		}
-		h, err := executors.NewHashAgg(in, cfg)
-		if err != nil {
-			in.Close()
-			return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
-		}
-		return h, nil
-	case joinNode:
-		sts, err := states()
-		if err != nil {
-			return nil, err
-		}
-		cfg := n.join
-		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], e.nodes[a.node], e.mem
-		if e.caches != nil {
-			cfg.Cache = e.caches[a.node]
-		}
-		left, err := merge(sets[n.inputs[0].idx], n.inputs[0].schema)
-		if err != nil {
-			return nil, err
-		}
-		right, err := merge(sets[n.inputs[1].idx], n.inputs[1].schema)
-		if err != nil {
-			left.Close()
-			return nil, err
-		}
-		h, err := executors.NewHashJoin(left, right, cfg)
-		if err != nil {
-			left.Close()
-			right.Close()
-			return nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
-		}
-		return h, nil
-	}
-	return nil, fmt.Errorf("materialized view %s: unknown node kind %d", o.Name, n.kind)
-}
-
 // discard forgets actors that were built and never started, releasing what they hold.
 func (g *graph) discard(actors []*actor) {
+	g.e.gmu.Lock()
+	for name, in := range g.dml {
+		if slices.ContainsFunc(actors, func(a *actor) bool { return a.id == in.actor }) {
+			delete(g.dml, name)
+		}
+	}
+	g.e.gmu.Unlock()
 	for _, a := range actors {
 		delete(g.actors, a.id)
 		if a.exec != nil {
@@ -433,7 +362,7 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		}
 		return (i + int(f.id)) % len(g.e.nodes)
 	}
-	sets, err := g.jobActors(j, mappings, o.Parallelism, nodeOf)
+	sets, err := g.jobActors(j, mappings, o.Parallelism, nodeOf, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -445,13 +374,18 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		}
 	}
 	if connect {
+		// The upstreams' actors are built and not started (at open and recovery):
+		// their nodes add the dispatchers.
+		b := g.newSpecs()
 		for _, spec := range specs {
 			u := g.actors[spec.Actor]
-			d, err := NewDispatcher(u.id, spec, u.k, g.outputFrom(u.id), g.e.mem)
-			if err != nil {
-				return nil, nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
+			b.add(u.node, actorSpec{ID: u.id, Fragment: u.frag.id, Role: roleFeed, Object: u.frag.obj.Name, Dispatchers: []executors.NewDispatcher{spec}}, nil, u.frag.obj)
+		}
+		if err := b.run(); err != nil {
+			for _, set := range sets {
+				g.discard(set)
 			}
-			u.disp = append(u.disp, d)
+			return nil, nil, fmt.Errorf("materialized view %s: %w", o.Name, err)
 		}
 		specs = nil
 	}
@@ -461,36 +395,6 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 	g.frags[o.Name] = j.root()
 	g.jobs[o.Name] = j
 	return j, specs, nil
-}
-
-// backfill is the backfill executor of actor a of scan fragment f over its upstream,
-// reading the upstream's change stream from in, with its progress in table progressID.
-func (g *graph) backfill(in executors.Executor, a *actor, f *fragment, progressID uint32) (executors.Executor, error) {
-	e := g.e
-	o := f.obj
-	n := f.pn
-	up := f.up
-	node := e.nodes[a.node]
-	prog, err := storage.NewProgressTable(node, progressID, fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.obj.t, a.vnodes)
-	if err != nil {
-		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
-	}
-	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
-		Actor: a.id, Fragment: f.id, Upstream: up.obj.t, UpstreamID: up.obj.ID, S2: n.scan.s2,
-		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: copyLimit(o.RateLimit), Paused: o.Paused, EnginePaused: e.paused, Mem: e.mem,
-		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
-		NoShuffle:     n.scan.kind.coLocated(),
-		LocalUpstream: up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node),
-		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
-		Relief:        node.Store().CommitSignal, // a commit frees the epochs it writes
-		OnFinishing:   e.backfillFinishing,       // done at the next barrier: inject it now
-	})
-	if err != nil {
-		return in, fmt.Errorf("materialized view %s: %w", o.Name, err)
-	}
-	a.backfill = bf
-	return bf, nil
 }
 
 // memoryPressure is a backfill's BackfillConfig.Pressure on node with budget bytes

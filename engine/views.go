@@ -310,6 +310,13 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 			return n
 		}
 		return (base + i) % len(e.nodes)
+	}, func(a *actor) []executors.NewDispatcher {
+		// The new root actors feed the downstream views as the old ones did.
+		var specs []executors.NewDispatcher
+		for _, d := range root.downstream {
+			specs = append(specs, feedSpecs(d, &fragment{actors: []*actor{a}}, d.actors, d.mapping)[0])
+		}
+		return specs
 	})
 	if err != nil {
 		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
@@ -318,20 +325,6 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 	var all []*actor
 	for _, set := range sets {
 		all = append(all, set...)
-	}
-	// The new root actors feed the downstream views as the old ones did.
-	for _, a := range newRoot {
-		for _, d := range root.downstream {
-			spec := feedSpecs(d, &fragment{actors: []*actor{a}}, d.actors, d.mapping)[0]
-			disp, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), e.mem)
-			if err != nil {
-				for _, set := range sets {
-					g.discard(set)
-				}
-				return fmt.Errorf("reschedule materialized view %s: %w", name, err)
-			}
-			a.disp = append(a.disp, disp)
-		}
 	}
 	var oldIDs []executors.ActorID
 	for _, a := range j.actors() {

@@ -60,6 +60,7 @@ var (
 		"state_cache_hit",                   // a join probe answered from the cache
 		"state_cache_known_absent",          // a join probe of a key known to have no row, answered without a read
 		"barrier_injected_over_control",     // a barrier a node took from its control stream and injected (cluster-shaped seeds)
+		"actors_built_over_control",         // a build spec a node took from its control stream and built (cluster-shaped seeds)
 	}
 )
 

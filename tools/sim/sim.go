@@ -118,6 +118,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	}
 	if r.ctl != nil {
 		rep.Sometimes["barrier_injected_over_control"] += r.ctl.Injected()
+		rep.Sometimes["actors_built_over_control"] += r.ctl.Built()
 		if cerr := r.ctl.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("sim: close the control streams: %w", cerr)
 		}

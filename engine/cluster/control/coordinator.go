@@ -45,7 +45,7 @@ type NodeJoined struct {
 	Incarnation      uint64
 }
 
-// FromNode is a message a node sent: a Collected, Failed or Sealed whose stamp
+// FromNode is a message a node sent: a Collected, Failed, Sealed or Built whose stamp
 // matched the leader's term, the current generation and the stream's incarnation.
 type FromNode struct {
 	Node string

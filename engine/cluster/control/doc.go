@@ -32,9 +32,10 @@
 // the three numbers on both sides; the stream goes on.
 //
 // The coordinator delivers each stream's events, in order, to one channel: NodeJoined,
-// FromNode (Collected, Failed, Sealed), Refused, and NodeLost once the stream ends for
-// any reason (the node's process died, its context ended, a newer incarnation, a frame
-// that did not decode), so that a lost node is an event, never a hang.
+// FromNode (Collected, Failed, Sealed, Built), Refused, and NodeLost once the stream
+// ends for any reason (the node's process died, its context ended, a newer
+// incarnation, a frame that did not decode), so that a lost node is an event, never a
+// hang.
 //
 // # Files
 //
@@ -44,6 +45,7 @@
 //   - coordinator.go: Coordinator, Config, Registry, the events.
 //   - node.go: Connect and Node.
 //   - local.go: Local, an engine.Control over these streams for the nodes of one
-//     engine: every barrier an Inject frame to the nodes of the sources, every
-//     actor's report a Collected or Failed frame.
+//     engine: every node's actors built from a BuildActors frame that its Built
+//     frame answers, every barrier an Inject frame to the nodes of the sources,
+//     every actor's report a Collected or Failed frame.
 package control

@@ -13,7 +13,7 @@ import (
 
 // FrameVersion is the format version, the first byte of every frame. A change to any
 // encoding of this package bumps it.
-const FrameVersion byte = 1
+const FrameVersion byte = 2
 
 // MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
 // received message, so that a frame the encoder accepts is never refused by the
@@ -23,8 +23,8 @@ const MaxFrameLen = 4 << 20
 // Kind is the second byte of a frame: which message it holds.
 type Kind byte
 
-// The kinds. Hello, Collected, Failed and Sealed go from a node to the coordinator;
-// Accept, BuildActors, Inject and Teardown from the coordinator to a node.
+// The kinds. Hello, Collected, Failed, Sealed and Built go from a node to the
+// coordinator; Accept, BuildActors, Inject and Teardown from the coordinator to a node.
 const (
 	KindHello       Kind = 1
 	KindAccept      Kind = 2
@@ -34,6 +34,7 @@ const (
 	KindCollected   Kind = 6
 	KindFailed      Kind = 7
 	KindSealed      Kind = 8
+	KindBuilt       Kind = 9
 )
 
 func (k Kind) String() string {
@@ -54,13 +55,15 @@ func (k Kind) String() string {
 		return "failed"
 	case KindSealed:
 		return "sealed"
+	case KindBuilt:
+		return "built"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
 
 // FromNode reports whether messages of kind k travel from a node to the coordinator.
 func (k Kind) FromNode() bool {
-	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed
+	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed || k == KindBuilt
 }
 
 // Stamp is what every message carries besides its body: the leader's term, the
@@ -76,8 +79,8 @@ func (s Stamp) String() string {
 
 func (s Stamp) stamped() Stamp { return s }
 
-// Message is one of Hello, Accept, BuildActors, Inject, Teardown, Collected, Failed
-// and Sealed; each embeds its Stamp.
+// Message is one of Hello, Accept, BuildActors, Inject, Teardown, Collected, Failed,
+// Sealed and Built; each embeds its Stamp.
 type Message interface {
 	Kind() Kind
 	stamped() Stamp
@@ -149,6 +152,14 @@ type Sealed struct {
 	Report []byte
 }
 
+// Built answers the BuildActors whose ID it carries: the node built every actor of
+// its spec (Err empty), or built none of them, for the reason Err gives.
+type Built struct {
+	Stamp
+	ID  uint64
+	Err string
+}
+
 // Kind returns KindHello.
 func (Hello) Kind() Kind { return KindHello }
 
@@ -172,6 +183,9 @@ func (Failed) Kind() Kind { return KindFailed }
 
 // Kind returns KindSealed.
 func (Sealed) Kind() Kind { return KindSealed }
+
+// Kind returns KindBuilt.
+func (Built) Kind() Kind { return KindBuilt }
 
 // withStamp returns m with its stamp replaced by s.
 func withStamp(m Message, s Stamp) (Message, error) {
@@ -200,6 +214,9 @@ func withStamp(m Message, s Stamp) (Message, error) {
 	case Sealed:
 		x.Stamp = s
 		return x, nil
+	case Built:
+		x.Stamp = s
+		return x, nil
 	}
 	return nil, fmt.Errorf("control: unknown message type %T", m)
 }
@@ -219,6 +236,7 @@ func withStamp(m Message, s Stamp) (Message, error) {
 //	collected:    epoch | actors (a uvarint count, then the ids)
 //	failed:       actor | error text
 //	sealed:       epoch | report
+//	built:        id | error text (empty: built)
 //
 // It fails on an incarnation of 0 (incarnations count from 1), a Hello without a
 // node name, a string that is not UTF-8 or holds a NUL byte, an Inject without a
@@ -280,6 +298,12 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 	case Sealed:
 		out = binary.BigEndian.AppendUint64(out, uint64(x.Epoch))
 		out = appendBytes(out, x.Report)
+	case Built:
+		if err := checkText(x.Err); err != nil {
+			return fail("build %d: error text: %v", x.ID, err)
+		}
+		out = binary.AppendUvarint(out, x.ID)
+		out = appendBytes(out, x.Err)
 	default:
 		return dst, fmt.Errorf("control: unknown message type %T", m)
 	}
@@ -317,7 +341,7 @@ func DecodeFrame(frame []byte) (Message, error) {
 		return nil, fmt.Errorf("control: unknown frame version %d (want %d)", frame[0], FrameVersion)
 	}
 	k := Kind(frame[1])
-	if k < KindHello || k > KindSealed {
+	if k < KindHello || k > KindBuilt {
 		return nil, fmt.Errorf("control: unknown frame kind %d", frame[1])
 	}
 	r := wire.NewReader(frame[2:])
@@ -369,6 +393,8 @@ func DecodeFrame(frame []byte) (Message, error) {
 		m = Failed{Stamp: s, Actor: executors.ActorID(r.Uvarint("actor", math.MaxUint32)), Err: text(r, "error text")}
 	case KindSealed:
 		m = Sealed{Stamp: s, Epoch: executors.Epoch(r.U64("epoch")), Report: r.Prefixed("report")}
+	case KindBuilt:
+		m = Built{Stamp: s, ID: r.Uvarint("id", math.MaxUint64), Err: text(r, "error text")}
 	}
 	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("control: %s frame (%s): %w", k, s, err)

@@ -46,6 +46,8 @@ func frameCases() []struct {
 		{"failed empty text", Failed{Stamp: testStamp, Actor: math.MaxUint32}},
 		{"sealed empty", Sealed{Stamp: testStamp, Epoch: 1}},
 		{"sealed", Sealed{Stamp: testStamp, Epoch: 2 << 16, Report: bytes.Repeat([]byte{7}, 300)}},
+		{"built", Built{Stamp: testStamp, ID: math.MaxUint64}},
+		{"built failed", Built{Stamp: testStamp, ID: 3, Err: "build actor 7 of view v: no such table"}},
 	}
 }
 
@@ -84,7 +86,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		})
 		kinds[tc.m.Kind()] = true
 	}
-	for k := KindHello; k <= KindSealed; k++ {
+	for k := KindHello; k <= KindBuilt; k++ {
 		if !kinds[k] {
 			t.Errorf("no case of kind %s", k)
 		}
@@ -102,6 +104,7 @@ func TestAppendFrameRefuses(t *testing.T) {
 		{"no node", Hello{Stamp: testStamp}, "empty node name"},
 		{"bad utf8", Hello{Stamp: testStamp, Node: "n", Role: "\xff"}, "role"},
 		{"nul", Failed{Stamp: testStamp, Actor: 3, Err: "a\x00b"}, "NUL"},
+		{"built nul", Built{Stamp: testStamp, ID: 3, Err: "a\x00b"}, "NUL"},
 		{"no barrier", Inject{Stamp: testStamp}, "no barrier"},
 		{"bad barrier", Inject{Stamp: testStamp, Barrier: &executors.Barrier{Prev: 2, Curr: 2}}, "epochs must increase"},
 		{"too long", Sealed{Stamp: testStamp, Report: make([]byte, MaxFrameLen)}, "longer than"},
@@ -128,7 +131,7 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"empty", nil, "shorter than"},
 		{"version", []byte{FrameVersion + 1, byte(KindAccept), 0, 0, 1}, "unknown frame version"},
 		{"kind 0", []byte{FrameVersion, 0, 0, 0, 1}, "unknown frame kind 0"},
-		{"kind 9", []byte{FrameVersion, 9, 0, 0, 1}, "unknown frame kind 9"},
+		{"kind 10", []byte{FrameVersion, 10, 0, 0, 1}, "unknown frame kind 10"},
 		{"no stamp", []byte{FrameVersion, byte(KindAccept)}, "term"},
 		{"non-minimal", []byte{FrameVersion, byte(KindAccept), 0x80, 0x00, 0, 1}, "non-minimal"},
 		{"incarnation 0", []byte{FrameVersion, byte(KindAccept), 1, 1, 0}, "incarnation: 0"},
@@ -146,6 +149,8 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"collected actor range", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x10), "out of range"},
 		{"failed nul", hdr(KindFailed, 1, 1, 0), "NUL"},
 		{"sealed short report", hdr(KindSealed, 0, 0, 0, 0, 0, 0, 0, 1, 5, 1, 2), "report"},
+		{"built no text", hdr(KindBuilt, 1), "error text: truncated"},
+		{"built bad utf8", hdr(KindBuilt, 1, 1, 0xff), "error text: not valid UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := DecodeFrame(tc.frame)

@@ -18,7 +18,8 @@ import (
 
 // Local is an engine.Control for the nodes of one engine: a Coordinator served on a
 // loopback port and, for each graph the engine builds, one control stream per node,
-// so that every barrier travels to the nodes that hold the sources as an Inject frame,
+// so that every node's actors are built from a BuildActors frame (answered by a Built
+// frame), every barrier travels to the nodes that hold the sources as an Inject frame,
 // and every actor's report back as a Collected or Failed frame, each stamped with
 // the term, the graph's generation and the node's incarnation and checked as a
 // node's in another process would be. Each graph connects every node anew, with a
@@ -42,6 +43,8 @@ type Local struct {
 
 	lost     atomic.Int64
 	injected atomic.Int64
+	built    atomic.Int64
+	builds   atomic.Uint64 // the last BuildActors id
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -85,13 +88,16 @@ func (l *Local) Lost() int64 { return l.lost.Load() }
 // their sources.
 func (l *Local) Injected() int64 { return l.injected.Load() }
 
+// Built counts the build specs the nodes took from their streams and built.
+func (l *Local) Built() int64 { return l.built.Load() }
+
 // Refusals counts the frames the coordinator refused for their stamps.
 func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
 
 func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
 
 // Open implements engine.Control.
-func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(engine.ControlReport), inject func(context.Context, int, *executors.Barrier) error) (engine.ControlGraph, error) {
+func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.ControlNode) (engine.ControlGraph, error) {
 	if gen > l.coord.Generation() {
 		if err := l.coord.SetGeneration(gen); err != nil {
 			return nil, err
@@ -99,7 +105,7 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, deliver func(en
 	} else {
 		return nil, fmt.Errorf("control: generation %d is not above the last, %d", gen, l.coord.Generation())
 	}
-	g := &localGraph{l: l, gen: gen, deliver: deliver, inject: inject, nodes: make([]*Node, nodes), incs: make([]uint64, nodes)}
+	g := &localGraph{l: l, gen: gen, side: side, nodes: make([]*Node, nodes), incs: make([]uint64, nodes), pending: map[uint64]pendingBuild{}}
 	// The receivers' injections end with the graph's control too, not only with the
 	// engine's graph: Close waits for them.
 	rctx, cancel := context.WithCancel(ctx)
@@ -173,11 +179,23 @@ func (l *Local) events() {
 				if StampOf(m).Generation == g.gen {
 					g.send(engine.ControlReport{Actor: m.Actor, Err: errors.New(m.Err)})
 				}
+			case Built:
+				if StampOf(m).Generation == g.gen {
+					var err error
+					if m.Err != "" {
+						err = errors.New(m.Err)
+					}
+					g.answer(m.ID, -1, err)
+				}
 			}
 		case NodeLost:
 			i, err := strconv.Atoi(strings.TrimPrefix(ev.Node, "node-"))
-			if err == nil && i < len(g.incs) && g.incs[i] == ev.Incarnation && g.send(engine.ControlReport{Err: fmt.Errorf("control: %s (incarnation %d) lost its stream: %w", ev.Node, ev.Incarnation, ev.Err)}) {
-				l.lost.Add(1)
+			if err == nil && i < len(g.incs) && g.incs[i] == ev.Incarnation {
+				lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w", ev.Node, ev.Incarnation, ev.Err)
+				g.answer(0, i, lost)
+				if g.send(engine.ControlReport{Err: lost}) {
+					l.lost.Add(1)
+				}
 			}
 		}
 	}
@@ -201,17 +219,38 @@ func (l *Local) Close() error {
 
 // localGraph is the control of one graph.
 type localGraph struct {
-	l       *Local
-	gen     uint64
-	nodes   []*Node
-	incs    []uint64
-	deliver func(engine.ControlReport)
-	inject  func(context.Context, int, *executors.Barrier) error
-	wg      sync.WaitGroup     // the nodes' receivers
-	cancel  context.CancelFunc // ends their injections
+	l      *Local
+	gen    uint64
+	nodes  []*Node
+	incs   []uint64
+	side   engine.ControlNode
+	wg     sync.WaitGroup     // the nodes' receivers
+	cancel context.CancelFunc // ends their builds and injections
 
 	mu     sync.RWMutex // deliveries hold it shared; Close exclusively
 	closed bool
+
+	pmu     sync.Mutex
+	pending map[uint64]pendingBuild // the builds sent and not answered, by id
+}
+
+// pendingBuild is a build waiting for its node's answer.
+type pendingBuild struct {
+	node int
+	done chan error // buffered: one answer
+}
+
+// answer ends the pending build id with err, or with node >= 0 every build pending at
+// node (its stream is lost).
+func (g *localGraph) answer(id uint64, node int, err error) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	for k, p := range g.pending {
+		if k == id || (node >= 0 && p.node == node) || node == -2 {
+			p.done <- err
+			delete(g.pending, k)
+		}
+	}
 }
 
 // send delivers r unless the graph is closed, and reports whether it did.
@@ -221,14 +260,16 @@ func (g *localGraph) send(r engine.ControlReport) bool {
 	if g.closed {
 		return false
 	}
-	g.deliver(r)
+	g.side.Deliver(r)
 	return true
 }
 
-// recv is node i's side of its stream n: it injects each barrier the coordinator sent
-// at the node's sources, in order, until the stream ends. A refused frame (a stale
-// stamp) is dropped; a message a Local node does not take (it builds no actors)
-// fails the node, and so does an injection that fails while the graph is not closed.
+// recv is node i's side of its stream n: it builds the actors of each build spec and
+// injects each barrier the coordinator sent at the node's sources, in order, until
+// the stream ends. A refused frame (a stale stamp) is dropped; a build answers with
+// a Built frame, with the build's error if it failed; a message a Local node does
+// not take (a teardown: the engine tears a graph down itself) fails the node, and so
+// does an injection that fails while the graph is not closed.
 func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 	defer g.wg.Done()
 	for {
@@ -240,18 +281,24 @@ func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 		if err != nil {
 			return // the stream ended: the coordinator sees it lost
 		}
-		in, ok := m.(Inject)
-		if !ok {
-			g.fail(ctx, n, fmt.Errorf("control: %s: a local node does not take a %s (%s)", nodeName(i), m.Kind(), StampOf(m)))
-			return
-		}
 		g.mu.RLock()
 		closed := g.closed
 		g.mu.RUnlock()
 		if closed {
 			return
 		}
-		if err := g.inject(ctx, i, in.Barrier); err != nil {
+		if b, ok := m.(BuildActors); ok {
+			if err := n.Send(ctx, Built{ID: b.ID, Err: errText(g.build(ctx, i, b))}); err != nil {
+				return // the stream ended
+			}
+			continue
+		}
+		in, ok := m.(Inject)
+		if !ok {
+			g.fail(ctx, n, fmt.Errorf("control: %s: a local node does not take a %s (%s)", nodeName(i), m.Kind(), StampOf(m)))
+			return
+		}
+		if err := g.side.Inject(ctx, i, in.Barrier); err != nil {
 			g.fail(ctx, n, err)
 			return
 		}
@@ -259,10 +306,61 @@ func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 	}
 }
 
+// build builds the actors of b at node i.
+func (g *localGraph) build(ctx context.Context, i int, b BuildActors) error {
+	if b.SpecVersion != engine.BuildSpecVersion {
+		return fmt.Errorf("control: %s: build %d: spec version %d, this node builds version %d", nodeName(i), b.ID, b.SpecVersion, engine.BuildSpecVersion)
+	}
+	if err := g.side.Build(ctx, i, b.Spec); err != nil {
+		return err
+	}
+	g.l.built.Add(1)
+	return nil
+}
+
+// errText is err's text as a frame carries it (valid UTF-8, no NUL byte); "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // fail reports err as node n's failure, then ends its stream.
 func (g *localGraph) fail(ctx context.Context, n *Node, err error) {
 	_ = n.Send(ctx, Failed{Err: err.Error()})
 	n.Close()
+}
+
+// Build implements engine.ControlGraph: a BuildActors frame to node's stream, and the
+// error of the Built frame that answers it.
+func (g *localGraph) Build(ctx context.Context, node int, spec []byte) error {
+	if node < 0 || node >= len(g.nodes) {
+		return fmt.Errorf("control: build at node %d: the graph has nodes 0 to %d", node, len(g.nodes)-1)
+	}
+	id := g.l.builds.Add(1)
+	done := make(chan error, 1)
+	g.pmu.Lock()
+	g.pending[id] = pendingBuild{node: node, done: done}
+	g.pmu.Unlock()
+	g.mu.RLock()
+	closed := g.closed
+	g.mu.RUnlock()
+	if closed {
+		g.answer(id, -1, nil)
+		return fmt.Errorf("control: build %d at %s: the graph's control is closed", id, nodeName(node))
+	}
+	if err := g.l.coord.Send(ctx, nodeName(node), BuildActors{ID: id, SpecVersion: engine.BuildSpecVersion, Spec: spec}); err != nil {
+		g.answer(id, -1, nil)
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		g.answer(id, -1, nil)
+		return fmt.Errorf("control: build %d at %s: %w", id, nodeName(node), ctx.Err())
+	}
 }
 
 // Inject implements engine.ControlGraph: an Inject frame to node's stream.
@@ -294,6 +392,7 @@ func (g *localGraph) Close() {
 	}
 	g.closed = true
 	g.mu.Unlock()
+	g.answer(0, -2, errors.New("control: the graph's control is closed"))
 	g.cancel()
 	for _, n := range g.nodes {
 		if n != nil {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -116,7 +117,15 @@ func TestLocalEngine(t *testing.T) {
 			}
 		}
 	}
+	if n := l.Built(); n != 0 {
+		t.Fatalf("%d builds before any table", n)
+	}
 	both("create kv", func(e *engine.Engine) error { return e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}) })
+	// Each of the 3 nodes built its actor of kv from its spec (node 0 the DML
+	// actor too).
+	if n := l.Built(); n != 3 {
+		t.Fatalf("%d builds over the streams for a table on 3 nodes, want 3", n)
+	}
 	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 0, 300) })
 	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
 	both("create by_g", func(e *engine.Engine) error { return e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 2}) })
@@ -132,6 +141,10 @@ func TestLocalEngine(t *testing.T) {
 		both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
 		check(fmt.Sprintf("round %d", round))
 	}
+
+	// Every recovery (the crash's reopen, below the losses') builds every node's
+	// actors over the new streams.
+	builtBefore := l.Built()
 
 	// A lost stream mid-run.
 	committed := es[0].CommittedEpoch()
@@ -153,6 +166,9 @@ func TestLocalEngine(t *testing.T) {
 		t.Fatal("no lost stream was delivered")
 	}
 	check("after the recovery")
+	if l.Built() < builtBefore+3 {
+		t.Fatalf("%d builds over the streams after the recovery, want at least one per node (%d before)", l.Built(), builtBefore)
+	}
 
 	// The barriers travel over the streams: a lost stream of the node that holds
 	// the sources fails the next round's injection (or its collection), naming
@@ -177,4 +193,84 @@ func TestLocalEngine(t *testing.T) {
 	both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
 	check("after the recovery and more writes")
 	both("close", func(e *engine.Engine) error { return e.Close() })
+}
+
+// corruptControl is a Local whose build number n (counted from 1 over every graph)
+// carries a spec of an unknown version, which its node refuses.
+type corruptControl struct {
+	*Local
+	n, calls int
+}
+
+func (c *corruptControl) Open(ctx context.Context, gen uint64, nodes int, side engine.ControlNode) (engine.ControlGraph, error) {
+	g, err := c.Local.Open(ctx, gen, nodes, side)
+	if err != nil {
+		return nil, err
+	}
+	return corruptGraph{g, c}, nil
+}
+
+type corruptGraph struct {
+	engine.ControlGraph
+	c *corruptControl
+}
+
+func (g corruptGraph) Build(ctx context.Context, node int, spec []byte) error {
+	if g.c.calls++; g.c.calls == g.c.n {
+		spec = bytes.Replace(spec, []byte(`"version":1`), []byte(`"version":9`), 1)
+	}
+	return g.ControlGraph.Build(ctx, node, spec)
+}
+
+// A view whose build fails on one node (after another node built its actors) is not
+// created, and leaves nothing behind: the engine goes on, and the view created again
+// holds what it should.
+func TestLocalBuildFails(t *testing.T) {
+	ctx := localCtx(t)
+	c := &corruptControl{Local: newLocal(t)}
+	e := localEngine(t, t.TempDir(), c)
+	defer e.Close()
+	if err := e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := localWrite(ctx, e.Insert, 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	// The view's actors span all 3 nodes: its second node's build is refused.
+	c.n = c.calls + 2
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	err := e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 3})
+	if err == nil || !strings.Contains(err.Error(), "by_g") || !strings.Contains(err.Error(), "node 1") || !strings.Contains(err.Error(), "version 9") {
+		t.Fatalf("create by_g with a refused build: %v, want an error naming by_g, node 1 and the version", err)
+	}
+	t.Logf("refused build: %v", err)
+	if _, err := e.Table("by_g"); err == nil {
+		t.Fatal("by_g exists after its build failed")
+	}
+	if err := localWrite(ctx, e.Insert, 500, 600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatalf("checkpoint after the failed build: %v", err)
+	}
+	if err := e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := localScan(t, e, "by_g")
+	want := map[string]int{}
+	for k := range 600 {
+		want[fmt.Sprint("g", k%7)]++
+	}
+	if len(got) != len(want) {
+		t.Fatalf("by_g has %d groups, want %d: %v", len(got), len(want), got)
+	}
+	for _, row := range got {
+		g, n, _ := strings.Cut(row, " ")
+		if fmt.Sprint(want[g]) != n {
+			t.Fatalf("by_g row %q, want %s %d", row, g, want[g])
+		}
+	}
 }

@@ -139,7 +139,7 @@ func (n *Node) fail(err error) error {
 	return fmt.Errorf("control: node %q incarnation %d: %w", n.hello.Node, n.hello.Incarnation, err)
 }
 
-// Send sends m (a Collected, Failed or Sealed) stamped with Known (m's own stamp is
+// Send sends m (a Collected, Failed, Sealed or Built) stamped with Known (m's own stamp is
 // ignored). It returns once the stream's transport took the frame; ctx is checked
 // before, and a Send blocked by flow control ends when the stream does.
 func (n *Node) Send(ctx context.Context, m Message) error {
