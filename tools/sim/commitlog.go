@@ -85,7 +85,8 @@ func (r *runner) newLeader() error {
 	l, err := commitlog.Open(r.ctx, commitlog.Config{
 		Meta: c.meta, Bucket: c.bucket, BucketURL: c.url, Node: c.nodes,
 		LeaseTTL: 30 * time.Second, Grace: -1, TableBytes: 4 << 10,
-		Logger: r.opts.Logger,
+		BaseEvery: 2 + int(r.seed%7), // bases, and compactions, within a seed's commits
+		Logger:    r.opts.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("sim: open the commit log of leader node-%d: %w", c.nodes, err)
@@ -136,6 +137,7 @@ func (r *runner) logFaultStep() error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	named := c.url
+	_, baseFailed := c.log.Bases()
 	switch kind {
 	case "bucket_write_error":
 		c.faults.Arm(after)
@@ -172,6 +174,14 @@ func (r *runner) logFaultStep() error {
 		r.pending = 0
 		return r.afterCall()
 	}
+	if _, failed := c.log.Bases(); err == nil && kind == "bucket_write_error" && hits > 0 && failed > baseFailed {
+		// The checkpoint committed, and the base its commit wrote then met the
+		// refusal: it failed, to be written at a later commit.
+		r.tracef("%s: the checkpoint committed; the base after it failed", kind)
+		r.rep.Sometimes["bucket_fault_failed_a_base"]++
+		r.pending = 0
+		return r.afterCall()
+	}
 	if err == nil || !strings.Contains(err.Error(), named) {
 		r.fail("I6 durability", "checkpoint after %s: %v (want an error naming %s)", kind, err, named)
 		return errStop
@@ -205,9 +215,9 @@ func (r *runner) logFaultStep() error {
 }
 
 // checkBucket (commit-log seeds, at the end, the engine closed) collects every
-// object no committed version references, those recorded by a failed commit and
-// those uploaded before one failed, and then requires the bucket to hold exactly the
-// objects the log references.
+// object no committed version or base references, those recorded by a failed commit,
+// those uploaded before one failed and those of the history a base compacted, and
+// then requires the bucket to hold exactly the objects the log references.
 func (r *runner) checkBucket() error {
 	c := r.clog
 	if _, err := c.log.Collect(r.ctx, 0); err != nil {
@@ -222,6 +232,18 @@ func (r *runner) checkBucket() error {
 	for _, d := range deltas {
 		for _, o := range d.Objects {
 			referenced[o.Name] = true
+		}
+	}
+	b, ok, err := c.meta.LatestBase(r.ctx)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	if ok {
+		for _, o := range b.Objects {
+			referenced[o.Name] = true
+		}
+		if first, err := c.meta.FirstDelta(r.ctx); err == nil && first > 1 {
+			r.rep.Sometimes["log_compacted_by_a_base"]++
 		}
 	}
 	now := time.Now().Add(time.Second) // past every object's modification time

@@ -72,6 +72,7 @@ var (
 		"rebuilt_from_an_empty_directory", // a leader that opened on an empty directory rebuilt it from the log
 		"crash_commit_kept_by_the_log",    // a crash image older than the log's commit, caught up on reopen
 		"bucket_checked_after_collection", // a seed's bucket held exactly the referenced objects after collection
+		"log_compacted_by_a_base",         // a seed's log compacted its history into a base (and a reopen on an empty directory starts from it)
 	}
 )
 

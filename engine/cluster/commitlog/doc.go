@@ -9,11 +9,13 @@
 // whose lease was taken over fails its next commit with meta.ErrDeposed, committing
 // nothing. A commit's catalog changes and table drops travel in the version log's
 // delta (changes.go); the store keeps the sequence it applied last, so a catch-up
-// reads only the deltas after it.
+// reads only the deltas after it. Every Config.BaseEvery commits the Log writes a
+// base (WriteBase), the whole committed state, which compacts the history before the
+// previous base; an empty directory catches up from the base.
 //
 // # Files
 //
-//   - log.go: Config, Log, Open, Close; CatchUp, Commit and Collect.
+//   - log.go: Config, Log, Open, Close; CatchUp, Commit, WriteBase and Collect.
 //   - changes.go: the versioned encoding of a commit's changes in a delta.
 //
 // The tests start a private PostgreSQL server (internal/pgtest) and fail, not skip,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed04fbb902/weir/engine"
@@ -21,6 +22,9 @@ const (
 	DefaultLeaseTTL = 10 * time.Second
 	DefaultTimeout  = 30 * time.Second
 	DefaultGrace    = 10 * time.Minute
+	// DefaultBaseEvery is how many commits a base (the whole committed state) is
+	// written after the last.
+	DefaultBaseEvery = 64
 )
 
 // Config configures a Log. Meta and Bucket are the caller's, who closes them after
@@ -45,6 +49,12 @@ type Config struct {
 	// TableBytes sizes the uploaded sstables (storage.ExportOptions; 0: the
 	// default). The engine's store holds every vnode, so they are cut by size only.
 	TableBytes int
+	// BaseEvery is how many commits after the log's last base (or its start) a
+	// commit also writes a base: the whole committed state, which compacts the
+	// history before the previous base (meta.Store.CommitBase) so that the bucket
+	// and the log stay bounded and an empty directory catches up from the base (0:
+	// DefaultBaseEvery; negative: never).
+	BaseEvery int
 	// Logger receives the log's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -61,6 +71,10 @@ type Log struct {
 	mu    sync.Mutex
 	lease meta.Lease
 	lost  error // the lease was lost (deposed): every later commit fails with it
+
+	base uint64 // the sequence of the log's last base (0: none)
+
+	basesWritten, basesFailed atomic.Int64
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -92,6 +106,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Grace == 0 {
 		cfg.Grace = DefaultGrace
 	}
+	if cfg.BaseEvery == 0 {
+		cfg.BaseEvery = DefaultBaseEvery
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -112,8 +129,22 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		_ = cfg.Meta.Release(ctx, lease)
 		return nil, fmt.Errorf("commitlog: %w", err)
 	}
+	b, ok, err := cfg.Meta.LatestBase(ctx)
+	if err != nil {
+		_ = cfg.Meta.Release(ctx, lease)
+		return nil, fmt.Errorf("commitlog: %w", err)
+	}
+	if ok {
+		l.base = b.Seq
+	}
 	go l.background()
 	return l, nil
+}
+
+// Bases counts the bases the log wrote and those that Commit tried to write and
+// failed (each retried at the next commit).
+func (l *Log) Bases() (written, failed int64) {
+	return l.basesWritten.Load(), l.basesFailed.Load()
 }
 
 // Incarnation is the node's incarnation, bumped by every Open.
@@ -212,10 +243,11 @@ func (l *Log) loseLocked(err error) {
 }
 
 // CatchUp applies to store every delta of the log above the sequence store applied
-// last, in order: the objects, downloaded, and the catalog changes and drops. A store
-// with commits but no applied sequence holds commits the log lacks (an embedded
-// engine's directory) and is refused. It returns the generation of the log's last
-// commit.
+// last, in order: the objects, downloaded, and the catalog changes and drops. An
+// empty store first applies the log's base, if it has one, and then the deltas after
+// it. A store with commits but no applied sequence holds commits the log lacks (an
+// embedded engine's directory) and is refused, and so is a store whose sequence the
+// log has compacted away. It returns the generation of the log's last commit.
 func (l *Log) CatchUp(ctx context.Context, store *storage.Store) (uint64, error) {
 	return catchUp(ctx, l.cfg, store)
 }
@@ -231,6 +263,29 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 	if applied == 0 && store.CommittedEpoch() > 0 {
 		return 0, fmt.Errorf("commitlog: catch up: the store has committed epoch %d without the log (an embedded engine's directory?)", store.CommittedEpoch())
 	}
+	var gen uint64 // of the last delta the store holds
+	if applied == 0 {
+		// An empty store starts from the log's base, if it has one.
+		b, ok, err := cfg.Meta.LatestBase(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("commitlog: catch up: %w", err)
+		}
+		if ok {
+			ch, err := decodeChanges(b.Catalog)
+			if err != nil {
+				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d (epoch %d): %w", b.Seq, b.Epoch, err)
+			}
+			ch.Sequence = b.Seq
+			names := make([]string, len(b.Objects))
+			for i, o := range b.Objects {
+				names[i] = o.Name
+			}
+			if err := objstore.ApplyBase(ctx, cfg.Bucket, store, b.Epoch, names, ch); err != nil {
+				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d: %w", b.Seq, err)
+			}
+			applied, gen = b.Seq, b.Generation
+		}
+	}
 	// From the delta the store applied last, which must be this log's: a directory
 	// of another cluster (or a log that lost commits) is refused before anything of
 	// this log is applied to it.
@@ -238,12 +293,19 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 	if err != nil {
 		return 0, fmt.Errorf("commitlog: catch up from sequence %d: %w", applied, err)
 	}
-	var gen uint64 // of the last delta the store holds
 	if applied > 0 {
 		if len(deltas) == 0 || deltas[0].Seq != applied || deltas[0].Epoch != store.CommittedEpoch() {
 			v, verr := cfg.Meta.Committed(ctx)
 			if verr != nil {
 				return 0, fmt.Errorf("commitlog: catch up: %w", verr)
+			}
+			first, ferr := cfg.Meta.FirstDelta(ctx)
+			if ferr != nil {
+				return 0, fmt.Errorf("commitlog: catch up: %w", ferr)
+			}
+			if first > applied && applied <= v.Seq {
+				return 0, fmt.Errorf("commitlog: catch up: the store applied sequence %d, which the log in %s has compacted (it holds the deltas from sequence %d to %d and a base): start the directory empty, and it rebuilds from the base",
+					applied, cfg.Meta, first, v.Seq)
 			}
 			return 0, fmt.Errorf("commitlog: catch up: the store applied sequence %d at epoch %d, which the log in %s does not hold (it is at sequence %d, epoch %d): a directory of another cluster?",
 				applied, store.CommittedEpoch(), cfg.Meta, v.Seq, v.Epoch)
@@ -328,7 +390,71 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generatio
 	}
 	st.Ingested = len(objs)
 	st.Catalog = len(ch.Catalog)
+	l.mu.Lock()
+	due := l.cfg.BaseEvery > 0 && ch.Sequence >= l.base+uint64(l.cfg.BaseEvery)
+	l.mu.Unlock()
+	if due {
+		// The commit stands whatever happens to the base: a failed one is retried
+		// at the next commit.
+		if _, err := l.WriteBase(ctx, store); err != nil {
+			l.basesFailed.Add(1)
+			l.log.Warn("write a base of the log", "sequence", ch.Sequence, "error", err)
+		}
+	}
 	return st, nil
+}
+
+// WriteBase uploads store's whole committed state (which must be this log's, at its
+// last commit) as the log's base and commits it (meta.Store.CommitBase), which
+// compacts the log's history before the previous base. Its objects are recorded
+// before the base is committed, so that a base that fails to commit leaves them to
+// Collect (those of an upload that fails are left to objstore.Collect).
+// Commit calls it every Config.BaseEvery commits; the store's checkpoints wait while
+// it exports.
+func (l *Log) WriteBase(ctx context.Context, store *storage.Store) (meta.Base, error) {
+	l.mu.Lock()
+	lease, lost := l.lease, l.lost
+	l.mu.Unlock()
+	if lost != nil {
+		return meta.Base{}, fmt.Errorf("commitlog: write a base: %w", lost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	info, objs, err := objstore.UploadBase(ctx, l.cfg.Bucket, store, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
+	if err != nil {
+		return meta.Base{}, fmt.Errorf("commitlog: write a base to bucket %s: %w", l.cfg.BucketURL, err)
+	}
+	catalog, err := encodeChanges(storage.Changes{Catalog: info.Catalog})
+	if err != nil {
+		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: %w", info.Sequence, err)
+	}
+	deltas, err := l.cfg.Meta.Deltas(ctx, info.Sequence-1)
+	if err != nil {
+		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: %w", info.Sequence, err)
+	}
+	if len(deltas) == 0 || deltas[0].Seq != info.Sequence {
+		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: the log holds no such delta", info.Sequence)
+	}
+	b := meta.Base{Seq: info.Sequence, Epoch: info.Epoch, Generation: deltas[0].Generation, Catalog: catalog, Objects: make([]meta.Object, len(objs))}
+	for i, o := range objs {
+		b.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
+	}
+	if err := l.cfg.Meta.AddObjects(ctx, b.Objects); err != nil {
+		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: %w", info.Sequence, err)
+	}
+	if err := l.cfg.Meta.CommitBase(ctx, lease, b); err != nil {
+		if errors.Is(err, meta.ErrDeposed) {
+			l.mu.Lock()
+			l.loseLocked(err)
+			l.mu.Unlock()
+		}
+		return meta.Base{}, fmt.Errorf("commitlog: %w", err)
+	}
+	l.mu.Lock()
+	l.base = max(l.base, b.Seq)
+	l.mu.Unlock()
+	l.basesWritten.Add(1)
+	return b, nil
 }
 
 // Collect deletes the objects that no committed sequence references and that were

@@ -212,7 +212,7 @@ func commitIn(ctx context.Context, tx pgx.Tx, l Lease, c Checkpoint, a commitVal
 		FROM unnest($2::text[], $3::bytea[], $4::bytea[], $5::bigint[]) WITH ORDINALITY AS n(name, smallest, largest, size, pos)
 		ON CONFLICT (name) DO UPDATE
 		SET smallest = EXCLUDED.smallest, largest = EXCLUDED.largest, size = EXCLUDED.size, seq = EXCLUDED.seq, pos = EXCLUDED.pos
-		WHERE o.seq IS NULL`, seq, a.names, a.smallest, a.largest, a.sizes)
+		WHERE o.seq IS NULL AND o.base IS NULL`, seq, a.names, a.smallest, a.largest, a.sizes)
 	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, fmt.Sprintf("%d %d", seq, a.epoch))
 	res := tx.SendBatch(ctx, &b)
 	var added int64
@@ -265,15 +265,21 @@ func refused(ctx context.Context, tx pgx.Tx, l Lease, c Checkpoint) error {
 // already references.
 func referenced(ctx context.Context, tx pgx.Tx, names []string, seq int64) error {
 	var (
-		name  string
-		other int64
+		name        string
+		other, base *int64
 	)
-	err := tx.QueryRow(ctx, `SELECT name, seq FROM weir_objects
-		WHERE name = ANY($1) AND seq IS DISTINCT FROM $2 ORDER BY name LIMIT 1`, names, seq).Scan(&name, &other)
+	err := tx.QueryRow(ctx, `SELECT name, seq, base FROM weir_objects
+		WHERE name = ANY($1) AND (seq IS DISTINCT FROM $2 OR base IS NOT NULL) ORDER BY name LIMIT 1`, names, seq).Scan(&name, &other, &base)
 	if err != nil {
 		return fmt.Errorf("objects already referenced (reading which: %w)", err)
 	}
-	return fmt.Errorf("object %q is already referenced by sequence %d", name, other)
+	if base != nil {
+		return fmt.Errorf("object %q is already referenced by the base at sequence %d", name, *base)
+	}
+	if other == nil {
+		return fmt.Errorf("object %q is already referenced", name)
+	}
+	return fmt.Errorf("object %q is already referenced by sequence %d", name, *other)
 }
 
 // Committed returns the commit point.

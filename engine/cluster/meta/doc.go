@@ -16,7 +16,8 @@
 // # Tables
 //
 // Open creates the tables weir_meta_schema (the schema version), weir_leader,
-// weir_nodes, weir_version, weir_deltas and weir_objects when they do not exist, and
+// weir_nodes, weir_version, weir_deltas, weir_bases and weir_objects when they do not
+// exist, migrates a database of schema version 1 to 2 (which adds the bases), and
 // refuses a database of a newer schema version (schema.go describes each table).
 //
 // # Files
@@ -31,6 +32,8 @@
 //   - listen.go: Listener, Notification: the announcements of new sequences.
 //   - objects.go: AddObjects, Unreferenced, DeleteObjects: the records garbage
 //     collection works from.
+//   - base.go: Base, CommitBase, LatestBase, FirstDelta: the log's history
+//     compacted into the whole committed state at one sequence.
 //
 // The tests start a private PostgreSQL server with scripts/pg.sh (main_test.go) and
 // fail, not skip, without one: `make pg-install` installs it.

@@ -40,8 +40,9 @@ func (s *Store) AddObjects(ctx context.Context, objs []Object) error {
 	return nil
 }
 
-// Unreferenced returns the objects that no committed sequence references and that
-// were added before before (by the database's clock: take it from Now minus a grace
+// Unreferenced returns the objects that no committed sequence or base references and
+// that were added (or, for those of a compacted history, left unreferenced by
+// CommitBase) before before (by the database's clock: take it from Now minus a grace
 // period longer than the barrier timeout, so that no round still running can commit
 // them), ordered by name. The caller deletes them from the bucket, then calls
 // DeleteObjects.
@@ -49,7 +50,7 @@ func (s *Store) Unreferenced(ctx context.Context, before time.Time) ([]Object, e
 	var out []Object
 	err := s.with(ctx, func(c *pgx.Conn) error {
 		rows, err := c.Query(ctx, `SELECT name, smallest, largest, size FROM weir_objects
-			WHERE seq IS NULL AND added < $1 ORDER BY name`, before)
+			WHERE seq IS NULL AND base IS NULL AND added < $1 ORDER BY name`, before)
 		if err != nil {
 			return err
 		}
@@ -70,14 +71,15 @@ func (s *Store) Unreferenced(ctx context.Context, before time.Time) ([]Object, e
 }
 
 // DeleteObjects forgets the named objects once the bucket no longer holds them, and
-// returns how many it forgot. It keeps any that a committed sequence references.
+// returns how many it forgot. It keeps any that a committed sequence or a base
+// references.
 func (s *Store) DeleteObjects(ctx context.Context, names []string) (int, error) {
 	if names == nil {
 		names = []string{}
 	}
 	var n int64
 	err := s.with(ctx, func(c *pgx.Conn) error {
-		tag, err := c.Exec(ctx, `DELETE FROM weir_objects WHERE name = ANY($1) AND seq IS NULL`, names)
+		tag, err := c.Exec(ctx, `DELETE FROM weir_objects WHERE name = ANY($1) AND seq IS NULL AND base IS NULL`, names)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the tables this code reads and writes. Open
 // records it in a new database and refuses a database that records a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrateLock is the transaction-level advisory lock that serialises Opens of one
 // database, so that two processes creating the tables at once do not collide.
@@ -79,8 +79,30 @@ CREATE INDEX weir_objects_by_seq ON weir_objects (seq, pos);
 CREATE INDEX weir_objects_orphans ON weir_objects (added) WHERE seq IS NULL;
 `
 
+// schemaV2 adds the bases to a database of version 1.
+//
+//   - weir_bases: the log's compacted history: at most one row, the whole committed
+//     state at sequence seq (its epoch, generation, the committing leader's term and
+//     the full catalog), whose rows are the objects that reference it.
+//   - weir_objects.base: the base that references the object, NULL while none does.
+//     An object is referenced by a delta (seq) or by a base (base), never both.
+const schemaV2 = `
+CREATE TABLE weir_bases (
+	seq        bigint PRIMARY KEY,
+	epoch      bigint NOT NULL,
+	generation bigint NOT NULL,
+	term       bigint NOT NULL,
+	catalog    bytea NOT NULL,
+	created    timestamptz NOT NULL
+);
+ALTER TABLE weir_objects ADD COLUMN base bigint REFERENCES weir_bases (seq);
+CREATE INDEX weir_objects_by_base ON weir_objects (base, pos);
+DROP INDEX weir_objects_orphans;
+CREATE INDEX weir_objects_orphans ON weir_objects (added) WHERE seq IS NULL AND base IS NULL;
+`
+
 // migrate creates the tables of a new database, or checks the schema version of an
-// existing one, in one transaction.
+// existing one and migrates one of version 1 to 2, in one transaction.
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
@@ -96,6 +118,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, schemaV1); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(ctx, schemaV2); err != nil {
+				return err
+			}
 			_, err = tx.Exec(ctx, `INSERT INTO weir_meta_schema VALUES (1, $1)`, SchemaVersion)
 			return err
 		case err != nil:
@@ -104,6 +129,12 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("schema version %d is newer than this build's %d", version, SchemaVersion)
 		case version < 1:
 			return fmt.Errorf("schema version %d is not one this build knows (1 to %d)", version, SchemaVersion)
+		case version == 1:
+			if _, err := tx.Exec(ctx, schemaV2); err != nil {
+				return fmt.Errorf("migrate schema version 1 to 2: %w", err)
+			}
+			_, err = tx.Exec(ctx, `UPDATE weir_meta_schema SET version = 2 WHERE id = 1`)
+			return err
 		}
 		return nil
 	})

@@ -7,19 +7,25 @@ import (
 )
 
 // Name identifies one uploaded sstable: the k-th of the epoch that incarnation
-// Incarnation of node Node exported. Two uploads never share a name: a node restarted
-// or replaced runs as a new incarnation.
+// Incarnation of node Node exported, or with Base the k-th of the base (the whole
+// committed state) at that epoch it exported. Two uploads never share a name: a node
+// restarted or replaced runs as a new incarnation.
 type Name struct {
 	Epoch       uint64
 	Node        uint64
 	Incarnation uint64
 	K           uint64
+	Base        bool
 }
 
 // String is the object's name in the bucket: e<epoch>-n<node>-i<incarnation>-<k>.sst,
-// each number in decimal.
+// each number in decimal, or b<epoch>-... for a base's.
 func (n Name) String() string {
-	return fmt.Sprintf("e%d-n%d-i%d-%d.sst", n.Epoch, n.Node, n.Incarnation, n.K)
+	p := 'e'
+	if n.Base {
+		p = 'b'
+	}
+	return fmt.Sprintf("%c%d-n%d-i%d-%d.sst", p, n.Epoch, n.Node, n.Incarnation, n.K)
 }
 
 // ParseName parses an object name that String formats. Anything else (another
@@ -27,7 +33,7 @@ func (n Name) String() string {
 // uint64's range) is an error naming the object.
 func ParseName(s string) (Name, error) {
 	bad := func(why string) (Name, error) {
-		return Name{}, fmt.Errorf("objstore: object %q is not named e<epoch>-n<node>-i<incarnation>-<k>.sst: %s", s, why)
+		return Name{}, fmt.Errorf("objstore: object %q is not named e<epoch>-n<node>-i<incarnation>-<k>.sst (or b<epoch>-...): %s", s, why)
 	}
 	rest, ok := strings.CutSuffix(s, ".sst")
 	if !ok {
@@ -38,6 +44,10 @@ func ParseName(s string) (Name, error) {
 		return bad(fmt.Sprintf("%d fields, want 4", len(parts)))
 	}
 	var n Name
+	if strings.HasPrefix(parts[0], "b") {
+		n.Base = true
+		parts[0] = "e" + parts[0][1:]
+	}
 	fields := []struct {
 		prefix string
 		what   string

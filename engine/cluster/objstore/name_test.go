@@ -12,6 +12,7 @@ func TestNameRoundTrip(t *testing.T) {
 		{},
 		{Epoch: 111550435238838272, Node: 3, Incarnation: 17, K: 2},
 		{Epoch: 1<<64 - 1, Node: 1<<64 - 1, Incarnation: 1<<64 - 1, K: 1<<64 - 1},
+		{Epoch: 9, Node: 2, Incarnation: 4, K: 1, Base: true},
 	} {
 		s := n.String()
 		got, err := objstore.ParseName(s)
@@ -24,6 +25,9 @@ func TestNameRoundTrip(t *testing.T) {
 	}
 	if s := (objstore.Name{Epoch: 5, Node: 1, Incarnation: 2, K: 3}).String(); s != "e5-n1-i2-3.sst" {
 		t.Fatalf("String = %q", s)
+	}
+	if s := (objstore.Name{Epoch: 5, Node: 1, Incarnation: 2, K: 3, Base: true}).String(); s != "b5-n1-i2-3.sst" {
+		t.Fatalf("String of a base's = %q", s)
 	}
 }
 
@@ -45,6 +49,8 @@ func TestParseNameRefusesMalformed(t *testing.T) {
 		{"e18446744073709551616-n1-i2-3.sst", "out of range"},
 		{"dir/e5-n1-i2-3.sst", `epoch field does not start with "e"`},
 		{"e5-n1-i2-.sst", `k "": empty`},
+		{"b-n1-i2-3.sst", `epoch "": empty`},
+		{"bb5-n1-i2-3.sst", "not a decimal number"},
 	} {
 		_, err := objstore.ParseName(c.name)
 		if err == nil {

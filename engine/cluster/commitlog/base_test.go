@@ -1,0 +1,154 @@
+package commitlog_test
+
+import (
+	"errors"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"gocloud.dev/blob"
+)
+
+// A log that writes a base every few commits stays bounded: once collected, the
+// bucket holds exactly the objects of the last base and of the deltas since the one
+// before it. An empty directory rebuilds from the base and the deltas after it, to
+// scan what the engine scans, before and after the collection; a directory left at a
+// sequence the log has compacted away is refused, naming what to do.
+func TestLogBases(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	cfg := c.config(1)
+	cfg.BaseEvery = 3
+	log, err := commitlog.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	e := openEngine(t, filepath.Join(t.TempDir(), "leader"), log)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c"), engine.Agg("sum", "n", "s"))
+	if err := e.CreateMV(ctx, "by_v", agg, engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	follower := func() *commitlog.Follower {
+		f, err := commitlog.OpenFollower(ctx, c.config(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	replica := func(dir string) (*engine.Replica, error) {
+		return engine.OpenReplica(ctx, dir, engine.Options{CommitLog: follower(), BarrierInterval: -1})
+	}
+	same := func(when string, r *engine.Replica) {
+		t.Helper()
+		if _, err := r.WaitCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"kv", "by_v"} {
+			if a, b := scan(t, e, name), scan(t, r, name); !slices.Equal(a, b) {
+				t.Fatalf("%s: %s: the rebuilt directory has %d rows, the engine %d", when, name, len(b), len(a))
+			}
+		}
+	}
+	stale := filepath.Join(t.TempDir(), "stale")
+	for round := range 12 {
+		var rows [][]any
+		for k := range 40 {
+			rows = append(rows, []any{round*40 + k, []string{"a", "b", "c", "d"}[k%4], k})
+		}
+		write(t, e, e.Insert, rows...)
+		if round > 0 {
+			write(t, e, e.Delete, []any{(round-1)*40 + 1, "b", 1})
+			write(t, e, e.Upsert, []any{(round-1)*40 + 2, "a", 100 + round})
+		}
+		checkpoint(t, e)
+		if round == 0 {
+			r, err := replica(stale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same("the replica that goes stale", r)
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, ok, err := c.meta.LatestBase(ctx)
+	if err != nil || !ok {
+		t.Fatalf("no base after 12 rounds of 3 commits between bases: %v", err)
+	}
+	first, err := c.meta.FirstDelta(ctx)
+	if err != nil || first <= 1 {
+		t.Fatalf("the log still holds deltas from %d (%v) after its bases", first, err)
+	}
+	t.Logf("base at sequence %d with %d objects; deltas from %d", b.Seq, len(b.Objects), first)
+	if _, err := replica(stale); err == nil || !strings.Contains(err.Error(), "compacted") || !strings.Contains(err.Error(), "start the directory empty") {
+		t.Fatalf("a directory at a compacted sequence: %v, want a refusal saying so", err)
+	}
+	r, err := replica(filepath.Join(t.TempDir(), "empty"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("rebuilt from the base", r)
+	r.Close()
+
+	n, err := log.Collect(ctx, 0)
+	if err != nil || n == 0 {
+		t.Fatalf("collect after the bases: %d, %v; want the compacted objects deleted", n, err)
+	}
+	b, _, _ = c.meta.LatestBase(ctx)
+	deltas, err := c.meta.Deltas(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, o := range b.Objects {
+		want = append(want, o.Name)
+	}
+	for _, d := range deltas {
+		for _, o := range d.Objects {
+			want = append(want, o.Name)
+		}
+	}
+	slices.Sort(want)
+	if got := bucketObjects(t, c.bucket); !slices.Equal(got, want) {
+		t.Fatalf("after collection the bucket holds %v, want exactly the referenced %v", got, want)
+	}
+	r, err = replica(filepath.Join(t.TempDir(), "after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	same("rebuilt after the collection", r)
+	// The log goes on, and the rebuilt directory follows it.
+	write(t, e, e.Insert, []any{100_000, "z", 1})
+	checkpoint(t, e)
+	same("after another commit", r)
+}
+
+// bucketObjects lists the bucket's objects, sorted.
+func bucketObjects(t *testing.T, b *blob.Bucket) []string {
+	t.Helper()
+	var out []string
+	it := b.List(nil)
+	for {
+		o, err := it.Next(testContext(t))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.Key)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,154 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
+)
+
+// A base is a store's whole committed state at one applied sequence of a version log:
+// every table's rows as sstables, and the catalog. A version log compacts its history
+// into bases (engine/cluster/commitlog), so that a store starting empty ingests the
+// last base and the deltas after it instead of every delta ever committed, and the
+// objects of the deltas before it can be collected.
+
+// BaseInfo is what a base holds besides its rows.
+type BaseInfo struct {
+	// Epoch and Sequence are the committed epoch and the applied sequence the base
+	// holds.
+	Epoch, Sequence uint64
+	// Catalog is every committed catalog entry.
+	Catalog map[string][]byte
+}
+
+// ExportCommitted writes the store's committed rows, every table's and no metadata,
+// as sstables through create, in ascending key order, and returns them with what the
+// base holds besides: the committed epoch, the applied sequence and the catalog. An
+// sstable ends once it holds o.TableBytes key and value bytes (o.Whole is implied:
+// the store holds the whole state). create is called as ExportCheckpoint calls it,
+// and a failed write is handled as there. The store's checkpoints wait while the
+// export runs, so that what it writes is one committed state.
+//
+// IngestFiles of the sstables into an empty store, with the base's epoch and a
+// Changes of its catalog and sequence, gives a store whose committed rows, row counts
+// and catalog equal this one's. A store that applied no sequence (not a version
+// log's copy) is refused.
+func (s *Store) ExportCommitted(o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	var info BaseInfo
+	if err := s.usable(); err != nil {
+		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	seq, err := s.AppliedSequence()
+	if err != nil {
+		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	if seq == 0 {
+		return info, nil, fmt.Errorf("storage: export the committed state: the store applied no version-log sequence")
+	}
+	info.Epoch, info.Sequence = s.committed.Load(), seq
+	if info.Catalog, err = s.Catalog(); err != nil {
+		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	if o.TableBytes <= 0 {
+		o.TableBytes = DefaultExportTableBytes
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: binary.BigEndian.AppendUint32(nil, MetaTable+1),
+		UpperBound: binary.BigEndian.AppendUint32(nil, math.MaxUint32),
+	})
+	if err != nil {
+		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	defer it.Close()
+	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
+	var out []SSTable
+	var cur *baseWriter
+	for ok := it.First(); ok; ok = it.Next() {
+		if cur == nil {
+			if cur, err = newBaseWriter(wo, len(out), create); err != nil {
+				return info, out, fmt.Errorf("storage: export the committed state: %w", err)
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = cur.set(it.Key(), v)
+		}
+		if err != nil {
+			cur.abort()
+			return info, out, fmt.Errorf("storage: export the committed state: %w", err)
+		}
+		if cur.bytes >= o.TableBytes {
+			t, err := cur.finish()
+			if err != nil {
+				return info, out, fmt.Errorf("storage: export the committed state: %w", err)
+			}
+			out, cur = append(out, t), nil
+		}
+	}
+	if err := it.Error(); err != nil {
+		if cur != nil {
+			cur.abort()
+		}
+		return info, out, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	if cur != nil {
+		t, err := cur.finish()
+		if err != nil {
+			return info, out, fmt.Errorf("storage: export the committed state: %w", err)
+		}
+		out = append(out, t)
+	}
+	return info, out, nil
+}
+
+// baseWriter is one sstable of ExportCommitted being written.
+type baseWriter struct {
+	cw    *exportWritable
+	w     *sstable.Writer
+	t     SSTable
+	last  []byte
+	bytes int
+}
+
+func newBaseWriter(wo sstable.WriterOptions, k int, create func(k int) (string, io.WriteCloser, error)) (*baseWriter, error) {
+	name, wc, err := create(k)
+	if err != nil {
+		return nil, fmt.Errorf("create sstable %d: %w", k, err)
+	}
+	cw := &exportWritable{w: wc}
+	return &baseWriter{cw: cw, w: sstable.NewWriter(cw, wo), t: SSTable{Name: name}}, nil
+}
+
+func (b *baseWriter) set(key, value []byte) error {
+	if err := b.w.Set(key, value); err != nil {
+		return fmt.Errorf("write sstable %s: %w", b.t.Name, err)
+	}
+	if b.t.Keys == 0 {
+		b.t.Smallest = slices.Clone(key)
+	}
+	b.last = append(b.last[:0], key...)
+	b.t.Keys++
+	b.bytes += len(key) + len(value)
+	return nil
+}
+
+func (b *baseWriter) abort() {
+	b.cw.failed = true
+	b.w.Close()
+}
+
+func (b *baseWriter) finish() (SSTable, error) {
+	if err := b.w.Close(); err != nil {
+		return SSTable{}, fmt.Errorf("write sstable %s: %w", b.t.Name, err)
+	}
+	b.t.Largest = slices.Clone(b.last)
+	b.t.Size = b.cw.n
+	return b.t, nil
+}
