@@ -52,8 +52,9 @@ type Config struct {
 	// BaseEvery is how many commits after the log's last base (or its start) a
 	// commit also writes a base: the whole committed state, which compacts the
 	// history before the previous base (meta.Store.CommitBase) so that the bucket
-	// and the log stay bounded and an empty directory catches up from the base (0:
-	// DefaultBaseEvery; negative: never).
+	// and the log stay bounded and an empty directory catches up from the base; a
+	// base that fails is tried again BaseEvery commits later (0: DefaultBaseEvery;
+	// negative: never).
 	BaseEvery int
 	// Logger receives the log's warnings (default slog.Default()).
 	Logger *slog.Logger
@@ -72,7 +73,7 @@ type Log struct {
 	lease meta.Lease
 	lost  error // the lease was lost (deposed): every later commit fails with it
 
-	base uint64 // the sequence of the log's last base (0: none)
+	base uint64 // the sequence of the log's last base, or of the commit whose base failed last (0: none)
 
 	basesWritten, basesFailed atomic.Int64
 
@@ -200,6 +201,12 @@ func (l *Log) background() {
 		case <-renew.C:
 			l.renew()
 		case <-collect:
+			l.mu.Lock()
+			lost := l.lost
+			l.mu.Unlock()
+			if lost != nil {
+				continue // a deposed leader leaves the collection to its successor
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 			if n, err := l.Collect(ctx, l.cfg.Grace); err != nil {
 				l.log.Warn("collect unreferenced objects", "error", err, "deleted", n)
@@ -397,8 +404,13 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generatio
 		// The commit stands whatever happens to the base: a failed one is retried
 		// at the next commit.
 		if _, err := l.WriteBase(ctx, store); err != nil {
+			// Tried again BaseEvery commits later, not at every commit: a base
+			// that cannot be written must not stall every checkpoint.
+			l.mu.Lock()
+			l.base = max(l.base, ch.Sequence)
+			l.mu.Unlock()
 			l.basesFailed.Add(1)
-			l.log.Warn("write a base of the log", "sequence", ch.Sequence, "error", err)
+			l.log.Warn("write a base of the log; the next try is BaseEvery commits on", "sequence", ch.Sequence, "error", err)
 		}
 	}
 	return st, nil
@@ -457,9 +469,9 @@ func (l *Log) WriteBase(ctx context.Context, store *storage.Store) (meta.Base, e
 	return b, nil
 }
 
-// Collect deletes the objects that no committed sequence references and that were
-// recorded more than grace ago (by the database's clock), and forgets them; it
-// returns how many it deleted. A commit records its objects before its commit
+// Collect deletes the objects that no committed sequence or base references and that
+// were recorded (or left unreferenced by a base's compaction) more than grace ago (by
+// the database's clock), and forgets them; it returns how many it deleted. A commit records its objects before its commit
 // point; the objects of an upload that failed before that are left for
 // objstore.Collect.
 func (l *Log) Collect(ctx context.Context, grace time.Duration) (int, error) {

@@ -97,7 +97,10 @@ func commitBaseIn(ctx context.Context, tx pgx.Tx, l Lease, term int64, a commitV
 	if cur != term {
 		return deposed(ctx, tx, l)
 	}
-	if a.seq < 1 || a.seq > head {
+	if a.seq < 1 {
+		return fmt.Errorf("%w: sequences count from 1", ErrBaseRefused)
+	}
+	if a.seq > head {
 		return fmt.Errorf("%w: the committed sequence is %d", ErrBaseRefused, head)
 	}
 	var epoch, gen int64

@@ -44,7 +44,7 @@ func TestCommitBase(t *testing.T) {
 		want string
 	}{
 		{"above the head", base(7, "b7-0"), "committed sequence is 6"},
-		{"sequence 0", base(0, "b0-0"), "committed sequence is 6"},
+		{"sequence 0", base(0, "b0-0"), "sequences count from 1"},
 		{"other epoch", meta.Base{Seq: 3, Epoch: 31, Generation: 1}, "committed epoch 30 of generation 1, not epoch 31"},
 		{"other generation", meta.Base{Seq: 3, Epoch: 30, Generation: 2}, "not epoch 30 of generation 2"},
 		{"delta's object", base(3, "b3-0", "e2-a"), `object "e2-a" is already referenced by sequence 2`},
@@ -76,14 +76,13 @@ func TestCommitBase(t *testing.T) {
 		t.Fatalf("first delta %d, %v after the first base, want 1", first, err)
 	}
 	// A deposed leader's base changes nothing.
-	l2, err := s.AcquireLeader(ctx, "b", time.Hour)
-	if err == nil {
+	if _, err := s.AcquireLeader(ctx, "b", time.Hour); err == nil {
 		t.Fatal("a second lease while the first is live")
 	}
 	if err := s.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	l2 = acquire(t, s, "b")
+	l2 := acquire(t, s, "b")
 	if err := s.CommitBase(ctx, l, base(5, "b5-0")); !errors.Is(err, meta.ErrDeposed) {
 		t.Fatalf("a deposed leader's base: %v, want ErrDeposed", err)
 	}
@@ -147,6 +146,15 @@ func TestMigrateSchema1(t *testing.T) {
 	if v := committed(t, s); v.Seq != 1 || v.Epoch != 10 {
 		t.Fatalf("committed %+v after the migration", v)
 	}
+	// Opened again, the store is of version 2 and is not migrated twice.
+	again := openStore(t, dsn)
+	var version int
+	if err := pgx.BeginFunc(ctx, mustConnect(t, dsn), func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT version FROM weir_meta_schema WHERE id = 1`).Scan(&version)
+	}); err != nil || version != meta.SchemaVersion {
+		t.Fatalf("schema version %d (%v) after the migration, want %d", version, err, meta.SchemaVersion)
+	}
+	again.Close()
 	l := acquire(t, s, "a")
 	if err := s.CommitBase(ctx, l, meta.Base{Seq: 1, Epoch: 10, Objects: []meta.Object{{Name: "b10-0"}}}); err != nil {
 		t.Fatalf("a base in a migrated store: %v", err)
@@ -154,4 +162,16 @@ func TestMigrateSchema1(t *testing.T) {
 	if ds, err := s.Deltas(ctx, 0); err != nil || len(ds) != 1 || len(ds[0].Objects) != 1 {
 		t.Fatalf("deltas after the migration: %+v, %v", ds, err)
 	}
+}
+
+// mustConnect connects to dsn for the test's own statements, closed when it ends.
+func mustConnect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	ctx := testContext(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
 }
