@@ -111,10 +111,10 @@ func decodeBuildSpec(data []byte) (*buildSpec, map[string]*object, []*vnode.Bitm
 		if a.ID == 0 {
 			return nil, nil, nil, fail("actor id 0")
 		}
+		if seen[a.ID] {
+			return nil, nil, nil, fail("built twice, or built and fed")
+		}
 		if a.Role != roleFeed {
-			if seen[a.ID] {
-				return nil, nil, nil, fail("built twice")
-			}
 			seen[a.ID] = true
 		}
 		o, ok := objs[a.Object]
@@ -231,6 +231,10 @@ func (g *graph) buildAt(ctx context.Context, node int, data []byte) (err error) 
 	if err != nil {
 		return fmt.Errorf("node %d: %w", node, err)
 	}
+	// A build whose coordinator gave up on it (a lost stream, an ended context)
+	// finds its actors discarded, and builds nothing.
+	g.amu.Lock()
+	defer g.amu.Unlock()
 	nb := &nodeBuild{g: g, node: node, objs: objs, lows: map[string]*lowered{}}
 	defer func() {
 		if err != nil {
@@ -271,8 +275,15 @@ func (nb *nodeBuild) lookup(name string) (*object, bool) {
 	return o, ok
 }
 
-// undo releases what the build made.
+// undo releases what the build made: the dispatchers added to actors built earlier,
+// then the actors it built.
 func (nb *nodeBuild) undo() {
+	for a, n := range nb.fed {
+		for _, d := range a.disp[n:] {
+			d.Close()
+		}
+		a.disp = a.disp[:n]
+	}
 	for _, a := range nb.built {
 		if a.exec != nil {
 			a.exec.Close()
@@ -281,12 +292,6 @@ func (nb *nodeBuild) undo() {
 			d.Close()
 		}
 		a.exec, a.disp, a.backfill, a.k = nil, nil, nil, nil
-	}
-	for a, n := range nb.fed {
-		for _, d := range a.disp[n:] {
-			d.Close()
-		}
-		a.disp = a.disp[:n]
 	}
 }
 

@@ -90,9 +90,10 @@ func recordedSpecs(tb testing.TB) ([][]byte, *Engine) {
 	return c.specs, e
 }
 
-// Every build travels as a spec: each decodes to what it encodes, the specs of a
-// graph place every actor once, and the roles of a table, a view, a rescale and a
-// recovery all occur.
+// Every build travels as a spec: each decodes to what it encodes, carries the
+// objects its actors run, gives vnodes to exactly its table and view actors, and the
+// roles of a table, a view, a rescale and a recovery all occur. A spec sent again to
+// the running graph, or to another node, is refused.
 func TestBuildSpecRecorded(t *testing.T) {
 	specs, e := recordedSpecs(t)
 	defer e.Close()

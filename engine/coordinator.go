@@ -221,7 +221,9 @@ func (e *Engine) afterRound(b *executors.Barrier) {
 	for _, id := range stopped {
 		if a, ok := g.actors[id]; ok {
 			<-a.done
+			g.amu.Lock()
 			delete(g.actors, id)
+			g.amu.Unlock()
 		}
 	}
 	if len(stopped) > 0 {

@@ -121,8 +121,11 @@ type graph struct {
 	dead   chan struct{} // closed at teardown
 	down   sync.Once     // teardown runs once (a failed recovery, then Close)
 
-	mu     sync.Mutex // guards edges
-	edges  map[edge]*link
+	mu    sync.Mutex // guards edges
+	edges map[edge]*link
+	// amu keeps the coordinator's changes to actors away from a node's build
+	// (buildAt holds it throughout; the coordinator while it places or discards).
+	amu    sync.Mutex
 	actors map[executors.ActorID]*actor
 	frags  map[string]*fragment // tables' fragments and views' root fragments, by object name
 	jobs   map[string]*job      // views, by name
@@ -169,10 +172,12 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	// The DML actor: its input is the writers' channel.
 	dml := &actor{id: g.newActorID(), frag: f, node: 0, done: make(chan struct{})}
 	f.dml = dml
+	g.amu.Lock()
 	g.actors[dml.id] = dml
 	for _, a := range f.actors {
 		g.actors[a.id] = a
 	}
+	g.amu.Unlock()
 	all := append([]*actor{dml}, f.actors...)
 	ok := false
 	defer func() {
@@ -232,6 +237,7 @@ func actorIDs(actors []*actor) []executors.ActorID {
 func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int, vnodes *vnode.Bitmap) int, feeds func(root *actor) []executors.NewDispatcher) ([][]*actor, error) {
 	e := g.e
 	sets := make([][]*actor, len(j.frags))
+	g.amu.Lock()
 	for fi, f := range j.frags {
 		bitmaps := mappings[fi].Bitmaps(p)
 		for i := 0; i < p; i++ {
@@ -240,6 +246,7 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 			g.actors[a.id] = a
 		}
 	}
+	g.amu.Unlock()
 	ok := false
 	defer func() {
 		if !ok {
@@ -294,6 +301,8 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 
 // discard forgets actors that were built and never started, releasing what they hold.
 func (g *graph) discard(actors []*actor) {
+	g.amu.Lock()
+	defer g.amu.Unlock()
 	g.e.gmu.Lock()
 	for name, in := range g.dml {
 		if slices.ContainsFunc(actors, func(a *actor) bool { return a.id == in.actor }) {
@@ -377,11 +386,23 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		// The upstreams' actors are built and not started (at open and recovery):
 		// their nodes add the dispatchers.
 		b := g.newSpecs()
+		had := map[*actor]int{} // the upstreams' dispatchers before: a failure drops the new ones
 		for _, spec := range specs {
 			u := g.actors[spec.Actor]
+			if _, ok := had[u]; !ok {
+				had[u] = len(u.disp)
+			}
 			b.add(u.node, actorSpec{ID: u.id, Fragment: u.frag.id, Role: roleFeed, Object: u.frag.obj.Name, Dispatchers: []executors.NewDispatcher{spec}}, nil, u.frag.obj)
 		}
 		if err := b.run(); err != nil {
+			g.amu.Lock()
+			for u, n := range had {
+				for _, d := range u.disp[n:] {
+					d.Close()
+				}
+				u.disp = u.disp[:n]
+			}
+			g.amu.Unlock()
 			for _, set := range sets {
 				g.discard(set)
 			}
