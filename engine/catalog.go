@@ -51,6 +51,9 @@ type object struct {
 	Backfill  string     `json:"backfill,omitempty"`
 	RateLimit *int64     `json:"rate_limit,omitempty"`
 	Paused    bool       `json:"paused,omitempty"`
+	// Role is the role of the nodes the view's job runs on ("": the regular
+	// nodes): MVOptions.BackfillOn until its backfill is done and it has moved.
+	Role string `json:"role,omitempty"`
 
 	t    *schema.Table // Def, validated
 	plan Plan          // Plan, decoded

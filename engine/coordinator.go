@@ -435,6 +435,8 @@ func (e *Engine) ticker(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		if _, err := e.round(context.Background(), roundSpec{}); err != nil {
 			e.log.Warn("periodic barrier failed", "error", err)
+		} else {
+			e.moveBackfilled(context.Background())
 		}
 		e.mu.Unlock()
 	}

@@ -271,6 +271,7 @@ func (e *Engine) WaitCheckpoint(ctx context.Context) (executors.Epoch, error) {
 	if err != nil {
 		return 0, err
 	}
+	e.moveBackfilled(ctx)
 	return b.Prev, nil
 }
 

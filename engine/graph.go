@@ -165,12 +165,13 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	f := &fragment{id: g.nextFrag, obj: o, mapping: vnode.Mapping(o.Mapping)}
 	g.nextFrag++
 	bitmaps := f.mapping.Bitmaps(o.Parallelism)
+	regular := e.nodesOf("")
 	for i := 0; i < o.Parallelism; i++ {
-		a := &actor{id: g.newActorID(), frag: f, node: i % len(e.nodes), vnodes: bitmaps[i], done: make(chan struct{})}
+		a := &actor{id: g.newActorID(), frag: f, node: regular[i%len(regular)], vnodes: bitmaps[i], done: make(chan struct{})}
 		f.actors = append(f.actors, a)
 	}
 	// The DML actor: its input is the writers' channel.
-	dml := &actor{id: g.newActorID(), frag: f, node: 0, done: make(chan struct{})}
+	dml := &actor{id: g.newActorID(), frag: f, node: regular[0], done: make(chan struct{})}
 	f.dml = dml
 	g.amu.Lock()
 	g.actors[dml.id] = dml
@@ -363,13 +364,7 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 		j.frags = append(j.frags, f)
 	}
 	nodeOf := func(f *fragment, i int, vnodes *vnode.Bitmap) int {
-		if f.pn.kind == scanNode && f.pn.scan.kind.coLocated() {
-			return f.up.actors[i].node
-		}
-		if n, ok := upstreamNode(f, vnodes); ok {
-			return n
-		}
-		return (i + int(f.id)) % len(g.e.nodes)
+		return g.e.viewNode(o.Role, f, i, int(f.id), func() (int, bool) { return upstreamNode(f, vnodes) })
 	}
 	sets, err := g.jobActors(j, mappings, o.Parallelism, nodeOf, nil)
 	if err != nil {

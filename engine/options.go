@@ -20,6 +20,11 @@ type Options struct {
 	// Nodes is the number of simulated compute nodes (default 2). Each has its own
 	// uncommitted store; actors are placed across them.
 	Nodes int
+	// NodeRoles gives node i the role NodeRoles[i] (letters, digits, '-', '_', '.');
+	// the nodes past its end and those of role "" are regular. Tables and views run
+	// on the regular nodes, at least one of which there must be; a view created with
+	// MVOptions.BackfillOn runs on the nodes of that role while it backfills.
+	NodeRoles []string
 	// VnodeCount is the vnode count of tables that do not set theirs (default 256).
 	VnodeCount int
 	// BarrierInterval is how often the coordinator injects a barrier (default 100ms).
@@ -145,6 +150,9 @@ func (o *Options) fill() error {
 	if o.Nodes < 0 || o.Nodes > 64 {
 		return fmt.Errorf("engine: %d nodes, want 1..64", o.Nodes)
 	}
+	if err := checkRoles(o.NodeRoles, o.Nodes); err != nil {
+		return err
+	}
 	if o.VnodeCount == 0 {
 		o.VnodeCount = schema.DefaultVnodeCount
 	}
@@ -251,6 +259,11 @@ type MVOptions struct {
 	// runs (see Progress and WaitBackfill). Otherwise CreateMV returns once the backfill
 	// is done, unless the view starts paused (or the engine is) or rate limited to 0.
 	Background bool
+	// BackfillOn runs the view's actors on the nodes of this role (Options.NodeRoles)
+	// while it backfills; once its backfill is done they move onto the regular nodes
+	// in one checkpoint Update barrier. Empty: the regular nodes throughout. A
+	// no-shuffle backfill cannot have one.
+	BackfillOn string
 }
 
 // RowsPerSecond is a rate limit of n snapshot rows per second per actor, for

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,11 @@ type JobProgress struct {
 	SpilledChunks int64
 	// Actors are the backfill actors running now, by scan and actor.
 	Actors []ActorProgress
+	// BackfillOn is the role of the nodes the job runs on while it backfills
+	// (MVOptions.BackfillOn), until it has moved onto the regular nodes; then "".
+	BackfillOn string
+	// Nodes are the nodes the job's actors run on, ascending.
+	Nodes []int
 }
 
 // ActorProgress is one backfill actor of a job.
@@ -96,7 +102,7 @@ func (e *Engine) Progress() []JobProgress {
 		if o.Kind != kindMV {
 			continue
 		}
-		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: copyLimit(o.RateLimit), Paused: o.Paused || e.paused}
+		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: copyLimit(o.RateLimit), Paused: o.Paused || e.paused, BackfillOn: o.Role}
 		for _, u := range o.Upstreams {
 			if up, ok := e.cat.objects[u]; ok {
 				n, _ := e.store.TableRowCount(up.ID)
@@ -107,6 +113,9 @@ func (e *Engine) Progress() []JobProgress {
 		started := true
 		if j, ok := e.g.jobs[o.Name]; ok {
 			for _, a := range j.actors() {
+				if !slices.Contains(p.Nodes, a.node) {
+					p.Nodes = append(p.Nodes, a.node)
+				}
 				if a.backfill == nil {
 					continue
 				}
@@ -123,6 +132,7 @@ func (e *Engine) Progress() []JobProgress {
 				p.SpilledChunks += st.SpilledChunks
 			}
 		}
+		slices.Sort(p.Nodes)
 		last, seen := e.samples[o.Name]
 		if !started && seen {
 			// Actors still loading their progress (after recovery or a rescale): report

@@ -45,6 +45,9 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if err != nil {
 		return fmt.Errorf("create %w", err)
 	}
+	if err := e.checkBackfillOn(opts.BackfillOn, low.kind); err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
 	scans := low.scans()
 	p := opts.Parallelism
 	if low.kind == NoShuffleBackfill {
@@ -83,7 +86,7 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	o := &object{
 		ID: e.cat.nextID, Name: name, Kind: kindMV, Def: tableToJSON(low.out), Parallelism: p,
 		Mapping: mappings[len(mappings)-1], Mappings: mappings,
-		Plan: planJSON, Backfill: string(low.kind), RateLimit: opts.RateLimit, Paused: opts.Paused,
+		Plan: planJSON, Backfill: string(low.kind), RateLimit: opts.RateLimit, Paused: opts.Paused, Role: opts.BackfillOn,
 		t: low.out, plan: plan,
 	}
 	for i := range low.stateIDs() {
@@ -175,6 +178,9 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 			var err error
 			if e.sinceCkpt > 0 {
 				_, err = e.round(ctx, roundSpec{checkpoint: true})
+			}
+			if err == nil {
+				e.moveBackfilled(ctx)
 			}
 			e.mu.Unlock()
 			if err != nil {
@@ -276,6 +282,14 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 	if !ok || o.Kind != kindMV {
 		return fmt.Errorf("reschedule materialized view %s: no such materialized view", name)
 	}
+	return e.reschedule(ctx, o, parallelism, false)
+}
+
+// reschedule is RescheduleMV of view o; e.mu is held. With move, the job keeps its
+// parallelism and mappings and its new actors go from the nodes of its role onto the
+// regular nodes (moveBackfilled); the catalog records the move.
+func (e *Engine) reschedule(ctx context.Context, o *object, parallelism int, move bool) error {
+	name := o.Name
 	g := e.g
 	j := g.jobs[name]
 	root := j.root()
@@ -292,6 +306,10 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 		if err := checkParallelism(parallelism, f.pn.vnodeCount); err != nil {
 			return fmt.Errorf("reschedule materialized view %s: %w (the vnode count of its %s node)", name, err, f.pn.kind)
 		}
+		if move {
+			mappings = append(mappings, slices.Clone(f.mapping))
+			continue
+		}
 		m, _, err := vnode.Rebalance(f.mapping, o.Parallelism, parallelism)
 		if err != nil {
 			return fmt.Errorf("reschedule materialized view %s: %w", name, err)
@@ -305,11 +323,12 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 		mappings = append(mappings, m)
 	}
 	base := int(g.nextActor)
+	role := o.Role
+	if move {
+		role = ""
+	}
 	sets, err := g.jobActors(j, mappings, parallelism, func(f *fragment, i int, vnodes *vnode.Bitmap) int {
-		if n, ok := upstreamNode(f, vnodes); ok {
-			return n
-		}
-		return (base + i) % len(e.nodes)
+		return e.viewNode(role, f, i, base, func() (int, bool) { return upstreamNode(f, vnodes) })
 	}, func(a *actor) []executors.NewDispatcher {
 		// The new root actors feed the downstream views as the old ones did.
 		var specs []executors.NewDispatcher
@@ -364,6 +383,7 @@ func (e *Engine) RescheduleMV(ctx context.Context, name string, parallelism int)
 	}
 	g.start(all)
 	_, err = e.round(ctx, roundSpec{mutation: upd, stage: func() error {
+		o.Role = role
 		o.Parallelism = parallelism
 		o.Mappings = o.Mappings[:0]
 		for _, m := range mappings {

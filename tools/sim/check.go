@@ -154,6 +154,9 @@ func (r *runner) check(when string) error {
 			return errStop
 		}
 		r.checkProgress(when, v, prog)
+		if err := r.checkPlacement(when, v); err != nil {
+			return err
+		}
 		ins := make([][]row, len(v.sh.upstreams))
 		done := true
 		for i, up := range v.sh.upstreams {
@@ -192,6 +195,33 @@ func (r *runner) check(when string) error {
 		}
 		r.compare(inv, fmt.Sprintf("%s: view %s at epoch %d", when, v.sh.name, epoch), got, v.sh.eval(ins), v.cols)
 		v.last = prog
+	}
+	return nil
+}
+
+// checkPlacement checks where v's actors run, in seeds with a backfill node (the
+// last): only there while v backfills on it (a WaitCheckpoint after its backfill is
+// done moves it off; a Barrier does not), never there otherwise.
+func (r *runner) checkPlacement(when string, v *view) error {
+	if len(r.eo.NodeRoles) == 0 {
+		return nil
+	}
+	role := len(r.eo.NodeRoles) - 1
+	for _, p := range r.e.Progress() {
+		if p.Name != v.sh.name {
+			continue
+		}
+		switch {
+		case p.BackfillOn == "backfill" && (!v.onRole || v.moved || !slices.Equal(p.Nodes, []int{role})):
+			r.fail("placement", "%s: view %s backfills on the role's node %d (created on it %v, moved %v) but runs on %v", when, v.sh.name, role, v.onRole, v.moved, p.Nodes)
+			return errStop
+		case p.BackfillOn == "" && slices.Contains(p.Nodes, role):
+			r.fail("placement", "%s: view %s runs on nodes %v, the role's node %d among them", when, v.sh.name, p.Nodes, role)
+			return errStop
+		case p.BackfillOn == "" && v.onRole && !v.moved:
+			v.moved = true
+			r.rep.Sometimes["view_moved_off_role_nodes"]++
+		}
 	}
 	return nil
 }

@@ -289,6 +289,14 @@ func (r *runner) run() error {
 		Logger: r.opts.Logger,
 		Hooks:  engine.Hooks{BeforeCommit: r.beforeCommit, AfterCommit: r.afterCommit, Rebalance: r.rebalance},
 	}
+	// A quarter of the seeds have a dedicated backfill node (their last, of at
+	// least two), where their views of odd parallelism backfill (by the seed).
+	if r.seed/64%4 == 1 {
+		r.eo.Nodes = max(r.eo.Nodes, 2)
+		r.eo.NodeRoles = make([]string, r.eo.Nodes)
+		r.eo.NodeRoles[r.eo.Nodes-1] = "backfill"
+		r.tracef("config: node %d has role backfill", r.eo.Nodes-1)
+	}
 	// A third of the seeds are cluster-shaped: at least two nodes, every edge between
 	// actors on different nodes an Arrow Flight stream in package wire's encoding,
 	// and every barrier and actor's report a frame of a node's control stream (chosen by the

@@ -24,6 +24,8 @@ type view struct {
 	frozenRows int64
 	rescaled   bool
 	par        int
+	// onRole: created to backfill on the "backfill" node; moved once seen off it.
+	onRole, moved bool
 }
 
 func (v *view) throttledToZero() bool { return v.limit != nil && *v.limit == 0 }
@@ -77,6 +79,12 @@ func (r *runner) createStep() error {
 		v.limit = &l
 	}
 	mo.RateLimit = v.limit
+	if len(r.eo.NodeRoles) > 0 && v.par%2 == 1 {
+		// Odd parallelisms of the seeds with a backfill node (not drawn: the
+		// schedule stays the seed's).
+		mo.BackfillOn, v.onRole = "backfill", true
+		r.rep.Sometimes["view_backfilled_on_role_nodes"]++
+	}
 	if sh.name == "mvmv" {
 		if up := r.view("pass"); up != nil && !r.done(up) {
 			r.rep.Sometimes["view_over_backfilling_view"]++
