@@ -469,6 +469,9 @@ func (nb *nodeBuild) operator(a *actor, o *object, n *pnode, s actorSpec) (execu
 		cfg := n.agg
 		cfg.State, cfg.Node, cfg.Mem = sts[0], node, e.mem
 		cfg.MultiSets = sts[1:] // the planner's multiset tables, one per slot
+		if e.caches != nil {
+			cfg.Cache = e.caches[nb.node]
+		}
 		in, err := nb.merge(a.id, s.Inputs[0], n.inputs[0].schema)
 		if err != nil {
 			return nil, err

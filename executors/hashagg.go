@@ -28,6 +28,9 @@ type HashAggConfig struct {
 	MultiSets []*storage.StateTable
 	Node      *storage.Node
 	Mem       memory.Allocator
+	// Cache is the node's budget for the groups held in memory (shared with the
+	// joins' cached rows); nil: every group stays in memory.
+	Cache *StateCache
 }
 
 // HashAgg is a retractable streaming GROUP BY. Insert and UpdateInsert rows add to their
@@ -48,7 +51,9 @@ type HashAggConfig struct {
 // count stays exact. In memory too a group keeps one multiset per input column
 // (count(DISTINCT bidder) under three FILTERs looks each row's bidder up once, not
 // three times, and writes one row when it changes, not three). Groups are cached in memory (with their
-// multisets) once read; the cache is not evicted. The state is written behind: at each
+// multisets) once read, under the node's StateCache budget when Cache is set: a group
+// whose state is written may be evicted after a checkpoint barrier and is read back
+// on its next touch (hashagg_cache.go). The state is written behind: at each
 // checkpoint barrier the groups and multiset entries changed since the last one are
 // written to the state tables, which are sealed as epoch Prev, so that a group touched
 // in several epochs between two checkpoints is written once (a barrier that is not a
@@ -94,7 +99,12 @@ type HashAgg struct {
 	known, checked bool
 
 	groups map[string]*hgGroup
-	dirty  []*hgGroup // touched in the epoch
+	// ring, hand, bytes and evict are the groups under Cache (hashagg_cache.go).
+	ring  []*hgGroup
+	hand  int
+	bytes int64
+	evict []uint64
+	dirty []*hgGroup // touched in the epoch
 	// unsaved is the groups touched since the last checkpoint barrier, whose changes
 	// the next one writes.
 	unsaved []*hgGroup
@@ -139,6 +149,11 @@ type hgGroup struct {
 	oldRows int64
 	old     []hgOut
 	sets    []hgSet // per slot
+	// slot, ref and size: its place in the ring, used since the hand passed, and
+	// what it is accounted for (Cache).
+	slot int
+	ref  bool
+	size int64
 }
 
 // NewHashAgg returns a hash aggregation of input as cfg says.
@@ -298,18 +313,24 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	// The visible rows' cached groups; the stored state of the others, read for the
 	// whole chunk at once (nothing is written to the state tables before the barrier).
 	h.sel = h.sel[:0]
+	hits := int64(0)
 	for i := 0; i < n; i++ {
 		h.rowG[i], h.sign[i] = nil, 0
 		if !c.Visible(i) {
 			continue
 		}
 		if g, ok := h.groups[keyString(h.keys.At(i))]; ok {
+			g.ref = true
+			hits++
 			h.rowG[i] = g
-		} else {
+		} else if !h.known || h.evicted(h.keys.At(i)) {
 			h.sel = append(h.sel, int32(i))
 		}
 	}
-	if !h.known {
+	if c := h.cfg.Cache; c != nil && hits > 0 {
+		c.hits.Add(hits)
+	}
+	if !h.known || len(h.sel) > 0 {
 		if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
 			return err
 		}
@@ -361,8 +382,9 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 }
 
 // checkEmpty finds out, once, whether the group table has no row in the actor's
-// vnodes. Then every group the aggregate does not hold is absent from its tables:
-// groups are never evicted, and one whose rows all went leaves memory only once a
+// vnodes. Then every group the aggregate does not hold is absent from its tables
+// unless its key shares a bit with an evicted one's (hashagg_cache.go), and one whose
+// rows all went leaves memory only once a
 // checkpoint has written its delete (a group's multiset rows exist only while the
 // group's row does). A backfilled view's aggregate starts so.
 func (h *HashAgg) checkEmpty(view *storage.View) error {
@@ -382,8 +404,13 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs)), sets: make([]hgSet, len(h.slots))}
 	var val []byte
 	ok := false
-	if !h.known {
+	if !h.known || h.evicted(key) {
 		val, ok = h.stored.Value(i)
+		if c := h.cfg.Cache; c != nil {
+			c.loads.Add(1)
+		}
+	} else if c := h.cfg.Cache; c != nil {
+		c.absent.Add(1)
 	}
 	if ok {
 		if err := h.stLay.CheckValue(val); err != nil {
@@ -413,6 +440,7 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 		}
 	}
 	h.groups[g.key] = g
+	h.cacheAdd(g)
 	return g, nil
 }
 
@@ -496,6 +524,7 @@ func (h *HashAgg) Close() error {
 		m.Release()
 	}
 	h.out = nil
+	h.releaseCache()
 	h.groups, h.dirty, h.unsaved, h.negative = nil, nil, nil, nil
 	return h.input.Close()
 }

@@ -96,11 +96,14 @@ func (h *HashAgg) barrier(b *Barrier) error {
 		for _, g := range h.unsaved {
 			g.unsaved = false
 			if g.rows == 0 {
-				delete(h.groups, g.key)
+				h.cacheDrop(g)
+			} else {
+				h.account(g)
 			}
 		}
 		clear(h.unsaved)
 		h.unsaved = h.unsaved[:0]
+		h.shrink()
 	}
 	for start := 0; start < len(rows); {
 		end := min(start+1024, len(rows))

@@ -26,38 +26,55 @@ func TestHashAggRandom(t *testing.T) {
 	var cnt hgCounters
 	for round := 0; round < 12; round++ {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			cnt.add(runHashAggRandom(t, vectest.Seed(t), round%2 == 1))
+			// No budget, one byte (every written group evicted at each checkpoint
+			// barrier), or 2 KiB (some stay).
+			budget := []int64{0, 1, 2 << 10}[round/2%3]
+			cnt.add(runHashAggRandom(t, vectest.Seed(t), round%2 == 1, budget))
 		})
 	}
 	if t.Failed() || vectest.SeedGiven() { // one seed replayed: no coverage to check
 		return
 	}
 	t.Logf("emitted: %+v", cnt)
-	if cnt.inserts == 0 || cnt.deletes == 0 || cnt.updates == 0 || cnt.crashes == 0 {
+	if cnt.inserts == 0 || cnt.deletes == 0 || cnt.updates == 0 || cnt.crashes == 0 || cnt.evictions == 0 || cnt.loads == 0 {
 		t.Errorf("a case never happened: %+v", cnt)
 	}
 }
 
 // hgCounters count what the random runs exercised.
-type hgCounters struct{ inserts, deletes, updates, crashes int }
+type hgCounters struct{ inserts, deletes, updates, crashes, evictions, loads int }
 
 func (c *hgCounters) add(o hgCounters) {
 	c.inserts += o.inserts
 	c.deletes += o.deletes
 	c.updates += o.updates
 	c.crashes += o.crashes
+	c.evictions += o.evictions
+	c.loads += o.loads
 }
 
-func runHashAggRandom(t *testing.T, seed uint64, crash bool) (cnt hgCounters) {
+func runHashAggRandom(t *testing.T, seed uint64, crash bool, budget int64) (cnt hgCounters) {
 	start := time.Now()
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	store := mvOpenStore(t)
 	cfg := executors.HashAggConfig{GroupBy: []int{hgK1, hgK2}, Aggs: hgAggs(), VnodeCount: 4}
+	var cache *executors.StateCache
+	if budget > 0 {
+		cache = executors.NewStateCache(budget)
+		cfg.Cache = cache
+	}
 	gen := &hgGen{rng: rng, rows: map[int]hgRow{}, maxLive: 5 + rng.IntN(60)}
 	actor := newHGActor(t, store.AddNode(), mem, cfg)
-	defer func() { actor.agg.Close() }()
+	defer func() {
+		actor.agg.Close()
+		if cache != nil {
+			if st := cache.Stats(); st.Used != 0 {
+				t.Errorf("seed %d: %d bytes accounted to the budget after close", seed, st.Used)
+			}
+		}
+	}()
 
 	out := map[string]string{}
 	committedRows, committedOut := map[int]hgRow{}, map[string]string{}
@@ -109,6 +126,10 @@ func runHashAggRandom(t *testing.T, seed uint64, crash bool) (cnt hgCounters) {
 	}
 	t.Logf("seed %d: %d epochs, %d live rows, %d groups, %v", seed, epochs, len(gen.rows), len(out), time.Since(start))
 	cnt.inserts, cnt.deletes, cnt.updates = actor.inserts, actor.deletes, actor.updates
+	if cache != nil {
+		st := cache.Stats()
+		cnt.evictions, cnt.loads = int(st.Evictions), int(st.Loads)
+	}
 	if crashAt >= 0 {
 		cnt.crashes++
 	}

@@ -9,12 +9,14 @@ import (
 const DefaultStateCacheBytes = 256 << 20
 
 // StateCache is the memory budget shared by the in-memory state of the executors of
-// one node (the rows of a join's sides): each executor keeps its own entries in a
-// CLOCK ring (LRU's approximation) and, whenever the node's total is over the limit
-// after it added some, evicts the ones not used since the hand last passed them until the total is under it again or it has none
-// left. The cached state is a copy of the state table, which holds every row (writes
-// go through the cache to the table at once), so an eviction loses nothing: a later
-// miss reads the rows again from the table. It is safe for concurrent use.
+// one node (the rows of a join's sides, an aggregate's groups): each executor keeps
+// its own entries in a CLOCK ring (LRU's approximation) and, whenever the node's total
+// is over the limit after it added some, evicts the ones not used since the hand last
+// passed them until the total is under it again or it has none left. What is evicted
+// is held by the state table as it is (a join writes through to its table at once; an
+// aggregate evicts only groups a checkpoint barrier has written), so an eviction
+// loses nothing: a later miss reads the rows again from the table. It is safe for
+// concurrent use.
 type StateCache struct {
 	limit int64
 	used  atomic.Int64
