@@ -29,7 +29,9 @@ type serveOptions struct {
 	exchange     string // channel or flight
 	control      string // channel or grpc
 	metricsAddr  string
-	replica      bool // a read-only replica following the commit log
+	replica      bool     // a read-only replica following the commit log
+	nodes        int      // engine.Options.Nodes (0: its default)
+	nodeRoles    []string // engine.Options.NodeRoles
 }
 
 func newServe() *cobra.Command {
@@ -73,6 +75,8 @@ writes, catalog changes and controls fail as read-only. It takes no lease.`,
 	f.StringVar(&o.control, "control", "channel", "how the actors' reports reach the coordinator: channel or grpc")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address")
 	f.BoolVar(&o.replica, "replica", false, "serve a read-only replica that follows the commit log of --meta and --bucket (no lease)")
+	f.IntVar(&o.nodes, "nodes", 0, "the engine's simulated compute nodes (0: the engine's default, 2)")
+	f.StringSliceVar(&o.nodeRoles, "node-roles", nil, `node i's role, comma-separated ("" or missing: regular), for views created with MVOptions.BackfillOn, such as ",,backfill"`)
 	return cmd
 }
 
@@ -86,7 +90,7 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		return fmt.Errorf("serve: --node 0: node numbers start at 1")
 	}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
-	opts := engine.Options{Logger: logger}
+	opts := engine.Options{Logger: logger, Nodes: o.nodes, NodeRoles: o.nodeRoles}
 	var metrics *demoMetrics
 	if o.metricsAddr != "" {
 		if metrics, err = serveMetrics(o.metricsAddr, prometheus.Labels{"node": strconv.FormatUint(o.node, 10)}); err != nil {

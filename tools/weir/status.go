@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -173,6 +174,10 @@ type statusJob struct {
 	VnodesTotal     int      `json:"vnodes_total"`
 	Percent         float64  `json:"percent"`
 	Done            bool     `json:"done"`
+	// Nodes are the nodes the view's actors run on; BackfillOn the role of those
+	// nodes while the view backfills on them (MVOptions.BackfillOn), until it moves.
+	Nodes      []int  `json:"nodes"`
+	BackfillOn string `json:"backfill_on,omitempty"`
 }
 
 type statusVnode struct {
@@ -234,6 +239,10 @@ func buildStatus(ps []engine.JobProgress, vnodes func(name string) ([]engine.Vno
 			Name: p.Name, Backfill: string(p.Backfill), Parallelism: p.Parallelism, RateLimit: p.RateLimit,
 			Paused: p.Paused, RowsConsumed: p.RowsConsumed, UpstreamRows: p.UpstreamRows,
 			VnodesCompleted: p.VnodesCompleted, VnodesTotal: p.VnodesTotal, Percent: p.Percent, Done: p.Done,
+			Nodes: p.Nodes, BackfillOn: p.BackfillOn,
+		}
+		if j.Nodes == nil {
+			j.Nodes = []int{}
 		}
 		j.Upstreams = []string{}
 		if p.Upstream != "" {
@@ -268,15 +277,26 @@ func printStatus(w io.Writer, dir string, r statusReport, asJSON bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "view\tupstreams\tbackfill\tparallelism\trate limit\tpaused\trows\tvnodes\tpercent\tdone")
+	fmt.Fprintln(tw, "view\tupstreams\tbackfill\tparallelism\trate limit\tpaused\trows\tvnodes\tnodes\tpercent\tdone")
 	for _, j := range r.Jobs {
 		limit := "unlimited"
 		if j.RateLimit != nil {
 			limit = fmt.Sprintf("%d rows/s", *j.RateLimit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%d/%d\t%.1f%%\t%s\n",
+		nodes := make([]string, len(j.Nodes))
+		for i, n := range j.Nodes {
+			nodes[i] = strconv.Itoa(n)
+		}
+		on := strings.Join(nodes, ",")
+		if on == "" {
+			on = "-"
+		}
+		if j.BackfillOn != "" {
+			on += " (" + j.BackfillOn + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%d/%d\t%s\t%.1f%%\t%s\n",
 			j.Name, strings.Join(j.Upstreams, ","), j.Backfill, j.Parallelism, limit, yesNo(j.Paused),
-			j.RowsConsumed, j.UpstreamRows, j.VnodesCompleted, j.VnodesTotal, j.Percent, yesNo(j.Done))
+			j.RowsConsumed, j.UpstreamRows, j.VnodesCompleted, j.VnodesTotal, on, j.Percent, yesNo(j.Done))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -133,6 +133,9 @@ func TestStatus(t *testing.T) {
 	if !strings.Contains(lines[1], fmt.Sprintf("/%d", testRows)) || !strings.Contains(lines[1], "16/16") {
 		t.Errorf("plain status row %q: want upstream rows %d and vnodes 16/16", lines[1], testRows)
 	}
+	if f[len(f)-3] != "0,1" {
+		t.Errorf("plain status row %q: want the view on nodes 0,1", lines[1])
+	}
 
 	out, _, err = runWeir(ctx, "status", "--dir", dir, "--json")
 	if err != nil {
