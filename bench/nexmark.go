@@ -83,6 +83,11 @@ type NexmarkBuild struct {
 	// and those of them that committed a checkpoint.
 	Barriers    int64 `json:"barriers"`
 	Checkpoints int64 `json:"checkpoints"`
+	// StateEvictions and StateLoads are the joins' rows and aggregates' groups the
+	// nodes' state budgets (Options.StateCacheBytes) evicted, and the lookups that
+	// read their state tables, during the build.
+	StateEvictions int64 `json:"state_evictions"`
+	StateLoads     int64 `json:"state_loads"`
 }
 
 // roundCounts counts an engine's barrier rounds (its Options.OnBarrier).
@@ -434,6 +439,7 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 		}
 	}()
 	b0, c0 := rounds.barriers.Load(), rounds.checkpoints.Load()
+	st0 := e.StateCacheStats()
 	t0 := time.Now()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
@@ -443,7 +449,8 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: create %s by %s backfill: %w", q, kind, err)
 	}
-	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0}
+	st1 := e.StateCacheStats()
+	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0, StateEvictions: st1.Evictions - st0.Evictions, StateLoads: st1.Loads - st0.Loads}
 	if pk := peak.Load(); pk > base {
 		b.PeakHeapMB = float64(pk-base) / (1 << 20)
 	}
