@@ -450,7 +450,7 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: create %s by %s backfill: %w", q, kind, err)
 	}
 	st1 := e.StateCacheStats()
-	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0, StateEvictions: st1.Evictions - st0.Evictions, StateLoads: st1.Loads - st0.Loads}
+	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0, StateEvictions: st1.Evictions + st1.GroupEvictions - st0.Evictions - st0.GroupEvictions, StateLoads: st1.Loads + st1.GroupLoads - st0.Loads - st0.GroupLoads}
 	if pk := peak.Load(); pk > base {
 		b.PeakHeapMB = float64(pk-base) / (1 << 20)
 	}

@@ -313,7 +313,6 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 	// The visible rows' cached groups; the stored state of the others, read for the
 	// whole chunk at once (nothing is written to the state tables before the barrier).
 	h.sel = h.sel[:0]
-	hits := int64(0)
 	for i := 0; i < n; i++ {
 		h.rowG[i], h.sign[i] = nil, 0
 		if !c.Visible(i) {
@@ -321,14 +320,10 @@ func (h *HashAgg) apply(c *vec.Chunk) error {
 		}
 		if g, ok := h.groups[keyString(h.keys.At(i))]; ok {
 			g.ref = true
-			hits++
 			h.rowG[i] = g
 		} else if !h.known || h.evicted(h.keys.At(i)) {
 			h.sel = append(h.sel, int32(i))
 		}
-	}
-	if c := h.cfg.Cache; c != nil && hits > 0 {
-		c.hits.Add(hits)
 	}
 	if !h.known || len(h.sel) > 0 {
 		if err := h.st.GetMany(h.view, h.vn, &h.keys, h.sel, &h.stored); err != nil {
@@ -404,13 +399,12 @@ func (h *HashAgg) group(i int) (*hgGroup, error) {
 	g := &hgGroup{key: string(key), vn: vn, aggs: make([]hgAgg, len(h.cfg.Aggs)), sets: make([]hgSet, len(h.slots))}
 	var val []byte
 	ok := false
-	if !h.known || h.evicted(key) {
+	evicted := h.evicted(key)
+	if !h.known || evicted {
 		val, ok = h.stored.Value(i)
-		if c := h.cfg.Cache; c != nil {
-			c.loads.Add(1)
-		}
-	} else if c := h.cfg.Cache; c != nil {
-		c.absent.Add(1)
+	}
+	if evicted {
+		h.cfg.Cache.groupLoads.Add(1)
 	}
 	if ok {
 		if err := h.stLay.CheckValue(val); err != nil {

@@ -25,9 +25,12 @@ const (
 
 // hgSize is what g is accounted for.
 func (h *HashAgg) hgSize(g *hgGroup) int64 {
-	n := int64(hgGroupOverhead + len(g.key) + 48*len(g.aggs))
+	n := int64(hgGroupOverhead + len(g.key) + 48*len(g.aggs) + 40*cap(g.old))
+	for _, o := range g.old {
+		n += int64(len(o.s))
+	}
 	for _, set := range g.sets {
-		n += int64(len(set.fixed)+len(set.byKey)) * hgEntryOverhead
+		n += int64(len(set.fixed)+len(set.byKey))*hgEntryOverhead + int64(set.keys)
 	}
 	return n
 }
@@ -105,7 +108,7 @@ func (h *HashAgg) shrink() {
 		b := xxhash.Sum64String(g.key) % jcEvictBits
 		h.evict[b/64] |= 1 << (b % 64)
 		h.cacheDrop(g) // the last group moves into the hand's slot: look at it next
-		c.evictions.Add(1)
+		c.groupEvictions.Add(1)
 	}
 }
 

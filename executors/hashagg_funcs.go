@@ -66,6 +66,7 @@ type hgSet struct {
 	fixed map[uint64]*hgEntry
 	byKey map[string]*hgEntry
 	dir   []*hgEntry // entries with a dirty count, in first-touch order
+	keys  int        // bytes of the entries' keys (for the state budget)
 }
 
 // hgEntry is one value of a multiset: its count for each aggregate of the slot.
@@ -137,6 +138,7 @@ func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
 		}
 		e := newHgEntry(k, n)
 		set.fixed[p] = e
+		set.keys += len(k)
 		return e
 	}
 	if e, ok := set.byKey[keyString(k)]; ok {
@@ -147,11 +149,13 @@ func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
 	}
 	e := newHgEntry(k, n)
 	set.byKey[e.key] = e
+	set.keys += len(k)
 	return e
 }
 
 // drop removes e, an entry of the set whose slot's hgPackWidth is w.
 func (set *hgSet) drop(e *hgEntry, w int) {
+	set.keys -= len(e.key)
 	if w > 0 && len(e.key) == w {
 		delete(set.fixed, hgPack([]byte(e.key)))
 		return

@@ -128,7 +128,7 @@ func runHashAggRandom(t *testing.T, seed uint64, crash bool, budget int64) (cnt 
 	cnt.inserts, cnt.deletes, cnt.updates = actor.inserts, actor.deletes, actor.updates
 	if cache != nil {
 		st := cache.Stats()
-		cnt.evictions, cnt.loads = int(st.Evictions), int(st.Loads)
+		cnt.evictions, cnt.loads = int(st.GroupEvictions), int(st.GroupLoads)
 	}
 	if crashAt >= 0 {
 		cnt.crashes++

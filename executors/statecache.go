@@ -22,6 +22,7 @@ type StateCache struct {
 	used  atomic.Int64
 
 	hits, loads, absent, evictions atomic.Int64
+	groupEvictions, groupLoads     atomic.Int64
 }
 
 // NewStateCache returns a budget of limit bytes (at least 1).
@@ -39,6 +40,11 @@ type StateCacheStats struct {
 	Hits, Loads, Absent int64
 	// Evictions are entries dropped to keep under the limit.
 	Evictions int64
+	// GroupEvictions are the aggregates' groups dropped to keep under the limit,
+	// and GroupLoads the groups read back from their tables because their key was
+	// evicted before (or shares a bit with one that was). The counters above are the
+	// joins'.
+	GroupEvictions, GroupLoads int64
 }
 
 // Stats returns the budget's counters.
@@ -46,6 +52,7 @@ func (c *StateCache) Stats() StateCacheStats {
 	return StateCacheStats{
 		Limit: c.limit, Used: c.used.Load(),
 		Hits: c.hits.Load(), Loads: c.loads.Load(), Absent: c.absent.Load(), Evictions: c.evictions.Load(),
+		GroupEvictions: c.groupEvictions.Load(), GroupLoads: c.groupLoads.Load(),
 	}
 }
 
@@ -54,6 +61,7 @@ func (s StateCacheStats) Add(o StateCacheStats) StateCacheStats {
 	return StateCacheStats{
 		Limit: s.Limit + o.Limit, Used: s.Used + o.Used,
 		Hits: s.Hits + o.Hits, Loads: s.Loads + o.Loads, Absent: s.Absent + o.Absent, Evictions: s.Evictions + o.Evictions,
+		GroupEvictions: s.GroupEvictions + o.GroupEvictions, GroupLoads: s.GroupLoads + o.GroupLoads,
 	}
 }
 

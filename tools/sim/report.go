@@ -61,6 +61,8 @@ var (
 		"state_cache_known_absent",          // a join probe of a key known to have no row, answered without a read
 		"barrier_injected_over_control",     // a barrier a node took from its control stream and injected (cluster-shaped seeds)
 		"actors_built_over_control",         // a build spec a node took from its control stream and built (cluster-shaped seeds)
+		"agg_group_evicted",                 // an aggregate group dropped over the node's budget after a checkpoint wrote it
+		"agg_group_reloaded",                // an evicted aggregate group read back from its tables
 		"view_backfilled_on_role_nodes",     // a view created to backfill on the seed's backfill node
 		"view_moved_off_role_nodes",         // such a view seen on the regular nodes after its backfill
 	}

@@ -131,6 +131,8 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		rep.Sometimes["state_cache_refilled"] += st.Loads
 		rep.Sometimes["state_cache_hit"] += st.Hits
 		rep.Sometimes["state_cache_known_absent"] += st.Absent
+		rep.Sometimes["agg_group_evicted"] += st.GroupEvictions
+		rep.Sometimes["agg_group_reloaded"] += st.GroupLoads
 	}
 	if errors.Is(err, errStop) {
 		return nil
