@@ -153,4 +153,13 @@ func TestBackfillOnRoleRefused(t *testing.T) {
 	if _, err := e.Table("v"); err == nil {
 		t.Fatal("a refused view exists")
 	}
+	// A view that backfills on the role's nodes (paused, so it stays there) cannot
+	// be read by a no-shuffle view, which would have to run beside it.
+	if err := e.CreateMV(ctx, "onrole", mv1Plan(), engine.MVOptions{BackfillOn: "backfill", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.CreateMV(ctx, "beside", engine.Scan("onrole"), engine.MVOptions{Backfill: engine.NoShuffleBackfill})
+	if err == nil || !strings.Contains(err.Error(), `runs beside the actors of onrole, which run on the nodes of role "backfill"`) {
+		t.Fatalf("a no-shuffle view over a view on a role's nodes: %v", err)
+	}
 }

@@ -102,7 +102,10 @@ func (e *Engine) Progress() []JobProgress {
 		if o.Kind != kindMV {
 			continue
 		}
-		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: copyLimit(o.RateLimit), Paused: o.Paused || e.paused, BackfillOn: o.Role}
+		p := JobProgress{Name: o.Name, Upstream: strings.Join(o.Upstreams, ","), Backfill: BackfillKind(o.Backfill), Parallelism: o.Parallelism, RateLimit: copyLimit(o.RateLimit), Paused: o.Paused || e.paused}
+		if o.Role != "" && len(e.nodesOf(o.Role)) > 0 {
+			p.BackfillOn = o.Role // else it runs on the regular nodes: no node has the role now
+		}
 		for _, u := range o.Upstreams {
 			if up, ok := e.cat.objects[u]; ok {
 				n, _ := e.store.TableRowCount(up.ID)

@@ -133,8 +133,16 @@ func (e *Engine) viewNode(role string, f *fragment, i, base int, upstream func()
 // leaves the job where it was (the round recovers), to be moved after a later round;
 // the error is logged, not returned: the caller's own round succeeded.
 func (e *Engine) moveBackfilled(ctx context.Context) {
+	var names []string
 	for _, o := range e.cat.sorted() {
-		if o.Kind != kindMV || o.Role == "" || e.usable() != nil {
+		if o.Kind == kindMV && o.Role != "" {
+			names = append(names, o.Name)
+		}
+	}
+	for _, name := range names {
+		// Looked up again: a failed move recovers, which reloads the catalog.
+		o, ok := e.cat.objects[name]
+		if !ok || o.Role == "" || e.usable() != nil {
 			continue
 		}
 		j, ok := e.g.jobs[o.Name]
@@ -148,7 +156,8 @@ func (e *Engine) moveBackfilled(ctx context.Context) {
 			_, err = e.round(ctx, roundSpec{})
 		}
 		if err != nil {
-			e.log.Warn("move a backfilled view onto the regular nodes", "view", o.Name, "role", o.Role, "error", err)
+			e.log.Warn("move a backfilled view onto the regular nodes", "view", name, "error", err)
+			return // the next round tries again
 		}
 	}
 }

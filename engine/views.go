@@ -48,6 +48,13 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	if err := e.checkBackfillOn(opts.BackfillOn, low.kind); err != nil {
 		return fmt.Errorf("create materialized view %s: %w", name, err)
 	}
+	if low.kind == NoShuffleBackfill {
+		for _, n := range low.scans() {
+			if up := n.scan.upstream; up.Role != "" && len(e.nodesOf(up.Role)) > 0 {
+				return fmt.Errorf("create materialized view %s: a no-shuffle backfill runs beside the actors of %s, which run on the nodes of role %q until its backfill is done", name, up.Name, up.Role)
+			}
+		}
+	}
 	scans := low.scans()
 	p := opts.Parallelism
 	if low.kind == NoShuffleBackfill {
