@@ -208,8 +208,12 @@ func hgApplyOut(out map[string]string, c *vec.Chunk, ngroup int) error {
 	return nil
 }
 
-// hgSource is an input fed by the test as it goes.
-type hgSource struct{ q []executors.Message }
+// hgSource is an input fed by the test as it goes. beforeBarrier, when set, runs
+// once before the next barrier is handed out (after the chunks before it were read).
+type hgSource struct {
+	q             []executors.Message
+	beforeBarrier func()
+}
 
 func (s *hgSource) Next(ctx context.Context) (executors.Message, error) {
 	if len(s.q) == 0 {
@@ -217,6 +221,11 @@ func (s *hgSource) Next(ctx context.Context) (executors.Message, error) {
 	}
 	m := s.q[0]
 	s.q = s.q[1:]
+	if m.Barrier != nil && s.beforeBarrier != nil {
+		f := s.beforeBarrier
+		s.beforeBarrier = nil
+		f()
+	}
 	return m, nil
 }
 
