@@ -21,14 +21,7 @@ func TestExportCommittedRebuilds(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Logf("seed %d", seed)
 			fs := vfs.NewMem()
-			open := func(dir string) *storage.Store {
-				s, err := storage.Open(dir, testOptions(fs))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
+			open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
 			x := open("x")
 			ids := []uint32{7, 9}
 			xTabs := stateTables(t, x.AddNode(), ids)

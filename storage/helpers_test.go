@@ -67,9 +67,16 @@ func ingestSeed(seed uint64) bool { return seed%2 == 0 }
 // the test closed it first).
 func openStore(t testing.TB, fs vfs.FS) *storage.Store {
 	t.Helper()
-	s, err := storage.Open("db", testOptions(fs))
+	return openStoreIn(t, "db", testOptions(fs))
+}
+
+// openStoreIn opens a store in dir with o and closes it at the end of the test
+// (unless the test closed it first).
+func openStoreIn(t testing.TB, dir string, o storage.Options) *storage.Store {
+	t.Helper()
+	s, err := storage.Open(dir, o)
 	if err != nil {
-		t.Fatalf("open: %v", err)
+		t.Fatalf("open %s: %v", dir, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

@@ -238,14 +238,7 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			t.Logf("seed %d", seed)
 			fs := vfs.NewMem()
-			open := func(dir string, o storage.Options) *storage.Store {
-				s, err := storage.Open(dir, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
+			open := func(dir string, o storage.Options) *storage.Store { return openStoreIn(t, dir, o) }
 			a := open("a", seedOptions(fs, seed))
 			x := open("x", testOptions(fs))
 			b := open("b", testOptions(fs))
@@ -540,14 +533,7 @@ func TestRemoteExportWhole(t *testing.T) {
 	}
 	var scans [][]string
 	for i, whole := range []bool{false, true} {
-		open := func(dir string) *storage.Store {
-			s, err := storage.Open(dir, testOptions(fs))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
+		open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
 		x := open(fmt.Sprint("x", i))
 		writeOps(t, stateTables(t, x.AddNode(), []uint32{7, 9}), ops, ep(1))
 		objs := remoteObjects{}

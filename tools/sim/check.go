@@ -129,7 +129,8 @@ func (r *runner) check(when string) error {
 		}
 		r.compare("I6 durability", fmt.Sprintf("%s: table %s at epoch %d", when, tc.name, epoch), got, tc.want, tc.cols)
 	}
-	for _, p := range r.e.Progress() {
+	jobs := r.e.Progress()
+	for _, p := range jobs {
 		for _, a := range p.Actors {
 			if a.ReadsKept > 0 {
 				r.rep.Sometimes["snapshot_read_kept"]++
@@ -154,7 +155,7 @@ func (r *runner) check(when string) error {
 			return errStop
 		}
 		r.checkProgress(when, v, prog)
-		if err := r.checkPlacement(when, v); err != nil {
+		if err := r.checkPlacement(when, v, jobs); err != nil {
 			return err
 		}
 		ins := make([][]row, len(v.sh.upstreams))
@@ -201,13 +202,14 @@ func (r *runner) check(when string) error {
 
 // checkPlacement checks where v's actors run, in seeds with a backfill node (the
 // last): only there while v backfills on it (a WaitCheckpoint after its backfill is
-// done moves it off; a Barrier does not), never there otherwise.
-func (r *runner) checkPlacement(when string, v *view) error {
+// done moves it off; a Barrier does not), never there otherwise. jobs is the engine's
+// Progress at the check.
+func (r *runner) checkPlacement(when string, v *view, jobs []engine.JobProgress) error {
 	if len(r.eo.NodeRoles) == 0 {
 		return nil
 	}
 	role := len(r.eo.NodeRoles) - 1
-	for _, p := range r.e.Progress() {
+	for _, p := range jobs {
 		if p.Name != v.sh.name {
 			continue
 		}

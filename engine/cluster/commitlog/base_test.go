@@ -1,8 +1,6 @@
 package commitlog_test
 
 import (
-	"errors"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,7 +8,6 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
-	"gocloud.dev/blob"
 )
 
 // A log that writes a base every few commits stays bounded: once collected, the
@@ -132,23 +129,4 @@ func TestLogBases(t *testing.T) {
 	write(t, e, e.Insert, []any{100_000, "z", 1})
 	checkpoint(t, e)
 	same("after another commit", r)
-}
-
-// bucketObjects lists the bucket's objects, sorted.
-func bucketObjects(t *testing.T, b *blob.Bucket) []string {
-	t.Helper()
-	var out []string
-	it := b.List(nil)
-	for {
-		o, err := it.Next(testContext(t))
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o.Key)
-	}
-	slices.Sort(out)
-	return out
 }

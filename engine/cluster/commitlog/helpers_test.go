@@ -2,7 +2,9 @@ package commitlog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -149,4 +151,23 @@ func checkpoint(t *testing.T, e *engine.Engine) executors.Epoch {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	return ep
+}
+
+// bucketObjects lists the bucket's objects, sorted.
+func bucketObjects(t *testing.T, b *blob.Bucket) []string {
+	t.Helper()
+	var out []string
+	it := b.List(nil)
+	for {
+		o, err := it.Next(testContext(t))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.Key)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -283,11 +283,7 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d (epoch %d): %w", b.Seq, b.Epoch, err)
 			}
 			ch.Sequence = b.Seq
-			names := make([]string, len(b.Objects))
-			for i, o := range b.Objects {
-				names[i] = o.Name
-			}
-			if err := objstore.ApplyBase(ctx, cfg.Bucket, store, b.Epoch, names, ch); err != nil {
+			if err := objstore.ApplyBase(ctx, cfg.Bucket, store, b.Epoch, objectNames(b.Objects), ch); err != nil {
 				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d: %w", b.Seq, err)
 			}
 			applied, gen = b.Seq, b.Generation
@@ -329,11 +325,7 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 			return 0, fmt.Errorf("commitlog: catch up: sequence %d commits epoch %d, but the store, at sequence %d, has committed epoch %d", d.Seq, d.Epoch, applied, store.CommittedEpoch())
 		}
 		ch.Sequence = d.Seq
-		names := make([]string, len(d.Objects))
-		for i, o := range d.Objects {
-			names[i] = o.Name
-		}
-		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, names, ch); err != nil {
+		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, objectNames(d.Objects), ch); err != nil {
 			return 0, fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
 		}
 		applied, gen = d.Seq, d.Generation
@@ -372,9 +364,8 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generatio
 	if err == nil {
 		// The sequence the store applied last: the commit fails with
 		// meta.ErrConflict if the log has moved past it (another leader committed).
-		c := meta.Checkpoint{Epoch: epoch, Generation: generation, Seq: applied, Catalog: changes, Objects: make([]meta.Object, len(objs))}
-		for i, o := range objs {
-			c.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
+		c := meta.Checkpoint{Epoch: epoch, Generation: generation, Seq: applied, Catalog: changes, Objects: metaObjects(objs)}
+		for _, o := range objs {
 			st.Bytes += int(o.Size)
 		}
 		// Recorded before the commit, so that a commit that fails leaves them to
@@ -447,10 +438,7 @@ func (l *Log) WriteBase(ctx context.Context, store *storage.Store) (meta.Base, e
 	if len(deltas) == 0 || deltas[0].Seq != info.Sequence {
 		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: the log holds no such delta", info.Sequence)
 	}
-	b := meta.Base{Seq: info.Sequence, Epoch: info.Epoch, Generation: deltas[0].Generation, Catalog: catalog, Objects: make([]meta.Object, len(objs))}
-	for i, o := range objs {
-		b.Objects[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
-	}
+	b := meta.Base{Seq: info.Sequence, Epoch: info.Epoch, Generation: deltas[0].Generation, Catalog: catalog, Objects: metaObjects(objs)}
 	if err := l.cfg.Meta.AddObjects(ctx, b.Objects); err != nil {
 		return meta.Base{}, fmt.Errorf("commitlog: write the base at sequence %d: %w", info.Sequence, err)
 	}
@@ -498,4 +486,22 @@ func (l *Log) Collect(ctx context.Context, grace time.Duration) (int, error) {
 		}
 	}
 	return len(names), derr
+}
+
+// metaObjects are uploaded objects as the meta store records them.
+func metaObjects(objs []objstore.Object) []meta.Object {
+	out := make([]meta.Object, len(objs))
+	for i, o := range objs {
+		out[i] = meta.Object{Name: o.Name, Smallest: o.Smallest, Largest: o.Largest, Size: o.Size}
+	}
+	return out
+}
+
+// objectNames are the names of objs, in their order.
+func objectNames(objs []meta.Object) []string {
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.Name
+	}
+	return names
 }

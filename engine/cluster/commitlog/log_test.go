@@ -3,7 +3,6 @@ package commitlog_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -178,19 +177,7 @@ func checkBucket(t *testing.T, c *cluster) {
 		}
 	}
 	slices.Sort(want)
-	var got []string
-	it := c.bucket.List(nil)
-	for {
-		o, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, o.Key)
-	}
-	slices.Sort(got)
+	got := bucketObjects(t, c.bucket)
 	if len(want) == 0 || !slices.Equal(want, got) {
 		t.Fatalf("the bucket holds %d objects %v, the log references %d %v", len(got), got, len(want), want)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // A base compacts the version log: the whole committed state at one sequence, as
@@ -58,28 +57,7 @@ func (s *Store) CommitBase(ctx context.Context, l Lease, b Base) error {
 	if err != nil {
 		return fail(err)
 	}
-	err = s.with(ctx, func(conn *pgx.Conn) error {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}()
-		if err := commitBaseIn(ctx, tx, l, term, a); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
-				return err
-			}
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return nil
-	})
+	err = s.fencedTx(ctx, func(tx pgx.Tx) error { return commitBaseIn(ctx, tx, l, term, a) })
 	if err != nil {
 		return fail(err)
 	}
@@ -185,20 +163,9 @@ func (s *Store) LatestBase(ctx context.Context) (Base, bool, error) {
 		}
 		found = true
 		b.Seq, b.Epoch, b.Generation, b.Term = uint64(seq), uint64(epoch), uint64(gen), uint64(term)
-		rows, err := tx.Query(ctx, `SELECT name, smallest, largest, size FROM weir_objects
+		b.Objects, err = queryObjects(ctx, tx, `SELECT name, smallest, largest, size FROM weir_objects
 			WHERE base = $1 ORDER BY pos`, seq)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var o Object
-			if err := rows.Scan(&o.Name, &o.Smallest, &o.Largest, &o.Size); err != nil {
-				return err
-			}
-			b.Objects = append(b.Objects, o)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return Base{}, false, fmt.Errorf("meta: read the base: %w", err)

@@ -22,9 +22,7 @@ func TestCommitBase(t *testing.T) {
 	ctx := testContext(t)
 	s, _ := newStore(t)
 	l := acquire(t, s, "a")
-	obj := func(name string) meta.Object {
-		return meta.Object{Name: name, Smallest: []byte("k0"), Largest: []byte("k9"), Size: 10}
-	}
+	obj := testObject
 	for seq := uint64(1); seq <= 6; seq++ {
 		c := meta.Checkpoint{Epoch: seq * 10, Generation: 1, Seq: seq - 1, Objects: []meta.Object{obj(fmt.Sprintf("e%d-a", seq)), obj(fmt.Sprintf("e%d-b", seq))}}
 		if _, err := s.Commit(ctx, l, c); err != nil {

@@ -82,29 +82,10 @@ func (s *Store) Commit(ctx context.Context, l Lease, c Checkpoint) (uint64, erro
 		return 0, fmt.Errorf("meta: commit epoch %d at sequence %d: %w", c.Epoch, c.Seq, err)
 	}
 	var seq int64
-	err = s.with(ctx, func(conn *pgx.Conn) error {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			// A no-op after Commit; after a failure, bounded so that a hung server
-			// cannot hold the connection.
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = tx.Rollback(rctx)
-		}()
-		if seq, err = commitIn(ctx, tx, l, c, args); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
-				return err // the server refused the commit: nothing committed
-			}
-			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-		}
-		return nil
+	err = s.fencedTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		seq, err = commitIn(ctx, tx, l, c, args)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("meta: commit epoch %d at sequence %d: %w", c.Epoch, c.Seq, err)

@@ -86,3 +86,8 @@ func committed(t testing.TB, s *meta.Store) meta.Version {
 	}
 	return v
 }
+
+// testObject is an object of the tests: keys k0 to k9, 100 bytes.
+func testObject(name string) meta.Object {
+	return meta.Object{Name: name, Smallest: []byte("k0"), Largest: []byte("k9"), Size: 100}
+}

@@ -49,20 +49,10 @@ func (s *Store) AddObjects(ctx context.Context, objs []Object) error {
 func (s *Store) Unreferenced(ctx context.Context, before time.Time) ([]Object, error) {
 	var out []Object
 	err := s.with(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT name, smallest, largest, size FROM weir_objects
+		var err error
+		out, err = queryObjects(ctx, c, `SELECT name, smallest, largest, size FROM weir_objects
 			WHERE seq IS NULL AND base IS NULL AND added < $1 ORDER BY name`, before)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var o Object
-			if err := rows.Scan(&o.Name, &o.Smallest, &o.Largest, &o.Size); err != nil {
-				return err
-			}
-			out = append(out, o)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: list objects unreferenced before %s: %w", before.UTC().Format(time.RFC3339Nano), err)

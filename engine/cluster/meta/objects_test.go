@@ -28,9 +28,7 @@ func TestUnreferenced(t *testing.T) {
 	ctx := testContext(t)
 	s, _ := newStore(t)
 	l := acquire(t, s, "a")
-	obj := func(name string) meta.Object {
-		return meta.Object{Name: name, Smallest: []byte("k0"), Largest: []byte("k9"), Size: 100}
-	}
+	obj := testObject
 	if err := s.AddObjects(ctx, []meta.Object{obj("e1-a"), obj("e1-b"), obj("e1-orphan"), obj("e2-a")}); err != nil {
 		t.Fatal(err)
 	}

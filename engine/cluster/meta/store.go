@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -108,6 +109,56 @@ func (s *Store) inTx(ctx context.Context, opts pgx.TxOptions, f func(pgx.Tx) err
 	return s.with(ctx, func(c *pgx.Conn) error {
 		return pgx.BeginTxFunc(ctx, c, opts, f)
 	})
+}
+
+// fencedTx runs f in a transaction and commits it, for the fenced updates (Commit,
+// CommitBase): a COMMIT the server refused is its error (nothing committed); one whose
+// answer was lost is ErrOutcomeUnknown. The rollback after a failure is bounded, so
+// that a hung server cannot hold the connection.
+func (s *Store) fencedTx(ctx context.Context, f func(pgx.Tx) error) error {
+	return s.with(ctx, func(conn *pgx.Conn) error {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// A no-op after Commit.
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}()
+		if err := f(tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+				return err // the server refused the commit: nothing committed
+			}
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		}
+		return nil
+	})
+}
+
+// queryObjects reads the objects a query of name, smallest, largest and size lists.
+func queryObjects(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) ([]Object, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Object
+	for rows.Next() {
+		var o Object
+		if err := rows.Scan(&o.Name, &o.Smallest, &o.Largest, &o.Size); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // toInt64 checks that v fits PostgreSQL's bigint; what names the value in the error.
