@@ -218,6 +218,7 @@ func (p *ProgressTable) Seal(epoch uint64) error {
 		return nil
 	}
 	r := p.mt.seal(p.id, epoch)
+	r.owned = p.vnodes
 	if err := p.node.addRun(r); err != nil {
 		p.mt.unseal(r)
 		return err

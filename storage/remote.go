@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // DefaultExportTableBytes is the size (key and value bytes) from which an export
@@ -39,7 +40,8 @@ type ExportOptions struct {
 	// Whole says that the exporting store's nodes own every vnode of every table
 	// they write (one process commits everything: engine/cluster/commitlog), so no
 	// other store's export can fall between its keys: sstables then end by size
-	// only, not also where the table changes or a vnode without writes lies between.
+	// only (and across a table the commit drops), not also where the table changes
+	// or a vnode its writers do not own lies between.
 	Whole bool
 }
 
@@ -55,10 +57,10 @@ type Aborter interface {
 // node's checkpoint (docs/design.md §8, "Checkpoint commit" step 2). It returns the
 // sstables in ascending key order. They hold no metadata (table 0) keys: the
 // committed epoch and the row counts are written by IngestFiles on every store that
-// applies them. Each holds consecutive vnodes of one table, each of them written by
-// the export (see exportCuts), so that the sstables of one epoch exported by stores
-// whose nodes own different vnodes do not overlap, and one IngestFiles takes them
-// all.
+// applies them. Each holds consecutive vnodes of one table, each of them written or
+// owned by the writers of the export's runs (see exportCuts), so that the sstables
+// of one epoch exported by stores whose nodes own different vnodes do not overlap,
+// and one IngestFiles takes them all.
 //
 // create is called with k = 0, 1, ... for each sstable in turn and returns its name
 // and its writer, which receives the sstable's bytes and is closed once it is
@@ -91,6 +93,12 @@ func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k in
 	defer s.endRemote()
 	entries := 0
 	live := runs[:0:0]
+	var drops []uint32
+	for t := range s.pendingDrops {
+		drops = append(drops, t)
+	}
+	slices.Sort(drops)
+	owned := map[uint32][]*vnode.Bitmap{} // per table, the bitmaps its runs' writers owned
 	for _, r := range runs {
 		if r.table == MetaTable {
 			return nil, fmt.Errorf("storage: export epoch %d: a run of table %d, reserved for metadata", epoch, MetaTable)
@@ -98,6 +106,9 @@ func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k in
 		if !s.pendingDrops[r.table] {
 			live = append(live, r)
 			entries += len(r.entries)
+			if r.owned != nil && slices.Index(owned[r.table], r.owned) < 0 {
+				owned[r.table] = append(owned[r.table], r.owned)
+			}
 		}
 	}
 	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(entry, before) error { return nil })
@@ -109,7 +120,7 @@ func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k in
 	}
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
 	var out []SSTable
-	for _, es := range exportCuts(merged, o) {
+	for _, es := range exportCuts(merged, o, drops, owned) {
 		t, err := exportSSTable(wo, len(out), es, create)
 		if err != nil {
 			return out, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
@@ -146,17 +157,21 @@ func (s *Store) endRemote() {
 }
 
 // exportCuts splits merged into the sstables of an export. Unless o.Whole, each holds
-// the writes of consecutive vnodes of one table, every one of which has writes in it:
-// a change of table or a vnode with no writes between two ends it, so that the
+// the writes of consecutive vnodes of one table, every one of which has writes in it
+// or is owned by the export's writers (owned, per table): a change of table, or a
+// vnode between two that neither has writes nor is owned, ends it, so that the
 // sstables of stores whose nodes own different vnodes never overlap. Each also ends
-// at the first vnode boundary once it holds o.TableBytes.
-func exportCuts(merged entryChunks, o ExportOptions) []entryChunks {
+// at the first vnode boundary once it holds o.TableBytes. With o.Whole, one also ends
+// where the table changes across one of drops (ascending): the table ranges that the
+// commit deletes must not fall within an sstable's bounds, which IngestFiles refuses
+// (pebble takes no overlapping files in one ingest).
+func exportCuts(merged entryChunks, o ExportOptions, drops []uint32, owned map[uint32][]*vnode.Bitmap) []entryChunks {
 	var files []entryChunks
 	start, i, size := 0, 0, 0
 	var prev []byte
 	for _, es := range merged {
 		for _, e := range es {
-			if i > start && !sameVnode(prev, e.key) && (size >= o.TableBytes || !o.Whole && !nextVnode(prev, e.key)) {
+			if i > start && !sameVnode(prev, e.key) && (size >= o.TableBytes || !o.Whole && !ownedBetween(owned, prev, e.key) || dropBetween(drops, prev, e.key)) {
 				files = append(files, merged.span(start, i))
 				start, size = i, 0
 			}
@@ -171,15 +186,36 @@ func exportCuts(merged entryChunks, o ExportOptions) []entryChunks {
 	return files
 }
 
+// dropBetween reports whether one of drops (ascending) is a table id between the
+// tables of keys a and b (a's below b's).
+func dropBetween(drops []uint32, a, b []byte) bool {
+	if len(drops) == 0 || len(a) < 4 || len(b) < 4 {
+		return false
+	}
+	ta, tb := binary.BigEndian.Uint32(a), binary.BigEndian.Uint32(b)
+	i, _ := slices.BinarySearch(drops, ta+1)
+	return i < len(drops) && drops[i] < tb
+}
+
 // sameVnode reports whether keys a and b share their table and vnode prefix.
 func sameVnode(a, b []byte) bool {
 	return len(a) >= KeyPrefixLen && len(b) >= KeyPrefixLen && bytes.Equal(a[:KeyPrefixLen], b[:KeyPrefixLen])
 }
 
-// nextVnode reports whether key b is of the vnode after key a's, in the same table.
-func nextVnode(a, b []byte) bool {
-	return len(a) >= KeyPrefixLen && len(b) >= KeyPrefixLen && bytes.Equal(a[:4], b[:4]) &&
-		binary.BigEndian.Uint16(a[4:])+1 == binary.BigEndian.Uint16(b[4:])
+// ownedBetween reports whether keys a and b (a's below b's) are of one table and
+// every vnode between theirs is one that a bitmap of owned[table] holds (none is
+// between: the vnode after a's is b's).
+func ownedBetween(owned map[uint32][]*vnode.Bitmap, a, b []byte) bool {
+	if len(a) < KeyPrefixLen || len(b) < KeyPrefixLen || !bytes.Equal(a[:4], b[:4]) {
+		return false
+	}
+	bms := owned[binary.BigEndian.Uint32(a)]
+	for v := int(binary.BigEndian.Uint16(a[4:])) + 1; v < int(binary.BigEndian.Uint16(b[4:])); v++ {
+		if !slices.ContainsFunc(bms, func(bm *vnode.Bitmap) bool { return bm.Contains(vnode.Vnode(v)) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // exportSSTable writes es as sstable k through create.

@@ -217,10 +217,16 @@ func writeOps(t *testing.T, sts map[uint32]*storage.StateTable, ops []remoteOp, 
 
 func stateTables(t *testing.T, n *storage.Node, ids []uint32) map[uint32]*storage.StateTable {
 	t.Helper()
+	return stateTablesOwning(t, n, ids, vnode.Full(8))
+}
+
+// stateTablesOwning is stateTables whose tables own only vnodes (of 8).
+func stateTablesOwning(t *testing.T, n *storage.Node, ids []uint32, vnodes *vnode.Bitmap) map[uint32]*storage.StateTable {
+	t.Helper()
 	kt := kvTable(8)
 	out := map[uint32]*storage.StateTable{}
 	for _, id := range ids {
-		st, err := storage.NewStateTable(n, id, kt, vnode.Full(kt.VnodeCount))
+		st, err := storage.NewStateTable(n, id, kt, vnodes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,8 +527,9 @@ func TestRemoteIngestChanges(t *testing.T) {
 }
 
 // An export of a whole store (ExportOptions.Whole) cuts its sstables by size only:
-// writes to vnodes with gaps between them, in two tables, are one sstable instead of
-// one per run of consecutive vnodes, and commit the same data.
+// writes to vnodes with gaps between them that the writers do not own, in two tables,
+// are one sstable instead of one per run of consecutive vnodes, and commit the same
+// data.
 func TestRemoteExportWhole(t *testing.T) {
 	fs := vfs.NewMem()
 	var ops []remoteOp
@@ -535,7 +542,7 @@ func TestRemoteExportWhole(t *testing.T) {
 	for i, whole := range []bool{false, true} {
 		open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
 		x := open(fmt.Sprint("x", i))
-		writeOps(t, stateTables(t, x.AddNode(), []uint32{7, 9}), ops, ep(1))
+		writeOps(t, stateTablesOwning(t, x.AddNode(), []uint32{7, 9}, vnode.NewBitmap(8, 1, 3, 6)), ops, ep(1))
 		objs := remoteObjects{}
 		names := exportWith(t, x, ep(1), storage.ExportOptions{Whole: whole}, objs)
 		if want := map[bool]int{false: 6, true: 1}[whole]; len(names) != want {
@@ -546,4 +553,108 @@ func TestRemoteExportWhole(t *testing.T) {
 		scans = append(scans, rawScan(t, b))
 	}
 	sameScan(t, "whole export", scans[0], scans[1])
+}
+
+// A whole export ends an sstable where the table changes across a table the commit
+// drops: the drop's range deletion must not fall within an sstable's bounds, which
+// one ingest does not take. The store that applies it then holds what a local
+// checkpoint of the same writes and drop holds.
+func TestRemoteExportWholeAcrossADrop(t *testing.T) {
+	fs := vfs.NewMem()
+	ids := []uint32{7, 8, 9}
+	put := func(tables []uint32, value string) []remoteOp {
+		var ops []remoteOp
+		for _, table := range tables {
+			for _, v := range []uint16{1, 3} {
+				ops = append(ops, remoteOp{table: table, vnode: v, pk: []byte("a" + value), op: vec.Insert, value: []byte(value)})
+			}
+		}
+		return ops
+	}
+	open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
+	local, x, b := open("local"), open("x"), open("b")
+	localTabs, xTabs := stateTables(t, local.AddNode(), ids), stateTables(t, x.AddNode(), ids)
+	objs := remoteObjects{}
+	for i, ops := range [][]remoteOp{put(ids, "1"), put(ids, "2")} {
+		e := ep(i + 1)
+		writeOps(t, localTabs, ops, e)
+		writeOps(t, xTabs, ops, e)
+		if i == 1 {
+			for _, s := range []*storage.Store{local, x} {
+				if err := s.StageDropTable(8); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := local.Checkpoint(e); err != nil {
+			t.Fatal(err)
+		}
+		names := exportWith(t, x, e, storage.ExportOptions{Whole: true}, objs)
+		if want := i + 1; len(names) != want {
+			t.Fatalf("epoch %d: %d sstables, want %d (cut at the dropped table only)", i+1, len(names), want)
+		}
+		ch := x.Staged()
+		applyChanges(t, b, e, objs, names, ch)
+		applyChanges(t, x, e, objs, names, ch)
+		want := rawScan(t, local)
+		sameScan(t, fmt.Sprintf("epoch %d: B", i+1), want, rawScan(t, b))
+		sameScan(t, fmt.Sprintf("epoch %d: X", i+1), want, rawScan(t, x))
+	}
+	if n, err := b.TableRowCount(8); err != nil || n != 0 {
+		t.Fatalf("the dropped table has %d rows (%v)", n, err)
+	}
+}
+
+// A store's export holds in one sstable the writes of the vnodes of a table that its
+// writers own, with or without writes, and cuts at a vnode they do not own: another
+// store's writers may write it. The sstables of two stores owning halves of the
+// vnodes (one per table each), or every other vnode (one per written vnode), do not
+// overlap, and one ingest takes them all; the store that applies them holds what one
+// local checkpoint of all the writes holds.
+func TestRemoteExportOwnedGaps(t *testing.T) {
+	evens, odds := vnode.NewBitmap(8, 0, 2, 4, 6), vnode.NewBitmap(8, 1, 3, 5, 7)
+	for _, tc := range []struct {
+		name    string
+		owners  []*vnode.Bitmap
+		written [][]uint16
+		tables  []int // sstables per store
+	}{
+		{"halves", []*vnode.Bitmap{vnode.FromRange(8, 0, 4), vnode.FromRange(8, 4, 8)}, [][]uint16{{0, 2}, {5, 7}}, []int{2, 2}},
+		{"interleaved", []*vnode.Bitmap{evens, odds}, [][]uint16{{0, 4, 6}, {1, 7}}, []int{6, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
+			local, b := open("local"), open("b")
+			ids := []uint32{7, 9}
+			objs := remoteObjects{}
+			var names []string
+			for i, owned := range tc.owners {
+				var ops []remoteOp
+				for _, table := range ids {
+					for _, v := range tc.written[i] {
+						ops = append(ops, remoteOp{table: table, vnode: v, pk: []byte("a"), op: vec.Insert, value: []byte("1")})
+					}
+				}
+				writeOps(t, stateTablesOwning(t, local.AddNode(), ids, owned), ops, ep(1))
+				x := open(fmt.Sprint("x", i))
+				writeOps(t, stateTablesOwning(t, x.AddNode(), ids, owned), ops, ep(1))
+				mine := exportWith(t, x, ep(1), storage.ExportOptions{}, objs)
+				if len(mine) != tc.tables[i] {
+					t.Fatalf("store %d: %d sstables, want %d", i, len(mine), tc.tables[i])
+				}
+				for _, n := range mine { // both stores name theirs e<epoch>-<k>.sst
+					name := fmt.Sprintf("x%d-%s", i, n)
+					objs[name] = objs[n]
+					delete(objs, n)
+					names = append(names, name)
+				}
+			}
+			if _, err := local.Checkpoint(ep(1)); err != nil {
+				t.Fatal(err)
+			}
+			apply(t, b, ep(1), objs, names)
+			sameScan(t, tc.name, rawScan(t, local), rawScan(t, b))
+		})
+	}
 }

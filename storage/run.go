@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"unsafe"
+
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // entry is one write: a value, or a tombstone when del is set.
@@ -38,6 +40,10 @@ type run struct {
 	bytes   int // the memtable's size when sealed: key and value bytes
 	// spans are the vnodes with entries, ascending, each with its entries' range.
 	spans []vnodeSpan
+	// owned are the vnodes of the table that the run's writer owned (nil: not
+	// known): no other node writes them until the next checkpoint, so an export
+	// may hold one of them without writes between two it holds (see exportCuts).
+	owned *vnode.Bitmap
 }
 
 // vnodeSpan is where one vnode's entries lie in a run: entries[start:end].

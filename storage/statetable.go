@@ -110,6 +110,7 @@ func (s *StateTable) Seal(epoch uint64) error {
 		return nil
 	}
 	r := s.mt.seal(s.id, epoch)
+	r.owned = s.vnodes
 	if err := s.node.addRun(r); err != nil {
 		s.mt.unseal(r)
 		return err
