@@ -22,14 +22,30 @@ type CommitLog interface {
 	// clock is behind its predecessor's still commits. It fails when store holds
 	// commits the log lacks.
 	CatchUp(ctx context.Context, store *storage.Store) (generation uint64, err error)
-	// Commit commits epoch: store's sealed data up to epoch and its staged catalog
+	// Commit commits c.Epoch: the sealed data up to it of c.Store, or with node
+	// stores of each of c.Nodes, exported on its own, and c.Store's staged catalog
 	// changes and table drops (storage.Store.Staged), durably in the log, then
-	// applies the commit to store, so that store's committed epoch is epoch when
-	// Commit returns nil. On an error the engine fails and nothing it wrote since
-	// the last commit is kept; the error says whether the log may hold the commit
-	// (a reopen catches up and so learns which). generation is that of the graph
-	// whose barrier the checkpoint is: the log refuses one below its last commit's.
-	Commit(ctx context.Context, store *storage.Store, epoch, generation uint64) (storage.CheckpointStats, error)
+	// applies the commit to c.Store and to every node store, so that each one's
+	// committed epoch is c.Epoch when Commit returns nil. On an error the engine
+	// fails and nothing it wrote since the last commit is kept; the error says
+	// whether the log may hold the commit (a reopen catches up and so learns
+	// which). The log refuses a c.Generation below its last commit's.
+	Commit(ctx context.Context, c CommitRequest) (storage.CheckpointStats, error)
+}
+
+// CommitRequest is one checkpoint for CommitLog.Commit.
+type CommitRequest struct {
+	// Store is the engine's store: its staged changes are the commit's, and with no
+	// Nodes its sealed data is too.
+	Store *storage.Store
+	// Nodes are the nodes' own stores (Options.NodeStores), in node order: each
+	// one's sealed data is exported on its own (each vnode of a table is written by
+	// one node between two checkpoints, so the exports never overlap), and each
+	// applies the whole commit. Nil without node stores.
+	Nodes []*storage.Store
+	// Epoch is the epoch committed; Generation that of the graph whose barrier the
+	// checkpoint is.
+	Epoch, Generation uint64
 }
 
 // commit commits epoch into the commit log, or into the store when there is none.
@@ -37,11 +53,16 @@ func (e *Engine) commit(epoch uint64) (storage.CheckpointStats, error) {
 	if e.opts.CommitLog == nil {
 		return e.store.Checkpoint(epoch)
 	}
-	cs, err := e.opts.CommitLog.Commit(context.Background(), e.store, epoch, e.generation)
-	if err == nil && e.store.CommittedEpoch() != epoch {
-		err = fmt.Errorf("the commit log returned with the store at epoch %d", e.store.CommittedEpoch())
+	cs, err := e.opts.CommitLog.Commit(context.Background(), CommitRequest{Store: e.store, Nodes: e.nodeStores, Epoch: epoch, Generation: e.generation})
+	if err != nil {
+		return cs, err
 	}
-	return cs, err
+	for _, s := range e.stores() {
+		if got := s.CommittedEpoch(); got != epoch {
+			return cs, fmt.Errorf("the commit log returned with the store in %s at epoch %d", s.Dir(), got)
+		}
+	}
+	return cs, nil
 }
 
 // catchUp brings the store up to the commit log's committed state (nothing without
@@ -50,10 +71,15 @@ func (e *Engine) catchUp(ctx context.Context) error {
 	if e.opts.CommitLog == nil {
 		return nil
 	}
-	gen, err := e.opts.CommitLog.CatchUp(ctx, e.store)
-	if err != nil {
-		return fmt.Errorf("catch up from the commit log: %w", err)
+	for _, s := range e.stores() {
+		gen, err := e.opts.CommitLog.CatchUp(ctx, s)
+		if err != nil {
+			if s != e.store {
+				return fmt.Errorf("catch up the store in %s from the commit log: %w", s.Dir(), err)
+			}
+			return fmt.Errorf("catch up from the commit log: %w", err)
+		}
+		e.generation = max(e.generation, gen)
 	}
-	e.generation = max(e.generation, gen)
 	return nil
 }

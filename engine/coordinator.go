@@ -274,8 +274,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	if e.g != nil {
 		e.g.teardown()
 	}
-	e.store.DropUncommitted()
-	e.store.DiscardStaged()
+	e.dropUncommitted()
 	e.recoveries++
 	if err := e.catchUp(ctx); err != nil {
 		e.fail(fmt.Errorf("recovery: %w", err))

@@ -29,5 +29,6 @@
 //     dispatchers; the merge that aligns barriers and changes inputs at Update barriers.
 //   - coordinator.go: barrier rounds, checkpoints, recovery.
 //   - commitlog.go: CommitLog, where checkpoints commit when the directory is a copy
-//     (cluster mode's engine/cluster/commitlog).
+//     (cluster mode's engine/cluster/commitlog); nodestores.go: a store per node
+//     (Options.NodeStores), committed together through it.
 package engine

@@ -23,7 +23,10 @@ type Engine struct {
 	opts  Options
 	dir   string
 	store *storage.Store
-	nodes []*storage.Node
+	// nodeStores are the nodes' own stores (Options.NodeStores; nil: every node's
+	// uncommitted data is in store). See nodestores.go.
+	nodeStores []*storage.Store
+	nodes      []*storage.Node
 	// caches are the nodes' budgets of cached operator state (nil: no cache; see
 	// Options.StateCacheBytes).
 	caches []*executors.StateCache
@@ -109,14 +112,18 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	store, err := storage.Open(dir, storage.Options{FS: opts.FS, Cache: opts.Cache, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes})
+	store, nodeStores, err := openStores(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{opts: opts, dir: dir, store: store, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem,
+	e := &Engine{opts: opts, dir: dir, store: store, nodeStores: nodeStores, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem,
 		kick: make(chan struct{}, 1), rounds: make(chan struct{})}
 	for i := 0; i < opts.Nodes; i++ {
-		e.nodes = append(e.nodes, store.AddNode())
+		if nodeStores != nil {
+			e.nodes = append(e.nodes, nodeStores[i].AddNode())
+		} else {
+			e.nodes = append(e.nodes, store.AddNode())
+		}
 		if opts.StateCacheBytes > 0 {
 			e.caches = append(e.caches, executors.NewStateCache(opts.StateCacheBytes))
 		}
@@ -130,7 +137,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 			e.g.teardown()
 		}
 		e.mu.Unlock()
-		store.Close()
+		closeStores(e.stores())
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
 	if opts.BarrierInterval > 0 {
@@ -190,7 +197,7 @@ func (e *Engine) close(checkpoint bool) error {
 	e.storeMu.Lock()
 	e.storeClosed = true
 	e.storeMu.Unlock()
-	if err := e.store.Close(); err != nil {
+	if err := closeStores(e.stores()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -304,8 +311,10 @@ func (e *Engine) Flush() error {
 	if err := e.usable(); err != nil {
 		return err
 	}
-	if err := e.store.DB().Flush(); err != nil {
-		return fmt.Errorf("engine: flush: %w", err)
+	for _, s := range e.stores() {
+		if err := s.DB().Flush(); err != nil {
+			return fmt.Errorf("engine: flush %s: %w", s.Dir(), err)
+		}
 	}
 	return nil
 }
@@ -321,10 +330,11 @@ func (e *Engine) StateCacheStats() executors.StateCacheStats {
 	return st
 }
 
-// StorageMetrics is pebble's metrics of the engine's store: its levels, compactions,
-// flushes and ingests. It does not wait for a barrier round or a checkpoint in
-// progress. Its block cache figures are those of the whole cache, which other stores
-// may share (Options.Cache). It is nil once the engine is closed.
+// StorageMetrics is pebble's metrics of the engine's store (not of its nodes' own,
+// Options.NodeStores): its levels, compactions, flushes and ingests. It does not wait
+// for a barrier round or a checkpoint in progress. Its block cache figures are those
+// of the whole cache, which other stores may share (Options.Cache). It is nil once
+// the engine is closed.
 func (e *Engine) StorageMetrics() *pebble.Metrics {
 	e.storeMu.RLock()
 	defer e.storeMu.RUnlock()

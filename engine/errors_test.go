@@ -207,3 +207,16 @@ func TestOpenDirectoryErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Node stores commit together only through a commit log: without one, Open refuses
+// them before it creates anything.
+func TestNodeStoresNeedACommitLog(t *testing.T) {
+	fs := vfs.NewMem()
+	_, err := engine.Open(context.Background(), "/db", engine.Options{FS: fs, NodeStores: true, BarrierInterval: -1})
+	if err == nil || !strings.Contains(err.Error(), "NodeStores needs a CommitLog") {
+		t.Fatalf("open with node stores and no commit log: %v", err)
+	}
+	if _, err := fs.Stat("/db"); err == nil {
+		t.Fatal("the refused open created its directory")
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -105,7 +106,9 @@ type Options struct {
 	// Cache is a pebble block cache (pebble.NewCache) to share with other engines or
 	// stores of the process instead of one of CacheSize of the engine's own
 	// (storage.Options.Cache); CacheSize is then not used. Each engine reserves its
-	// memtables' size in it, and StorageMetrics reports the whole cache's figures.
+	// memtables' size in it (with NodeStores, each of its stores does), and
+	// StorageMetrics reports the whole cache's figures. With NodeStores and no Cache,
+	// the engine's stores share one of CacheSize.
 	Cache *pebble.Cache
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -118,6 +121,13 @@ type Options struct {
 	// rebuildable copy of what it committed (see CommitLog); nil commits into the
 	// directory's store.
 	CommitLog CommitLog
+	// NodeStores, with a CommitLog, gives every node a store of its own, as a
+	// compute process has one: in the directory's weir-nodes/node-<i>, a rebuildable
+	// copy of the log's committed state plus the node's sealed, uncommitted data.
+	// Every checkpoint then exports each node's store on its own and commits the
+	// exports together; every store applies the commit (see CommitRequest). Without
+	// it, every node's uncommitted data is in the directory's one store.
+	NodeStores bool
 	// Exchange, when set, carries every edge between actors on different nodes
 	// (see Exchange); nil makes every edge a Go channel.
 	Exchange Exchange
@@ -152,6 +162,9 @@ func (o *Options) fill() error {
 	}
 	if err := checkRoles(o.NodeRoles, o.Nodes); err != nil {
 		return err
+	}
+	if o.NodeStores && o.CommitLog == nil {
+		return errors.New("engine: NodeStores needs a CommitLog, which commits the nodes' stores together")
 	}
 	if o.VnodeCount == 0 {
 		o.VnodeCount = schema.DefaultVnodeCount

@@ -54,7 +54,7 @@ func isStoreFile(name string) bool {
 		return true
 	}
 	switch {
-	case name == "LOCK", name == "CURRENT", name == IngestDirName, strings.HasPrefix(name, "marker."):
+	case name == "LOCK", name == "CURRENT", name == IngestDirName, name == NodeStoresDirName, strings.HasPrefix(name, "marker."):
 		return true
 	case strings.HasPrefix(name, "MANIFEST-"):
 		return num(name[len("MANIFEST-"):])

@@ -40,6 +40,11 @@ const ingestSegmentDiv = 32
 // its own directory; what is left here after a crash is removed when the store opens.
 const IngestDirName = "weir-ingest"
 
+// NodeStoresDirName is the directory, in an engine's store's, that holds the stores
+// of its nodes when each has one (engine.Options.NodeStores): a directory holding it
+// is an engine's.
+const NodeStoresDirName = "weir-nodes"
+
 // ingestPlan cuts a checkpoint's writes, meta and merged (each in ascending key
 // order, meta's keys all below merged's), into the sstables an ingest takes: one for
 // meta, and merged cut into segments wherever the committed data has a key between

@@ -57,7 +57,7 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 		po.FS = vfs.Default
 	}
 	if po.CacheSize == 0 {
-		po.CacheSize = 256 << 20
+		po.CacheSize = DefaultCacheSize
 	}
 	if po.MemTableSize == 0 {
 		po.MemTableSize = 64 << 20
@@ -93,6 +93,9 @@ func (o Options) pebbleOptions() (*pebble.Options, error) {
 	}
 	return po, nil
 }
+
+// DefaultCacheSize is Options.CacheSize's default.
+const DefaultCacheSize = 256 << 20
 
 // DefaultCompression is Options.Compression's default: Snappy, cheap to decompress
 // on the scan path.
@@ -309,6 +312,9 @@ func (s *Store) Close() error {
 	}
 	return err
 }
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
 
 // DB is the underlying pebble database (for raw-scan baselines and tools).
 func (s *Store) DB() *pebble.DB { return s.db }

@@ -323,6 +323,14 @@ func (r *runner) run() error {
 		}
 		r.rep.LogSeeds++
 		r.tracef("config: commits through a version log in PostgreSQL and a file:// bucket")
+		// Half of them give every node a store of its own, as a compute process
+		// has: each checkpoint exports every node's store apart and commits them
+		// together, and every store applies the commit (by the seed).
+		if r.seed/3%2 == 1 {
+			r.eo.NodeStores = true
+			r.rep.Sometimes["seeds_with_node_stores"]++
+			r.tracef("config: a store per node, committed together")
+		}
 	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default), backfill checkpoint interval %v (0: the default)",
 		r.ta.VnodeCount, r.tb.VnodeCount, r.domain, r.groups, r.eo.Nodes, r.eo.VnodeCount, r.eo.CheckpointEvery, r.eo.ChunkSize, r.eo.BackfillWorkers, r.eo.ChannelCapacity, r.eo.BackfillMemoryBudget, r.eo.IngestBytes, r.eo.BackfillCheckpointInterval)

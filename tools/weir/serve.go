@@ -32,6 +32,7 @@ type serveOptions struct {
 	replica      bool     // a read-only replica following the commit log
 	nodes        int      // engine.Options.Nodes (0: its default)
 	nodeRoles    []string // engine.Options.NodeRoles
+	nodeStores   bool     // engine.Options.NodeStores
 }
 
 func newServe() *cobra.Command {
@@ -47,7 +48,9 @@ SIGINT or SIGTERM stops serving and closes the engine (a last checkpoint).
 With --meta DSN and --bucket URL its checkpoints commit through a commit log
 (engine/cluster/commitlog) as node --node, which holds the leader lease: a second
 serve on the same meta store is refused while the lease (--lease-ttl) lasts, naming
-its holder. The directory is then a copy, rebuilt from the log when it starts empty.
+its holder. The directory is then a copy, rebuilt from the log when it starts empty;
+--node-stores gives each of the engine's nodes a store of its own in it, as a
+compute process has, exported apart and committed together at every checkpoint.
 --exchange flight makes the edges between the engine's nodes Arrow Flight streams,
 --control grpc the actors' reports frames of per-node control streams;
 --metrics-addr serves Prometheus metrics (labeled with the node) and pprof. Logs go
@@ -76,6 +79,7 @@ writes, catalog changes and controls fail as read-only. It takes no lease.`,
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address")
 	f.BoolVar(&o.replica, "replica", false, "serve a read-only replica that follows the commit log of --meta and --bucket (no lease)")
 	f.IntVar(&o.nodes, "nodes", 0, "the engine's simulated compute nodes (0: the engine's default, 2)")
+	f.BoolVar(&o.nodeStores, "node-stores", false, "give every node of the engine a store of its own, committed together through the commit log (with --meta and --bucket)")
 	f.StringSliceVar(&o.nodeRoles, "node-roles", nil, `node i's role, comma-separated ("" or missing: regular), for views created with MVOptions.BackfillOn, such as ",,backfill"`)
 	return cmd
 }
@@ -90,7 +94,10 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		return fmt.Errorf("serve: --node 0: node numbers start at 1")
 	}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", o.node)
-	opts := engine.Options{Logger: logger, Nodes: o.nodes, NodeRoles: o.nodeRoles}
+	if o.nodeStores && (o.meta == "" || o.bucket == "" || o.replica) {
+		return fmt.Errorf("serve: --node-stores commits the nodes' stores together through a commit log: it takes --meta and --bucket, without --replica")
+	}
+	opts := engine.Options{Logger: logger, Nodes: o.nodes, NodeRoles: o.nodeRoles, NodeStores: o.nodeStores}
 	var metrics *demoMetrics
 	if o.metricsAddr != "" {
 		if metrics, err = serveMetrics(o.metricsAddr, prometheus.Labels{"node": strconv.FormatUint(o.node, 10)}); err != nil {

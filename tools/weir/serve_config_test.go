@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // weir serve refuses bad configuration before it serves, with an error that names
@@ -75,6 +77,7 @@ func TestServeBadConfig(t *testing.T) {
 		{"missing bucket", serveOptions{dir: t.TempDir(), meta: dsnB, bucket: "file://" + filepath.ToSlash(missing)}, []string{missing}},
 		{"meta without bucket", serveOptions{dir: t.TempDir(), meta: dsnB}, []string{"--meta and --bucket go together"}},
 		{"replica without a log", serveOptions{dir: t.TempDir(), replica: true}, []string{"--replica"}},
+		{"node stores without a log", serveOptions{dir: t.TempDir(), nodeStores: true}, []string{"--node-stores", "--meta and --bucket"}},
 		{"another cluster's directory", serveOptions{dir: dir, meta: dsnB, bucket: bucketB}, []string{"another cluster", "applied sequence", dir}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,8 +95,9 @@ func TestServeBadConfig(t *testing.T) {
 		})
 	}
 
-	// Cluster A still serves the directory, with its table.
-	addr, stop, err = run(serveOptions{dir: dir, meta: dsnA, bucket: bucketA, node: 2})
+	// Cluster A still serves the directory, with its table, now with a store per
+	// node: they start empty and catch up from the log, and commit the next rows.
+	addr, stop, err = run(serveOptions{dir: dir, meta: dsnA, bucket: bucketA, node: 2, nodeStores: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,5 +109,17 @@ func TestServeBadConfig(t *testing.T) {
 	defer c.Close()
 	if n := len(scanTwo(t, ctx, c, "kv")); n != 100 {
 		t.Fatalf("after the refusals the directory's table holds %d rows, want 100", n)
+	}
+	if err := insertKV(ctx, c, 100, 150, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(scanTwo(t, ctx, c, "kv")); n != 150 {
+		t.Fatalf("with node stores the table holds %d rows, want 150", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, storage.NodeStoresDirName, "node-0", "LOCK")); err != nil {
+		t.Fatalf("--node-stores: no store of node 0: %v", err)
 	}
 }

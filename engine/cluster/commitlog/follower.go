@@ -45,6 +45,7 @@ func (f *Follower) CatchUp(ctx context.Context, store *storage.Store) (uint64, e
 }
 
 // Commit implements engine.CommitLog: a follower commits nothing.
-func (f *Follower) Commit(_ context.Context, _ *storage.Store, epoch, _ uint64) (storage.CheckpointStats, error) {
+func (f *Follower) Commit(_ context.Context, c engine.CommitRequest) (storage.CheckpointStats, error) {
+	epoch := c.Epoch
 	return storage.CheckpointStats{Epoch: epoch}, fmt.Errorf("commitlog: commit epoch %d: a follower commits nothing", epoch)
 }

@@ -16,8 +16,9 @@ import (
 // graph generation an hour of nanoseconds above the engine's.
 type ahead struct{ *commitlog.Log }
 
-func (a ahead) Commit(ctx context.Context, store *storage.Store, epoch, generation uint64) (storage.CheckpointStats, error) {
-	return a.Log.Commit(ctx, store, epoch, generation+uint64(time.Hour))
+func (a ahead) Commit(ctx context.Context, c engine.CommitRequest) (storage.CheckpointStats, error) {
+	c.Generation += uint64(time.Hour)
+	return a.Log.Commit(ctx, c)
 }
 
 // Every commit records its graph's generation, and a leader builds its graphs above

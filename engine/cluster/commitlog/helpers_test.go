@@ -70,7 +70,13 @@ func (c *cluster) config(node uint64) commitlog.Config {
 // barrier by barrier.
 func openEngine(t *testing.T, dir string, log engine.CommitLog) *engine.Engine {
 	t.Helper()
-	opts := engine.Options{BarrierInterval: -1, Nodes: 2}
+	return openEngineWith(t, dir, log, false)
+}
+
+// openEngineWith is openEngine, with a store per node when nodeStores is set.
+func openEngineWith(t *testing.T, dir string, log engine.CommitLog, nodeStores bool) *engine.Engine {
+	t.Helper()
+	opts := engine.Options{BarrierInterval: -1, Nodes: 2, NodeStores: nodeStores}
 	if log != nil {
 		opts.CommitLog = log
 	}

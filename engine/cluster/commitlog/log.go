@@ -333,15 +333,18 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 	return gen, nil
 }
 
-// Commit uploads store's sealed data up to epoch, commits it with the staged changes
-// at the sequence after the store's in one fenced transaction of the meta store, and
-// applies it to store from the copies kept while uploading. It fails, changing
-// nothing in the log, when the lease was lost (meta.ErrDeposed), when the log moved
-// past the store (meta.ErrConflict: another leader committed), and when an upload
-// fails; a commit whose
-// outcome is unknown (meta.ErrOutcomeUnknown) or that committed but could not be
-// applied says so: a reopen catches up from the log.
-func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generation uint64) (storage.CheckpointStats, error) {
+// Commit uploads c.Store's sealed data up to c.Epoch (with node stores, each
+// node's, exported on its own), commits it with c.Store's staged changes at the
+// sequence after the store's in one fenced transaction of the meta store, and
+// applies it to every store: each from the copies it kept while uploading, and the
+// objects the other stores exported downloaded. It fails, changing nothing in the
+// log, when the lease was lost (meta.ErrDeposed), when the log moved past the store
+// (meta.ErrConflict: another leader committed), when an upload fails, and when the
+// node stores' exports overlap; a commit whose outcome is unknown
+// (meta.ErrOutcomeUnknown) or that committed but could not be applied says so: a
+// reopen catches up from the log.
+func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.CheckpointStats, error) {
+	epoch, store := c.Epoch, c.Store
 	st := storage.CheckpointStats{Epoch: epoch}
 	l.mu.Lock()
 	lease, lost := l.lease, l.lost
@@ -355,27 +358,27 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generatio
 	if err != nil {
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
-	objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, store, epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
-	if err != nil {
-		return st, fmt.Errorf("commitlog: commit epoch %d to bucket %s: %w", epoch, l.cfg.BucketURL, err)
-	}
 	ch := store.Staged()
+	ex, err := l.export(ctx, c, ch.Drops)
+	if err != nil {
+		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
+	}
 	changes, err := encodeChanges(ch)
 	if err == nil {
 		// The sequence the store applied last: the commit fails with
 		// meta.ErrConflict if the log has moved past it (another leader committed).
-		c := meta.Checkpoint{Epoch: epoch, Generation: generation, Seq: applied, Catalog: changes, Objects: metaObjects(objs)}
-		for _, o := range objs {
+		mc := meta.Checkpoint{Epoch: epoch, Generation: c.Generation, Seq: applied, Catalog: changes, Objects: metaObjects(ex.objs)}
+		for _, o := range ex.objs {
 			st.Bytes += int(o.Size)
 		}
 		// Recorded before the commit, so that a commit that fails leaves them to
 		// Collect.
-		if err = l.cfg.Meta.AddObjects(ctx, c.Objects); err == nil {
-			ch.Sequence, err = l.cfg.Meta.Commit(ctx, lease, c)
+		if err = l.cfg.Meta.AddObjects(ctx, mc.Objects); err == nil {
+			ch.Sequence, err = l.cfg.Meta.Commit(ctx, lease, mc)
 		}
 	}
 	if err != nil {
-		store.DiscardIngestFiles(paths)
+		ex.discard()
 		if errors.Is(err, meta.ErrDeposed) {
 			l.mu.Lock()
 			l.loseLocked(err)
@@ -383,10 +386,10 @@ func (l *Log) Commit(ctx context.Context, store *storage.Store, epoch, generatio
 		}
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
-	if err := objstore.ApplyLocal(store, epoch, paths, ch); err != nil {
-		return st, fmt.Errorf("commitlog: epoch %d is committed at sequence %d but not applied to the store (reopen to catch up): %w", epoch, ch.Sequence, err)
+	if err := ex.apply(ctx, l.cfg.Bucket, epoch, ch); err != nil {
+		return st, fmt.Errorf("commitlog: epoch %d is committed at sequence %d but not applied (reopen to catch up): %w", epoch, ch.Sequence, err)
 	}
-	st.Ingested = len(objs)
+	st.Ingested = len(ex.objs)
 	st.Catalog = len(ch.Catalog)
 	l.mu.Lock()
 	due := l.cfg.BaseEvery > 0 && ch.Sequence >= l.base+uint64(l.cfg.BaseEvery)

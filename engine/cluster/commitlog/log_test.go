@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // views are the test's views over kv: a filter and projection, an aggregate, and
@@ -26,6 +28,10 @@ var views = []struct {
 		engine.As(engine.Column("v"), "v"), engine.As(engine.Column("n"), "n"))},
 	{"byv", engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c"), engine.Agg("sum", "n", "s"))},
 	{"doomed", engine.Filter(engine.Scan("kv"), engine.Call("greater", engine.Column("n"), engine.Int(10)))},
+	{"joined", engine.Join(engine.Scan("kv"),
+		engine.Project(engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c")),
+			engine.As(engine.Column("v"), "gv"), engine.As(engine.Column("c"), "c")),
+		[]string{"v"}, []string{"gv"}, nil)},
 }
 
 // pair is the same seeded workload applied to an engine committing through a log
@@ -33,10 +39,13 @@ var views = []struct {
 type pair struct {
 	t      *testing.T
 	c      *cluster
+	base   string // the log's engines' directories are in it
 	log    *commitlog.Log
 	remote *engine.Engine
 	local  *engine.Engine
 	dirs   int
+	// nodeStores gives the log's engine a store per node (engine.Options.NodeStores).
+	nodeStores bool
 }
 
 func (p *pair) both(f func(e *engine.Engine)) {
@@ -44,7 +53,9 @@ func (p *pair) both(f func(e *engine.Engine)) {
 	f(p.local)
 }
 
-// same checks that both engines hold the same rows in every table and view.
+// same checks that both engines hold the same rows in every table and view, the
+// same committed progress rows of every view's backfill, and the same upstream row
+// counts.
 func (p *pair) same(what string, names ...string) {
 	p.t.Helper()
 	for _, n := range names {
@@ -52,12 +63,46 @@ func (p *pair) same(what string, names ...string) {
 		if !slices.Equal(want, got) {
 			p.t.Fatalf("%s: %s over the log holds %d rows, embedded %d:\nlog      %v\nembedded %v", what, n, len(got), len(want), got, want)
 		}
+		if n == "kv" {
+			continue
+		}
+		want, got = progressRows(p.t, p.local, n), progressRows(p.t, p.remote, n)
+		if !slices.Equal(want, got) {
+			p.t.Fatalf("%s: the progress of %s over the log is\n%v\nembedded\n%v", what, n, got, want)
+		}
+	}
+	rows := func(e *engine.Engine) []string {
+		var out []string
+		for _, j := range e.Progress() {
+			out = append(out, fmt.Sprintf("%s/%s: %d upstream rows, %d consumed, done %v", j.Name, j.Upstream, j.UpstreamRows, j.RowsConsumed, j.Done))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if want, got := rows(p.local), rows(p.remote); !slices.Equal(want, got) {
+		p.t.Fatalf("%s: the jobs' progress over the log is\n%v\nembedded\n%v", what, got, want)
 	}
 }
 
+// progressRows are view name's committed progress rows, without the actors that own
+// them (placement differs between the engines), as text.
+func progressRows(t *testing.T, e *engine.Engine, name string) []string {
+	t.Helper()
+	ps, err := e.VnodeProgress(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(ps))
+	for i, v := range ps {
+		out[i] = fmt.Sprintf("scan %d of %s vnode %d: %v at %x, %d rows", v.Scan, v.Upstream, v.Vnode, v.State, v.Position, v.Rows)
+	}
+	return out
+}
+
 // reopenRemote crashes the log's engine and its log, and opens both again with the
-// engine in a new, empty directory: the engine rebuilds its copy from the log.
-func (p *pair) reopenRemote() {
+// engine in a new, empty directory (the engine rebuilds its copy from the log), or
+// in the same one when inPlace (it catches up from what the directory applied).
+func (p *pair) reopenRemote(inPlace bool) {
 	p.t.Helper()
 	if err := p.remote.Crash(); err != nil {
 		p.t.Fatal(err)
@@ -66,23 +111,35 @@ func (p *pair) reopenRemote() {
 		p.t.Fatal(err)
 	}
 	p.log = p.c.open(p.t, 1)
-	p.dirs++
-	p.remote = openEngine(p.t, filepath.Join(p.t.TempDir(), fmt.Sprint("copy", p.dirs)), p.log)
+	if !inPlace {
+		p.dirs++
+	}
+	p.remote = openEngineWith(p.t, filepath.Join(p.base, fmt.Sprint("copy", p.dirs)), p.log, p.nodeStores)
 }
 
 // TestEquivalence runs a seeded workload of inserts, updates and deletes, view
 // creations and a drop on an engine committing through the log and on an embedded
-// engine, checkpoint by checkpoint: both hold the same rows after every checkpoint,
-// after the log's engine restarts in an empty directory (rebuilt from the log alone),
-// and at the end; the bucket then holds exactly the objects the log references.
+// engine, checkpoint by checkpoint: both hold the same rows, the same progress rows
+// and the same row counts after every checkpoint, after the log's engine restarts in
+// an empty directory (rebuilt from the log alone), and at the end; the bucket then
+// holds exactly the objects the log references. Seeds 3 and 4 give the log's engine
+// a store per node, which every checkpoint exports apart and commits together.
 func TestEquivalence(t *testing.T) {
-	for seed := uint64(1); seed <= 2; seed++ {
+	for seed := uint64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			t.Logf("seed %d", seed)
+			nodeStores := seed > 2
+			t.Logf("seed %d, node stores %v", seed, nodeStores)
 			rng := rand.New(rand.NewPCG(seed, 0xc0117))
 			c := newCluster(t)
-			p := &pair{t: t, c: c, log: c.open(t, 1)}
-			p.remote = openEngine(t, filepath.Join(t.TempDir(), "copy0"), p.log)
+			p := &pair{t: t, c: c, base: t.TempDir(), log: c.open(t, 1), nodeStores: nodeStores}
+			p.remote = openEngineWith(t, filepath.Join(p.base, "copy0"), p.log, nodeStores)
+			if nodeStores {
+				for i := range 2 {
+					if _, err := os.Stat(filepath.Join(p.base, "copy0", storage.NodeStoresDirName, fmt.Sprintf("node-%d", i), "LOCK")); err != nil {
+						t.Fatalf("no store of node %d: %v", i, err)
+					}
+				}
+			}
 			p.local = openEngine(t, filepath.Join(t.TempDir(), "embedded"), nil)
 			defer func() { p.remote.Close(); p.local.Close() }()
 			p.both(func(e *engine.Engine) {
@@ -119,11 +176,18 @@ func TestEquivalence(t *testing.T) {
 					}
 				})
 				switch round {
-				case 2, 3, 4:
+				case 2, 3, 4, 5:
+					// Committed first and built before the next writes, so that each
+					// engine's backfill reads the same snapshot and no change beside
+					// it: the progress rows are then the same.
 					v := views[round-2]
 					p.both(func(e *engine.Engine) {
+						checkpoint(t, e)
 						if err := e.CreateMV(testContext(t), v.name, v.plan, engine.MVOptions{Parallelism: 2}); err != nil {
 							t.Fatalf("create %s: %v", v.name, err)
+						}
+						if err := e.WaitBackfill(testContext(t), v.name); err != nil {
+							t.Fatalf("backfill %s: %v", v.name, err)
 						}
 					})
 					names = append(names, v.name)
@@ -134,11 +198,22 @@ func TestEquivalence(t *testing.T) {
 						}
 					})
 					names = slices.DeleteFunc(names, func(n string) bool { return n == "doomed" })
+				case 7:
+					// Vnodes move between actors, and so between nodes: with node
+					// stores, the committed state of a moved vnode is in its new
+					// node's store already.
+					p.both(func(e *engine.Engine) {
+						for name, n := range map[string]int{"joined": 3, "byv": 1} {
+							if err := e.RescheduleMV(testContext(t), name, n); err != nil {
+								t.Fatalf("reschedule %s to %d: %v", name, n, err)
+							}
+						}
+					})
 				}
 				p.both(func(e *engine.Engine) { checkpoint(t, e) })
 				p.same(fmt.Sprintf("round %d", round), names...)
 				if round == 5 || round == 8 {
-					p.reopenRemote()
+					p.reopenRemote(round == 8)
 					p.same(fmt.Sprintf("round %d, rebuilt from the log", round), names...)
 				}
 			}

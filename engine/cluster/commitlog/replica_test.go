@@ -107,7 +107,7 @@ func TestReplicaFollows(t *testing.T) {
 	if err := bg.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := f3.Commit(ctx, nil, 1, 1); err == nil {
+	if _, err := f3.Commit(ctx, engine.CommitRequest{Epoch: 1, Generation: 1}); err == nil {
 		t.Fatal("a follower committed")
 	}
 }

@@ -28,7 +28,7 @@ type Object struct {
 // object whose write fails is aborted; the objects completed before it stay in the
 // bucket, unreferenced, for Collect.
 func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, error) {
-	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, o, false)
+	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, 0, o, false)
 	return objs, err
 }
 
@@ -37,13 +37,21 @@ func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, no
 // node that exported a commit applies it with ApplyLocal, without downloading what
 // it wrote. On an error the copies are removed.
 func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, []string, error) {
-	return upload(ctx, b, store, epoch, node, incarnation, o, true)
+	return upload(ctx, b, store, epoch, node, incarnation, 0, o, true)
 }
 
-func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions, keep bool) ([]Object, []string, error) {
+// UploadKeepFrom is UploadKeep whose objects are numbered from first on (the K of
+// their Name): a process that uploads the data of several stores for one commit (an
+// engine with node stores) numbers each one's objects after those of the stores
+// before it, so that no two share a name.
+func UploadKeepFrom(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions) ([]Object, []string, error) {
+	return upload(ctx, b, store, epoch, node, incarnation, first, o, true)
+}
+
+func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions, keep bool) ([]Object, []string, error) {
 	var paths []string
 	tabs, err := store.ExportCheckpoint(epoch, o, func(k int) (string, io.WriteCloser, error) {
-		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: uint64(k)}.String()
+		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: first + uint64(k)}.String()
 		wctx, cancel := context.WithCancel(ctx)
 		w, err := b.NewWriter(wctx, name, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
 		if err != nil {
@@ -131,19 +139,29 @@ func (o *objectWriter) Abort() {
 // object that IngestFiles refuses (a metadata key, overlapping another) are errors
 // naming the object; then nothing is committed and the downloads are removed.
 func Apply(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint64, objects []string, ch storage.Changes) error {
+	return ApplyWith(ctx, b, store, epoch, nil, objects, ch)
+}
+
+// ApplyWith is Apply of a version some of whose objects are already in store's
+// ingest directory at local (UploadKeep's copies, consumed) and the others, named
+// by objects, downloaded: a node store that exported part of a commit applies the
+// whole of it so.
+func ApplyWith(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch uint64, local, objects []string, ch storage.Changes) error {
 	if epoch <= store.CommittedEpoch() {
+		store.DiscardIngestFiles(local)
 		return nil
 	}
 	for _, name := range objects {
 		n, err := ParseName(name)
+		if err == nil && n.Epoch != epoch {
+			err = fmt.Errorf("object %s is of epoch %d", name, n.Epoch)
+		}
 		if err != nil {
+			store.DiscardIngestFiles(local)
 			return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
 		}
-		if n.Epoch != epoch {
-			return fmt.Errorf("objstore: apply epoch %d: object %s is of epoch %d", epoch, name, n.Epoch)
-		}
 	}
-	paths := make([]string, 0, len(objects))
+	paths := append(make([]string, 0, len(local)+len(objects)), local...)
 	for _, name := range objects {
 		p, err := download(ctx, b, store, name)
 		if err != nil {

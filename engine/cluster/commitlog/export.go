@@ -1,0 +1,166 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
+	"gocloud.dev/blob"
+)
+
+// export is the upload of one commit: the objects of every store that exported
+// part of it (the engine's store alone, or each node store), with the copies each
+// kept to apply from.
+type export struct {
+	c     engine.CommitRequest
+	objs  []objstore.Object // every part's, in part order
+	parts []exportPart
+}
+
+// exportPart is one store's part of an export.
+type exportPart struct {
+	what  string // names the store in errors
+	store *storage.Store
+	objs  []objstore.Object
+	paths []string // the copies, in objs' order
+}
+
+// export uploads the sealed data up to c.Epoch of c.Store, or of each node store
+// (which first stages the commit's table drops, whose runs are not exported), and
+// checks that the node stores' objects do not overlap: an overlap would make the
+// commit one that no store can apply, so it is refused before the commit point.
+func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32) (*export, error) {
+	ex := &export{c: c}
+	if len(c.Nodes) == 0 {
+		objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, c.Store, c.Epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
+		if err != nil {
+			return nil, fmt.Errorf("to bucket %s: %w", l.cfg.BucketURL, err)
+		}
+		ex.objs = objs
+		ex.parts = []exportPart{{what: "the store in " + c.Store.Dir(), store: c.Store, objs: objs, paths: paths}}
+	}
+	// Every node store must be where the engine's store is, which the commit is
+	// fenced on: a node store left behind would skip the deltas between.
+	seq, err := c.Store.AppliedSequence()
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range c.Nodes {
+		got, err := s.AppliedSequence()
+		if err != nil {
+			return nil, fmt.Errorf("the store of node %d: %w", i, err)
+		}
+		if got != seq || s.CommittedEpoch() != c.Store.CommittedEpoch() {
+			return nil, fmt.Errorf("the store of node %d in %s applied sequence %d at epoch %d, the engine's store sequence %d at epoch %d: reopen to catch it up",
+				i, s.Dir(), got, s.CommittedEpoch(), seq, c.Store.CommittedEpoch())
+		}
+	}
+	for i, s := range c.Nodes {
+		what := fmt.Sprintf("the store of node %d in %s", i, s.Dir())
+		for _, t := range drops {
+			if err := s.StageDropTable(t); err != nil {
+				ex.discard()
+				return nil, fmt.Errorf("%s: %w", what, err)
+			}
+		}
+		// Not Whole: each sstable holds consecutive vnodes of one table, all of
+		// them written by this node, so that no other node's sstable overlaps it.
+		objs, paths, err := objstore.UploadKeepFrom(ctx, l.cfg.Bucket, s, c.Epoch, l.cfg.Node, l.inc, uint64(len(ex.objs)), storage.ExportOptions{TableBytes: l.cfg.TableBytes})
+		if err != nil {
+			ex.discard()
+			return nil, fmt.Errorf("%s to bucket %s: %w", what, l.cfg.BucketURL, err)
+		}
+		ex.objs = append(ex.objs, objs...)
+		ex.parts = append(ex.parts, exportPart{what: what, store: s, objs: objs, paths: paths})
+	}
+	if err := ex.check(drops); err != nil {
+		// The objects stay in the bucket, recorded nowhere, as those of a failed
+		// upload do: objstore.Collect deletes them.
+		ex.discard()
+		return nil, err
+	}
+	return ex, nil
+}
+
+// check fails when two of the export's objects hold overlapping key ranges (two
+// nodes wrote one vnode of a table between two checkpoints), or when one's key range
+// spans a table the commit drops: no store could apply such a commit, so it is
+// refused before its commit point.
+func (ex *export) check(drops []uint32) error {
+	type bound struct {
+		o    objstore.Object
+		what string
+	}
+	var bs []bound
+	for _, p := range ex.parts {
+		for _, o := range p.objs {
+			bs = append(bs, bound{o, p.what})
+		}
+	}
+	for _, b := range bs {
+		if len(b.o.Smallest) < 4 || len(b.o.Largest) < 4 {
+			return fmt.Errorf("object %s (of %s): keys %x..%x are shorter than a table id", b.o.Name, b.what, b.o.Smallest, b.o.Largest)
+		}
+		lo, hi := binary.BigEndian.Uint32(b.o.Smallest), binary.BigEndian.Uint32(b.o.Largest)
+		for _, t := range drops {
+			if lo <= t && t <= hi {
+				return fmt.Errorf("object %s (of %s, tables %d to %d) spans table %d, which the commit drops", b.o.Name, b.what, lo, hi, t)
+			}
+		}
+	}
+	slices.SortFunc(bs, func(a, b bound) int { return bytes.Compare(a.o.Smallest, b.o.Smallest) })
+	for i := 1; i < len(bs); i++ {
+		a, b := bs[i-1], bs[i]
+		if bytes.Compare(a.o.Largest, b.o.Smallest) >= 0 {
+			return fmt.Errorf("objects %s (of %s, keys %x..%x) and %s (of %s, keys %x..%x) overlap: two nodes wrote, or own, the same vnode of a table since the last checkpoint",
+				a.o.Name, a.what, a.o.Smallest, a.o.Largest, b.o.Name, b.what, b.o.Smallest, b.o.Largest)
+		}
+	}
+	return nil
+}
+
+// discard removes the copies the export kept (a commit that did not happen), and the
+// drops it staged in the node stores.
+func (ex *export) discard() {
+	for i, p := range ex.parts {
+		p.store.DiscardIngestFiles(p.paths)
+		ex.parts[i].paths = nil
+	}
+	for _, s := range ex.c.Nodes {
+		s.DiscardStaged()
+	}
+}
+
+// apply applies the committed export at epoch with ch to every store: each node
+// store from its copies and the other nodes' objects, downloaded; then the engine's
+// store, which exported none, from all of them downloaded. Without node stores, the
+// engine's store applies its copies.
+func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch storage.Changes) error {
+	if len(ex.c.Nodes) == 0 {
+		p := ex.parts[0]
+		ex.parts[0].paths = nil
+		return objstore.ApplyLocal(p.store, epoch, p.paths, ch)
+	}
+	for i, p := range ex.parts {
+		var others []string
+		for j, q := range ex.parts {
+			if j != i {
+				others = append(others, objectNames(metaObjects(q.objs))...)
+			}
+		}
+		ex.parts[i].paths = nil // consumed by ApplyWith, whatever its result
+		if err := objstore.ApplyWith(ctx, b, p.store, epoch, p.paths, others, ch); err != nil {
+			ex.discard()
+			return fmt.Errorf("%s: %w", p.what, err)
+		}
+	}
+	if err := objstore.Apply(ctx, b, ex.c.Store, epoch, objectNames(metaObjects(ex.objs)), ch); err != nil {
+		return fmt.Errorf("the store in %s: %w", ex.c.Store.Dir(), err)
+	}
+	return nil
+}

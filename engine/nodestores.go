@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/seed04fbb902/weir/storage"
+)
+
+// Node stores (Options.NodeStores): each node keeps a store of its own, as a compute
+// process does, under the engine's directory. A node's store is a rebuildable copy of
+// the commit log's committed state (every vnode's) plus the node's own sealed,
+// uncommitted data: its actors' state tables, their lookups and its backfills'
+// snapshots read it, and nothing of another node's uncommitted data is in it. A
+// checkpoint exports every node's store on its own and the commit log commits the
+// exports together (CommitRequest), then every store, the engine's included, applies
+// the commit. The engine's own store holds no node: it keeps the catalog and serves
+// Scan and the progress reads.
+
+// nodeStoreDir is the directory of node i's store in the engine's directory dir.
+func nodeStoreDir(fs vfs.FS, dir string, i int) string {
+	return fs.PathJoin(dir, storage.NodeStoresDirName, fmt.Sprintf("node-%d", i))
+}
+
+// openStores opens the engine's store in dir and, with opts.NodeStores, every node's
+// store, sharing one block cache (opts.Cache, or one of CacheSize made here).
+func openStores(dir string, opts Options) (*storage.Store, []*storage.Store, error) {
+	so := storage.Options{FS: opts.FS, Cache: opts.Cache, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes}
+	if opts.NodeStores && so.Cache == nil {
+		size := so.CacheSize
+		if size == 0 {
+			size = storage.DefaultCacheSize
+		}
+		so.Cache = pebble.NewCache(size)
+		defer so.Cache.Unref() // each store holds a reference of its own
+	}
+	store, err := storage.Open(dir, so)
+	if err != nil || !opts.NodeStores {
+		return store, nil, err
+	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	var nodes []*storage.Store
+	for i := range opts.Nodes {
+		d := nodeStoreDir(fs, dir, i)
+		s, err := storage.Open(d, so)
+		if err != nil {
+			closeStores(append(nodes, store))
+			return nil, nil, fmt.Errorf("the store of node %d: %w", i, err)
+		}
+		nodes = append(nodes, s)
+	}
+	return store, nodes, nil
+}
+
+// closeStores closes stores and returns their errors joined.
+func closeStores(stores []*storage.Store) error {
+	var errs []error
+	for _, s := range stores {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stores is the engine's store followed by its nodes' own (Options.NodeStores).
+func (e *Engine) stores() []*storage.Store {
+	return append([]*storage.Store{e.store}, e.nodeStores...)
+}
+
+// dropUncommitted drops every store's sealed, uncommitted data and staged changes:
+// recovery's first step.
+func (e *Engine) dropUncommitted() {
+	for _, s := range e.stores() {
+		s.DropUncommitted()
+		s.DiscardStaged()
+	}
+}
