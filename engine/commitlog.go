@@ -33,6 +33,20 @@ type CommitLog interface {
 	Commit(ctx context.Context, c CommitRequest) (storage.CheckpointStats, error)
 }
 
+// Quiescer is implemented by a CommitLog that goes on reading the engine's store after
+// Commit returned (a base of the log written in the background): Quiesce returns once
+// it has stopped, and the engine calls it before it closes its stores.
+type Quiescer interface {
+	Quiesce()
+}
+
+// quiesce waits for the commit log's background work on the stores (see Quiescer).
+func (e *Engine) quiesce() {
+	if q, ok := e.opts.CommitLog.(Quiescer); ok {
+		q.Quiesce()
+	}
+}
+
 // CommitRequest is one checkpoint for CommitLog.Commit.
 type CommitRequest struct {
 	// Store is the engine's store: its staged changes are the commit's, and with no

@@ -137,6 +137,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 			e.g.teardown()
 		}
 		e.mu.Unlock()
+		e.quiesce()
 		closeStores(e.stores())
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
@@ -197,6 +198,7 @@ func (e *Engine) close(checkpoint bool) error {
 	e.storeMu.Lock()
 	e.storeClosed = true
 	e.storeMu.Unlock()
+	e.quiesce()
 	if err := closeStores(e.stores()); err != nil {
 		errs = append(errs, err)
 	}

@@ -32,7 +32,8 @@ type BaseInfo struct {
 // sstable ends once it holds o.TableBytes key and value bytes (o.Whole is implied:
 // the store holds the whole state). create is called as ExportCheckpoint calls it,
 // and a failed write is handled as there. The store's checkpoints wait while the
-// export runs, so that what it writes is one committed state.
+// export runs, so that what it writes is one committed state (ExportView reads a
+// View instead, and holds nothing back).
 //
 // IngestFiles of the sstables into an empty store, with the base's epoch and a
 // Changes of its catalog and sequence, gives a store whose committed rows, row counts
@@ -41,25 +42,48 @@ type BaseInfo struct {
 func (s *Store) ExportCommitted(o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
-	var info BaseInfo
 	if err := s.usable(); err != nil {
-		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)
 	}
-	seq, err := s.AppliedSequence()
+	return s.exportBase(s.db, o, create)
+}
+
+// ExportView is ExportCommitted of the committed state that v holds: a View of the
+// store's own committed state (Store.View, with no node's data), read from its
+// snapshot, so that checkpoints go on committing while the export runs. v stays the
+// caller's, who releases it after the export returns and before closing the store.
+func (s *Store) ExportView(v *View, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
+	if v == nil || v.snap == nil || len(v.runs) > 0 || v.rep != nil || len(v.private) > 0 {
+		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: not a view of the committed state alone")
+	}
+	if err := s.usable(); err != nil {
+		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	return s.exportBase(v.snap, o, create)
+}
+
+// exportBase exports the committed state r holds (the store's pebble, or a snapshot
+// of it).
+func (s *Store) exportBase(r pebble.Reader, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
+	var info BaseInfo
+	seq, err := readApplied(r)
 	if err != nil {
 		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
 	}
 	if seq == 0 {
 		return info, nil, fmt.Errorf("storage: export the committed state: the store applied no version-log sequence")
 	}
-	info.Epoch, info.Sequence = s.committed.Load(), seq
-	if info.Catalog, err = s.Catalog(); err != nil {
+	info.Sequence = seq
+	if info.Epoch, err = readEpoch(r); err != nil {
+		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	if info.Catalog, err = readCatalog(r); err != nil {
 		return info, nil, fmt.Errorf("storage: export the committed state: %w", err)
 	}
 	if o.TableBytes <= 0 {
 		o.TableBytes = DefaultExportTableBytes
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{
+	it, err := r.NewIter(&pebble.IterOptions{
 		LowerBound: binary.BigEndian.AppendUint32(nil, MetaTable+1),
 		UpperBound: binary.BigEndian.AppendUint32(nil, math.MaxUint32),
 	})

@@ -110,8 +110,13 @@ func (s *Store) Catalog() (map[string][]byte, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
+	return readCatalog(s.db)
+}
+
+// readCatalog reads every catalog entry from r (the store's pebble, or a snapshot).
+func readCatalog(r pebble.Reader) (map[string][]byte, error) {
 	prefix := metaKey(metaCatalog)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return nil, fmt.Errorf("storage: read catalog: %w", err)
 	}

@@ -370,7 +370,12 @@ func (s *Store) AppliedSequence() (uint64, error) {
 	if err := s.usable(); err != nil {
 		return 0, fmt.Errorf("storage: applied sequence: %w", err)
 	}
-	v, closer, err := s.db.Get(metaKey(metaApplied))
+	return readApplied(s.db)
+}
+
+// readApplied reads the applied sequence from r (the store's pebble, or a snapshot).
+func readApplied(r getter) (uint64, error) {
+	v, closer, err := r.Get(metaKey(metaApplied))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
 	}

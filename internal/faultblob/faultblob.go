@@ -1,6 +1,7 @@
 // Package faultblob wraps a gocloud.dev/blob bucket so that a test can make it refuse
 // writes: a bucket that fails mid-checkpoint, as a full or unreachable object store
-// does, while reads, listings and deletes keep working.
+// does, while reads, listings and deletes keep working; or hold them, as a slow one
+// does.
 package faultblob
 
 import (
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"gocloud.dev/blob"
@@ -25,6 +27,58 @@ type Faults struct {
 	armed bool
 	after int // objects still written before the refusal
 	hits  int
+	// hold, when set, holds the completion of objects whose keys start with
+	// holdPrefix until it is closed; held counts the writes it has held.
+	hold       chan struct{}
+	holdPrefix string
+	held       int
+}
+
+// Hold makes the completion of every object whose key starts with prefix wait (a
+// slow upload) until the returned release is called, which lets every held write go
+// on. Held reports how many writes it has held so far.
+func (f *Faults) Hold(prefix string) (release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan struct{})
+	f.hold, f.holdPrefix, f.held = ch, prefix, 0
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			if f.hold == ch {
+				f.hold = nil
+			}
+			f.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Held is how many writes the last Hold has held.
+func (f *Faults) Held() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held
+}
+
+// wait holds the completion of key while a Hold of its prefix lasts, or until ctx
+// ends.
+func (f *Faults) wait(ctx context.Context, key string) error {
+	f.mu.Lock()
+	ch := f.hold
+	if ch == nil || !strings.HasPrefix(key, f.holdPrefix) {
+		f.mu.Unlock()
+		return nil
+	}
+	f.held++
+	f.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("write %s, held: %w", key, ctx.Err())
+	}
 }
 
 // Arm makes the bucket write after more objects, then refuse every later write
@@ -132,7 +186,7 @@ func (d *bucket) NewTypedWriter(ctx context.Context, key, contentType string, op
 		cancel()
 		return nil, err
 	}
-	return &writer{w: w, cancel: cancel, f: d.f, key: key}, nil
+	return &writer{w: w, ctx: ctx, cancel: cancel, f: d.f, key: key}, nil
 }
 
 func (d *bucket) Copy(ctx context.Context, dst, src string, _ *driver.CopyOptions) error {
@@ -165,6 +219,7 @@ func (r *reader) Attributes() *driver.ReaderAttributes {
 // the object is dropped (the inner write's context is cancelled before its close).
 type writer struct {
 	w      *blob.Writer
+	ctx    context.Context // the writer's own, before its cancel
 	cancel context.CancelFunc
 	f      *Faults
 	key    string
@@ -174,6 +229,11 @@ func (w *writer) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (w *writer) Close() error {
 	defer w.cancel()
+	if err := w.f.wait(w.ctx, w.key); err != nil {
+		w.cancel()
+		w.w.Close()
+		return err
+	}
 	if w.f.refuse() {
 		w.cancel()
 		w.w.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -16,25 +17,8 @@ import (
 // leaving them behind, and keeps reading, listing and deleting; disarmed, it writes.
 func TestRefusesWrites(t *testing.T) {
 	ctx := context.Background()
-	inner, err := fileblob.OpenBucket(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	var f faultblob.Faults
-	b := faultblob.Wrap(inner, &f)
-	defer b.Close()
-	put := func(key string) error {
-		w, err := b.NewWriter(ctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write([]byte("data of " + key)); err != nil {
-			w.Close()
-			return err
-		}
-		return w.Close()
-	}
+	inner, b, f := newBuckets(t)
+	put := func(key string) error { return putObject(ctx, b, key) }
 	if err := put("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -81,4 +65,64 @@ func TestRefusesWrites(t *testing.T) {
 			t.Fatalf("refused object %s exists: %v, %v", k, ok, err)
 		}
 	}
+}
+
+// A held prefix holds the completion of its objects, and only of them, until the
+// release: nothing of a held object is in the bucket before it.
+func TestHoldsWrites(t *testing.T) {
+	ctx := context.Background()
+	inner, b, f := newBuckets(t)
+	put := func(key string) error { return putObject(ctx, b, key) }
+	release := f.Hold("b")
+	done := make(chan error, 1)
+	go func() { done <- put("b1") }()
+	for f.Held() == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the held write returned %v before the release", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := put("e1"); err != nil {
+		t.Fatalf("a write of another prefix: %v", err)
+	}
+	if ok, err := inner.Exists(ctx, "b1"); err != nil || ok {
+		t.Fatalf("the held object is in the bucket (%v, %v) before the release", ok, err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the released write: %v", err)
+	}
+	if ok, err := inner.Exists(ctx, "b1"); err != nil || !ok {
+		t.Fatalf("the released object is not in the bucket (%v, %v)", ok, err)
+	}
+	release() // a second release does nothing
+}
+
+// newBuckets returns a file:// bucket, the faulty bucket over it and its faults, all
+// closed when the test ends.
+func newBuckets(t *testing.T) (inner, b *blob.Bucket, f *faultblob.Faults) {
+	t.Helper()
+	inner, err := fileblob.OpenBucket(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	f = &faultblob.Faults{}
+	b = faultblob.Wrap(inner, f)
+	t.Cleanup(func() { b.Close() })
+	return inner, b, f
+}
+
+// putObject writes object key into b.
+func putObject(ctx context.Context, b *blob.Bucket, key string) error {
+	w, err := b.NewWriter(ctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write([]byte("data of " + key)); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
 }

@@ -85,8 +85,9 @@ func (r *runner) newLeader() error {
 	l, err := commitlog.Open(r.ctx, commitlog.Config{
 		Meta: c.meta, Bucket: c.bucket, BucketURL: c.url, Node: c.nodes,
 		LeaseTTL: 30 * time.Second, Grace: -1, TableBytes: 4 << 10,
-		BaseEvery: 2 + int(r.seed%7), // bases, and compactions, within a seed's commits
-		Logger:    r.opts.Logger,
+		BaseEvery:  2 + int(r.seed%7), // bases, and compactions, within a seed's commits
+		BaseInline: true,              // the bucket's writes in the seed's order: its faults hit them so
+		Logger:     r.opts.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("sim: open the commit log of leader node-%d: %w", c.nodes, err)

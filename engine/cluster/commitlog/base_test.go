@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/internal/faultblob"
 )
 
 // A log that writes a base every few commits stays bounded: once collected, the
@@ -78,6 +79,7 @@ func TestLogBases(t *testing.T) {
 			}
 		}
 	}
+	log.Quiesce() // the last base, written in the background, is in
 	b, ok, err := c.meta.LatestBase(ctx)
 	if err != nil || !ok {
 		t.Fatalf("no base after 12 rounds of 3 commits between bases: %v", err)
@@ -129,4 +131,81 @@ func TestLogBases(t *testing.T) {
 	write(t, e, e.Insert, []any{100_000, "z", 1})
 	checkpoint(t, e)
 	same("after another commit", r)
+}
+
+// A base is written in the background, from a snapshot of the store at the commit
+// that made it due: while its upload is held, the next checkpoints commit, and no
+// second base starts; once released, the base holds that commit's state, and an empty
+// directory rebuilds from it and the deltas after it to what the engine holds.
+func TestBaseInBackground(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	var faults faultblob.Faults
+	cfg := c.config(1)
+	cfg.Bucket = faultblob.Wrap(c.bucket, &faults)
+	cfg.BaseEvery = 2
+	release := faults.Hold("b") // a base's objects are named b<epoch>-...
+	defer release()
+	log, err := commitlog.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	e := openEngine(t, filepath.Join(t.TempDir(), "leader"), log)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	commit := func() {
+		t.Helper()
+		write(t, e, e.Insert, []any{k, "a", k}, []any{k + 1, "b", k})
+		k += 2
+		checkpoint(t, e)
+	}
+	for faults.Held() == 0 {
+		if k > 40 {
+			t.Fatal("no base started after 20 commits of a log that writes one every 2")
+		}
+		commit()
+	}
+	held, err := c.meta.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		commit() // while the base's first object is held
+	}
+	if n := faults.Held(); n != 1 {
+		t.Fatalf("%d base objects held, want the first one of one base", n)
+	}
+	if written, _ := log.Bases(); written != 0 {
+		t.Fatalf("%d bases written while the upload is held", written)
+	}
+	release()
+	log.Quiesce()
+	if written, failed := log.Bases(); written != 1 || failed != 0 {
+		t.Fatalf("%d bases written and %d failed, want 1 and 0", written, failed)
+	}
+	b, ok, err := c.meta.LatestBase(ctx)
+	if err != nil || !ok {
+		t.Fatalf("no base after the release: %v", err)
+	}
+	if b.Seq > held.Seq || b.Seq == 0 {
+		t.Fatalf("the base is at sequence %d, want the one due before the held commits (at most %d)", b.Seq, held.Seq)
+	}
+	commit() // the next base starts, and is written at once
+	log.Quiesce()
+	f, err := commitlog.OpenFollower(ctx, c.config(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := engine.OpenReplica(ctx, filepath.Join(t.TempDir(), "empty"), engine.Options{CommitLog: f, BarrierInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if a, b := scan(t, e, "kv"), scan(t, r, "kv"); !slices.Equal(a, b) {
+		t.Fatalf("the directory rebuilt from the base has %d rows, the engine %d", len(b), len(a))
+	}
 }

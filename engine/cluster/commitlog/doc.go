@@ -10,12 +10,16 @@
 // nothing. A commit's catalog changes and table drops travel in the version log's
 // delta (changes.go); the store keeps the sequence it applied last, so a catch-up
 // reads only the deltas after it. Every Config.BaseEvery commits the Log writes a
-// base (WriteBase), the whole committed state, which compacts the history before the
-// previous base; an empty directory catches up from the base.
+// base, the whole committed state, from a snapshot in the background while the next
+// checkpoints commit (WriteBase, inside the commit, with Config.BaseInline), which
+// compacts the history before the previous base; an empty directory catches up from
+// the base.
 //
 // # Files
 //
 //   - log.go: Config, Log, Open, Close; CatchUp, Commit, WriteBase and Collect.
+//   - export.go: a commit's upload, of the engine's store or of each node store
+//     (engine.Options.NodeStores), its checks before the commit point, and its apply.
 //   - changes.go: the versioned encoding of a commit's changes in a delta.
 //
 // The tests start a private PostgreSQL server (internal/pgtest) and fail, not skip,

@@ -32,7 +32,7 @@ type cluster struct {
 	bucketURL string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	ctx := testContext(t)
 	dsn := server.NewDatabase(t, "commitlog_test")

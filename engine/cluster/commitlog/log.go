@@ -54,8 +54,14 @@ type Config struct {
 	// history before the previous base (meta.Store.CommitBase) so that the bucket
 	// and the log stay bounded and an empty directory catches up from the base; a
 	// base that fails is tried again BaseEvery commits later (0: DefaultBaseEvery;
-	// negative: never).
+	// negative: never). The base is written in the background, from a snapshot of
+	// the store at the commit that made it due, while the next checkpoints commit;
+	// one at a time (a commit that finds one running writes none).
 	BaseEvery int
+	// BaseInline writes the base inside the commit that made it due, which the
+	// engine's checkpoints then wait for: a deterministic order of the bucket's
+	// writes, for simulations.
+	BaseInline bool
 	// Logger receives the log's warnings (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -74,6 +80,9 @@ type Log struct {
 	lost  error // the lease was lost (deposed): every later commit fails with it
 
 	base uint64 // the sequence of the log's last base, or of the commit whose base failed last (0: none)
+	// baseDone is closed when the base written in the background ends (nil: none
+	// runs); under mu.
+	baseDone chan struct{}
 
 	basesWritten, basesFailed atomic.Int64
 
@@ -163,6 +172,7 @@ func (l *Log) Lease() meta.Lease {
 func (l *Log) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
+		l.Quiesce()
 		close(l.stop)
 		<-l.done
 		l.mu.Lock()
@@ -392,32 +402,81 @@ func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.Check
 	st.Ingested = len(ex.objs)
 	st.Catalog = len(ch.Catalog)
 	l.mu.Lock()
-	due := l.cfg.BaseEvery > 0 && ch.Sequence >= l.base+uint64(l.cfg.BaseEvery)
+	due := l.cfg.BaseEvery > 0 && ch.Sequence >= l.base+uint64(l.cfg.BaseEvery) && l.baseDone == nil
 	l.mu.Unlock()
-	if due {
-		// The commit stands whatever happens to the base: a failed one is retried
-		// at the next commit.
-		if _, err := l.WriteBase(ctx, store); err != nil {
-			// Tried again BaseEvery commits later, not at every commit: a base
-			// that cannot be written must not stall every checkpoint.
-			l.mu.Lock()
-			l.base = max(l.base, ch.Sequence)
-			l.mu.Unlock()
-			l.basesFailed.Add(1)
-			l.log.Warn("write a base of the log; the next try is BaseEvery commits on", "sequence", ch.Sequence, "error", err)
+	switch {
+	case !due:
+	case l.cfg.BaseInline:
+		// The commit stands whatever happens to the base.
+		_, err := l.WriteBase(ctx, store)
+		l.baseEnded(ch.Sequence, err)
+	default:
+		v, err := store.View()
+		if err != nil {
+			l.baseEnded(ch.Sequence, err)
+			break
 		}
+		done := make(chan struct{})
+		l.mu.Lock()
+		l.baseDone = done
+		l.mu.Unlock()
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
+			defer cancel()
+			_, err := l.writeBase(ctx, store, v)
+			v.Release()
+			l.baseEnded(ch.Sequence, err)
+			l.mu.Lock()
+			l.baseDone = nil
+			l.mu.Unlock()
+		}()
 	}
 	return st, nil
 }
+
+// baseEnded records the end of the base due at sequence seq: a failed one is tried
+// again BaseEvery commits later, not at every commit, so that a base that cannot be
+// written does not stall every checkpoint.
+func (l *Log) baseEnded(seq uint64, err error) {
+	if err == nil {
+		return
+	}
+	l.mu.Lock()
+	l.base = max(l.base, seq)
+	l.mu.Unlock()
+	l.basesFailed.Add(1)
+	l.log.Warn("write a base of the log; the next try is BaseEvery commits on", "sequence", seq, "error", err)
+}
+
+// Quiesce waits for the base being written in the background, if any: it reads the
+// engine's store, which must not close before it ends. The engine calls it before
+// it closes its stores (engine.Quiescer), and Close calls it.
+func (l *Log) Quiesce() {
+	l.mu.Lock()
+	done := l.baseDone
+	l.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+var _ engine.Quiescer = (*Log)(nil)
 
 // WriteBase uploads store's whole committed state (which must be this log's, at its
 // last commit) as the log's base and commits it (meta.Store.CommitBase), which
 // compacts the log's history before the previous base. Its objects are recorded
 // before the base is committed, so that a base that fails to commit leaves them to
-// Collect (those of an upload that fails are left to objstore.Collect).
-// Commit calls it every Config.BaseEvery commits; the store's checkpoints wait while
-// it exports.
+// Collect (those of an upload that fails are left to objstore.Collect). The store's
+// checkpoints wait while it exports; Commit writes its bases so with
+// Config.BaseInline, and from a snapshot in the background otherwise.
 func (l *Log) WriteBase(ctx context.Context, store *storage.Store) (meta.Base, error) {
+	return l.writeBase(ctx, store, nil)
+}
+
+// writeBase is WriteBase of the committed state v holds (a View of store), or with v
+// nil of store's.
+func (l *Log) writeBase(ctx context.Context, store *storage.Store, v *storage.View) (meta.Base, error) {
 	l.mu.Lock()
 	lease, lost := l.lease, l.lost
 	l.mu.Unlock()
@@ -426,7 +485,15 @@ func (l *Log) WriteBase(ctx context.Context, store *storage.Store) (meta.Base, e
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	info, objs, err := objstore.UploadBase(ctx, l.cfg.Bucket, store, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
+	o := storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true}
+	var info storage.BaseInfo
+	var objs []objstore.Object
+	var err error
+	if v != nil {
+		info, objs, err = objstore.UploadBaseView(ctx, l.cfg.Bucket, store, v, l.cfg.Node, l.inc, o)
+	} else {
+		info, objs, err = objstore.UploadBase(ctx, l.cfg.Bucket, store, l.cfg.Node, l.inc, o)
+	}
 	if err != nil {
 		return meta.Base{}, fmt.Errorf("commitlog: write a base to bucket %s: %w", l.cfg.BucketURL, err)
 	}

@@ -14,10 +14,26 @@ import (
 // returns what the base holds besides its rows and the objects in key order. As with
 // Upload, an object is never overwritten, and an object whose write fails is
 // aborted; the objects completed before it stay in the bucket, unreferenced, for
-// collection.
+// collection. The store's checkpoints wait while it runs.
 func UploadBase(ctx context.Context, b *blob.Bucket, store *storage.Store, node, incarnation uint64, o storage.ExportOptions) (storage.BaseInfo, []Object, error) {
-	epoch := store.CommittedEpoch()
-	info, tabs, err := store.ExportCommitted(o, func(k int) (string, io.WriteCloser, error) {
+	return uploadBase(ctx, b, store.CommittedEpoch(), node, incarnation, func(create func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error) {
+		return store.ExportCommitted(o, create)
+	})
+}
+
+// UploadBaseView is UploadBase of the committed state that v, a View of store's
+// committed state (storage.Store.View), holds (storage.Store.ExportView): the
+// store's checkpoints go on while it runs. v stays the caller's.
+func UploadBaseView(ctx context.Context, b *blob.Bucket, store *storage.Store, v *storage.View, node, incarnation uint64, o storage.ExportOptions) (storage.BaseInfo, []Object, error) {
+	return uploadBase(ctx, b, v.Epoch, node, incarnation, func(create func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error) {
+		return store.ExportView(v, o, create)
+	})
+}
+
+// uploadBase uploads, as the base at epoch of node's incarnation, what export
+// writes.
+func uploadBase(ctx context.Context, b *blob.Bucket, epoch, node, incarnation uint64, export func(create func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error)) (storage.BaseInfo, []Object, error) {
+	info, tabs, err := export(func(k int) (string, io.WriteCloser, error) {
 		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: uint64(k), Base: true}.String()
 		wctx, cancel := context.WithCancel(ctx)
 		w, err := b.NewWriter(wctx, name, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
@@ -30,7 +46,7 @@ func UploadBase(ctx context.Context, b *blob.Bucket, store *storage.Store, node,
 	if err == nil && info.Epoch != epoch {
 		// A commit between reading the epoch and the export (the caller commits
 		// in between): the names would not be the base's.
-		err = fmt.Errorf("the committed epoch moved from %d to %d", epoch, info.Epoch)
+		err = fmt.Errorf("the committed epoch moved to %d", info.Epoch)
 	}
 	if err != nil {
 		return info, nil, fmt.Errorf("objstore: upload the base of node %d incarnation %d at epoch %d: %w", node, incarnation, epoch, err)
