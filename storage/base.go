@@ -52,13 +52,26 @@ func (s *Store) ExportCommitted(o ExportOptions, create func(k int) (string, io.
 // store's own committed state (Store.View, with no node's data), read from its
 // snapshot, so that checkpoints go on committing while the export runs. v stays the
 // caller's, who releases it after the export returns and before closing the store.
+//
+// Close waits for a running ExportView; one that starts once the store is closed
+// fails.
 func (s *Store) ExportView(v *View, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
-	if v == nil || v.snap == nil || len(v.runs) > 0 || v.rep != nil || len(v.private) > 0 {
-		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: not a view of the committed state alone")
+	switch {
+	case v == nil || v.snap == nil:
+		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: the view is released")
+	case v.store != s:
+		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: the view is of another store")
+	case v.runs != nil || v.rep != nil || v.private != nil:
+		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: not a view of the committed state alone (a node's)")
 	}
+	s.viewMu.RLock()
 	if err := s.usable(); err != nil {
+		s.viewMu.RUnlock()
 		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)
 	}
+	s.exports.Add(1)
+	s.viewMu.RUnlock()
+	defer s.exports.Done()
 	return s.exportBase(v.snap, o, create)
 }
 

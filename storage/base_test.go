@@ -116,3 +116,83 @@ func TestExportCommittedRefuses(t *testing.T) {
 		t.Fatalf("export through a failing writer: %v (writer %+v, %d sstables done)", err, fw, len(done))
 	}
 }
+
+// ExportView exports the committed state of the view's snapshot while the store
+// commits on: a base taken at one epoch, exported after the next commit, holds the
+// first epoch's rows (and equals ExportCommitted's at that epoch). It refuses a
+// released view, another store's and a node's.
+func TestExportView(t *testing.T) {
+	fs := vfs.NewMem()
+	open := func(dir string) *storage.Store { return openStoreIn(t, dir, testOptions(fs)) }
+	s, other := open("s"), open("other")
+	tabs := stateTables(t, s.AddNode(), []uint32{7})
+	w := &remoteWriter{rng: rand.New(rand.NewPCG(3, 4)), tables: []uint32{7}, live: map[string]bool{}}
+	objs := remoteObjects{}
+	commit := func(i int) {
+		writeOps(t, tabs, w.epoch(i), ep(i))
+		names := export(t, s, ep(i), 0, objs)
+		applyChanges(t, s, ep(i), objs, names, storage.Changes{Sequence: uint64(i)})
+	}
+	base := func(prefix string, export func(create func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error)) (storage.BaseInfo, []string) {
+		t.Helper()
+		info, tabs, err := export(func(k int) (string, io.WriteCloser, error) {
+			name := fmt.Sprintf("%s-%d.sst", prefix, k)
+			return name, &objectWriter{objs: objs, name: name}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tab := range tabs {
+			names = append(names, tab.Name)
+		}
+		return info, names
+	}
+	commit(1)
+	want, wantNames := base("committed", func(c func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error) {
+		return s.ExportCommitted(storage.ExportOptions{}, c)
+	})
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(2) // after the view
+	got, gotNames := base("view", func(c func(int) (string, io.WriteCloser, error)) (storage.BaseInfo, []storage.SSTable, error) {
+		return s.ExportView(v, storage.ExportOptions{}, c)
+	})
+	if got.Epoch != ep(1) || got.Sequence != 1 || got.Epoch != want.Epoch || got.Sequence != want.Sequence {
+		t.Fatalf("the view's base is at epoch %d sequence %d, want %d and 1", got.Epoch, got.Sequence, ep(1))
+	}
+	a, b := open("a"), open("b")
+	applyChanges(t, a, want.Epoch, objs, wantNames, storage.Changes{Catalog: want.Catalog, Sequence: want.Sequence})
+	applyChanges(t, b, got.Epoch, objs, gotNames, storage.Changes{Catalog: got.Catalog, Sequence: got.Sequence})
+	sameScan(t, "the view's base", rawScan(t, a), rawScan(t, b))
+
+	never := func(int) (string, io.WriteCloser, error) { return "", nil, errors.New("not reached") }
+	ov, err := other.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ov.Release()
+	nv, err := s.AddNode().View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nv.Release()
+	for _, tc := range []struct {
+		name string
+		v    *storage.View
+		want string
+	}{
+		{"another store's view", ov, "another store"},
+		{"a node's view", nv, "a node's"},
+	} {
+		if _, _, err := s.ExportView(tc.v, storage.ExportOptions{}, never); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	v.Release()
+	if _, _, err := s.ExportView(v, storage.ExportOptions{}, never); err == nil || !strings.Contains(err.Error(), "released") {
+		t.Errorf("a released view: %v", err)
+	}
+}

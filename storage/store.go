@@ -181,6 +181,9 @@ type Store struct {
 	// RLock; a checkpoint advances committed and drops the runs it wrote under Lock.
 	viewMu    sync.RWMutex
 	committed atomic.Uint64
+	// exports counts the running ExportViews, which Close waits for; one joins
+	// under viewMu's RLock while the store is not closed.
+	exports sync.WaitGroup
 	// checkpointing is the epoch of the checkpoint in progress (0: none); under viewMu.
 	checkpointing uint64
 	nodes         []*Node
@@ -294,17 +297,24 @@ func readEpoch(r getter) (uint64, error) {
 
 // Close closes the store. Uncommitted data is dropped.
 //
-// Close waits for a running checkpoint and for calls reading pebble to finish; calls
+// Close waits for a running checkpoint, a running ExportView and calls reading pebble
+// to finish; calls
 // after it return "store is closed". Release every View first: pebble refuses to close
 // with a snapshot open (the error names the leaked snapshots).
 func (s *Store) Close() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.viewMu.Lock()
-	defer s.viewMu.Unlock()
 	if s.closed.Swap(true) {
+		s.viewMu.Unlock()
 		return nil
 	}
+	s.viewMu.Unlock()
+	// A running ExportView reads pebble without a lock: it ends first (no new one
+	// starts once the store is marked closed).
+	s.exports.Wait()
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
 	s.publishCommitLocked()
 	err := s.db.Close()
 	if lerr := s.lock.Close(); err == nil {
@@ -454,6 +464,7 @@ func (n *Node) PendingBytes() int64 { return n.sealed.Load() + n.unsealed.Load()
 // done.
 type View struct {
 	snap  *pebble.Snapshot
+	store *Store // whose view it is
 	Epoch uint64
 	runs  map[uint32][]*run // per table, epochs > Epoch, ascending
 	// The replicated epochs above Epoch that rep held when it opened the view: its
@@ -494,7 +505,7 @@ func (s *Store) view(n *Node, upTo uint64) (*View, error) {
 		snap.Close()
 		return nil, fmt.Errorf("storage: read committed epoch: %w", err)
 	}
-	v := &View{snap: snap, Epoch: epoch}
+	v := &View{snap: snap, Epoch: epoch, store: s}
 	if n != nil {
 		v.runs = map[uint32][]*run{}
 		for t, rs := range n.runs {

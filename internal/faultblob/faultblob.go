@@ -36,7 +36,9 @@ type Faults struct {
 
 // Hold makes the completion of every object whose key starts with prefix wait (a
 // slow upload) until the returned release is called, which lets every held write go
-// on. Held reports how many writes it has held so far.
+// on, or until the write's context ends (the write then fails). Held reports how
+// many writes it has held so far. A second Hold replaces the first for the writes
+// after it: those the first holds wait for its release.
 func (f *Faults) Hold(prefix string) (release func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -79,7 +79,7 @@ func TestLogBases(t *testing.T) {
 			}
 		}
 	}
-	log.Quiesce() // the last base, written in the background, is in
+	log.WaitBase() // the last base, written in the background, is in
 	b, ok, err := c.meta.LatestBase(ctx)
 	if err != nil || !ok {
 		t.Fatalf("no base after 12 rounds of 3 commits between bases: %v", err)
@@ -136,7 +136,8 @@ func TestLogBases(t *testing.T) {
 // A base is written in the background, from a snapshot of the store at the commit
 // that made it due: while its upload is held, the next checkpoints commit, and no
 // second base starts; once released, the base holds that commit's state, and an empty
-// directory rebuilds from it and the deltas after it to what the engine holds.
+// directory rebuilds from it and the deltas after it to what the engine holds. An
+// engine that closes while a base is held stops the base (Quiesce) and closes.
 func TestBaseInBackground(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
@@ -183,7 +184,7 @@ func TestBaseInBackground(t *testing.T) {
 		t.Fatalf("%d bases written while the upload is held", written)
 	}
 	release()
-	log.Quiesce()
+	log.WaitBase()
 	if written, failed := log.Bases(); written != 1 || failed != 0 {
 		t.Fatalf("%d bases written and %d failed, want 1 and 0", written, failed)
 	}
@@ -195,7 +196,7 @@ func TestBaseInBackground(t *testing.T) {
 		t.Fatalf("the base is at sequence %d, want the one due before the held commits (at most %d)", b.Seq, held.Seq)
 	}
 	commit() // the next base starts, and is written at once
-	log.Quiesce()
+	log.WaitBase()
 	f, err := commitlog.OpenFollower(ctx, c.config(2))
 	if err != nil {
 		t.Fatal(err)
@@ -207,5 +208,22 @@ func TestBaseInBackground(t *testing.T) {
 	defer r.Close()
 	if a, b := scan(t, e, "kv"), scan(t, r, "kv"); !slices.Equal(a, b) {
 		t.Fatalf("the directory rebuilt from the base has %d rows, the engine %d", len(b), len(a))
+	}
+
+	// An engine that closes while a base is held stops it, and closes.
+	written, _ := log.Bases()
+	release2 := faults.Hold("b")
+	defer release2()
+	for faults.Held() == 0 {
+		if k > 200 {
+			t.Fatal("no base started after 20 more commits")
+		}
+		commit()
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("close with a base held: %v", err)
+	}
+	if w, failed := log.Bases(); w != written || failed != 0 {
+		t.Fatalf("after the close %d bases written and %d failed, want %d and 0 (the held one stopped)", w, failed, written)
 	}
 }

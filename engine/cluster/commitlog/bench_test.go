@@ -76,7 +76,7 @@ func BenchmarkBaseStall(b *testing.B) {
 			if _, err := e.WaitCheckpoint(ctx); err != nil {
 				b.Fatal(err)
 			}
-			log.Quiesce()
+			log.WaitBase()
 			measuring.Store(true)
 			b.ResetTimer()
 			for i := range b.N {
@@ -87,7 +87,7 @@ func BenchmarkBaseStall(b *testing.B) {
 			}
 			b.StopTimer()
 			measuring.Store(false)
-			log.Quiesce()
+			log.WaitBase()
 			if written, _ := log.Bases(); written == 0 && b.N >= 4 {
 				b.Fatal("no base written")
 			}

@@ -43,8 +43,8 @@ type Config struct {
 	// Timeout bounds each commit and catch-up (0: DefaultTimeout).
 	Timeout time.Duration
 	// Grace is how long an object no commit references is kept before it is deleted
-	// (0: DefaultGrace; negative: never collect). It must be longer than a commit
-	// can take.
+	// (0: DefaultGrace; negative: never collect). It must be longer than a commit,
+	// or a base, can take: their objects are recorded before they are committed.
 	Grace time.Duration
 	// TableBytes sizes the uploaded sstables (storage.ExportOptions; 0: the
 	// default). The engine's store holds every vnode, so they are cut by size only.
@@ -81,8 +81,9 @@ type Log struct {
 
 	base uint64 // the sequence of the log's last base, or of the commit whose base failed last (0: none)
 	// baseDone is closed when the base written in the background ends (nil: none
-	// runs); under mu.
+	// runs), and baseStop stops it; under mu.
 	baseDone chan struct{}
+	baseStop context.CancelFunc
 
 	basesWritten, basesFailed atomic.Int64
 
@@ -151,8 +152,8 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// Bases counts the bases the log wrote and those that Commit tried to write and
-// failed (each retried at the next commit).
+// Bases counts the bases the log wrote and those that failed (each tried again
+// BaseEvery commits later).
 func (l *Log) Bases() (written, failed int64) {
 	return l.basesWritten.Load(), l.basesFailed.Load()
 }
@@ -417,18 +418,23 @@ func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.Check
 			break
 		}
 		done := make(chan struct{})
+		bctx, stop := context.WithCancel(context.Background())
 		l.mu.Lock()
-		l.baseDone = done
+		l.baseDone, l.baseStop = done, stop
 		l.mu.Unlock()
 		go func() {
 			defer close(done)
-			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
-			defer cancel()
-			_, err := l.writeBase(ctx, store, v)
+			defer stop()
+			_, err := l.writeBase(bctx, store, v)
 			v.Release()
-			l.baseEnded(ch.Sequence, err)
+			if bctx.Err() != nil && err != nil {
+				// Stopped by Quiesce: the engine closes. A later commit writes it.
+				l.log.Info("a base of the log was stopped before it was written", "sequence", ch.Sequence)
+			} else {
+				l.baseEnded(ch.Sequence, err)
+			}
 			l.mu.Lock()
-			l.baseDone = nil
+			l.baseDone, l.baseStop = nil, nil
 			l.mu.Unlock()
 		}()
 	}
@@ -449,10 +455,23 @@ func (l *Log) baseEnded(seq uint64, err error) {
 	l.log.Warn("write a base of the log; the next try is BaseEvery commits on", "sequence", seq, "error", err)
 }
 
-// Quiesce waits for the base being written in the background, if any: it reads the
-// engine's store, which must not close before it ends. The engine calls it before
-// it closes its stores (engine.Quiescer), and Close calls it.
+// Quiesce stops the base being written in the background, if any, and waits for it
+// to end: it reads the engine's store, which must not close under it. A later
+// commit writes the base instead. The engine calls it before it closes its stores
+// (engine.Quiescer), and Close calls it.
 func (l *Log) Quiesce() {
+	l.mu.Lock()
+	done, stop := l.baseDone, l.baseStop
+	l.mu.Unlock()
+	if done != nil {
+		stop()
+		<-done
+	}
+}
+
+// WaitBase waits for the base being written in the background, if any, to be
+// written (or to fail).
+func (l *Log) WaitBase() {
 	l.mu.Lock()
 	done := l.baseDone
 	l.mu.Unlock()
@@ -529,7 +548,9 @@ func (l *Log) writeBase(ctx context.Context, store *storage.Store, v *storage.Vi
 
 // Collect deletes the objects that no committed sequence or base references and that
 // were recorded (or left unreferenced by a base's compaction) more than grace ago (by
-// the database's clock), and forgets them; it returns how many it deleted. A commit records its objects before its commit
+// the database's clock), and forgets them; it returns how many it deleted. A grace
+// shorter than a running commit or base has taken deletes its recorded objects:
+// WaitBase first. A commit records its objects before its commit
 // point; the objects of an upload that failed before that are left for
 // objstore.Collect.
 func (l *Log) Collect(ctx context.Context, grace time.Duration) (int, error) {
