@@ -22,6 +22,7 @@ FUZZ_TARGETS = \
 	./engine/cluster/wire:FuzzDecodeBarrier \
 	./engine/cluster/wire:FuzzDecodeChunkMeta \
 	./engine/cluster/wire:FuzzDecodeWatermark \
+	./engine/cluster/wire:FuzzDecodeBackfillStats \
 	./engine/cluster/control:FuzzDecodeFrame \
 	./engine/cluster/commitlog:FuzzDecodeChanges \
 	./engine/cluster/remote:FuzzDecodeRequest \

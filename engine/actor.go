@@ -110,7 +110,12 @@ func (a *actor) loop(g *graph) error {
 		}
 		a.disp = kept
 		a.status.enter(stepReport)
-		if err := g.report(a, report{actor: a.id, epoch: b.Curr}); err != nil {
+		r := report{actor: a.id, epoch: b.Curr}
+		if a.backfill != nil {
+			st := a.backfill.Stats()
+			r.backfill = &st
+		}
+		if err := g.report(a, r); err != nil {
 			return err
 		}
 		if executors.Stops(b.Mutation, a.id) {

@@ -56,11 +56,14 @@ type ControlGraph interface {
 }
 
 // ControlReport is one actor's report: it passed on the barrier that starts Epoch,
-// or it failed with Err (Actor 0: a node's failure, such as a lost stream).
+// or it failed with Err (Actor 0: a node's failure, such as a lost stream). A backfill
+// actor's report of a barrier carries its progress as it passed it (Backfill): the
+// coordinator knows a backfill's progress, and that it is done, from these reports.
 type ControlReport struct {
-	Actor executors.ActorID
-	Epoch executors.Epoch
-	Err   error
+	Actor    executors.ActorID
+	Epoch    executors.Epoch
+	Err      error
+	Backfill *executors.BackfillStats
 }
 
 // openControl opens g's control when the engine has one.
@@ -72,7 +75,7 @@ func (g *graph) openControl() error {
 	ctl, err := c.Open(g.ctx, g.generation, len(g.e.nodes), ControlNode{
 		Deliver: func(r ControlReport) {
 			select {
-			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err}:
+			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err, backfill: r.Backfill}:
 			case <-g.dead:
 			}
 		},
@@ -90,7 +93,7 @@ func (g *graph) openControl() error {
 // it has one, on the reports channel otherwise. It fails when the graph is torn down.
 func (g *graph) report(a *actor, r report) error {
 	if g.ctl != nil {
-		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err})
+		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err, Backfill: r.backfill})
 		if err != nil && g.ctx.Err() == nil {
 			// The report did not leave: a lost stream, which the control delivers
 			// as the node's failure.

@@ -70,6 +70,11 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		}
 		got++
 		reported[r.actor] = true
+		// A report from before the backfill loaded its progress (its first
+		// barrier) does not replace the committed progress seedProgress gave it.
+		if a := g.actors[r.actor]; a != nil && r.backfill != nil && (r.backfill.Started || !a.progress.Started) {
+			a.progress = *r.backfill
+		}
 		return nil
 	}
 	if err := e.inject(ctx, g, b, take); err != nil {
@@ -311,6 +316,9 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 			if err == nil {
 				_, _, err = g.addView(o, low, true)
+			}
+			if err == nil {
+				err = e.seedProgress(o, g.jobs[o.Name])
 			}
 		}
 		if err != nil {

@@ -86,8 +86,12 @@ type actor struct {
 	disp   []Dispatcher
 	k      vec.Kernels // kernels of the rows the actor emits (set by its node's build)
 	done   chan struct{}
-	// backfill is the view actor's backfill executor (for its progress).
+	// backfill is the view actor's backfill executor, on its node's side: the
+	// actor reports its progress with every barrier it passes.
 	backfill *executors.ArrangementBackfill
+	// progress is the coordinator's: the backfill progress the actor reported last
+	// (zero until its first report), all the coordinator knows of it.
+	progress executors.BackfillStats
 	// started is set when the actor's goroutine is started: its node builds no
 	// more of it.
 	started bool
@@ -97,9 +101,10 @@ type actor struct {
 
 // report is what an actor tells the coordinator: it passed barrier epoch on, or failed.
 type report struct {
-	actor executors.ActorID
-	epoch executors.Epoch
-	err   error
+	actor    executors.ActorID
+	epoch    executors.Epoch
+	err      error
+	backfill *executors.BackfillStats // a backfill actor's progress as it passed the barrier
 }
 
 // dmlInput is the channel into a table's DML actor.

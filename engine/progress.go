@@ -8,7 +8,11 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 )
 
-// JobProgress is the state of one materialized view's creation job: its backfill.
+// JobProgress is the state of one materialized view's creation job: its backfill, as
+// of the last barrier each of its actors passed (the actors report their progress
+// with every barrier). An actor that has passed only its first barrier (after an
+// open, a recovery or a rescale) has not loaded its progress yet: until its next
+// report, it is counted with the committed progress of its vnodes.
 type JobProgress struct {
 	Name        string
 	Upstream    string
@@ -24,15 +28,16 @@ type JobProgress struct {
 	// UpstreamRows is the upstream's committed row count: the estimate of the rows to
 	// read.
 	UpstreamRows int64
-	// RowsPerSecond is the read rate since the previous Progress call.
+	// RowsPerSecond is the read rate since the previous Progress call (the rows move
+	// at barriers, when the actors report them).
 	RowsPerSecond float64
 	// Percent is RowsConsumed of UpstreamRows, capped below 100 until every actor is
 	// done, then 100.
 	Percent float64
 	// Done reports that every actor finished its backfill: the view follows its upstream.
 	Done bool
-	// ReplicatedBytes is the memory the backfill's replicated epochs hold now, and
-	// ReplicatedPeak the sum of the running actors' peaks.
+	// ReplicatedBytes is the memory the backfill's replicated epochs held at the last
+	// barrier, and ReplicatedPeak the sum of the running actors' peaks.
 	ReplicatedBytes, ReplicatedPeak int
 	// SpilledChunks counts upstream chunks the backfill's epoch buffers spilled to
 	// disk (by the actors running now).
@@ -119,10 +124,10 @@ func (e *Engine) Progress() []JobProgress {
 				if !slices.Contains(p.Nodes, a.node) {
 					p.Nodes = append(p.Nodes, a.node)
 				}
-				if a.backfill == nil {
+				if a.frag.pn.kind != scanNode {
 					continue
 				}
-				st := a.backfill.Stats()
+				st := a.progress // as of the last barrier the actor passed
 				p.Actors = append(p.Actors, ActorProgress{Actor: a.id, Node: a.node, Upstream: a.frag.up.obj.Name, Rows: st.Rows,
 					Completed: st.Completed, Owned: st.Owned, Done: st.Done, UpstreamMessages: st.UpstreamMessages, UpstreamRowsForwarded: st.UpstreamRowsForwarded, ReplicatedBytes: st.ReplicatedBytes, ReadsKept: st.ReadsKept, ReadyTaken: st.ReadyTaken, StopFlushed: st.StopFlushed, HeldBack: st.HeldBack, LocalReads: st.Local})
 				started = started && st.Started

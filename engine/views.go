@@ -214,11 +214,12 @@ func (e *Engine) WaitBackfill(ctx context.Context, name string) error {
 	}
 }
 
-// jobDone reports whether every backfill actor of j is done.
+// jobDone reports whether every backfill actor of j reported itself done (every
+// actor of a scan fragment is one).
 func jobDone(j *job) bool {
 	for _, f := range j.scans() {
 		for _, a := range f.actors {
-			if a.backfill != nil && !a.backfill.Stats().Done {
+			if !a.progress.Done {
 				return false
 			}
 		}
@@ -405,6 +406,11 @@ func (e *Engine) reschedule(ctx context.Context, o *object, parallelism int, mov
 	for fi, f := range j.frags {
 		f.actors = sets[fi]
 		f.mapping = mappings[fi]
+	}
+	// The reschedule is committed, and with it the old actors' last progress: the
+	// new ones start from it.
+	if err := e.seedProgress(o, j); err != nil {
+		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
 	}
 	return nil
 }

@@ -89,3 +89,35 @@ func (e *Engine) loadProgress(view *storage.View, o *object, low *lowered, fn fu
 	}
 	return nil
 }
+
+// seedProgress gives the backfill actors of view o's job j that have not reported
+// a loaded progress yet the committed progress of their vnodes. The coordinator knows
+// a backfill's progress only from its actors' reports, and a backfill passes its
+// first barrier on before it loads its progress: until its next report, the
+// committed rows are what there is to know (after a recovery, all of it: a view
+// built before is done at once).
+func (e *Engine) seedProgress(o *object, j *job) error {
+	view, err := e.store.View()
+	if err != nil {
+		return err
+	}
+	defer view.Release()
+	return e.loadProgress(view, o, j.low, func(_ int, n *pnode, pos *vec.Positions, rows []int64) {
+		for _, a := range j.frags[n.idx].actors {
+			if a.progress.Started {
+				continue
+			}
+			st := executors.BackfillStats{Started: true}
+			a.vnodes.Iterate(func(v vnode.Vnode) bool {
+				st.Owned++
+				if pos.State[v] == vec.Completed {
+					st.Completed++
+				}
+				st.Rows += rows[v]
+				return true
+			})
+			st.Done = st.Completed == st.Owned
+			a.progress = st
+		}
+	})
+}

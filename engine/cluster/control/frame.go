@@ -13,7 +13,7 @@ import (
 
 // FrameVersion is the format version, the first byte of every frame. A change to any
 // encoding of this package bumps it.
-const FrameVersion byte = 2
+const FrameVersion byte = 3
 
 // MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
 // received message, so that a frame the encoder accepts is never refused by the
@@ -130,11 +130,15 @@ type Teardown struct {
 }
 
 // Collected reports that Actors have passed the barrier that starts epoch Epoch (its
-// Curr). A node may report each actor on its own or several at once.
+// Curr). A node may report each actor on its own or several at once. Progress is a
+// backfill actor's progress as it passed the barrier: the coordinator knows a
+// backfill's progress (and that it is done) from these reports alone; with it,
+// Actors holds that one actor.
 type Collected struct {
 	Stamp
-	Epoch  executors.Epoch
-	Actors []executors.ActorID
+	Epoch    executors.Epoch
+	Actors   []executors.ActorID
+	Progress *executors.BackfillStats
 }
 
 // Failed reports that Actor failed, with the error's text.
@@ -233,7 +237,8 @@ func withStamp(m Message, s Stamp) (Message, error) {
 //	build-actors: id | spec version | spec
 //	inject:       the barrier as wire.AppendBarrier writes it, to the end of the frame
 //	teardown:     generation (uvarint)
-//	collected:    epoch | actors (a uvarint count, then the ids)
+//	collected:    epoch | actors (a uvarint count, then the ids) | progress flag (byte)
+//	              [| progress as wire.AppendBackfillStats writes it, length-prefixed]
 //	failed:       actor | error text
 //	sealed:       epoch | report
 //	built:        id | error text (empty: built)
@@ -289,6 +294,19 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		for _, a := range x.Actors {
 			out = binary.AppendUvarint(out, uint64(a))
 		}
+		if x.Progress == nil {
+			out = append(out, 0)
+			break
+		}
+		if len(x.Actors) != 1 {
+			return fail("backfill progress with %d actors, want 1", len(x.Actors))
+		}
+		p, err := wire.AppendBackfillStats(nil, *x.Progress)
+		if err != nil {
+			return fail("actor %d: %v", x.Actors[0], err)
+		}
+		out = append(out, 1)
+		out = appendBytes(out, p)
 	case Failed:
 		if err := checkText(x.Err); err != nil {
 			return fail("actor %d: error text: %v", x.Actor, err)
@@ -386,6 +404,20 @@ func DecodeFrame(frame []byte) (Message, error) {
 			c.Actors = make([]executors.ActorID, n)
 			for i := range c.Actors {
 				c.Actors[i] = executors.ActorID(r.Uvarint("actors", math.MaxUint32))
+			}
+		}
+		if r.Flag("progress flag") {
+			p := r.Prefixed("progress")
+			if r.Err() == nil {
+				st, err := wire.DecodeBackfillStats(p)
+				switch {
+				case err != nil:
+					r.Fail("progress", "%v", err)
+				case len(c.Actors) != 1:
+					r.Fail("progress", "backfill progress with %d actors, want 1", len(c.Actors))
+				default:
+					c.Progress = &st
+				}
 			}
 		}
 		m = c

@@ -42,6 +42,8 @@ func frameCases() []struct {
 		{"teardown", Teardown{Stamp: testStamp, Generation: 2}},
 		{"collected none", Collected{Stamp: testStamp, Epoch: 9}},
 		{"collected", Collected{Stamp: testStamp, Epoch: math.MaxUint64, Actors: []executors.ActorID{0, 1, math.MaxUint32}}},
+		{"collected with progress", Collected{Stamp: testStamp, Epoch: 7 << 16, Actors: []executors.ActorID{4},
+			Progress: &executors.BackfillStats{Rows: 1 << 40, Completed: 3, Owned: 8, Started: true, Local: true, UpstreamMessages: 9}}},
 		{"failed", Failed{Stamp: testStamp, Actor: 12, Err: "hash join: out of memory in actor 12"}},
 		{"failed empty text", Failed{Stamp: testStamp, Actor: math.MaxUint32}},
 		{"sealed empty", Sealed{Stamp: testStamp, Epoch: 1}},
@@ -108,6 +110,8 @@ func TestAppendFrameRefuses(t *testing.T) {
 		{"no barrier", Inject{Stamp: testStamp}, "no barrier"},
 		{"bad barrier", Inject{Stamp: testStamp, Barrier: &executors.Barrier{Prev: 2, Curr: 2}}, "epochs must increase"},
 		{"too long", Sealed{Stamp: testStamp, Report: make([]byte, MaxFrameLen)}, "longer than"},
+		{"progress of two actors", Collected{Stamp: testStamp, Actors: []executors.ActorID{1, 2}, Progress: &executors.BackfillStats{}}, "backfill progress with 2 actors"},
+		{"bad progress", Collected{Stamp: testStamp, Actors: []executors.ActorID{1}, Progress: &executors.BackfillStats{Completed: 2, Owned: 1}}, "2 of 1 vnodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := AppendFrame([]byte("x"), tc.m)
@@ -147,6 +151,10 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"collected short epoch", hdr(KindCollected, 1, 2, 3), "epoch: truncated"},
 		{"collected many actors", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f), "actors"},
 		{"collected actor range", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x10), "out of range"},
+		{"collected no progress flag", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 1, 4), "progress flag: truncated"},
+		{"collected bad progress flag", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 1, 4, 2), "flag byte 2"},
+		{"collected progress of no actor", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 15, wire.ProgressVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), "with 0 actors"},
+		{"collected bad progress", hdr(KindCollected, 0, 0, 0, 0, 0, 0, 0, 1, 1, 4, 1, 2, wire.ProgressVersion+1, 0), "backfill progress: version"},
 		{"failed nul", hdr(KindFailed, 1, 1, 0), "NUL"},
 		{"sealed short report", hdr(KindSealed, 0, 0, 0, 0, 0, 0, 0, 1, 5, 1, 2), "report"},
 		{"built no text", hdr(KindBuilt, 1), "error text: truncated"},

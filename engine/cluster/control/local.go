@@ -173,7 +173,7 @@ func (l *Local) events() {
 					continue
 				}
 				for _, a := range m.Actors {
-					g.send(engine.ControlReport{Actor: a, Epoch: m.Epoch})
+					g.send(engine.ControlReport{Actor: a, Epoch: m.Epoch, Backfill: m.Progress})
 				}
 			case Failed:
 				if StampOf(m).Generation == g.gen {
@@ -379,7 +379,7 @@ func (g *localGraph) Report(ctx context.Context, node int, r engine.ControlRepor
 	if r.Err != nil {
 		return g.nodes[node].Send(ctx, Failed{Actor: r.Actor, Err: r.Err.Error()})
 	}
-	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}})
+	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}, Progress: r.Backfill})
 }
 
 // Close implements engine.ControlGraph: it closes the graph's streams, and nothing

@@ -129,6 +129,30 @@ func TestLocalEngine(t *testing.T) {
 	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 0, 300) })
 	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
 	both("create by_g", func(e *engine.Engine) error { return e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 2}) })
+	// The coordinator knows a backfill's progress, and that it is done, from the
+	// actors' reports: over the streams as over channels, the done job's reported
+	// rows are those its committed progress rows count.
+	both("backfill", func(e *engine.Engine) error { return e.WaitBackfill(ctx, "by_g") })
+	both("checkpoint", func(e *engine.Engine) error { _, err := e.WaitCheckpoint(ctx); return err })
+	for i, e := range es {
+		var p engine.JobProgress
+		for _, j := range e.Progress() {
+			if j.Name == "by_g" {
+				p = j
+			}
+		}
+		vps, err := e.VnodeProgress("by_g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows int64
+		for _, vp := range vps {
+			rows += vp.Rows
+		}
+		if !p.Done || p.VnodesTotal == 0 || p.VnodesCompleted != p.VnodesTotal || len(p.Actors) != 2 || p.RowsConsumed != rows {
+			t.Fatalf("engine %d: by_g's reported progress %+v, its committed progress rows %d", i, p, rows)
+		}
+	}
 	for round := range 6 {
 		both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 300+round*50, 350+round*50) })
 		switch round {
