@@ -302,8 +302,12 @@ func (r *runner) run() error {
 	// A third of the seeds are cluster-shaped: at least two nodes, every edge between
 	// actors on different nodes an Arrow Flight stream in package wire's encoding,
 	// and every barrier and actor's report a frame of a node's control stream (chosen by the
-	// seed, so the other seeds' schedules stay as they were).
-	if r.seed%3 == 0 {
+	// seed, so the other seeds' schedules stay as they were). So is half of the
+	// commit-log seeds with node stores (below): the nearest to a cluster of
+	// processes that runs in one.
+	logSeed := r.opts.Postgres != "" && r.seed%3 == 1
+	nodeStores := logSeed && r.seed/3%2 == 1
+	if r.seed%3 == 0 || nodeStores && r.seed/6%2 == 1 {
 		r.eo.Nodes = max(r.eo.Nodes, 2)
 		mesh, err := exchange.NewMesh(r.eo.Nodes, 0, r.mem)
 		if err != nil {
@@ -317,7 +321,7 @@ func (r *runner) run() error {
 		r.ctl, r.eo.Control = ctl, ctl
 		r.tracef("config: cluster-shaped: cross-node edges over Arrow Flight, barriers and reports over control streams")
 	}
-	if r.opts.Postgres != "" && r.seed%3 == 1 {
+	if logSeed {
 		if err := r.setupLog(); err != nil {
 			return err
 		}
@@ -326,10 +330,13 @@ func (r *runner) run() error {
 		// Half of them give every node a store of its own, as a compute process
 		// has: each checkpoint exports every node's store apart and commits them
 		// together, and every store applies the commit (by the seed).
-		if r.seed/3%2 == 1 {
+		if nodeStores {
 			r.eo.NodeStores = true
 			r.rep.Sometimes["seeds_with_node_stores"]++
 			r.tracef("config: a store per node, committed together")
+			if r.mesh != nil {
+				r.rep.Sometimes["seeds_with_node_stores_over_flight"]++
+			}
 		}
 	}
 	r.tracef("config: a %d vnodes, b %d vnodes, %d keys, %d groups, %d nodes, %d vnodes for state, checkpoint every %d barriers, chunks of %d, %d backfill workers, channels of %d, backfill memory budget %d (0: the default), ingest from %d bytes (0: the default), backfill checkpoint interval %v (0: the default)",
