@@ -64,7 +64,7 @@ func newClusterUp() *cobra.Command {
 	var (
 		dir, meta, script, exchange, ctl string
 		replicas                         int
-		asJSON                           bool
+		asJSON, nodeStores               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -73,7 +73,8 @@ func newClusterUp() *cobra.Command {
 PostgreSQL server through scripts/pg.sh in a temporary directory (unless --meta names
 one: an empty database),
 a bucket (file://DIR/bucket), one weir serve that commits to them (the leader, node
-1) and --replicas read replicas (weir serve --replica), each in the background with
+1; with --node-stores a store per node of its own, exported apart and committed
+together) and --replicas read replicas (weir serve --replica), each in the background with
 its log under DIR/logs. It records what it started in DIR/cluster.json and prints
 each server's address; weir cluster down --dir DIR stops exactly that. Reach the
 leader with remote.Dial, weir status --addr and weir export --addr.
@@ -82,7 +83,7 @@ The servers are one process each; compute nodes as processes of their own (a
 view's actors spread across them) are not built yet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas)
+			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas, nodeStores)
 			if err != nil {
 				return err
 			}
@@ -103,6 +104,7 @@ view's actors spread across them) are not built yet.`,
 	f.StringVar(&exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
 	f.StringVar(&ctl, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
 	f.IntVar(&replicas, "replicas", 0, "read replicas to start")
+	f.BoolVar(&nodeStores, "node-stores", false, "give each of the leader's nodes a store of its own (weir serve --node-stores)")
 	f.BoolVar(&asJSON, "json", false, "print the cluster's state as JSON")
 	return cmd
 }
@@ -130,7 +132,7 @@ copies).`,
 	return cmd
 }
 
-func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas int) (st clusterState, err error) {
+func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas int, nodeStores bool) (st clusterState, err error) {
 	if dir == "" {
 		return st, errors.New("cluster up: --dir is required")
 	}
@@ -198,7 +200,11 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 		st.Processes = append(st.Processes, p)
 		return nil
 	}
-	if err := start("leader", "--node", "1", "--exchange", exchange, "--control", ctl); err != nil {
+	leader := []string{"--node", "1", "--exchange", exchange, "--control", ctl}
+	if nodeStores {
+		leader = append(leader, "--node-stores")
+	}
+	if err := start("leader", leader...); err != nil {
 		return st, err
 	}
 	for i := 1; i <= replicas; i++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // weir cluster up starts PostgreSQL, a leader and a replica that serve a client;
@@ -30,7 +32,7 @@ func TestClusterUpDown(t *testing.T) {
 		err := root.Execute()
 		return out.String(), err
 	}
-	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--exchange", "flight", "--control", "grpc", "--json")
+	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--exchange", "flight", "--control", "grpc", "--node-stores", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +84,10 @@ func TestClusterUpDown(t *testing.T) {
 	}
 	if got := scanTwo(t, ctx, replica, "kv"); len(got) != 100 {
 		t.Fatalf("the replica has %d rows, want 100", len(got))
+	}
+	// The leader's nodes have stores of their own (--node-stores).
+	if _, err := os.Stat(filepath.Join(st.Processes[0].Dir, storage.NodeStoresDirName, "node-0", "LOCK")); err != nil {
+		t.Fatalf("the leader has no store of node 0: %v", err)
 	}
 
 	down()
