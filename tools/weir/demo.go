@@ -33,6 +33,7 @@ type demoOptions struct {
 	metricsAddr string
 	meta        string // a PostgreSQL DSN: commit through a commit log (with bucket)
 	bucket      string
+	nodeStores  bool   // engine.Options.NodeStores (with meta and bucket)
 	exchange    string // channel or flight: how edges between nodes travel
 	control     string // channel or grpc: how the actors' reports travel
 }
@@ -97,7 +98,8 @@ With --meta DSN and --bucket URL the engine commits its checkpoints through a co
 log (engine/cluster/commitlog): the version log in that PostgreSQL database, which
 must hold none yet, and the checkpoints' sstables in that bucket (file:///dir). The
 crash then also empties the engine's directory, and the reopened engine rebuilds it
-from the log.
+from the log. --node-stores gives each of the engine's nodes a store of its own,
+exported apart and committed together at every checkpoint.
 
 With --exchange flight every edge between actors on different nodes is an Arrow
 Flight stream (engine/cluster/exchange's Mesh: one exchange server per node on
@@ -131,6 +133,7 @@ every actor's report a frame of its node's gRPC control stream (control.Local).`
 	f.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics and pprof on this address (e.g. 127.0.0.1:9090)")
 	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database: commit through a commit log there (with --bucket)")
 	f.StringVar(&o.bucket, "bucket", "", "bucket URL (file:///dir) for the commit log's sstables (with --meta)")
+	f.BoolVar(&o.nodeStores, "node-stores", false, "give every node a store of its own, committed together through the commit log (with --meta and --bucket)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between nodes travel: channel (Go channels) or flight (Arrow Flight streams on loopback)")
 	f.StringVar(&o.control, "control", "channel", "how the actors' reports reach the coordinator: channel or grpc (a control stream per node on loopback)")
 	return cmd
@@ -201,7 +204,10 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts := engine.Options{Logger: logger}
+	if o.nodeStores && (o.meta == "" || o.bucket == "") {
+		return res, fmt.Errorf("demo: --node-stores commits the nodes' stores together through a commit log: it takes --meta and --bucket")
+	}
+	opts := engine.Options{Logger: logger, NodeStores: o.nodeStores}
 	var metrics *demoMetrics
 	if o.metricsAddr != "" {
 		if metrics, err = serveMetrics(o.metricsAddr, nil); err != nil {
