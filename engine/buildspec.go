@@ -529,8 +529,8 @@ func (nb *nodeBuild) backfill(in executors.Executor, a *actor, o *object, n *pno
 		NoShuffle:     n.scan.kind.coLocated(),
 		LocalUpstream: s.LocalUpstream,
 		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
-		Relief:        node.Store().CommitSignal, // a commit frees the epochs it writes
-		OnFinishing:   e.backfillFinishing,       // done at the next barrier: inject it now
+		Relief:        node.Store().CommitSignal,    // a commit frees the epochs it writes
+		OnFinishing:   func() { nb.g.finishing(a) }, // done at the next barrier: inject it now
 	})
 	if err != nil {
 		return in, err

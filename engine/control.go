@@ -59,11 +59,16 @@ type ControlGraph interface {
 // or it failed with Err (Actor 0: a node's failure, such as a lost stream). A backfill
 // actor's report of a barrier carries its progress as it passed it (Backfill): the
 // coordinator knows a backfill's progress, and that it is done, from these reports.
+//
+// A report with Finishing set is of no barrier: the actor's backfill has read its
+// whole snapshot and is done at the next barrier, which the coordinator then injects
+// at once, as a checkpoint.
 type ControlReport struct {
-	Actor    executors.ActorID
-	Epoch    executors.Epoch
-	Err      error
-	Backfill *executors.BackfillStats
+	Actor     executors.ActorID
+	Epoch     executors.Epoch
+	Err       error
+	Backfill  *executors.BackfillStats
+	Finishing bool
 }
 
 // openControl opens g's control when the engine has one.
@@ -74,6 +79,10 @@ func (g *graph) openControl() error {
 	}
 	ctl, err := c.Open(g.ctx, g.generation, len(g.e.nodes), ControlNode{
 		Deliver: func(r ControlReport) {
+			if r.Finishing {
+				g.e.backfillFinishing() // no barrier's report: the rounds never see it
+				return
+			}
 			select {
 			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err, backfill: r.Backfill}:
 			case <-g.dead:
@@ -107,6 +116,18 @@ func (g *graph) report(a *actor, r report) error {
 	case <-g.ctx.Done():
 		return g.ctx.Err()
 	}
+}
+
+// finishing tells the coordinator that actor a's backfill read its whole snapshot
+// (BackfillConfig.OnFinishing): through the graph's control when it has one, by a
+// call otherwise.
+func (g *graph) finishing(a *actor) {
+	if g.ctl != nil {
+		// A report that does not leave is a lost stream, which fails the round.
+		_ = g.ctl.Report(g.ctx, a.node, ControlReport{Actor: a.id, Finishing: true})
+		return
+	}
+	g.e.backfillFinishing()
 }
 
 // sourceNodes is the nodes that hold a DML input, in order: where a barrier is

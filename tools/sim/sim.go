@@ -119,6 +119,7 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 	if r.ctl != nil {
 		rep.Sometimes["barrier_injected_over_control"] += r.ctl.Injected()
 		rep.Sometimes["actors_built_over_control"] += r.ctl.Built()
+		rep.Sometimes["backfill_finishing_over_control"] += r.ctl.Finishings()
 		if cerr := r.ctl.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("sim: close the control streams: %w", cerr)
 		}

@@ -13,7 +13,7 @@ import (
 
 // FrameVersion is the format version, the first byte of every frame. A change to any
 // encoding of this package bumps it.
-const FrameVersion byte = 3
+const FrameVersion byte = 4
 
 // MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
 // received message, so that a frame the encoder accepts is never refused by the
@@ -23,8 +23,9 @@ const MaxFrameLen = 4 << 20
 // Kind is the second byte of a frame: which message it holds.
 type Kind byte
 
-// The kinds. Hello, Collected, Failed, Sealed and Built go from a node to the
-// coordinator; Accept, BuildActors, Inject and Teardown from the coordinator to a node.
+// The kinds. Hello, Collected, Failed, Sealed, Built and Finishing go from a node to
+// the coordinator; Accept, BuildActors, Inject and Teardown from the coordinator to a
+// node.
 const (
 	KindHello       Kind = 1
 	KindAccept      Kind = 2
@@ -35,6 +36,7 @@ const (
 	KindFailed      Kind = 7
 	KindSealed      Kind = 8
 	KindBuilt       Kind = 9
+	KindFinishing   Kind = 10
 )
 
 func (k Kind) String() string {
@@ -57,13 +59,15 @@ func (k Kind) String() string {
 		return "sealed"
 	case KindBuilt:
 		return "built"
+	case KindFinishing:
+		return "finishing"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
 
 // FromNode reports whether messages of kind k travel from a node to the coordinator.
 func (k Kind) FromNode() bool {
-	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed || k == KindBuilt
+	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed || k == KindBuilt || k == KindFinishing
 }
 
 // Stamp is what every message carries besides its body: the leader's term, the
@@ -80,7 +84,7 @@ func (s Stamp) String() string {
 func (s Stamp) stamped() Stamp { return s }
 
 // Message is one of Hello, Accept, BuildActors, Inject, Teardown, Collected, Failed,
-// Sealed and Built; each embeds its Stamp.
+// Sealed, Built and Finishing; each embeds its Stamp.
 type Message interface {
 	Kind() Kind
 	stamped() Stamp
@@ -191,6 +195,17 @@ func (Sealed) Kind() Kind { return KindSealed }
 // Kind returns KindBuilt.
 func (Built) Kind() Kind { return KindBuilt }
 
+// Finishing tells the coordinator that Actor's backfill has read its whole snapshot:
+// it is done at the next barrier, which the coordinator injects at once, as a
+// checkpoint, rather than at its next interval.
+type Finishing struct {
+	Stamp
+	Actor executors.ActorID
+}
+
+// Kind returns KindFinishing.
+func (Finishing) Kind() Kind { return KindFinishing }
+
 // withStamp returns m with its stamp replaced by s.
 func withStamp(m Message, s Stamp) (Message, error) {
 	switch x := m.(type) {
@@ -221,6 +236,9 @@ func withStamp(m Message, s Stamp) (Message, error) {
 	case Built:
 		x.Stamp = s
 		return x, nil
+	case Finishing:
+		x.Stamp = s
+		return x, nil
 	}
 	return nil, fmt.Errorf("control: unknown message type %T", m)
 }
@@ -242,6 +260,7 @@ func withStamp(m Message, s Stamp) (Message, error) {
 //	failed:       actor | error text
 //	sealed:       epoch | report
 //	built:        id | error text (empty: built)
+//	finishing:    actor
 //
 // It fails on an incarnation of 0 (incarnations count from 1), a Hello without a
 // node name, a string that is not UTF-8 or holds a NUL byte, an Inject without a
@@ -322,6 +341,8 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		}
 		out = binary.AppendUvarint(out, x.ID)
 		out = appendBytes(out, x.Err)
+	case Finishing:
+		out = binary.AppendUvarint(out, uint64(x.Actor))
 	default:
 		return dst, fmt.Errorf("control: unknown message type %T", m)
 	}
@@ -359,7 +380,7 @@ func DecodeFrame(frame []byte) (Message, error) {
 		return nil, fmt.Errorf("control: unknown frame version %d (want %d)", frame[0], FrameVersion)
 	}
 	k := Kind(frame[1])
-	if k < KindHello || k > KindBuilt {
+	if k < KindHello || k > KindFinishing {
 		return nil, fmt.Errorf("control: unknown frame kind %d", frame[1])
 	}
 	r := wire.NewReader(frame[2:])
@@ -427,6 +448,8 @@ func DecodeFrame(frame []byte) (Message, error) {
 		m = Sealed{Stamp: s, Epoch: executors.Epoch(r.U64("epoch")), Report: r.Prefixed("report")}
 	case KindBuilt:
 		m = Built{Stamp: s, ID: r.Uvarint("id", math.MaxUint64), Err: text(r, "error text")}
+	case KindFinishing:
+		m = Finishing{Stamp: s, Actor: executors.ActorID(r.Uvarint("actor", math.MaxUint32))}
 	}
 	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("control: %s frame (%s): %w", k, s, err)

@@ -50,6 +50,7 @@ func frameCases() []struct {
 		{"sealed", Sealed{Stamp: testStamp, Epoch: 2 << 16, Report: bytes.Repeat([]byte{7}, 300)}},
 		{"built", Built{Stamp: testStamp, ID: math.MaxUint64}},
 		{"built failed", Built{Stamp: testStamp, ID: 3, Err: "build actor 7 of view v: no such table"}},
+		{"finishing", Finishing{Stamp: testStamp, Actor: math.MaxUint32}},
 	}
 }
 
@@ -88,7 +89,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		})
 		kinds[tc.m.Kind()] = true
 	}
-	for k := KindHello; k <= KindBuilt; k++ {
+	for k := KindHello; k <= KindFinishing; k++ {
 		if !kinds[k] {
 			t.Errorf("no case of kind %s", k)
 		}
@@ -135,7 +136,8 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"empty", nil, "shorter than"},
 		{"version", []byte{FrameVersion + 1, byte(KindAccept), 0, 0, 1}, "unknown frame version"},
 		{"kind 0", []byte{FrameVersion, 0, 0, 0, 1}, "unknown frame kind 0"},
-		{"kind 10", []byte{FrameVersion, 10, 0, 0, 1}, "unknown frame kind 10"},
+		{"kind 11", []byte{FrameVersion, 11, 0, 0, 1}, "unknown frame kind 11"},
+		{"finishing actor range", hdr(KindFinishing, 0x80, 0x80, 0x80, 0x80, 0x10), "out of range"},
 		{"no stamp", []byte{FrameVersion, byte(KindAccept)}, "term"},
 		{"non-minimal", []byte{FrameVersion, byte(KindAccept), 0x80, 0x00, 0, 1}, "non-minimal"},
 		{"incarnation 0", []byte{FrameVersion, byte(KindAccept), 1, 1, 0}, "incarnation: 0"},

@@ -41,10 +41,11 @@ type Local struct {
 	incs  map[string]uint64 // the registry: each node's current incarnation
 	inc   uint64
 
-	lost     atomic.Int64
-	injected atomic.Int64
-	built    atomic.Int64
-	builds   atomic.Uint64 // the last BuildActors id
+	lost      atomic.Int64
+	injected  atomic.Int64
+	built     atomic.Int64
+	finishing atomic.Int64
+	builds    atomic.Uint64 // the last BuildActors id
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -90,6 +91,10 @@ func (l *Local) Injected() int64 { return l.injected.Load() }
 
 // Built counts the build specs the nodes took from their streams and built.
 func (l *Local) Built() int64 { return l.built.Load() }
+
+// Finishings counts the backfills whose Finishing frame (a snapshot read to its end:
+// inject the next barrier now) reached the coordinator.
+func (l *Local) Finishings() int64 { return l.finishing.Load() }
 
 // Refusals counts the frames the coordinator refused for their stamps.
 func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
@@ -178,6 +183,10 @@ func (l *Local) events() {
 			case Failed:
 				if StampOf(m).Generation == g.gen {
 					g.send(engine.ControlReport{Actor: m.Actor, Err: errors.New(m.Err)})
+				}
+			case Finishing:
+				if StampOf(m).Generation == g.gen && g.send(engine.ControlReport{Actor: m.Actor, Finishing: true}) {
+					l.finishing.Add(1)
 				}
 			case Built:
 				if StampOf(m).Generation == g.gen {
@@ -375,6 +384,9 @@ func (g *localGraph) Inject(ctx context.Context, node int, b *executors.Barrier)
 func (g *localGraph) Report(ctx context.Context, node int, r engine.ControlReport) error {
 	if node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("control: report of actor %d from node %d: the graph has nodes 0 to %d", r.Actor, node, len(g.nodes)-1)
+	}
+	if r.Finishing {
+		return g.nodes[node].Send(ctx, Finishing{Actor: r.Actor})
 	}
 	if r.Err != nil {
 		return g.nodes[node].Send(ctx, Failed{Actor: r.Actor, Err: r.Err.Error()})

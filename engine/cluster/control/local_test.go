@@ -298,3 +298,38 @@ func TestLocalBuildFails(t *testing.T) {
 		}
 	}
 }
+
+// A backfill that has read its whole snapshot says so over its node's stream (a
+// Finishing frame), and the coordinator injects the barrier that makes it done at
+// once: with barriers an hour apart, a view's creation (which waits for its
+// backfill) returns in moments, and its rows are there.
+func TestLocalFinishing(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	e, err := engine.Open(ctx, t.TempDir(), engine.Options{BarrierInterval: time.Hour, Nodes: 3, Control: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := localWrite(ctx, e.Insert, 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.CreateMV(cctx, "by_g", agg, engine.MVOptions{Parallelism: 2}); err != nil {
+		t.Fatalf("create a view with barriers an hour apart: %v", err)
+	}
+	if n := l.Finishings(); n != 2 {
+		t.Fatalf("%d Finishing frames reached the coordinator, want one per backfill actor (2)", n)
+	}
+	if got := localScan(t, e, "by_g"); len(got) != 7 {
+		t.Fatalf("by_g has %d groups, want 7", len(got))
+	}
+}
