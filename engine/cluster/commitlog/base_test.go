@@ -21,16 +21,8 @@ func TestLogBases(t *testing.T) {
 	ctx := testContext(t)
 	cfg := c.config(1)
 	cfg.BaseEvery = 3
-	log, err := commitlog.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	e := openEngine(t, filepath.Join(t.TempDir(), "leader"), log)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	log := openLog(t, cfg)
+	e := openLeader(t, log)
 	agg := engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c"), engine.Agg("sum", "n", "s"))
 	if err := e.CreateMV(ctx, "by_v", agg, engine.MVOptions{}); err != nil {
 		t.Fatal(err)
@@ -147,16 +139,8 @@ func TestBaseInBackground(t *testing.T) {
 	cfg.BaseEvery = 2
 	release := faults.Hold("b") // a base's objects are named b<epoch>-...
 	defer release()
-	log, err := commitlog.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	e := openEngine(t, filepath.Join(t.TempDir(), "leader"), log)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	log := openLog(t, cfg)
+	e := openLeader(t, log)
 	k := 0
 	commit := func() {
 		t.Helper()

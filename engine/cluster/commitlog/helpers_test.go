@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -54,12 +55,30 @@ func newCluster(t testing.TB) *cluster {
 // open opens a log for node on c, closed when the test ends.
 func (c *cluster) open(t *testing.T, node uint64) *commitlog.Log {
 	t.Helper()
-	l, err := commitlog.Open(testContext(t), c.config(node))
+	return openLog(t, c.config(node))
+}
+
+// openLog opens a log of cfg, closed when the test ends.
+func openLog(t *testing.T, cfg commitlog.Config) *commitlog.Log {
+	t.Helper()
+	l, err := commitlog.Open(testContext(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// openLeader opens an engine in a new directory that commits through log, with the kv
+// table created, closed when the test ends (before the log).
+func openLeader(t *testing.T, log engine.CommitLog) *engine.Engine {
+	t.Helper()
+	e := openEngine(t, filepath.Join(t.TempDir(), "leader"), log)
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(testContext(t), kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 func (c *cluster) config(node uint64) commitlog.Config {
