@@ -9,36 +9,26 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 )
 
-// An actor is one goroutine: it pulls its executor chain and hands what comes out to
-// its dispatchers, and tells the coordinator of every barrier it passes on and of its
-// failure. The graph (graph.go) builds and connects actors; this file runs them.
+// An actor is one goroutine of its node's (node.go): it pulls its executor chain and
+// hands what comes out to its dispatchers, and tells the coordinator of every barrier
+// it passes on and of its failure. The coordinator places actors (graph.go), their
+// nodes build them (nodebuild.go); this file runs them.
 
-// start runs every actor that is not running yet.
-func (g *graph) start(actors []*actor) {
-	for _, a := range actors {
-		a.started = true
-		g.wg.Add(1)
-		go g.run(a)
-	}
-}
-
-func (g *graph) run(a *actor) {
-	defer g.wg.Done()
-	defer close(a.done)
+func (n *nodeSide) run(a *nodeActor) {
+	defer n.wg.Done()
+	defer n.forget(a.id)
+	g := n.g
 	withActorLabels(g.ctx, a, func(context.Context) {
 		err := a.loop(g)
+		if err == nil {
+			return // stopped: loop closed it before reporting the barrier
+		}
+		// A failed actor leaves its outputs open: closing them would tell its
+		// downstreams that its stream ended, where it broke (over an exchange edge,
+		// a clean end). The report below tears the graph down, which ends them.
 		a.status.enter(stepClosing)
 		a.exec.Close()
-		if err == nil {
-			// A failed actor leaves its outputs open: closing them would tell its
-			// downstreams that its stream ended, where it broke (over an exchange
-			// edge, a clean end). The report below tears the graph down, which ends
-			// them.
-			for _, d := range a.disp {
-				d.Close()
-			}
-		}
-		if err != nil && g.ctx.Err() == nil {
+		if g.ctx.Err() == nil {
 			a.status.enter(stepReport)
 			_ = g.report(a, report{actor: a.id, err: err})
 		}
@@ -47,17 +37,19 @@ func (g *graph) run(a *actor) {
 
 // loop drives a's chain: chunks and watermarks go to every dispatcher, barriers too
 // after the dispatchers an Add gives a are connected; after passing a barrier on, a
-// reports it, and stops if the barrier stops it.
-func (a *actor) loop(g *graph) error {
+// reports it, and stops if the barrier stops it. A stopped actor closes its executor
+// and outputs before it reports the barrier that stopped it, so that the coordinator,
+// once it has the report, may forget the actor and its edges.
+func (a *nodeActor) loop(g *graph) error {
 	ctx := g.ctx
 	for {
 		a.status.enter(stepExecutor)
 		m, err := a.exec.Next(ctx)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("actor %d of %s: input ended", a.id, a.frag.obj.Name)
+				return fmt.Errorf("actor %d of %s: input ended", a.id, a.obj)
 			}
-			return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+			return fmt.Errorf("actor %d of %s: %w", a.id, a.obj, err)
 		}
 		if m.Barrier == nil {
 			if len(a.disp) == 0 {
@@ -75,7 +67,7 @@ func (a *actor) loop(g *graph) error {
 					if i < len(a.disp)-1 && m.Chunk != nil {
 						m.Chunk.Release()
 					}
-					return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+					return fmt.Errorf("actor %d of %s: %w", a.id, a.obj, err)
 				}
 			}
 			continue
@@ -88,7 +80,7 @@ func (a *actor) loop(g *graph) error {
 				}
 				d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), g.e.mem)
 				if err != nil {
-					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.frag.obj.Name, b.Curr, err)
+					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.obj, b.Curr, err)
 				}
 				a.disp = append(a.disp, d)
 			}
@@ -96,7 +88,7 @@ func (a *actor) loop(g *graph) error {
 		a.status.enter(stepDispatch)
 		for _, d := range a.disp {
 			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
-				return fmt.Errorf("actor %d of %s: %w", a.id, a.frag.obj.Name, err)
+				return fmt.Errorf("actor %d of %s: %w", a.id, a.obj, err)
 			}
 		}
 		a.status.passed.Store(uint64(b.Curr))
@@ -109,17 +101,28 @@ func (a *actor) loop(g *graph) error {
 			}
 		}
 		a.disp = kept
-		a.status.enter(stepReport)
 		r := report{actor: a.id, epoch: b.Curr}
 		if a.backfill != nil {
 			st := a.backfill.Stats()
 			r.backfill = &st
 		}
+		stops := executors.Stops(b.Mutation, a.id)
+		if stops {
+			a.status.enter(stepClosing)
+			a.exec.Close()
+			for _, d := range a.disp {
+				d.Close()
+			}
+		}
+		a.status.enter(stepReport)
+		if stops {
+			// Closed already: a report that fails is a lost stream or a graph torn
+			// down, which ends the round without this actor's word.
+			_ = g.report(a, r)
+			return nil
+		}
 		if err := g.report(a, r); err != nil {
 			return err
-		}
-		if executors.Stops(b.Mutation, a.id) {
-			return nil
 		}
 	}
 }

@@ -72,7 +72,7 @@ func TestActorDispatchFailureReleasesOnce(t *testing.T) {
 				c := vec.NewChunk(rec, ops, nil)
 				rec.Release()
 				ops.Release()
-				a := &actor{id: 1, frag: &fragment{obj: &object{Name: "v"}}, exec: &oneChunk{c: c}}
+				a := &nodeActor{id: 1, obj: "v", exec: &oneChunk{c: c}}
 				ds := make([]*failingDispatcher, n)
 				for i := range ds {
 					ds[i] = &failingDispatcher{fail: i == k}

@@ -122,14 +122,38 @@ func TestBuildSpecRecorded(t *testing.T) {
 			t.Errorf("no actor of role %s in %d specs", r, len(specs))
 		}
 	}
-	// Sent again, a spec of the running graph is refused: its actors run.
-	last := specs[len(specs)-1]
+	// Every actor built is started, by a spec of its own node, after every node
+	// built its part.
+	built, started := map[executors.ActorID]int{}, map[executors.ActorID]int{}
+	var last []byte // the last spec that builds actors
+	for _, data := range specs {
+		s, _, _, _ := decodeBuildSpec(data)
+		for _, a := range s.Actors {
+			if a.Role != roleFeed {
+				built[a.ID] = s.Node
+			}
+		}
+		for _, id := range s.Start {
+			n, ok := built[id]
+			if !ok || n != s.Node {
+				t.Fatalf("actor %d started on node %d, built on %d (%v)", id, s.Node, n, ok)
+			}
+			started[id]++
+		}
+		if len(s.Actors) > 0 {
+			last = data
+		}
+	}
+	if len(started) == 0 {
+		t.Fatal("no start spec")
+	}
+	// Sent again, a spec of the running graph is refused: its actors run (those of
+	// the last recovery's specs).
 	s, _, _, _ := decodeBuildSpec(last)
-	node := e.g.actors[s.Actors[0].ID].node
-	if err := e.g.buildAt(context.Background(), node, last); err == nil || !strings.Contains(err.Error(), "runs already") {
+	if err := e.g.buildAt(context.Background(), s.Node, last); err == nil || !strings.Contains(err.Error(), "runs already") {
 		t.Fatalf("a spec built twice: %v, want it refused", err)
 	}
-	if err := e.g.buildAt(context.Background(), (node+1)%3, last); err == nil || !strings.Contains(err.Error(), "placed on node") {
+	if err := e.g.buildAt(context.Background(), (s.Node+1)%3, last); err == nil || !strings.Contains(err.Error(), "for node") {
 		t.Fatalf("a spec built on another node: %v, want it refused", err)
 	}
 }
@@ -162,7 +186,11 @@ func TestDecodeBuildSpecRefuses(t *testing.T) {
 		want string
 	}{
 		{"not json", []byte("{"), "build spec: unexpected end"},
-		{"version", edit(func(s *buildSpec) { s.Version = 2 }), "version 2, want 1"},
+		{"version", edit(func(s *buildSpec) { s.Version = 1 }), "version 1, want 2"},
+		{"node", edit(func(s *buildSpec) { s.Node = -1 }), "node -1"},
+		{"start 0", edit(func(s *buildSpec) { s.Start = []executors.ActorID{0} }), "actor id 0 to start"},
+		{"drop 0", edit(func(s *buildSpec) { s.Drop = []executors.ActorID{3, 0} }), "actor id 0 to start or drop"},
+		{"too many to start", edit(func(s *buildSpec) { s.Start = make([]executors.ActorID, maxSpecActors+1) }), "more than"},
 		{"object", edit(func(s *buildSpec) { s.Objects[0] = json.RawMessage(`{"name":"x"}`) }), "build spec object 0"},
 		{"object twice", edit(func(s *buildSpec) { s.Objects = append(s.Objects, s.Objects[0]) }), "twice"},
 		{"id 0", edit(func(s *buildSpec) { s.Actors[0].ID = 0 }), "actor id 0"},

@@ -100,7 +100,7 @@ func (g *graph) openControl() error {
 
 // report delivers r of actor a to the coordinator: through the graph's control when
 // it has one, on the reports channel otherwise. It fails when the graph is torn down.
-func (g *graph) report(a *actor, r report) error {
+func (g *graph) report(a *nodeActor, r report) error {
 	if g.ctl != nil {
 		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err, Backfill: r.backfill})
 		if err != nil && g.ctx.Err() == nil {
@@ -121,7 +121,7 @@ func (g *graph) report(a *actor, r report) error {
 // finishing tells the coordinator that actor a's backfill read its whole snapshot
 // (BackfillConfig.OnFinishing): through the graph's control when it has one, by a
 // call otherwise.
-func (g *graph) finishing(a *actor) {
+func (g *graph) finishing(a *nodeActor) {
 	if g.ctl != nil {
 		// A report that does not leave is a lost stream, which fails the round.
 		_ = g.ctl.Report(g.ctx, a.node, ControlReport{Actor: a.id, Finishing: true})

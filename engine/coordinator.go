@@ -97,8 +97,15 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			now := time.Now()
 			for id, a := range g.actors {
 				if !reported[id] {
-					missing = append(missing, fmt.Sprintf("%d (%s fragment %d: %s)", id, a.frag.obj.Name, a.frag.id, a.status.describe(now)))
-					if a.status.current() == stepDispatch {
+					// In one process the coordinator asks the node's side what
+					// its actor is doing.
+					what := "not running on its node"
+					st := g.nodes[a.node].status(id)
+					if st != nil {
+						what = st.describe(now)
+					}
+					missing = append(missing, fmt.Sprintf("%d (%s fragment %d on node %d: %s)", id, a.frag.obj.Name, a.frag.id, a.node, what))
+					if st != nil && st.current() == stepDispatch {
 						waiting = append(waiting, id)
 					} else {
 						ids = append(ids, id)
@@ -222,26 +229,27 @@ func (e *Engine) afterRound(b *executors.Barrier) {
 	case executors.Update:
 		stopped = m.Stop
 	}
+	// A stopped actor closed its executor and outputs before it reported the
+	// barrier: it and its edges can go.
 	g := e.g
+	g.amu.Lock()
 	for _, id := range stopped {
-		if a, ok := g.actors[id]; ok {
-			<-a.done
-			g.amu.Lock()
-			delete(g.actors, id)
-			g.amu.Unlock()
-		}
+		delete(g.actors, id)
 	}
+	g.amu.Unlock()
 	if len(stopped) > 0 {
-		g.mu.Lock()
-		for k := range g.edges {
-			if _, ok := g.actors[k.from]; !ok && k.from != 0 {
-				delete(g.edges, k)
-			} else if _, ok := g.actors[k.to]; !ok {
-				delete(g.edges, k)
-			}
-		}
-		g.mu.Unlock()
+		g.forgetEdges()
 	}
+}
+
+// start has the nodes of actors (placed, and built by their nodes) start them. When a
+// node cannot be reached the change fails, and the graph is rebuilt from the last
+// checkpoint (the actors that did start wait for a barrier that never comes).
+func (e *Engine) start(ctx context.Context, actors []*actor) error {
+	if err := e.g.startActors(actors); err != nil {
+		return e.recoverFrom(ctx, fmt.Errorf("start actors: %w", err))
+	}
+	return nil
 }
 
 // abandon handles a round given up by its caller: the barrier may be anywhere in the
@@ -332,7 +340,10 @@ func (e *Engine) recover(ctx context.Context) error {
 		all = append(all, id)
 		actors = append(actors, a)
 	}
-	g.start(actors)
+	if err := g.startActors(actors); err != nil {
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
+	}
 	e.prev = executors.Epoch(e.store.CommittedEpoch())
 	e.sinceCkpt, e.lastCkpt = 0, time.Now()
 	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: all, PauseOnBootstrap: e.paused}})

@@ -23,8 +23,11 @@
 //
 // The runtime:
 //   - catalog.go: tables and views, persisted with the checkpoints.
-//   - graph.go: fragments and actors wired by bounded channels; actor.go: an actor's
-//     goroutine; stall.go: what a slow barrier's missing actors are doing.
+//   - graph.go: the coordinator's placement of fragments and actors, wired by bounded
+//     channels; buildspec.go: the build specs it sends each node; node.go: a node's
+//     side of a graph, which applies them and keeps the actors it built;
+//     nodebuild.go: an actor's build from its spec; actor.go: an actor's goroutine;
+//     stall.go: what a slow barrier's missing actors are doing.
 //   - dispatch.go, dispatch_kinds.go, merge.go: hash, broadcast, simple and no-shuffle
 //     dispatchers; the merge that aligns barriers and changes inputs at Update barriers.
 //   - coordinator.go: barrier rounds, checkpoints, recovery.

@@ -11,7 +11,6 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
-	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
@@ -76,27 +75,16 @@ func (j *job) actors() []*actor {
 	return out
 }
 
-// actor runs a chain of executors and sends its output through its dispatchers.
+// actor is the coordinator's placement of an actor: what runs it is its node's
+// (nodeActor, node.go).
 type actor struct {
 	id     executors.ActorID
 	frag   *fragment
 	node   int
 	vnodes *vnode.Bitmap
-	exec   executors.Executor
-	disp   []Dispatcher
-	k      vec.Kernels // kernels of the rows the actor emits (set by its node's build)
-	done   chan struct{}
-	// backfill is the view actor's backfill executor, on its node's side: the
-	// actor reports its progress with every barrier it passes.
-	backfill *executors.ArrangementBackfill
-	// progress is the coordinator's: the backfill progress the actor reported last
-	// (zero until its first report), all the coordinator knows of it.
+	// progress is the backfill progress the actor reported last (zero until its
+	// first report), all the coordinator knows of it.
 	progress executors.BackfillStats
-	// started is set when the actor's goroutine is started: its node builds no
-	// more of it.
-	started bool
-	// status is what the actor is doing (for the warning about a stalled barrier).
-	status actorStatus
 }
 
 // report is what an actor tells the coordinator: it passed barrier epoch on, or failed.
@@ -128,20 +116,21 @@ type graph struct {
 
 	mu    sync.Mutex // guards edges
 	edges map[edge]*link
-	// amu keeps the coordinator's changes to actors away from a node's build
-	// (buildAt holds it throughout; the coordinator while it places or discards).
+	// amu keeps the coordinator's changes to its placements away from a node's
+	// build (nodeSide.apply holds it throughout; the coordinator while it places or
+	// forgets actors).
 	amu    sync.Mutex
-	actors map[executors.ActorID]*actor
-	frags  map[string]*fragment // tables' fragments and views' root fragments, by object name
-	jobs   map[string]*job      // views, by name
-	dml    map[string]*dmlInput // by table name, guarded by e.gmu
+	actors map[executors.ActorID]*actor // the coordinator's placements
+	nodes  []*nodeSide                  // each node's side, by node
+	frags  map[string]*fragment         // tables' fragments and views' root fragments, by object name
+	jobs   map[string]*job              // views, by name
+	dml    map[string]*dmlInput         // by table name, guarded by e.gmu
 
 	generation uint64 // see ExchangeEdge.Generation
 	nextActor  executors.ActorID
 	nextFrag   executors.FragmentID
 	reports    chan report
 	ctl        ControlGraph // nil: reports are channel sends
-	wg         sync.WaitGroup
 }
 
 func newGraph(e *Engine) *graph {
@@ -149,12 +138,16 @@ func newGraph(e *Engine) *graph {
 	// Above the last one's, and the wall clock's: a graph of an engine reopened on
 	// the directory (in this process or another) never takes an earlier one's.
 	e.generation = max(e.generation+1, uint64(time.Now().UnixNano()))
-	return &graph{
+	g := &graph{
 		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.generation,
 		edges: map[edge]*link{}, actors: map[executors.ActorID]*actor{},
 		frags: map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
 	}
+	for i := range e.nodes {
+		g.nodes = append(g.nodes, newNodeSide(g, i))
+	}
+	return g
 }
 
 func (g *graph) newActorID() executors.ActorID {
@@ -172,11 +165,11 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	bitmaps := f.mapping.Bitmaps(o.Parallelism)
 	regular := e.nodesOf("")
 	for i := 0; i < o.Parallelism; i++ {
-		a := &actor{id: g.newActorID(), frag: f, node: regular[i%len(regular)], vnodes: bitmaps[i], done: make(chan struct{})}
+		a := &actor{id: g.newActorID(), frag: f, node: regular[i%len(regular)], vnodes: bitmaps[i]}
 		f.actors = append(f.actors, a)
 	}
 	// The DML actor: its input is the writers' channel.
-	dml := &actor{id: g.newActorID(), frag: f, node: regular[0], done: make(chan struct{})}
+	dml := &actor{id: g.newActorID(), frag: f, node: regular[0]}
 	f.dml = dml
 	g.amu.Lock()
 	g.actors[dml.id] = dml
@@ -210,20 +203,6 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	return f, nil
 }
 
-// materialize ends a's chain with a materialize into o's state, over in.
-func (a *actor) materialize(e *Engine, o *object, in executors.Executor) error {
-	st, err := storage.NewStateTable(e.nodes[a.node], o.ID, o.t, a.vnodes)
-	if err != nil {
-		return err
-	}
-	m, err := executors.NewMaterialize(in, st, e.nodes[a.node], e.mem)
-	if err != nil {
-		return err
-	}
-	a.exec = m
-	return nil
-}
-
 // actorIDs lists the ids of actors.
 func actorIDs(actors []*actor) []executors.ActorID {
 	ids := make([]executors.ActorID, len(actors))
@@ -247,7 +226,7 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 	for fi, f := range j.frags {
 		bitmaps := mappings[fi].Bitmaps(p)
 		for i := 0; i < p; i++ {
-			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i, bitmaps[i]), vnodes: bitmaps[i], done: make(chan struct{})}
+			a := &actor{id: g.newActorID(), frag: f, node: nodeOf(f, i, bitmaps[i]), vnodes: bitmaps[i]}
 			sets[fi] = append(sets[fi], a)
 			g.actors[a.id] = a
 		}
@@ -305,24 +284,37 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 	return sets, nil
 }
 
-// discard forgets actors that were built and never started, releasing what they hold.
+// discard has the nodes of actors, placed and never started, drop what they built
+// of them, and forgets them. A node that cannot be reached (its stream is lost)
+// drops them when the graph is torn down, which the lost stream brings about.
 func (g *graph) discard(actors []*actor) {
-	g.amu.Lock()
-	defer g.amu.Unlock()
-	g.e.gmu.Lock()
-	for name, in := range g.dml {
-		if slices.ContainsFunc(actors, func(a *actor) bool { return a.id == in.actor }) {
-			delete(g.dml, name)
-		}
+	b := g.newSpecs()
+	for _, a := range actors {
+		b.drop(a)
 	}
-	g.e.gmu.Unlock()
+	if err := b.run(); err != nil {
+		g.e.log.Warn("discarding actors not started", "error", err)
+	}
+	g.amu.Lock()
 	for _, a := range actors {
 		delete(g.actors, a.id)
-		if a.exec != nil {
-			a.exec.Close()
-		}
-		for _, d := range a.disp {
-			d.Close()
+	}
+	g.amu.Unlock()
+	g.forgetEdges()
+}
+
+// forgetEdges forgets the edges of actors no longer placed: their sides are closed
+// (an actor stopped, or dropped by its node).
+func (g *graph) forgetEdges() {
+	g.amu.Lock()
+	defer g.amu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.edges {
+		if _, ok := g.actors[k.from]; !ok && k.from != 0 {
+			delete(g.edges, k)
+		} else if _, ok := g.actors[k.to]; !ok {
+			delete(g.edges, k)
 		}
 	}
 }
@@ -385,24 +377,14 @@ func (g *graph) addView(o *object, low *lowered, connect bool) (*job, []executor
 	if connect {
 		// The upstreams' actors are built and not started (at open and recovery):
 		// their nodes add the dispatchers.
+		// A node that fails adds none of its spec's; a recovery that fails here
+		// fails the engine, whose teardown drops those another node added.
 		b := g.newSpecs()
-		had := map[*actor]int{} // the upstreams' dispatchers before: a failure drops the new ones
 		for _, spec := range specs {
 			u := g.actors[spec.Actor]
-			if _, ok := had[u]; !ok {
-				had[u] = len(u.disp)
-			}
 			b.add(u.node, actorSpec{ID: u.id, Fragment: u.frag.id, Role: roleFeed, Object: u.frag.obj.Name, Dispatchers: []executors.NewDispatcher{spec}}, nil, u.frag.obj)
 		}
 		if err := b.run(); err != nil {
-			g.amu.Lock()
-			for u, n := range had {
-				for _, d := range u.disp[n:] {
-					d.Close()
-				}
-				u.disp = u.disp[:n]
-			}
-			g.amu.Unlock()
 			for _, set := range sets {
 				g.discard(set)
 			}
@@ -486,7 +468,9 @@ func (g *graph) stop() {
 	for _, in := range ins {
 		in.mu.Lock() // writers see dead and leave
 	}
-	g.wg.Wait()
+	for _, n := range g.nodes {
+		n.stop()
+	}
 	for _, in := range ins {
 		drainNow(in.c)
 		in.mu.Unlock()

@@ -71,8 +71,8 @@ const actorLabel = "weir_actor"
 // withActorLabels runs f with the pprof labels of actor a (its id and its object's
 // name), so that a CPU profile can be broken down by actor and a goroutine dump names
 // each actor's goroutines.
-func withActorLabels(ctx context.Context, a *actor, f func(context.Context)) {
-	pprof.Do(ctx, pprof.Labels(actorLabel, strconv.Itoa(int(a.id)), "weir_object", a.frag.obj.Name), f)
+func withActorLabels(ctx context.Context, a *nodeActor, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels(actorLabel, strconv.Itoa(int(a.id)), "weir_object", a.obj), f)
 }
 
 // maxStacks caps the stacks logged for a barrier not collected (a large graph held

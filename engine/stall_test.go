@@ -39,7 +39,7 @@ func TestActorStallReport(t *testing.T) {
 	defer cancel()
 	ex := &blockingExec{entered: make(chan struct{})}
 	const id = 904_041 // no other test's actor has it
-	a := &actor{id: id, frag: &fragment{obj: &object{Name: "stalled_view"}}, exec: ex}
+	a := &nodeActor{id: id, obj: "stalled_view", exec: ex}
 	g := &graph{ctx: ctx, reports: make(chan report, 1)}
 	done := make(chan error, 1)
 	go func() {

@@ -51,7 +51,9 @@ func (e *Engine) CreateTable(ctx context.Context, t *schema.Table, opts TableOpt
 	for _, a := range f.actors {
 		ids = append(ids, a.id)
 	}
-	e.g.start(append([]*actor{f.dml}, f.actors...))
+	if err := e.start(ctx, append([]*actor{f.dml}, f.actors...)); err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
+	}
 	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: ids}, stage: func() error {
 		e.cat.nextID++
 		e.cat.objects[o.Name] = o

@@ -112,7 +112,9 @@ func (e *Engine) CreateMV(ctx context.Context, name string, plan Plan, opts MVOp
 	for _, a := range actors {
 		ids = append(ids, a.id)
 	}
-	e.g.start(actors)
+	if err := e.start(ctx, actors); err != nil {
+		return fmt.Errorf("create materialized view %s: %w", name, err)
+	}
 	_, err = e.round(ctx, roundSpec{
 		mutation: executors.Add{Actors: ids, Dispatchers: specs},
 		stage: func() error {
@@ -389,7 +391,9 @@ func (e *Engine) reschedule(ctx context.Context, o *object, parallelism int, mov
 			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: newRootIDs, RemoveInputs: oldRoot})
 		}
 	}
-	g.start(all)
+	if err := e.start(ctx, all); err != nil {
+		return fmt.Errorf("reschedule materialized view %s: %w", name, err)
+	}
 	_, err = e.round(ctx, roundSpec{mutation: upd, stage: func() error {
 		o.Role = role
 		o.Parallelism = parallelism

@@ -122,9 +122,9 @@ func TestLocalEngine(t *testing.T) {
 	}
 	both("create kv", func(e *engine.Engine) error { return e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}) })
 	// Each of the 3 nodes built its actor of kv from its spec (node 0 the DML
-	// actor too).
-	if n := l.Built(); n != 3 {
-		t.Fatalf("%d builds over the streams for a table on 3 nodes, want 3", n)
+	// actor too), then started it from another, once all 3 had built theirs.
+	if n := l.Built(); n != 6 {
+		t.Fatalf("%d specs over the streams for a table on 3 nodes, want 3 builds and 3 starts", n)
 	}
 	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 0, 300) })
 	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
@@ -241,7 +241,7 @@ type corruptGraph struct {
 
 func (g corruptGraph) Build(ctx context.Context, node int, spec []byte) error {
 	if g.c.calls++; g.c.calls == g.c.n {
-		spec = bytes.Replace(spec, []byte(`"version":1`), []byte(`"version":9`), 1)
+		spec = bytes.Replace(spec, fmt.Appendf(nil, `"version":%d`, engine.BuildSpecVersion), []byte(`"version":9`), 1)
 	}
 	return g.ControlGraph.Build(ctx, node, spec)
 }

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/schema"
+)
+
+// failingControl is a Control of plain calls whose node fail refuses every build spec
+// that builds actors of a view while armed.
+type failingControl struct {
+	fail  int
+	armed bool
+}
+
+func (c *failingControl) Open(_ context.Context, _ uint64, _ int, node ControlNode) (ControlGraph, error) {
+	return &failingGraph{recordingGraph{c: &recordingControl{}, node: node}, c}, nil
+}
+
+type failingGraph struct {
+	recordingGraph
+	c *failingControl
+}
+
+func (g *failingGraph) Build(ctx context.Context, node int, spec []byte) error {
+	if g.c.armed && node == g.c.fail && bytes.Contains(spec, []byte(`"role":"view"`)) {
+		return fmt.Errorf("node %d: refused for the test", node)
+	}
+	return g.recordingGraph.Build(ctx, node, spec)
+}
+
+// nodeSides checks that every actor a node's side holds is one the coordinator
+// placed on that node, that every edge joins placed actors, and returns how many
+// actors the sides hold.
+func nodeSides(t *testing.T, g *graph) int {
+	t.Helper()
+	n := 0
+	for _, side := range g.nodes {
+		side.mu.Lock()
+		for id := range side.actors {
+			n++
+			if a := g.actors[id]; a == nil || a.node != side.node {
+				t.Errorf("node %d holds actor %d, which the coordinator did not place there", side.node, id)
+			}
+		}
+		side.mu.Unlock()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.edges {
+		if _, ok := g.actors[k.to]; !ok {
+			t.Errorf("edge %d -> %d into an actor not placed", k.from, k.to)
+		}
+		if _, ok := g.actors[k.from]; !ok && k.from != 0 {
+			t.Errorf("edge %d -> %d from an actor not placed", k.from, k.to)
+		}
+	}
+	return n
+}
+
+// A view whose build node 1 refuses, after node 0 built its part, leaves nothing on
+// any node: node 0 drops what it built, the coordinator forgets the actors and their
+// edges, and the same view is then created whole. Every running actor is its node's,
+// placed there, before and after a rescale.
+func TestNodesDropAFailedBuild(t *testing.T) {
+	ctx := context.Background()
+	c := &failingControl{fail: 1}
+	e, err := Open(ctx, "db", Options{FS: vfs.NewMem(), BarrierInterval: -1, VnodeCount: 16, Nodes: 3, Control: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tbl := &schema.Table{Name: "t", Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Int64}},
+	}, PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 8}
+	if err := e.CreateTable(ctx, tbl, TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	tableActors := nodeSides(t, e.g)
+	if tableActors != 4 {
+		t.Fatalf("%d actors on the nodes for a table of parallelism 3, want 4 (its DML actor too)", tableActors)
+	}
+	c.armed = true
+	view := Aggregate(Scan("t"), []string{"g"}, Agg("count_star", "", "n"))
+	err = e.CreateMV(ctx, "v", view, MVOptions{Parallelism: 3})
+	if err == nil || !strings.Contains(err.Error(), "refused for the test") {
+		t.Fatalf("create v with node 1 refusing: %v, want the refusal", err)
+	}
+	if n := nodeSides(t, e.g); n != tableActors {
+		t.Fatalf("%d actors on the nodes after a failed build, want the table's %d", n, tableActors)
+	}
+	c.armed = false
+	if err := e.CreateMV(ctx, "v", view, MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RescheduleMV(ctx, "v", 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := nodeSides(t, e.g); n != len(e.g.actors) {
+		t.Fatalf("%d actors on the nodes, %d placed", n, len(e.g.actors))
+	}
+}
+
+// A spec applies all of it or nothing: a start of an actor the node lacks refuses
+// the whole spec, and the actors it would have built are not there after.
+func TestNodeSpecAllOrNothing(t *testing.T) {
+	specs, e := recordedSpecs(t)
+	defer e.Close()
+	var spec *buildSpec
+	for _, data := range specs {
+		s, _, _, err := decodeBuildSpec(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Actors) > 0 && s.Actors[0].Role == roleView {
+			spec = s
+			break
+		}
+	}
+	// A new graph's node, with nothing built: the spec's actors and a start of an
+	// actor it does not build.
+	g := newGraph(e)
+	defer g.teardown()
+	for _, a := range spec.Actors {
+		g.actors[a.ID] = &actor{id: a.ID, node: spec.Node}
+		for _, in := range a.Inputs {
+			for _, u := range in {
+				g.actors[u] = &actor{id: u, node: spec.Node}
+			}
+		}
+		for _, d := range a.Dispatchers {
+			for _, o := range d.Outputs {
+				g.actors[o.Actor] = &actor{id: o.Actor, node: spec.Node}
+			}
+		}
+	}
+	spec.Start = []executors.ActorID{spec.Actors[0].ID, 1 << 30}
+	data, err := encodeBuildSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = g.buildAt(context.Background(), spec.Node, data)
+	if err == nil || !strings.Contains(err.Error(), "no such actor") {
+		t.Fatalf("a spec starting an actor the node lacks: %v, want it refused", err)
+	}
+	if n := len(g.nodes[spec.Node].actors); n != 0 {
+		t.Fatalf("node %d holds %d actors after a refused spec", spec.Node, n)
+	}
+	// Torn down, a node applies no spec.
+	g.teardown()
+	spec.Start = nil
+	data, _ = encodeBuildSpec(spec)
+	if err := g.buildAt(context.Background(), spec.Node, data); err == nil || !strings.Contains(err.Error(), "torn down") {
+		t.Fatalf("a spec after teardown: %v, want it refused", err)
+	}
+}
