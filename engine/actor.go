@@ -113,6 +113,7 @@ func (a *nodeActor) loop(g *graph) error {
 			for _, d := range a.disp {
 				d.Close()
 			}
+			g.nodes[a.node].forget(a.id) // gone from its node once the report is in
 		}
 		a.status.enter(stepReport)
 		if stops {
