@@ -102,6 +102,9 @@ func (a *nodeActor) loop(g *graph) error {
 		}
 		a.disp = kept
 		r := report{actor: a.id, epoch: b.Curr}
+		if a.store != nil {
+			r.pending = a.store.PendingBytes()
+		}
 		if a.backfill != nil {
 			st := a.backfill.Stats()
 			r.backfill = &st

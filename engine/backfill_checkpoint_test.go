@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vec/vectest"
 )
@@ -25,13 +26,14 @@ func TestBackfillCheckpointSpacing(t *testing.T) {
 		bytes    int64
 		// want: few checkpoints ("few": those every build has, and those of the
 		// interval, which is at most half the time the backfill has run: a number
-		// of them logarithmic in the barriers), more than half of the barriers
-		// ("most": rows written every few barriers pass a budget of one byte), or
-		// every one ("all").
+		// of them logarithmic in the barriers), a third of the barriers or more
+		// ("many": rows written every few barriers pass a budget of one byte, and
+		// the barrier after the reports that say so is a checkpoint, about every
+		// other one), or every one ("all").
 		want string
 	}{
 		{"interval", time.Hour, 1 << 40, "few"},
-		{"bytes", time.Hour, 1, "most"},
+		{"bytes", time.Hour, 1, "many"},
 		{"off", -1, 0, "all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +95,7 @@ func TestBackfillCheckpointSpacing(t *testing.T) {
 			// interval's double the time between checkpoints. So "few" is 5 and a
 			// log of the barriers, however many the build had (fewer under load).
 			if bad := tc.want == "few" && ckpts > 5+bits.Len(uint(len(during))) ||
-				tc.want == "most" && 2*ckpts <= len(during) ||
+				tc.want == "many" && 3*ckpts < len(during) ||
 				tc.want == "all" && ckpts != len(during); bad {
 				t.Fatalf("%d of %d barriers were checkpoints, want %s", ckpts, len(during), tc.want)
 			}
@@ -140,6 +142,101 @@ func TestBackfillCheckpointSpacing(t *testing.T) {
 			}
 			if n := checkViews(t, e, "after the build"); n != 2000 {
 				t.Fatalf("t has %d rows, want 2000", n)
+			}
+		})
+	}
+}
+
+// reportingControl is a Control of plain calls that says every node holds pending
+// uncommitted bytes, whatever its store holds.
+type reportingControl struct{ pending int64 }
+
+func (c *reportingControl) Open(_ context.Context, _ uint64, _ int, node engine.ControlNode) (engine.ControlGraph, error) {
+	return &reportingGraph{node: node, pending: c.pending}, nil
+}
+
+type reportingGraph struct {
+	node    engine.ControlNode
+	pending int64
+}
+
+func (g *reportingGraph) Build(ctx context.Context, node int, spec []byte) error {
+	return g.node.Build(ctx, node, spec)
+}
+
+func (g *reportingGraph) Inject(ctx context.Context, node int, b *executors.Barrier) error {
+	return g.node.Inject(ctx, node, b)
+}
+
+func (g *reportingGraph) Report(_ context.Context, _ int, r engine.ControlReport) error {
+	r.Pending = g.pending
+	g.node.Deliver(r)
+	return nil
+}
+
+func (g *reportingGraph) Close() {}
+
+// While a backfill runs, the coordinator spaces checkpoints by the uncommitted bytes
+// the nodes report with each barrier, not by what it could read of their stores (a
+// compute process's store is out of its reach): nodes that report a node's budget
+// make about every other barrier a checkpoint (the one after the reports), nodes
+// that report nothing few.
+func TestCheckpointSpacingByReportedBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pending int64
+		many    bool
+	}{
+		{"none reported", 0, false},
+		{"budget reported", 1 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seed := vectest.Seed(t)
+			rng := vectest.NewRand(seed)
+			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+			defer mem.AssertSize(t, 0)
+			ctx := context.Background()
+			var mu sync.Mutex
+			var kinds []bool
+			e, err := engine.Open(ctx, "db", engine.Options{
+				FS: vfs.NewMem(), Mem: mem, BarrierInterval: 5 * time.Millisecond, ChunkSize: 16, Logger: quietLogger(),
+				BackfillCheckpointInterval: time.Hour, BackfillCheckpointBytes: 1 << 20,
+				Control: &reportingControl{pending: tc.pending},
+				OnBarrier: func(s engine.BarrierStats) {
+					mu.Lock()
+					kinds = append(kinds, s.Checkpoint)
+					mu.Unlock()
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+				t.Fatal(err)
+			}
+			preload(t, e, mem, rng, 2000)
+			mu.Lock()
+			kinds = kinds[:0]
+			mu.Unlock()
+			if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Backfill: engine.ArrangementBackfill, Parallelism: 2, RateLimit: engine.RowsPerSecond(4000)}); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			during := append([]bool(nil), kinds...)
+			mu.Unlock()
+			ckpts := 0
+			for _, c := range during {
+				if c {
+					ckpts++
+				}
+			}
+			t.Logf("%d barriers during the build, %d checkpoints", len(during), ckpts)
+			if len(during) < 10 {
+				t.Fatalf("%d barriers during a rate-limited build, want at least 10", len(during))
+			}
+			if tc.many && 3*ckpts < len(during) || !tc.many && ckpts > 5+bits.Len(uint(len(during))) {
+				t.Fatalf("%d of %d barriers were checkpoints with %d bytes reported by every node", ckpts, len(during), tc.pending)
 			}
 		})
 	}

@@ -63,12 +63,17 @@ type ControlGraph interface {
 // A report with Finishing set is of no barrier: the actor's backfill has read its
 // whole snapshot and is done at the next barrier, which the coordinator then injects
 // at once, as a checkpoint.
+//
+// Pending is the node's uncommitted bytes as it reported the barrier (storage.Node's
+// PendingBytes): the coordinator spaces checkpoints while a backfill runs by what
+// the nodes report, never by reading their stores.
 type ControlReport struct {
 	Actor     executors.ActorID
 	Epoch     executors.Epoch
 	Err       error
 	Backfill  *executors.BackfillStats
 	Finishing bool
+	Pending   int64
 }
 
 // openControl opens g's control when the engine has one.
@@ -84,7 +89,7 @@ func (g *graph) openControl() error {
 				return
 			}
 			select {
-			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err, backfill: r.Backfill}:
+			case g.reports <- report{actor: r.Actor, epoch: r.Epoch, err: r.Err, backfill: r.Backfill, pending: r.Pending}:
 			case <-g.dead:
 			}
 		},
@@ -102,7 +107,7 @@ func (g *graph) openControl() error {
 // it has one, on the reports channel otherwise. It fails when the graph is torn down.
 func (g *graph) report(a *nodeActor, r report) error {
 	if g.ctl != nil {
-		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err, Backfill: r.backfill})
+		err := g.ctl.Report(g.ctx, a.node, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err, Backfill: r.backfill, Pending: r.pending})
 		if err != nil && g.ctx.Err() == nil {
 			// The report did not leave: a lost stream, which the control delivers
 			// as the node's failure.

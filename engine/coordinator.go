@@ -72,8 +72,12 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		reported[r.actor] = true
 		// A report from before the backfill loaded its progress (its first
 		// barrier) does not replace the committed progress seedProgress gave it.
-		if a := g.actors[r.actor]; a != nil && r.backfill != nil && (r.backfill.Started || !a.progress.Started) {
+		a := g.actors[r.actor]
+		if a != nil && r.backfill != nil && (r.backfill.Started || !a.progress.Started) {
 			a.progress = *r.backfill
+		}
+		if a != nil {
+			g.pending[a.node] = r.pending
 		}
 		return nil
 	}
@@ -157,6 +161,7 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 		}
 		ckpt = time.Since(collected)
 		e.sinceCkpt, e.lastCkpt = 0, time.Now()
+		clear(g.pending) // committed: the next round's reports say what is left
 	} else {
 		e.sinceCkpt++
 	}
@@ -191,8 +196,8 @@ func (e *Engine) checkpointDue(spec roundSpec, now time.Time) bool {
 	if now.Sub(e.lastCkpt) >= min(iv, now.Sub(since)/2) {
 		return true
 	}
-	for _, n := range e.nodes {
-		if n.PendingBytes() >= e.opts.BackfillCheckpointBytes {
+	for _, n := range e.g.pending {
+		if n >= e.opts.BackfillCheckpointBytes {
 			return true
 		}
 	}

@@ -93,6 +93,7 @@ type report struct {
 	epoch    executors.Epoch
 	err      error
 	backfill *executors.BackfillStats // a backfill actor's progress as it passed the barrier
+	pending  int64                    // its node's uncommitted bytes then (ControlReport.Pending)
 }
 
 // dmlInput is the channel into a table's DML actor.
@@ -131,6 +132,9 @@ type graph struct {
 	nextFrag   executors.FragmentID
 	reports    chan report
 	ctl        ControlGraph // nil: reports are channel sends
+	// pending is, by node, the uncommitted bytes its last report of a barrier
+	// since the last checkpoint gave (the coordinator's only view of them).
+	pending []int64
 }
 
 func newGraph(e *Engine) *graph {
@@ -147,6 +151,7 @@ func newGraph(e *Engine) *graph {
 	for i := range e.nodes {
 		g.nodes = append(g.nodes, newNodeSide(g, i))
 	}
+	g.pending = make([]int64, len(e.nodes))
 	return g
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/seed04fbb902/weir/executors"
+	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
@@ -40,6 +41,7 @@ type nodeActor struct {
 	frag   executors.FragmentID
 	obj    string // the object it runs, for errors and profiles
 	node   int
+	store  *storage.Node // the node's store: its uncommitted bytes go with every report
 	vnodes *vnode.Bitmap
 	exec   executors.Executor
 	disp   []Dispatcher

@@ -46,7 +46,8 @@ type Options struct {
 	// WaitCheckpoint's and every DDL's; writes made meanwhile are durable at the next.
 	BackfillCheckpointInterval time.Duration
 	// BackfillCheckpointBytes is the uncommitted bytes of a node (storage.Node's
-	// PendingBytes) from which the next barrier is a checkpoint during a backfill
+	// PendingBytes, as the node reported them with a barrier since the last
+	// checkpoint) from which the next barrier is a checkpoint during a backfill
 	// however recent the last one (default 64 MiB; at most half of a positive
 	// BackfillMemoryBudget, so that backfills never stop for a commit that is not
 	// coming).

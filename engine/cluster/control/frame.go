@@ -13,7 +13,7 @@ import (
 
 // FrameVersion is the format version, the first byte of every frame. A change to any
 // encoding of this package bumps it.
-const FrameVersion byte = 4
+const FrameVersion byte = 5
 
 // MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
 // received message, so that a frame the encoder accepts is never refused by the
@@ -137,12 +137,15 @@ type Teardown struct {
 // Curr). A node may report each actor on its own or several at once. Progress is a
 // backfill actor's progress as it passed the barrier: the coordinator knows a
 // backfill's progress (and that it is done) from these reports alone; with it,
-// Actors holds that one actor.
+// Actors holds that one actor. Pending is the node's uncommitted bytes as the report
+// left (its sealed epochs and its state tables' writes since), by which the
+// coordinator spaces checkpoints while a backfill runs.
 type Collected struct {
 	Stamp
 	Epoch    executors.Epoch
 	Actors   []executors.ActorID
 	Progress *executors.BackfillStats
+	Pending  uint64
 }
 
 // Failed reports that Actor failed, with the error's text.
@@ -313,6 +316,7 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		for _, a := range x.Actors {
 			out = binary.AppendUvarint(out, uint64(a))
 		}
+		out = binary.AppendUvarint(out, x.Pending)
 		if x.Progress == nil {
 			out = append(out, 0)
 			break
@@ -427,6 +431,7 @@ func DecodeFrame(frame []byte) (Message, error) {
 				c.Actors[i] = executors.ActorID(r.Uvarint("actors", math.MaxUint32))
 			}
 		}
+		c.Pending = r.Uvarint("pending bytes", math.MaxUint64)
 		if r.Flag("progress flag") {
 			p := r.Prefixed("progress")
 			if r.Err() == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -178,7 +179,7 @@ func (l *Local) events() {
 					continue
 				}
 				for _, a := range m.Actors {
-					g.send(engine.ControlReport{Actor: a, Epoch: m.Epoch, Backfill: m.Progress})
+					g.send(engine.ControlReport{Actor: a, Epoch: m.Epoch, Backfill: m.Progress, Pending: int64(min(m.Pending, math.MaxInt64))})
 				}
 			case Failed:
 				if StampOf(m).Generation == g.gen {
@@ -391,7 +392,7 @@ func (g *localGraph) Report(ctx context.Context, node int, r engine.ControlRepor
 	if r.Err != nil {
 		return g.nodes[node].Send(ctx, Failed{Actor: r.Actor, Err: r.Err.Error()})
 	}
-	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}, Progress: r.Backfill})
+	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}, Progress: r.Backfill, Pending: uint64(max(r.Pending, 0))})
 }
 
 // Close implements engine.ControlGraph: it closes the graph's streams, and nothing
