@@ -59,6 +59,8 @@ type Sender struct {
 
 	err    error // sticky: the edge is broken or closed
 	closed bool
+
+	release context.CancelFunc // if not nil: called after cancel when the edge ends
 }
 
 // NewSender opens edge's stream on client for chunks of the given schema (nil: that
@@ -137,6 +139,7 @@ func (s *Sender) cause(err error) error {
 func (s *Sender) abort(err error) error {
 	s.cancel()
 	<-s.done
+	s.releaseCtx()
 	s.err = err
 	return err
 }
@@ -224,6 +227,13 @@ func (s *Sender) Close() error {
 		return s.abort(fmt.Errorf("exchange: %s: closing: %w", s.edge, s.recvErr))
 	}
 	s.cancel()
+	s.releaseCtx()
 	s.err = fmt.Errorf("exchange: %s: the sender is closed", s.edge)
 	return nil
+}
+
+func (s *Sender) releaseCtx() {
+	if s.release != nil {
+		s.release()
+	}
 }

@@ -62,6 +62,7 @@ type Inbox struct {
 	edge   Edge
 	schema *arrow.Schema
 	ch     chan executors.Message
+	done   chan struct{} // closed right after ch: for watchers that do not read ch
 
 	attached bool // guarded by Server.mu
 	err      error
@@ -88,7 +89,7 @@ func (s *Server) Expect(edge Edge, schema *arrow.Schema, capacity int) (*Inbox, 
 	if _, ok := s.inboxes[edge]; ok {
 		return nil, fmt.Errorf("exchange: %s is already expected", edge)
 	}
-	in := &Inbox{edge: edge, schema: schema, ch: make(chan executors.Message, capacity)}
+	in := &Inbox{edge: edge, schema: schema, ch: make(chan executors.Message, capacity), done: make(chan struct{})}
 	s.inboxes[edge] = in
 	return in, nil
 }
@@ -104,9 +105,28 @@ func (s *Server) Forget(edge Edge, err error) bool {
 		return false
 	}
 	delete(s.inboxes, edge)
+	in.end(err)
+	return true
+}
+
+// forgetUnattached forgets every edge no stream has attached to, with an error naming
+// the edge and saying why.
+func (s *Server) forgetUnattached(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for edge, in := range s.inboxes {
+		if !in.attached {
+			delete(s.inboxes, edge)
+			in.end(fmt.Errorf("exchange: %s: %s", edge, why))
+		}
+	}
+}
+
+// end closes the inbox with err.
+func (in *Inbox) end(err error) {
 	in.err = err
 	close(in.ch)
-	return true
+	close(in.done)
 }
 
 func (s *Server) attach(edge Edge) (*Inbox, error) {
@@ -127,8 +147,7 @@ func (s *Server) detach(in *Inbox, err error) {
 	s.mu.Lock()
 	delete(s.inboxes, in.edge)
 	s.mu.Unlock()
-	in.err = err
-	close(in.ch)
+	in.end(err)
 }
 
 // DoExchange serves one edge's stream: it reads the opening message, answers it with
