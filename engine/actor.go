@@ -16,10 +16,9 @@ import (
 
 func (n *nodeSide) run(a *nodeActor) {
 	defer n.wg.Done()
-	defer n.forget(a.id)
 	g := n.g
 	withActorLabels(g.ctx, a, func(context.Context) {
-		err := a.loop(g)
+		err := a.loop(n)
 		if err == nil {
 			return // stopped: loop closed it before reporting the barrier
 		}
@@ -40,7 +39,8 @@ func (n *nodeSide) run(a *nodeActor) {
 // reports it, and stops if the barrier stops it. A stopped actor closes its executor
 // and outputs before it reports the barrier that stopped it, so that the coordinator,
 // once it has the report, may forget the actor and its edges.
-func (a *nodeActor) loop(g *graph) error {
+func (a *nodeActor) loop(n *nodeSide) error {
+	g := n.g
 	ctx := g.ctx
 	for {
 		a.status.enter(stepExecutor)
@@ -78,7 +78,7 @@ func (a *nodeActor) loop(g *graph) error {
 				if spec.Actor != a.id {
 					continue
 				}
-				d, err := NewDispatcher(a.id, spec, a.k, g.outputFrom(a.id), g.e.mem)
+				d, err := NewDispatcher(a.id, spec, a.k, n.outputFrom(a.id), g.e.mem)
 				if err != nil {
 					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.obj, b.Curr, err)
 				}
@@ -87,7 +87,7 @@ func (a *nodeActor) loop(g *graph) error {
 		}
 		a.status.enter(stepDispatch)
 		for _, d := range a.disp {
-			if err := d.Dispatch(ctx, m, g.outputFrom(a.id)); err != nil {
+			if err := d.Dispatch(ctx, m, n.outputFrom(a.id)); err != nil {
 				return fmt.Errorf("actor %d of %s: %w", a.id, a.obj, err)
 			}
 		}
@@ -116,7 +116,7 @@ func (a *nodeActor) loop(g *graph) error {
 			for _, d := range a.disp {
 				d.Close()
 			}
-			g.nodes[a.node].forget(a.id) // gone from its node once the report is in
+			n.forget(a.id) // gone from its node once the report is in
 		}
 		a.status.enter(stepReport)
 		if stops {

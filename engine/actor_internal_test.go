@@ -78,8 +78,8 @@ func TestActorDispatchFailureReleasesOnce(t *testing.T) {
 					ds[i] = &failingDispatcher{fail: i == k}
 					a.disp = append(a.disp, ds[i])
 				}
-				g := &graph{ctx: context.Background()}
-				if err := a.loop(g); err == nil {
+				n := &nodeSide{g: &graph{ctx: context.Background()}}
+				if err := a.loop(n); err == nil {
 					t.Fatalf("loop: %v, want the dispatcher's error", err)
 				}
 				for i, d := range ds {

@@ -104,13 +104,15 @@ func BackfillTestLeftovers(e *Engine, v BackfillTestView) []string {
 			out = append(out, fmt.Sprintf("actor %d is still in the graph", id))
 		}
 	}
-	e.g.mu.Lock()
-	for k := range e.g.edges {
-		if slices.Contains(v.Actors, k.from) || slices.Contains(v.Actors, k.to) {
-			out = append(out, fmt.Sprintf("exchange channel %d -> %d is still in the graph", k.from, k.to))
+	for _, n := range e.g.nodes {
+		n.lmu.Lock()
+		for k := range n.links {
+			if slices.Contains(v.Actors, k.from) || slices.Contains(v.Actors, k.to) {
+				out = append(out, fmt.Sprintf("edge %d -> %d is still on node %d", k.from, k.to, n.node))
+			}
 		}
+		n.lmu.Unlock()
 	}
-	e.g.mu.Unlock()
 	if f, ok := e.g.frags[v.Name]; ok {
 		for _, a := range f.actors {
 			if slices.Contains(v.Actors, a.id) {

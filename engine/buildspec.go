@@ -23,7 +23,7 @@ import (
 
 // BuildSpecVersion is the version of the encoding of a build spec (the payload of
 // ControlGraph.Build); a change to the spec's fields bumps it.
-const BuildSpecVersion = 2
+const BuildSpecVersion = 3
 
 // maxSpecActors bounds the actors of one build spec, so that a decoded spec never
 // allocates past what its frame could describe.
@@ -72,8 +72,8 @@ type actorSpec struct {
 	// aggregate's or join's tables in its node's order.
 	States []uint32 `json:"states,omitempty"`
 	// Inputs are, per input of the actor's operator, the actors whose edges it
-	// merges (a table actor: its DML actor).
-	Inputs [][]executors.ActorID `json:"inputs,omitempty"`
+	// merges (a table actor: its DML actor), each with its node.
+	Inputs [][]executors.Output `json:"inputs,omitempty"`
 	// Dispatchers are the actor's outputs.
 	Dispatchers []executors.NewDispatcher `json:"dispatchers,omitempty"`
 	// LocalUpstream: the scan's backfill reads its upstream's uncommitted data in

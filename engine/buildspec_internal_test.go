@@ -186,7 +186,7 @@ func TestDecodeBuildSpecRefuses(t *testing.T) {
 		want string
 	}{
 		{"not json", []byte("{"), "build spec: unexpected end"},
-		{"version", edit(func(s *buildSpec) { s.Version = 1 }), "version 1, want 2"},
+		{"version", edit(func(s *buildSpec) { s.Version = 2 }), "version 2, want 3"},
 		{"node", edit(func(s *buildSpec) { s.Node = -1 }), "node -1"},
 		{"start 0", edit(func(s *buildSpec) { s.Start = []executors.ActorID{0} }), "actor id 0 to start"},
 		{"drop 0", edit(func(s *buildSpec) { s.Drop = []executors.ActorID{3, 0} }), "actor id 0 to start or drop"},

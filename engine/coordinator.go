@@ -237,13 +237,8 @@ func (e *Engine) afterRound(b *executors.Barrier) {
 	// A stopped actor closed its executor and outputs before it reported the
 	// barrier: it and its edges can go.
 	g := e.g
-	g.amu.Lock()
 	for _, id := range stopped {
 		delete(g.actors, id)
-	}
-	g.amu.Unlock()
-	if len(stopped) > 0 {
-		g.forgetEdges()
 	}
 }
 

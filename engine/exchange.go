@@ -12,14 +12,20 @@ import (
 // Flight; the engine never imports that). With Options.Exchange nil every edge is a
 // Go channel; with one set, an edge whose two actors are on the same node still is.
 //
-// The engine opens an edge once, when the first of its two sides is built, and calls
-// Open from its barrier rounds and recovery, one goroutine at a time.
+// Each node opens its own side of an edge that crosses nodes: the sending node when
+// it builds the upstream actor's dispatcher (or an Add or Update barrier gives it
+// one), the receiving node when it builds the downstream actor's merge (or an Update
+// barrier adds the input), in either order. Both may be called from any goroutine.
 type Exchange interface {
-	// Open opens edge e. send is what e.From's dispatcher sends into (its Close ends
-	// the edge); recv is what e.To's merge reads. ctx bounds the edge's whole life:
-	// the engine cancels it when it tears the graph down (a recovery, Close), and
-	// the edge must then end on both sides.
-	Open(ctx context.Context, e ExchangeEdge) (send Output, recv Inbound, err error)
+	// OpenSend opens e's sending side on e.FromNode: what e.From's dispatcher sends
+	// into (its Close ends the edge cleanly). It may return before the receiving
+	// side is open; the edge's messages then wait for it. ctx bounds the side's
+	// whole life: the engine cancels it when it tears the graph down or drops the
+	// actor, and the edge must then end.
+	OpenSend(ctx context.Context, e ExchangeEdge) (Output, error)
+	// OpenRecv opens e's receiving side on e.ToNode: what e.To's merge reads. A
+	// side whose ctx ends before a sender came ends, with an error.
+	OpenRecv(ctx context.Context, e ExchangeEdge) (Inbound, error)
 }
 
 // ExchangeEdge names an edge for Exchange.Open.
@@ -55,86 +61,152 @@ type Inbound interface {
 	Discard()
 }
 
-// link is one edge of the graph: a channel, or an exchange edge.
+// link is a node's side of one edge: a channel when both actors are on the node, or
+// the node's side of an exchange edge.
 type link struct {
-	c   chan executors.Message // a channel edge
-	out Output                 // an exchange edge: its two sides
-	in  Inbound
+	c      chan executors.Message // a channel edge
+	out    Output                 // the sending side of an exchange edge
+	in     Inbound                // the receiving side of an exchange edge
+	cancel context.CancelFunc     // ends the exchange side
 }
 
-// output is the dispatcher's side of l.
-func (l *link) output(to executors.ActorID) Output {
-	if l.out != nil {
-		return l.out
-	}
-	return &ChanOutput{ID: to, C: l.c}
-}
-
-// input is the merge's side of l.
-func (l *link) input(from executors.ActorID) MergeInput {
-	if l.in != nil {
-		return MergeInput{Actor: from, C: l.in.C(), Err: l.in.Err}
-	}
-	return MergeInput{Actor: from, C: l.c}
-}
-
-// discard releases what l still buffers, once the graph's actors are gone.
+// discard ends l and releases what it still buffers, once the actors that used it
+// are gone.
 func (l *link) discard() {
-	if l.in != nil {
-		l.in.Discard()
-		return
+	if l.cancel != nil {
+		l.cancel()
 	}
-	drainNow(l.c)
+	switch {
+	case l.in != nil:
+		l.in.Discard()
+	case l.c != nil:
+		drainNow(l.c)
+	}
 }
 
-// link returns the edge from -> to, opening it: through the engine's Exchange when the
-// two actors are on different nodes, a channel otherwise.
-func (g *graph) link(from, to executors.ActorID) (*link, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	k := edge{from, to}
-	if l, ok := g.edges[k]; ok {
-		return l, nil
+// edgeOf names the edge from -> to in n's graph.
+func (n *nodeSide) edgeOf(from, to executors.Output) ExchangeEdge {
+	return ExchangeEdge{From: from.Actor, To: to.Actor, FromNode: from.Node, ToNode: to.Node, Generation: n.g.generation, Capacity: n.g.e.opts.ChannelCapacity}
+}
+
+// channel returns the channel of edge k, held by the side of its receiving node,
+// n, making it when neither side of the edge has been opened.
+func (n *nodeSide) channel(k edge) *link {
+	n.lmu.Lock()
+	defer n.lmu.Unlock()
+	l := n.links[k]
+	if l == nil {
+		l = &link{c: make(chan executors.Message, n.g.e.opts.ChannelCapacity)}
+		n.links[k] = l
 	}
-	l := &link{}
-	ex := g.e.opts.Exchange
-	up, okUp := g.actors[from]
-	down, okDown := g.actors[to]
-	if ex != nil && okUp && okDown && up.node != down.node {
-		e := ExchangeEdge{From: from, To: to, FromNode: up.node, ToNode: down.node, Generation: g.generation, Capacity: g.e.opts.ChannelCapacity}
-		out, in, err := ex.Open(g.ctx, e)
-		if err != nil {
-			return nil, fmt.Errorf("exchange: open %s: %w", e, err)
+	return l
+}
+
+// output opens the side of edge from -> to that actor from's dispatcher sends into.
+func (n *nodeSide) output(from executors.ActorID, to executors.Output) (Output, error) {
+	k := edge{from, to.Actor}
+	ex := n.g.e.opts.Exchange
+	if ex == nil || to.Node == n.node {
+		// A channel, held by the receiving node's side: without an Exchange the
+		// nodes share one process.
+		if to.Node < 0 || to.Node >= len(n.g.nodes) {
+			return nil, fmt.Errorf("edge %d -> %d: node %d, and the engine has nodes 0 to %d", from, to.Actor, to.Node, len(n.g.nodes)-1)
 		}
-		l.out, l.in = out, in
-	} else {
-		l.c = make(chan executors.Message, g.e.opts.ChannelCapacity)
+		l := n.g.nodes[to.Node].channel(k)
+		return &ChanOutput{ID: to.Actor, C: l.c}, nil
 	}
-	g.edges[k] = l
-	return l, nil
+	n.lmu.Lock()
+	defer n.lmu.Unlock()
+	if _, ok := n.links[k]; ok {
+		return nil, fmt.Errorf("edge %d -> %d: its sending side is open already", from, to.Actor)
+	}
+	e := n.edgeOf(executors.Output{Actor: from, Node: n.node}, to)
+	ctx, cancel := context.WithCancel(n.g.ctx)
+	out, err := ex.OpenSend(ctx, e)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("exchange: open the sending side of %s: %w", e, err)
+	}
+	n.links[k] = &link{out: out, cancel: cancel}
+	return out, nil
+}
+
+// input opens the side of edge from -> to that actor to's merge reads.
+func (n *nodeSide) input(to executors.ActorID, from executors.Output) (MergeInput, error) {
+	k := edge{from.Actor, to}
+	ex := n.g.e.opts.Exchange
+	if ex == nil || from.Node == n.node {
+		return MergeInput{Actor: from.Actor, C: n.channel(k).c}, nil
+	}
+	n.lmu.Lock()
+	defer n.lmu.Unlock()
+	if _, ok := n.links[k]; ok {
+		return MergeInput{}, fmt.Errorf("edge %d -> %d: its receiving side is open already", from.Actor, to)
+	}
+	e := n.edgeOf(from, executors.Output{Actor: to, Node: n.node})
+	ctx, cancel := context.WithCancel(n.g.ctx)
+	in, err := ex.OpenRecv(ctx, e)
+	if err != nil {
+		cancel()
+		return MergeInput{}, fmt.Errorf("exchange: open the receiving side of %s: %w", e, err)
+	}
+	n.links[k] = &link{in: in, cancel: cancel}
+	return MergeInput{Actor: from.Actor, C: in.C(), Err: in.Err}, nil
+}
+
+// forgetLinks ends and forgets the node's sides of the edges of actor id, which is
+// gone from the node (stopped, or dropped before it started): a channel into it, and
+// an exchange edge's side it held. The messages an edge still buffers are released
+// (for an exchange edge, once it has ended). A dropped actor sent nothing: the
+// channels out of it go too, also those the receiving nodes of this process hold
+// (a stopped actor's receivers may still be reading its last messages).
+func (n *nodeSide) forgetLinks(id executors.ActorID, dropped bool) {
+	var gone []*link
+	for _, side := range n.g.nodes {
+		if side != n && !dropped {
+			continue
+		}
+		side.lmu.Lock()
+		for k, l := range side.links {
+			if side == n && (k.to == id || (l.out != nil && k.from == id)) || dropped && l.c != nil && k.from == id {
+				gone = append(gone, l)
+				delete(side.links, k)
+			}
+		}
+		side.lmu.Unlock()
+	}
+
+	for _, l := range gone {
+		if l.in == nil {
+			l.discard()
+			continue
+		}
+		l.cancel()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			l.in.Discard()
+		}()
+	}
+}
+
+// discardLinks releases what every edge of the node still buffers, once its actors
+// are gone and the graph's context is cancelled.
+func (n *nodeSide) discardLinks() {
+	n.lmu.Lock()
+	defer n.lmu.Unlock()
+	for k, l := range n.links {
+		l.discard()
+		delete(n.links, k)
+	}
 }
 
 // outputFrom connects the outputs of actor from.
-func (g *graph) outputFrom(from executors.ActorID) func(executors.Output) (Output, error) {
-	return func(o executors.Output) (Output, error) {
-		if _, ok := g.actors[o.Actor]; !ok {
-			return nil, fmt.Errorf("actor %d does not exist", o.Actor)
-		}
-		l, err := g.link(from, o.Actor)
-		if err != nil {
-			return nil, err
-		}
-		return l.output(o.Actor), nil
-	}
+func (n *nodeSide) outputFrom(from executors.ActorID) func(executors.Output) (Output, error) {
+	return func(o executors.Output) (Output, error) { return n.output(from, o) }
 }
 
 // inputTo connects the merge inputs of actor to.
-func (g *graph) inputTo(to executors.ActorID) func(executors.ActorID) (MergeInput, error) {
-	return func(from executors.ActorID) (MergeInput, error) {
-		l, err := g.link(from, to)
-		if err != nil {
-			return MergeInput{}, err
-		}
-		return l.input(from), nil
-	}
+func (n *nodeSide) inputTo(to executors.ActorID) func(executors.Output) (MergeInput, error) {
+	return func(from executors.Output) (MergeInput, error) { return n.input(to, from) }
 }

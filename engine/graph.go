@@ -115,17 +115,12 @@ type graph struct {
 	dead   chan struct{} // closed at teardown
 	down   sync.Once     // teardown runs once (a failed recovery, then Close)
 
-	mu    sync.Mutex // guards edges
-	edges map[edge]*link
-	// amu keeps the coordinator's changes to its placements away from a node's
-	// build (nodeSide.apply holds it throughout; the coordinator while it places or
-	// forgets actors).
-	amu    sync.Mutex
-	actors map[executors.ActorID]*actor // the coordinator's placements
-	nodes  []*nodeSide                  // each node's side, by node
-	frags  map[string]*fragment         // tables' fragments and views' root fragments, by object name
-	jobs   map[string]*job              // views, by name
-	dml    map[string]*dmlInput         // by table name, guarded by e.gmu
+	// actors are the coordinator's placements (under e.mu, as the rest below).
+	actors map[executors.ActorID]*actor
+	nodes  []*nodeSide          // each node's side, by node
+	frags  map[string]*fragment // tables' fragments and views' root fragments, by object name
+	jobs   map[string]*job      // views, by name
+	dml    map[string]*dmlInput // by table name, guarded by e.gmu
 
 	generation uint64 // see ExchangeEdge.Generation
 	nextActor  executors.ActorID
@@ -144,8 +139,8 @@ func newGraph(e *Engine) *graph {
 	e.generation = max(e.generation+1, uint64(time.Now().UnixNano()))
 	g := &graph{
 		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.generation,
-		edges: map[edge]*link{}, actors: map[executors.ActorID]*actor{},
-		frags: map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
+		actors: map[executors.ActorID]*actor{},
+		frags:  map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
 	}
 	for i := range e.nodes {
@@ -176,12 +171,10 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	// The DML actor: its input is the writers' channel.
 	dml := &actor{id: g.newActorID(), frag: f, node: regular[0]}
 	f.dml = dml
-	g.amu.Lock()
 	g.actors[dml.id] = dml
 	for _, a := range f.actors {
 		g.actors[a.id] = a
 	}
-	g.amu.Unlock()
 	all := append([]*actor{dml}, f.actors...)
 	ok := false
 	defer func() {
@@ -198,7 +191,7 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 		{Actor: dml.id, Fragment: f.id, Kind: executors.Hash, Outputs: outs, Mapping: slices.Clone(vnode.Mapping(o.Mapping))},
 	}}, nil, o)
 	for _, a := range f.actors {
-		b.add(a.node, actorSpec{ID: a.id, Fragment: f.id, Role: roleTable, Object: o.Name, Inputs: [][]executors.ActorID{{dml.id}}}, a.vnodes, o)
+		b.add(a.node, actorSpec{ID: a.id, Fragment: f.id, Role: roleTable, Object: o.Name, Inputs: [][]executors.Output{{{Actor: dml.id, Node: dml.node}}}}, a.vnodes, o)
 	}
 	if err := b.run(); err != nil {
 		return nil, fmt.Errorf("table %s: %w", o.Name, err)
@@ -208,13 +201,13 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 	return f, nil
 }
 
-// actorIDs lists the ids of actors.
-func actorIDs(actors []*actor) []executors.ActorID {
-	ids := make([]executors.ActorID, len(actors))
+// placedAt lists actors with their nodes.
+func placedAt(actors []*actor) []executors.Output {
+	outs := make([]executors.Output, len(actors))
 	for i, a := range actors {
-		ids[i] = a.id
+		outs[i] = executors.Output{Actor: a.id, Node: a.node}
 	}
-	return ids
+	return outs
 }
 
 // jobActors places a new set of actors for every fragment of job j, p per fragment,
@@ -227,7 +220,6 @@ func actorIDs(actors []*actor) []executors.ActorID {
 func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f *fragment, i int, vnodes *vnode.Bitmap) int, feeds func(root *actor) []executors.NewDispatcher) ([][]*actor, error) {
 	e := g.e
 	sets := make([][]*actor, len(j.frags))
-	g.amu.Lock()
 	for fi, f := range j.frags {
 		bitmaps := mappings[fi].Bitmaps(p)
 		for i := 0; i < p; i++ {
@@ -236,7 +228,6 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 			g.actors[a.id] = a
 		}
 	}
-	g.amu.Unlock()
 	ok := false
 	defer func() {
 		if !ok {
@@ -262,11 +253,11 @@ func (g *graph) jobActors(j *job, mappings []vnode.Mapping, p int, nodeOf func(f
 				if n.scan.kind.coLocated() {
 					from = up.actors[i : i+1]
 				}
-				s.Inputs = [][]executors.ActorID{actorIDs(from)}
+				s.Inputs = [][]executors.Output{placedAt(from)}
 				s.LocalUpstream = up.obj.Kind == kindTable && !e.opts.AlwaysReplicate && ownersOn(up, a.vnodes, a.node)
 			default:
 				for _, in := range n.inputs {
-					s.Inputs = append(s.Inputs, actorIDs(sets[in.idx]))
+					s.Inputs = append(s.Inputs, placedAt(sets[in.idx]))
 				}
 			}
 			if n.parent != nil {
@@ -300,27 +291,8 @@ func (g *graph) discard(actors []*actor) {
 	if err := b.run(); err != nil {
 		g.e.log.Warn("discarding actors not started", "error", err)
 	}
-	g.amu.Lock()
 	for _, a := range actors {
 		delete(g.actors, a.id)
-	}
-	g.amu.Unlock()
-	g.forgetEdges()
-}
-
-// forgetEdges forgets the edges of actors no longer placed: their sides are closed
-// (an actor stopped, or dropped by its node).
-func (g *graph) forgetEdges() {
-	g.amu.Lock()
-	defer g.amu.Unlock()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for k := range g.edges {
-		if _, ok := g.actors[k.from]; !ok && k.from != 0 {
-			delete(g.edges, k)
-		} else if _, ok := g.actors[k.to]; !ok {
-			delete(g.edges, k)
-		}
 	}
 }
 
@@ -474,15 +446,13 @@ func (g *graph) stop() {
 		in.mu.Lock() // writers see dead and leave
 	}
 	for _, n := range g.nodes {
-		n.stop()
+		n.halt()
+	}
+	for _, n := range g.nodes {
+		n.release()
 	}
 	for _, in := range ins {
 		drainNow(in.c)
 		in.mu.Unlock()
 	}
-	g.mu.Lock()
-	for _, l := range g.edges {
-		l.discard()
-	}
-	g.mu.Unlock()
 }

@@ -46,7 +46,7 @@ type MergeInput struct {
 type Merge struct {
 	actor   executors.ActorID
 	schema  *arrow.Schema
-	connect func(upstream executors.ActorID) (MergeInput, error)
+	connect func(upstream executors.Output) (MergeInput, error)
 	inputs  []mergeInput
 	pending *executors.Barrier
 	nblock  int
@@ -63,9 +63,10 @@ type mergeInput struct {
 }
 
 // NewMerge returns the merge of actor over inputs (one per upstream actor: their
-// actors must differ), whose chunks have schema. connect opens the channel from an
-// upstream actor that an Update adds; it may be nil when no update adds inputs.
-func NewMerge(actor executors.ActorID, schema *arrow.Schema, inputs []MergeInput, connect func(upstream executors.ActorID) (MergeInput, error)) *Merge {
+// actors must differ), whose chunks have schema. connect opens the edge from an
+// upstream actor (on its node) that an Update adds; it may be nil when no update adds
+// inputs.
+func NewMerge(actor executors.ActorID, schema *arrow.Schema, inputs []MergeInput, connect func(upstream executors.Output) (MergeInput, error)) *Merge {
 	m := &Merge{actor: actor, schema: schema, connect: connect, stale: true}
 	for _, in := range inputs {
 		m.inputs = append(m.inputs, mergeInput{MergeInput: in})
@@ -176,14 +177,15 @@ func (m *Merge) addInputs(b *executors.Barrier) error {
 	if u == nil {
 		return nil
 	}
-	for _, a := range u.AddInputs {
+	for _, up := range u.AddInputs {
+		a := up.Actor
 		if slices.ContainsFunc(m.inputs, func(in mergeInput) bool { return in.Actor == a }) {
 			return fmt.Errorf("merge of actor %d: barrier %d adds an input from actor %d, which it already has", m.actor, b.Curr, a)
 		}
 		if m.connect == nil {
 			return fmt.Errorf("merge of actor %d: barrier %d adds an input from actor %d, and no connect function was given", m.actor, b.Curr, a)
 		}
-		in, err := m.connect(a)
+		in, err := m.connect(up)
 		if err != nil {
 			return fmt.Errorf("merge of actor %d: barrier %d: connect actor %d: %w", m.actor, b.Curr, a, err)
 		}

@@ -145,11 +145,11 @@ func TestMergeUpdates(t *testing.T) {
 		barriers[e].Kind = executors.Checkpoint
 		barriers[e].Mutation = mu
 	}
-	checkpoint(8, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: []executors.ActorID{4, 5}, RemoveInputs: []executors.ActorID{1}}}})
-	checkpoint(12, executors.Update{Merges: []executors.MergeUpdate{{Actor: me + 1, AddInputs: []executors.ActorID{9}, RemoveInputs: []executors.ActorID{3}}}})
-	checkpoint(15, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: []executors.ActorID{6}, RemoveInputs: []executors.ActorID{4}}}})
+	checkpoint(8, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: onNode0(4, 5), RemoveInputs: []executors.ActorID{1}}}})
+	checkpoint(12, executors.Update{Merges: []executors.MergeUpdate{{Actor: me + 1, AddInputs: onNode0(9), RemoveInputs: []executors.ActorID{3}}}})
+	checkpoint(15, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: onNode0(6), RemoveInputs: []executors.ActorID{4}}}})
 	checkpoint(20, executors.Stop{Actors: []executors.ActorID{2, 77, me + 1}})
-	checkpoint(25, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: []executors.ActorID{7}, RemoveInputs: []executors.ActorID{3, 6}}}})
+	checkpoint(25, executors.Update{Merges: []executors.MergeUpdate{{Actor: me, AddInputs: onNode0(7), RemoveInputs: []executors.ActorID{3, 6}}}})
 	plans := []producerPlan{
 		{actor: 1, first: 1, last: 8, close: rng.IntN(2) == 0, dropped: true},
 		{actor: 2, first: 1, last: 20, close: rng.IntN(2) == 0, dropped: true},
@@ -186,7 +186,8 @@ func TestMergeUpdates(t *testing.T) {
 			}
 		}
 		var connected []executors.ActorID // only the merge's goroutine touches it
-		connect := func(a executors.ActorID) (engine.MergeInput, error) {
+		connect := func(up executors.Output) (engine.MergeInput, error) {
+			a := up.Actor
 			connected = append(connected, a)
 			c, ok := chans[a]
 			if !ok {
@@ -332,8 +333,12 @@ func TestMergeUpdateErrors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
 	upd := func(add ...executors.ActorID) *executors.Barrier {
+		var outs []executors.Output
+		for _, a := range add {
+			outs = append(outs, executors.Output{Actor: a})
+		}
 		return &executors.Barrier{Prev: 3, Curr: 4, Kind: executors.Checkpoint, Mutation: executors.Update{
-			Merges: []executors.MergeUpdate{{Actor: 100, AddInputs: add}}}}
+			Merges: []executors.MergeUpdate{{Actor: 100, AddInputs: outs}}}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -353,10 +358,10 @@ func TestMergeUpdateErrors(t *testing.T) {
 			for _, m := range tc.fresh {
 				fresh <- m
 			}
-			var connect func(executors.ActorID) (engine.MergeInput, error)
+			var connect func(executors.Output) (engine.MergeInput, error)
 			if tc.connect {
-				connect = func(a executors.ActorID) (engine.MergeInput, error) {
-					return engine.MergeInput{Actor: a, C: fresh}, nil
+				connect = func(up executors.Output) (engine.MergeInput, error) {
+					return engine.MergeInput{Actor: up.Actor, C: fresh}, nil
 				}
 			}
 			m := engine.NewMerge(100, tables.BidTable().ArrowSchema(), []engine.MergeInput{{Actor: 1, C: old}}, connect)
@@ -368,4 +373,13 @@ func TestMergeUpdateErrors(t *testing.T) {
 			drainChan(fresh)
 		})
 	}
+}
+
+// onNode0 names actors ids, each on node 0.
+func onNode0(ids ...executors.ActorID) []executors.Output {
+	var outs []executors.Output
+	for _, a := range ids {
+		outs = append(outs, executors.Output{Actor: a})
+	}
+	return outs
 }

@@ -28,10 +28,13 @@ type nodeSide struct {
 	mu     sync.Mutex // guards actors and dead
 	actors map[executors.ActorID]*nodeActor
 	dead   bool // torn down: no spec is applied any more
+
+	lmu   sync.Mutex // guards links
+	links map[edge]*link
 }
 
 func newNodeSide(g *graph, node int) *nodeSide {
-	return &nodeSide{g: g, node: node, actors: map[executors.ActorID]*nodeActor{}}
+	return &nodeSide{g: g, node: node, actors: map[executors.ActorID]*nodeActor{}, links: map[edge]*link{}}
 }
 
 // nodeActor is an actor as its node built it: a chain of executors whose output goes
@@ -87,11 +90,7 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 	if spec.Node != n.node {
 		return fmt.Errorf("build spec: for node %d", spec.Node)
 	}
-	// In one process the edges' sides are found through the coordinator's
-	// placements, which it changes under amu.
 	g := n.g
-	g.amu.Lock()
-	defer g.amu.Unlock()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.dead {
@@ -107,6 +106,7 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 		if a := n.actors[id]; a != nil {
 			a.close()
 			delete(n.actors, id)
+			n.forgetLinks(id, true)
 			g.forgetDML(id)
 		}
 	}
@@ -149,11 +149,17 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 	return nil
 }
 
-// forget removes actor id once its goroutine has ended.
+// forget removes actor id, stopped or dropped, and its sides of its edges (an actor
+// that failed keeps them until the graph is torn down: its upstreams may still send
+// into them); a second call does nothing.
 func (n *nodeSide) forget(id executors.ActorID) {
 	n.mu.Lock()
+	_, ok := n.actors[id]
 	delete(n.actors, id)
 	n.mu.Unlock()
+	if ok {
+		n.forgetLinks(id, false)
+	}
 }
 
 // status is what actor id is doing, or nil when the node does not run it.
@@ -173,22 +179,27 @@ func (n *nodeSide) has(id executors.ActorID) bool {
 	return n.actors[id] != nil
 }
 
-// stop ends the node's side once the graph's context is cancelled: it applies no
-// spec after, waits for its actors' goroutines, and releases the actors that were
-// built and never started.
-func (n *nodeSide) stop() {
+// halt ends the node's side once the graph's context is cancelled: it applies no
+// spec after, and waits for its actors' goroutines.
+func (n *nodeSide) halt() {
 	n.mu.Lock()
 	n.dead = true
 	n.mu.Unlock()
 	n.wg.Wait()
+}
+
+// release releases the actors that were built and never started, and what the
+// node's edges still buffer, once every node is halted (no actor sends any more).
+func (n *nodeSide) release() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	for id, a := range n.actors {
 		if !a.started {
 			a.close()
 		}
 		delete(n.actors, id)
 	}
+	n.mu.Unlock()
+	n.discardLinks()
 }
 
 // forgetDML removes the DML input of actor id from the writers' table, if it has one.

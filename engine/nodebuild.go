@@ -45,21 +45,22 @@ func (nb *nodeBuild) undo() {
 	for _, a := range nb.built {
 		a.close()
 		delete(nb.n.actors, a.id)
+		nb.n.forgetLinks(a.id, true)
 	}
 }
 
 // merge is actor id's merge of the edges from the actors from.
-func (nb *nodeBuild) merge(id executors.ActorID, from []executors.ActorID, schema *arrow.Schema) (executors.Executor, error) {
-	g := nb.n.g
+func (nb *nodeBuild) merge(id executors.ActorID, from []executors.Output, schema *arrow.Schema) (executors.Executor, error) {
+	n := nb.n
 	var inputs []MergeInput
 	for _, u := range from {
-		in, err := g.inputTo(id)(u)
+		in, err := n.input(id, u)
 		if err != nil {
 			return nil, err
 		}
 		inputs = append(inputs, in)
 	}
-	return NewMerge(id, schema, inputs, g.inputTo(id)), nil
+	return NewMerge(id, schema, inputs, n.inputTo(id)), nil
 }
 
 // dispatchers builds a's dispatchers from specs, over kernels k.
@@ -68,7 +69,7 @@ func (nb *nodeBuild) dispatchers(a *nodeActor, specs []executors.NewDispatcher, 
 		if spec.Actor != a.id {
 			return fmt.Errorf("a dispatcher of actor %d", spec.Actor)
 		}
-		d, err := NewDispatcher(a.id, spec, k, nb.n.g.outputFrom(a.id), nb.n.g.e.mem)
+		d, err := NewDispatcher(a.id, spec, k, nb.n.outputFrom(a.id), nb.n.g.e.mem)
 		if err != nil {
 			return err
 		}

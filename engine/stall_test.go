@@ -41,10 +41,11 @@ func TestActorStallReport(t *testing.T) {
 	const id = 904_041 // no other test's actor has it
 	a := &nodeActor{id: id, obj: "stalled_view", exec: ex}
 	g := &graph{ctx: ctx, reports: make(chan report, 1)}
+	n := &nodeSide{g: g}
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		withActorLabels(ctx, a, func(context.Context) { err = a.loop(g) })
+		withActorLabels(ctx, a, func(context.Context) { err = a.loop(n) })
 		done <- err
 	}()
 	<-ex.entered

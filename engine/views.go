@@ -379,16 +379,13 @@ func (e *Engine) reschedule(ctx context.Context, o *object, parallelism int, mov
 			upd.Dispatchers = append(upd.Dispatchers, executors.DispatcherUpdate{Actor: u.id, Fragment: f.id, AddOutputs: outs, RemoveOutputs: old, Mapping: slices.Clone(mappings[fi])})
 		}
 	}
-	var oldRoot, newRootIDs []executors.ActorID
+	var oldRoot []executors.ActorID
 	for _, a := range root.actors {
 		oldRoot = append(oldRoot, a.id)
 	}
-	for _, a := range newRoot {
-		newRootIDs = append(newRootIDs, a.id)
-	}
 	for _, d := range root.downstream {
 		for _, da := range d.actors {
-			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: newRootIDs, RemoveInputs: oldRoot})
+			upd.Merges = append(upd.Merges, executors.MergeUpdate{Actor: da.id, AddInputs: placedAt(newRoot), RemoveInputs: oldRoot})
 		}
 	}
 	if err := e.start(ctx, all); err != nil {

@@ -182,10 +182,12 @@ type DispatcherUpdate struct {
 
 // MergeUpdate changes one actor's merge at an Update barrier: inputs from new upstream
 // actors join when the barrier is first seen (each new input's first message is that
-// barrier); inputs from removed actors are dropped after it.
+// barrier); inputs from removed actors are dropped after it. An added input names its
+// actor's node, so that the merge's node knows whether the edge is within it or
+// crosses to another.
 type MergeUpdate struct {
 	Actor        ActorID
-	AddInputs    []ActorID
+	AddInputs    []Output
 	RemoveInputs []ActorID
 }
 

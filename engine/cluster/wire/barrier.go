@@ -135,7 +135,7 @@ func appendUpdate(dst []byte, m executors.Update) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(m.Merges)))
 	for _, mu := range m.Merges {
 		dst = binary.AppendUvarint(dst, uint64(mu.Actor))
-		dst = appendIDs(dst, mu.AddInputs)
+		dst = appendOutputs(dst, mu.AddInputs)
 		dst = appendIDs(dst, mu.RemoveInputs)
 	}
 	actors := make([]executors.ActorID, 0, len(m.Vnodes))
@@ -316,7 +316,7 @@ func (r *Reader) update() executors.Update {
 	for range n {
 		mu := executors.MergeUpdate{
 			Actor:        executors.ActorID(r.id("update.merges.actor")),
-			AddInputs:    readIDs[executors.ActorID](r, "update.merges.add_inputs"),
+			AddInputs:    r.outputs("update.merges.add_inputs"),
 			RemoveInputs: readIDs[executors.ActorID](r, "update.merges.remove_inputs"),
 		}
 		if r.err != nil {

@@ -53,7 +53,7 @@ func barrierCases() []struct {
 				{Actor: 2, Fragment: 2},
 			},
 			Merges: []executors.MergeUpdate{
-				{Actor: 10, AddInputs: []executors.ActorID{1, 2}, RemoveInputs: []executors.ActorID{3}},
+				{Actor: 10, AddInputs: []executors.Output{{Actor: 1, Node: 2}, {Actor: 2}}, RemoveInputs: []executors.ActorID{3}},
 				{Actor: 11},
 			},
 			Vnodes: map[executors.ActorID]*vnode.Bitmap{

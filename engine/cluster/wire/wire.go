@@ -12,7 +12,7 @@ import (
 
 // Version is the format version, the first byte of every message's metadata. A change
 // to any encoding of this package bumps it.
-const Version byte = 1
+const Version byte = 2
 
 // HeaderLen is the length of the header every message's metadata starts with: the
 // version byte and the kind byte.
