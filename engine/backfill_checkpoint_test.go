@@ -174,6 +174,10 @@ func (g *reportingGraph) Report(_ context.Context, _ int, r engine.ControlReport
 	return nil
 }
 
+func (g *reportingGraph) Call(ctx context.Context, node int, req []byte) ([]byte, error) {
+	return g.node.Call(ctx, node, req)
+}
+
 func (g *reportingGraph) Close() {}
 
 // While a backfill runs, the coordinator spaces checkpoints by the uncommitted bytes

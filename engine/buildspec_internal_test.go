@@ -45,6 +45,10 @@ func (g *recordingGraph) Report(_ context.Context, _ int, r ControlReport) error
 	return nil
 }
 
+func (g *recordingGraph) Call(ctx context.Context, node int, req []byte) ([]byte, error) {
+	return g.node.Call(ctx, node, req)
+}
+
 func (g *recordingGraph) Close() {}
 
 // recordedSpecs returns the build specs of an engine of 3 nodes that creates a table,

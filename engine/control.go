@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -36,6 +37,10 @@ type ControlNode struct {
 	// Inject puts barrier b at node's sources and returns once they all took it, or
 	// fails once the graph is torn down.
 	Inject func(ctx context.Context, node int, b *executors.Barrier) error
+	// Call answers a request of the commit log for node's part of a checkpoint (an
+	// opaque payload from ControlGraph.Call, served by the node's NodeServer over
+	// its own store).
+	Call func(ctx context.Context, node int, req []byte) ([]byte, error)
 }
 
 // ControlGraph is the control of one graph.
@@ -51,9 +56,16 @@ type ControlGraph interface {
 	Inject(ctx context.Context, node int, b *executors.Barrier) error
 	// Report sends r from node to the coordinator.
 	Report(ctx context.Context, node int, r ControlReport) error
+	// Call sends req to node, whose Call (ControlNode) answers it, and returns the
+	// answer, or the node's error. An error that wraps ErrNodeLost means the node's
+	// stream was lost before the answer came.
+	Call(ctx context.Context, node int, req []byte) ([]byte, error)
 	// Close ends the graph's control.
 	Close()
 }
+
+// ErrNodeLost marks an error of a node whose control stream was lost.
+var ErrNodeLost = errors.New("node lost")
 
 // ControlReport is one actor's report: it passed on the barrier that starts Epoch,
 // or it failed with Err (Actor 0: a node's failure, such as a lost stream). A backfill
@@ -95,6 +107,7 @@ func (g *graph) openControl() error {
 		},
 		Build:  g.buildAt,
 		Inject: g.injectAt,
+		Call:   g.callAt,
 	})
 	if err != nil {
 		return fmt.Errorf("control: open generation %d: %w", g.generation, err)
@@ -172,4 +185,15 @@ func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) er
 		}
 	}
 	return nil
+}
+
+// callAt answers a request of the commit log for node's part of a checkpoint: a
+// node's side of ControlGraph.Call. The commit log's node server, which serves it
+// over the node's own store, is wired in by the commit path; until then no request
+// is served, with or without node stores.
+func (g *graph) callAt(ctx context.Context, node int, req []byte) ([]byte, error) {
+	if len(g.e.nodeStores) == 0 {
+		return nil, fmt.Errorf("node %d: no node store to serve the request", node)
+	}
+	return nil, fmt.Errorf("node %d: no node store to serve the request", node)
 }

@@ -45,8 +45,9 @@ type NodeJoined struct {
 	Incarnation      uint64
 }
 
-// FromNode is a message a node sent: a Collected, Failed, Sealed or Built whose stamp
-// matched the leader's term, the current generation and the stream's incarnation.
+// FromNode is a message a node sent: a Collected, Failed, Sealed, Built, Finishing or
+// Answer whose stamp matched the leader's term, the current generation and the
+// stream's incarnation.
 type FromNode struct {
 	Node string
 	Msg  Message
@@ -202,8 +203,8 @@ func (c *Coordinator) Nodes() []NodeJoined {
 	return out
 }
 
-// Send sends m (a BuildActors, Inject or Teardown) to node, stamped with the leader's
-// term, the current generation and the node's incarnation (m's own stamp is
+// Send sends m (a BuildActors, Inject, Teardown or Call) to node, stamped with the
+// leader's term, the current generation and the node's incarnation (m's own stamp is
 // ignored). It returns once the stream's transport took the frame; it fails with
 // ErrNoStream for a node without a stream, and with the stream's end when it ended.
 // When ctx ends first, the frame may or may not have been sent.

@@ -1,7 +1,8 @@
 // Package control is a cluster's control plane (docs/design.md §8): one gRPC stream
 // per compute node between the leader's Coordinator and the node, over which the
-// leader builds actors, injects barriers and tears the graph down, and the node
-// reports the barriers its actors collected, their failures and the epochs it sealed.
+// leader builds actors, injects barriers, tears the graph down and asks for a node's
+// part of a checkpoint, and the node reports the barriers its actors collected, their
+// failures and the epochs it sealed, and answers.
 //
 // # The service
 //
@@ -31,11 +32,18 @@
 // one. A refused message is dropped and counted (Refusals) and its RefusedError names
 // the three numbers on both sides; the stream goes on.
 //
+// A request is named by an id that its answer carries: a BuildActors is answered by
+// the Built of its id, a Call (the commit log's request for the node's part of a
+// checkpoint, an opaque payload) by the Answer of its id, which holds the answer's
+// payload or an error's text, never both. A node serves each Call on its own and
+// answers it when it is done, so that the frames behind a Call (an upload may take
+// seconds) are not held behind it: Answers may come in any order.
+//
 // The coordinator delivers each stream's events, in order, to one channel: NodeJoined,
-// FromNode (Collected, Failed, Sealed, Built), Refused, and NodeLost once the stream
-// ends for any reason (the node's process died, its context ended, a newer
-// incarnation, a frame that did not decode), so that a lost node is an event, never a
-// hang.
+// FromNode (Collected, Failed, Sealed, Built, Finishing, Answer), Refused, and
+// NodeLost once the stream ends for any reason (the node's process died, its context
+// ended, a newer incarnation, a frame that did not decode), so that a lost node is an
+// event, never a hang.
 //
 // # Files
 //
@@ -47,5 +55,8 @@
 //   - local.go: Local, an engine.Control over these streams for the nodes of one
 //     engine: every node's actors built from a BuildActors frame that its Built
 //     frame answers, every barrier an Inject frame to the nodes of the sources,
-//     every actor's report a Collected or Failed frame.
+//     every actor's report a Collected or Failed frame, every commit log's request
+//     a Call frame that its Answer frame answers. A lost stream's report, and every
+//     build, injection and call of the node that fails for the loss, wraps
+//     engine.ErrNodeLost.
 package control

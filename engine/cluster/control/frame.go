@@ -13,7 +13,7 @@ import (
 
 // FrameVersion is the format version, the first byte of every frame. A change to any
 // encoding of this package bumps it.
-const FrameVersion byte = 5
+const FrameVersion byte = 6
 
 // MaxFrameLen is the longest frame AppendFrame writes: grpc's default limit on a
 // received message, so that a frame the encoder accepts is never refused by the
@@ -23,9 +23,9 @@ const MaxFrameLen = 4 << 20
 // Kind is the second byte of a frame: which message it holds.
 type Kind byte
 
-// The kinds. Hello, Collected, Failed, Sealed, Built and Finishing go from a node to
-// the coordinator; Accept, BuildActors, Inject and Teardown from the coordinator to a
-// node.
+// The kinds. Hello, Collected, Failed, Sealed, Built, Finishing and Answer go from a
+// node to the coordinator; Accept, BuildActors, Inject, Teardown and Call from the
+// coordinator to a node.
 const (
 	KindHello       Kind = 1
 	KindAccept      Kind = 2
@@ -37,6 +37,8 @@ const (
 	KindSealed      Kind = 8
 	KindBuilt       Kind = 9
 	KindFinishing   Kind = 10
+	KindCall        Kind = 11
+	KindAnswer      Kind = 12
 )
 
 func (k Kind) String() string {
@@ -61,13 +63,21 @@ func (k Kind) String() string {
 		return "built"
 	case KindFinishing:
 		return "finishing"
+	case KindCall:
+		return "call"
+	case KindAnswer:
+		return "answer"
 	}
 	return fmt.Sprintf("kind(%d)", byte(k))
 }
 
 // FromNode reports whether messages of kind k travel from a node to the coordinator.
 func (k Kind) FromNode() bool {
-	return k == KindHello || k == KindCollected || k == KindFailed || k == KindSealed || k == KindBuilt || k == KindFinishing
+	switch k {
+	case KindHello, KindCollected, KindFailed, KindSealed, KindBuilt, KindFinishing, KindAnswer:
+		return true
+	}
+	return false
 }
 
 // Stamp is what every message carries besides its body: the leader's term, the
@@ -84,7 +94,7 @@ func (s Stamp) String() string {
 func (s Stamp) stamped() Stamp { return s }
 
 // Message is one of Hello, Accept, BuildActors, Inject, Teardown, Collected, Failed,
-// Sealed, Built and Finishing; each embeds its Stamp.
+// Sealed, Built, Finishing, Call and Answer; each embeds its Stamp.
 type Message interface {
 	Kind() Kind
 	stamped() Stamp
@@ -209,6 +219,31 @@ type Finishing struct {
 // Kind returns KindFinishing.
 func (Finishing) Kind() Kind { return KindFinishing }
 
+// Call asks a node for its part of a checkpoint on behalf of the commit log: ID names
+// the request, and Payload is opaque (the commit log's encoding). The node answers it
+// with the Answer of the same ID once it is served, which may take a while (an
+// upload): the frames that follow a Call are not held behind it.
+type Call struct {
+	Stamp
+	ID      uint64
+	Payload []byte
+}
+
+// Answer answers the Call whose ID it carries: with Payload (opaque, the commit log's
+// encoding) when Err is empty, or with no payload, for the reason Err gives.
+type Answer struct {
+	Stamp
+	ID      uint64
+	Payload []byte
+	Err     string
+}
+
+// Kind returns KindCall.
+func (Call) Kind() Kind { return KindCall }
+
+// Kind returns KindAnswer.
+func (Answer) Kind() Kind { return KindAnswer }
+
 // withStamp returns m with its stamp replaced by s.
 func withStamp(m Message, s Stamp) (Message, error) {
 	switch x := m.(type) {
@@ -242,6 +277,12 @@ func withStamp(m Message, s Stamp) (Message, error) {
 	case Finishing:
 		x.Stamp = s
 		return x, nil
+	case Call:
+		x.Stamp = s
+		return x, nil
+	case Answer:
+		x.Stamp = s
+		return x, nil
 	}
 	return nil, fmt.Errorf("control: unknown message type %T", m)
 }
@@ -264,10 +305,13 @@ func withStamp(m Message, s Stamp) (Message, error) {
 //	sealed:       epoch | report
 //	built:        id | error text (empty: built)
 //	finishing:    actor
+//	call:         id | payload
+//	answer:       id | payload | error text (empty: answered with the payload)
 //
 // It fails on an incarnation of 0 (incarnations count from 1), a Hello without a
 // node name, a string that is not UTF-8 or holds a NUL byte, an Inject without a
-// barrier or with one AppendBarrier refuses, and a frame longer than MaxFrameLen.
+// barrier or with one AppendBarrier refuses, an Answer with both a payload and an
+// error, and a frame longer than MaxFrameLen (which bounds a payload).
 func AppendFrame(dst []byte, m Message) ([]byte, error) {
 	if m == nil {
 		return dst, fmt.Errorf("control: a nil message")
@@ -347,6 +391,19 @@ func AppendFrame(dst []byte, m Message) ([]byte, error) {
 		out = appendBytes(out, x.Err)
 	case Finishing:
 		out = binary.AppendUvarint(out, uint64(x.Actor))
+	case Call:
+		out = binary.AppendUvarint(out, x.ID)
+		out = appendBytes(out, x.Payload)
+	case Answer:
+		if err := checkText(x.Err); err != nil {
+			return fail("call %d: error text: %v", x.ID, err)
+		}
+		if x.Err != "" && len(x.Payload) > 0 {
+			return fail("call %d: an answer of %d bytes and an error", x.ID, len(x.Payload))
+		}
+		out = binary.AppendUvarint(out, x.ID)
+		out = appendBytes(out, x.Payload)
+		out = appendBytes(out, x.Err)
 	default:
 		return dst, fmt.Errorf("control: unknown message type %T", m)
 	}
@@ -374,8 +431,9 @@ func checkText(v string) error {
 // the field, on an unknown version or kind, truncated input, a length or count longer
 // than the rest of the frame could hold, a non-minimal varint, an id out of the uint32
 // range, an incarnation of 0, text AppendFrame refuses, a barrier DecodeBarrier
-// refuses, and trailing bytes. It allocates nothing larger than a constant times the
-// frame, and the byte strings it returns (Spec, Report) alias frame.
+// refuses, an Answer with both a payload and an error, and trailing bytes. It
+// allocates nothing larger than a constant times the frame, and the byte strings it
+// returns (Spec, Report, Payload) alias frame.
 func DecodeFrame(frame []byte) (Message, error) {
 	if len(frame) < 2 {
 		return nil, fmt.Errorf("control: frame of %d bytes, shorter than its 2-byte header", len(frame))
@@ -384,7 +442,7 @@ func DecodeFrame(frame []byte) (Message, error) {
 		return nil, fmt.Errorf("control: unknown frame version %d (want %d)", frame[0], FrameVersion)
 	}
 	k := Kind(frame[1])
-	if k < KindHello || k > KindFinishing {
+	if k < KindHello || k > KindAnswer {
 		return nil, fmt.Errorf("control: unknown frame kind %d", frame[1])
 	}
 	r := wire.NewReader(frame[2:])
@@ -455,6 +513,15 @@ func DecodeFrame(frame []byte) (Message, error) {
 		m = Built{Stamp: s, ID: r.Uvarint("id", math.MaxUint64), Err: text(r, "error text")}
 	case KindFinishing:
 		m = Finishing{Stamp: s, Actor: executors.ActorID(r.Uvarint("actor", math.MaxUint32))}
+	case KindCall:
+		m = Call{Stamp: s, ID: r.Uvarint("id", math.MaxUint64), Payload: r.Prefixed("payload")}
+	case KindAnswer:
+		a := Answer{Stamp: s, ID: r.Uvarint("id", math.MaxUint64), Payload: r.Prefixed("payload")}
+		a.Err = text(r, "error text")
+		if r.Err() == nil && a.Err != "" && len(a.Payload) > 0 {
+			r.Fail("payload", "an answer of %d bytes and an error", len(a.Payload))
+		}
+		m = a
 	}
 	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("control: %s frame (%s): %w", k, s, err)

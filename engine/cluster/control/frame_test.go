@@ -51,6 +51,11 @@ func frameCases() []struct {
 		{"built", Built{Stamp: testStamp, ID: math.MaxUint64}},
 		{"built failed", Built{Stamp: testStamp, ID: 3, Err: "build actor 7 of view v: no such table"}},
 		{"finishing", Finishing{Stamp: testStamp, Actor: math.MaxUint32}},
+		{"call empty", Call{Stamp: testStamp}},
+		{"call", Call{Stamp: huge, ID: math.MaxUint64, Payload: bytes.Repeat([]byte{0, 0xff}, 200)}},
+		{"answer empty", Answer{Stamp: testStamp, ID: 1}},
+		{"answer", Answer{Stamp: testStamp, ID: math.MaxUint64, Payload: []byte("node 2's part of epoch 9\x00\xff")}},
+		{"answer failed", Answer{Stamp: huge, ID: 6, Err: "upload of node 2's part: context deadline exceeded"}},
 	}
 }
 
@@ -89,7 +94,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		})
 		kinds[tc.m.Kind()] = true
 	}
-	for k := KindHello; k <= KindFinishing; k++ {
+	for k := KindHello; k <= KindAnswer; k++ {
 		if !kinds[k] {
 			t.Errorf("no case of kind %s", k)
 		}
@@ -108,6 +113,11 @@ func TestAppendFrameRefuses(t *testing.T) {
 		{"bad utf8", Hello{Stamp: testStamp, Node: "n", Role: "\xff"}, "role"},
 		{"nul", Failed{Stamp: testStamp, Actor: 3, Err: "a\x00b"}, "NUL"},
 		{"built nul", Built{Stamp: testStamp, ID: 3, Err: "a\x00b"}, "NUL"},
+		{"answer nul", Answer{Stamp: testStamp, ID: 3, Err: "a\x00b"}, "call 3: error text: holds a NUL byte"},
+		{"answer bad utf8", Answer{Stamp: testStamp, ID: 3, Err: "\xff"}, "error text: not valid UTF-8"},
+		{"answer and error", Answer{Stamp: testStamp, ID: 3, Payload: []byte{1}, Err: "boom"}, "an answer of 1 bytes and an error"},
+		{"call too long", Call{Stamp: testStamp, Payload: make([]byte, MaxFrameLen-8)}, "longer than"},
+		{"answer too long", Answer{Stamp: testStamp, Payload: make([]byte, MaxFrameLen)}, "longer than"},
 		{"no barrier", Inject{Stamp: testStamp}, "no barrier"},
 		{"bad barrier", Inject{Stamp: testStamp, Barrier: &executors.Barrier{Prev: 2, Curr: 2}}, "epochs must increase"},
 		{"too long", Sealed{Stamp: testStamp, Report: make([]byte, MaxFrameLen)}, "longer than"},
@@ -136,7 +146,8 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"empty", nil, "shorter than"},
 		{"version", []byte{FrameVersion + 1, byte(KindAccept), 0, 0, 1}, "unknown frame version"},
 		{"kind 0", []byte{FrameVersion, 0, 0, 0, 1}, "unknown frame kind 0"},
-		{"kind 11", []byte{FrameVersion, 11, 0, 0, 1}, "unknown frame kind 11"},
+		{"kind 13", []byte{FrameVersion, 13, 0, 0, 1}, "unknown frame kind 13"},
+		{"old version", []byte{5, byte(KindCall), 0, 0, 1, 1, 0}, "unknown frame version 5"},
 		{"finishing actor range", hdr(KindFinishing, 0x80, 0x80, 0x80, 0x80, 0x10), "out of range"},
 		{"no stamp", []byte{FrameVersion, byte(KindAccept)}, "term"},
 		{"non-minimal", []byte{FrameVersion, byte(KindAccept), 0x80, 0x00, 0, 1}, "non-minimal"},
@@ -163,6 +174,16 @@ func TestDecodeFrameRefuses(t *testing.T) {
 		{"sealed short report", hdr(KindSealed, 0, 0, 0, 0, 0, 0, 0, 1, 5, 1, 2), "report"},
 		{"built no text", hdr(KindBuilt, 1), "error text: truncated"},
 		{"built bad utf8", hdr(KindBuilt, 1, 1, 0xff), "error text: not valid UTF-8"},
+		{"call no id", hdr(KindCall), "id: truncated"},
+		{"call no payload", hdr(KindCall, 1), "payload: truncated"},
+		{"call short payload", hdr(KindCall, 1, 5, 1, 2), "payload: 5 out of range"},
+		{"call huge payload", hdr(KindCall, 1, 0xff, 0xff, 0xff, 0xff, 0x0f), "payload"},
+		{"call trailing", hdr(KindCall, 1, 1, 9, 9), "1 trailing bytes"},
+		{"answer no text", hdr(KindAnswer, 1, 0), "error text: truncated"},
+		{"answer nul", hdr(KindAnswer, 1, 0, 1, 0), "error text: holds a NUL byte"},
+		{"answer bad utf8", hdr(KindAnswer, 1, 0, 1, 0xff), "error text: not valid UTF-8"},
+		{"answer and error", hdr(KindAnswer, 1, 1, 'x', 1, 'e'), "payload: an answer of 1 bytes and an error"},
+		{"answer huge payload", hdr(KindAnswer, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0), "payload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := DecodeFrame(tc.frame)
@@ -174,11 +195,13 @@ func TestDecodeFrameRefuses(t *testing.T) {
 }
 
 // TestDecodeFrameAllocation: lengths and counts claiming more than the frame holds
-// (2^32 actors, a 4 GiB spec) allocate nothing for them.
+// (2^32 actors, a 4 GiB spec or payload) allocate nothing for them.
 func TestDecodeFrameAllocation(t *testing.T) {
 	frames := [][]byte{
 		{FrameVersion, byte(KindCollected), 7, 3, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		{FrameVersion, byte(KindBuildActors), 7, 3, 2, 1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		{FrameVersion, byte(KindCall), 7, 3, 2, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		{FrameVersion, byte(KindAnswer), 7, 3, 2, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0},
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -191,7 +214,7 @@ func TestDecodeFrameAllocation(t *testing.T) {
 	}
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
-		t.Fatalf("20 refused frames of at most 18 bytes allocated %d bytes", n)
+		t.Fatalf("%d refused frames of at most 18 bytes allocated %d bytes", 10*len(frames), n)
 	}
 }
 
@@ -207,6 +230,13 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		f.Add(frame)
 	}
+	// Calls and answers at the edges of what decodes: an answer of both a payload and
+	// an error, and bodies cut short.
+	hdr := []byte{FrameVersion, byte(KindAnswer), 7, 3, 2}
+	f.Add(append(hdr[:len(hdr):len(hdr)], 1, 1, 'x', 1, 'e'))
+	f.Add(append(hdr[:len(hdr):len(hdr)], 1, 0, 0))
+	f.Add(append(hdr[:len(hdr):len(hdr)], 1, 2, 'x'))
+	f.Add([]byte{FrameVersion, byte(KindCall), 7, 3, 2, 1, 3, 'a', 'b'})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		m, err := DecodeFrame(frame)
 		if err != nil {

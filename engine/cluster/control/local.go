@@ -21,12 +21,14 @@ import (
 // loopback port and, for each graph the engine builds, one control stream per node,
 // so that every node's actors are built from a BuildActors frame (answered by a Built
 // frame), every barrier travels to the nodes that hold the sources as an Inject frame,
-// and every actor's report back as a Collected or Failed frame, each stamped with
-// the term, the graph's generation and the node's incarnation and checked as a
+// every actor's report back as a Collected or Failed frame, and every request of the
+// commit log to a node as a Call frame (answered by an Answer frame), each stamped
+// with the term, the graph's generation and the node's incarnation and checked as a
 // node's in another process would be. Each graph connects every node anew, with a
 // new incarnation: the streams of an old graph are replaced, and nothing of them
 // reaches the new one. A lost stream is delivered to the engine as its node's
-// failure, which fails the round.
+// failure, which fails the round; that failure, and every Build, Inject and Call of
+// the node that fails for it, wraps engine.ErrNodeLost.
 //
 // Lose ends a node's stream, for fault injection.
 type Local struct {
@@ -46,7 +48,8 @@ type Local struct {
 	injected  atomic.Int64
 	built     atomic.Int64
 	finishing atomic.Int64
-	builds    atomic.Uint64 // the last BuildActors id
+	calls     atomic.Int64
+	ids       atomic.Uint64 // the last request id, of a BuildActors or a Call
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -93,6 +96,9 @@ func (l *Local) Injected() int64 { return l.injected.Load() }
 // Built counts the build specs the nodes took from their streams and built.
 func (l *Local) Built() int64 { return l.built.Load() }
 
+// Calls counts the calls the nodes took from their streams and answered.
+func (l *Local) Calls() int64 { return l.calls.Load() }
+
 // Finishings counts the backfills whose Finishing frame (a snapshot read to its end:
 // inject the next barrier now) reached the coordinator.
 func (l *Local) Finishings() int64 { return l.finishing.Load() }
@@ -111,7 +117,7 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	} else {
 		return nil, fmt.Errorf("control: generation %d is not above the last, %d", gen, l.coord.Generation())
 	}
-	g := &localGraph{l: l, gen: gen, side: side, nodes: make([]*Node, nodes), incs: make([]uint64, nodes), pending: map[uint64]pendingBuild{}}
+	g := &localGraph{l: l, gen: gen, side: side, nodes: make([]*Node, nodes), incs: make([]uint64, nodes), lost: make([]error, nodes), pending: map[uint64]pending{}}
 	// The receivers' injections end with the graph's control too, not only with the
 	// engine's graph: Close waits for them.
 	rctx, cancel := context.WithCancel(ctx)
@@ -195,14 +201,23 @@ func (l *Local) events() {
 					if m.Err != "" {
 						err = errors.New(m.Err)
 					}
-					g.answer(m.ID, -1, err)
+					g.answer(KindBuildActors, m.ID, result{err: err})
+				}
+			case Answer:
+				// An answer of no pending call (its caller gave up) is dropped.
+				if StampOf(m).Generation == g.gen {
+					r := result{payload: m.Payload}
+					if m.Err != "" {
+						r = result{err: errors.New(m.Err)}
+					}
+					g.answer(KindCall, m.ID, r)
 				}
 			}
 		case NodeLost:
 			i, err := strconv.Atoi(strings.TrimPrefix(ev.Node, "node-"))
 			if err == nil && i < len(g.incs) && g.incs[i] == ev.Incarnation {
-				lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w", ev.Node, ev.Incarnation, ev.Err)
-				g.answer(0, i, lost)
+				lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w: %w", ev.Node, ev.Incarnation, engine.ErrNodeLost, ev.Err)
+				g.lose(i, lost)
 				if g.send(engine.ControlReport{Err: lost}) {
 					l.lost.Add(1)
 				}
@@ -241,26 +256,78 @@ type localGraph struct {
 	closed bool
 
 	pmu     sync.Mutex
-	pending map[uint64]pendingBuild // the builds sent and not answered, by id
+	pending map[uint64]pending // the builds and calls sent and not answered, by id
+	lost    []error            // each node's loss, once its stream is lost
+	ended   error              // set by Close
 }
 
-// pendingBuild is a build waiting for its node's answer.
-type pendingBuild struct {
+// pending is a build or a call waiting for its node's answer.
+type pending struct {
 	node int
-	done chan error // buffered: one answer
+	kind Kind        // KindBuildActors or KindCall: what only a Built or an Answer ends
+	done chan result // buffered: one answer
 }
 
-// answer ends the pending build id with err, or with node >= 0 every build pending at
-// node (its stream is lost).
-func (g *localGraph) answer(id uint64, node int, err error) {
+// result is the answer to a build (err) or a call (payload or err).
+type result struct {
+	payload []byte
+	err     error
+}
+
+// await registers a request of kind to node under a new id, whose answer done takes.
+// It fails when the node's stream is lost or the graph's control is closed.
+func (g *localGraph) await(kind Kind, node int) (id uint64, done chan result, err error) {
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
-	for k, p := range g.pending {
-		if k == id || (node >= 0 && p.node == node) || node == -2 {
-			p.done <- err
-			delete(g.pending, k)
+	if g.ended != nil {
+		return 0, nil, g.ended
+	}
+	if g.lost[node] != nil {
+		return 0, nil, g.lost[node]
+	}
+	id = g.l.ids.Add(1)
+	done = make(chan result, 1)
+	g.pending[id] = pending{node: node, kind: kind, done: done}
+	return id, done, nil
+}
+
+// answer ends the pending request id of kind with r; an id of no pending request
+// (a caller that gave up, or of the other kind) is ignored.
+func (g *localGraph) answer(kind Kind, id uint64, r result) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	if p, ok := g.pending[id]; ok && p.kind == kind {
+		p.done <- r
+		delete(g.pending, id)
+	}
+}
+
+// forget drops the pending request id, whose caller gives up on it.
+func (g *localGraph) forget(id uint64) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	delete(g.pending, id)
+}
+
+// lose marks node's stream lost for err: every request pending at node fails with
+// it, and so does every later one.
+func (g *localGraph) lose(node int, err error) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.lost[node] = err
+	for id, p := range g.pending {
+		if p.node == node {
+			p.done <- result{err: err}
+			delete(g.pending, id)
 		}
 	}
+}
+
+// lostErr is node's loss, or nil.
+func (g *localGraph) lostErr(node int) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	return g.lost[node]
 }
 
 // send delivers r unless the graph is closed, and reports whether it did.
@@ -277,11 +344,15 @@ func (g *localGraph) send(r engine.ControlReport) bool {
 // recv is node i's side of its stream n: it builds the actors of each build spec and
 // injects each barrier the coordinator sent at the node's sources, in order, until
 // the stream ends. A refused frame (a stale stamp) is dropped; a build answers with
-// a Built frame, with the build's error if it failed; a message a Local node does
-// not take (a teardown: the engine tears a graph down itself) fails the node, and so
-// does an injection that fails while the graph is not closed.
+// a Built frame, with the build's error if it failed; a call is served on its own
+// (call), so that what follows it is not held behind it; a message a Local node
+// does not take (a teardown: the engine tears a graph down itself) fails the node,
+// and so does an injection that fails while the graph is not closed.
 func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 	defer g.wg.Done()
+	// The calls end with the stream: their answers could not leave.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for {
 		m, err := n.Recv()
 		var refused *RefusedError
@@ -301,6 +372,11 @@ func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 			if err := n.Send(ctx, Built{ID: b.ID, Err: errText(g.build(ctx, i, b))}); err != nil {
 				return // the stream ended
 			}
+			continue
+		}
+		if c, ok := m.(Call); ok {
+			g.wg.Add(1) // while recv's own count holds Close's Wait
+			go g.call(cctx, i, n, c)
 			continue
 		}
 		in, ok := m.(Inject)
@@ -328,6 +404,29 @@ func (g *localGraph) build(ctx context.Context, i int, b BuildActors) error {
 	return nil
 }
 
+// call serves c at node i, and answers it on n with the answer or the error of the
+// node's side, or the error that the answer does not fit in a frame.
+func (g *localGraph) call(ctx context.Context, i int, n *Node, c Call) {
+	defer g.wg.Done()
+	var payload []byte
+	var err error
+	if g.side.Call == nil {
+		err = fmt.Errorf("control: %s: call %d: the node serves no calls", nodeName(i), c.ID)
+	} else {
+		payload, err = g.side.Call(ctx, i, c.Payload)
+	}
+	a := Answer{ID: c.ID, Payload: payload}
+	if err != nil {
+		a = Answer{ID: c.ID, Err: errText(err)}
+	}
+	if err := n.Send(ctx, a); err != nil {
+		// An answer too long for a frame; or a lost stream, which fails this too.
+		_ = n.Send(ctx, Answer{ID: c.ID, Err: errText(fmt.Errorf("control: %s: call %d: %w", nodeName(i), c.ID, err))})
+		return
+	}
+	g.l.calls.Add(1)
+}
+
 // errText is err's text as a frame carries it (valid UTF-8, no NUL byte); "" for nil.
 func errText(err error) string {
 	if err == nil {
@@ -348,27 +447,19 @@ func (g *localGraph) Build(ctx context.Context, node int, spec []byte) error {
 	if node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("control: build at node %d: the graph has nodes 0 to %d", node, len(g.nodes)-1)
 	}
-	id := g.l.builds.Add(1)
-	done := make(chan error, 1)
-	g.pmu.Lock()
-	g.pending[id] = pendingBuild{node: node, done: done}
-	g.pmu.Unlock()
-	g.mu.RLock()
-	closed := g.closed
-	g.mu.RUnlock()
-	if closed {
-		g.answer(id, -1, nil)
-		return fmt.Errorf("control: build %d at %s: the graph's control is closed", id, nodeName(node))
+	id, done, err := g.await(KindBuildActors, node)
+	if err != nil {
+		return fmt.Errorf("control: build at %s: %w", nodeName(node), err)
 	}
-	if err := g.l.coord.Send(ctx, nodeName(node), BuildActors{ID: id, SpecVersion: engine.BuildSpecVersion, Spec: spec}); err != nil {
-		g.answer(id, -1, nil)
-		return err
+	if err := g.sendTo(ctx, node, BuildActors{ID: id, SpecVersion: engine.BuildSpecVersion, Spec: spec}); err != nil {
+		g.forget(id)
+		return fmt.Errorf("control: build %d at %s: %w", id, nodeName(node), err)
 	}
 	select {
-	case err := <-done:
-		return err
+	case r := <-done:
+		return r.err
 	case <-ctx.Done():
-		g.answer(id, -1, nil)
+		g.forget(id)
 		return fmt.Errorf("control: build %d at %s: %w", id, nodeName(node), ctx.Err())
 	}
 }
@@ -378,7 +469,67 @@ func (g *localGraph) Inject(ctx context.Context, node int, b *executors.Barrier)
 	if node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("control: inject barrier %d at node %d: the graph has nodes 0 to %d", b.Curr, node, len(g.nodes)-1)
 	}
-	return g.l.coord.Send(ctx, nodeName(node), Inject{Barrier: b})
+	if err := g.sendTo(ctx, node, Inject{Barrier: b}); err != nil {
+		return fmt.Errorf("control: inject barrier %d at %s: %w", b.Curr, nodeName(node), err)
+	}
+	return nil
+}
+
+// Call implements engine.ControlGraph: a Call frame to node's stream, and the payload
+// or the error of the Answer frame that answers it. While it waits, a loss of the
+// node's stream fails it with an error that wraps engine.ErrNodeLost, and the end
+// of ctx with ctx's error (a late answer is dropped).
+func (g *localGraph) Call(ctx context.Context, node int, req []byte) ([]byte, error) {
+	if node < 0 || node >= len(g.nodes) {
+		return nil, fmt.Errorf("control: call at node %d: the graph has nodes 0 to %d", node, len(g.nodes)-1)
+	}
+	id, done, err := g.await(KindCall, node)
+	if err != nil {
+		return nil, fmt.Errorf("control: call at %s: %w", nodeName(node), err)
+	}
+	if err := g.sendTo(ctx, node, Call{ID: id, Payload: req}); err != nil {
+		g.forget(id)
+		return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), r.err)
+		}
+		return r.payload, nil
+	case <-ctx.Done():
+		g.forget(id)
+		return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), ctx.Err())
+	}
+}
+
+// maxStamp is the stamp of the longest encoding.
+var maxStamp = Stamp{Term: math.MaxUint64, Generation: math.MaxUint64, Incarnation: math.MaxUint64}
+
+// sendTo sends m to node's stream. It fails with an error that wraps
+// engine.ErrNodeLost when the stream is lost (or was), with ctx's error when ctx
+// ends first, and with the encoder's error when m does not encode, whatever its
+// stamp: the one failure of Coordinator.Send that is no stream's loss, ruled out
+// before it.
+func (g *localGraph) sendTo(ctx context.Context, node int, m Message) error {
+	if err := g.lostErr(node); err != nil {
+		return err
+	}
+	probe, err := withStamp(m, maxStamp)
+	if err == nil {
+		_, err = AppendFrame(nil, probe)
+	}
+	if err != nil {
+		return err
+	}
+	err = g.l.coord.Send(ctx, nodeName(node), m)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if lost := g.lostErr(node); lost != nil {
+		return lost
+	}
+	return fmt.Errorf("%w: %w", engine.ErrNodeLost, err)
 }
 
 // Report implements engine.ControlGraph.
@@ -405,7 +556,13 @@ func (g *localGraph) Close() {
 	}
 	g.closed = true
 	g.mu.Unlock()
-	g.answer(0, -2, errors.New("control: the graph's control is closed"))
+	g.pmu.Lock()
+	g.ended = errors.New("control: the graph's control is closed")
+	for id, p := range g.pending {
+		p.done <- result{err: g.ended}
+		delete(g.pending, id)
+	}
+	g.pmu.Unlock()
 	g.cancel()
 	for _, n := range g.nodes {
 		if n != nil {

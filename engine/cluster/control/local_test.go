@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
 )
@@ -331,5 +333,209 @@ func TestLocalFinishing(t *testing.T) {
 	}
 	if got := localScan(t, e, "by_g"); len(got) != 7 {
 		t.Fatalf("by_g has %d groups, want 7", len(got))
+	}
+}
+
+// callSide is a node side of plain builds and injections whose Call answers "part
+// of node N: " and the request, fails a request "fail", and holds a request "hold"
+// until it takes a token from release or its ctx ends (held is sent its node as it
+// starts).
+type callSide struct {
+	reports chan engine.ControlReport
+	held    chan int
+	release chan struct{}
+	ended   chan error // a held call's ctx error, when its ctx ended first
+}
+
+func newCallSide() *callSide {
+	return &callSide{reports: make(chan engine.ControlReport, 64), held: make(chan int, 4), release: make(chan struct{}), ended: make(chan error, 4)}
+}
+
+func (s *callSide) node() engine.ControlNode {
+	return engine.ControlNode{
+		Deliver: func(r engine.ControlReport) { s.reports <- r },
+		Build:   func(context.Context, int, []byte) error { return nil },
+		Inject:  func(context.Context, int, *executors.Barrier) error { return nil },
+		Call: func(ctx context.Context, node int, req []byte) ([]byte, error) {
+			switch string(req) {
+			case "fail":
+				return nil, fmt.Errorf("node %d: no part of epoch 9 in the store", node)
+			case "hold":
+				s.held <- node
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					s.ended <- ctx.Err()
+					return nil, ctx.Err()
+				}
+			}
+			return append(fmt.Appendf(nil, "part of node %d: ", node), req...), nil
+		},
+	}
+}
+
+// openCall opens a graph of 3 nodes over l with side s.
+func openCall(t *testing.T, l *Local, gen uint64, s *callSide) engine.ControlGraph {
+	t.Helper()
+	g, err := l.Open(localCtx(t), gen, 3, s.node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+// A call reaches its node's side with its payload and returns the node's answer, or
+// its error; a call the node takes its time over holds neither the frames behind it
+// on the node's stream (a build) nor the calls of other nodes.
+func TestLocalCall(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	s := newCallSide()
+	g := openCall(t, l, 1, s)
+	for node := range 3 {
+		got, err := g.Call(ctx, node, []byte{'r', 0, 0xff, byte(node)})
+		if want := fmt.Sprintf("part of node %d: r\x00\xff%c", node, byte(node)); err != nil || string(got) != want {
+			t.Fatalf("call at node %d: %q, %v; want %q", node, got, err, want)
+		}
+	}
+	if got, err := g.Call(ctx, 2, nil); err != nil || string(got) != "part of node 2: " {
+		t.Fatalf("call of no payload at node 2: %q, %v", got, err)
+	}
+	_, err := g.Call(ctx, 1, []byte("fail"))
+	if err == nil || !strings.Contains(err.Error(), "node 1: no part of epoch 9 in the store") || errors.Is(err, engine.ErrNodeLost) {
+		t.Fatalf("call that node 1 fails: %v, want its error, not a lost node", err)
+	}
+	if _, err := g.Call(ctx, 3, nil); err == nil || !strings.Contains(err.Error(), "nodes 0 to 2") {
+		t.Fatalf("call at node 3 of 3: %v", err)
+	}
+
+	// Node 0 holds a call: a build and calls behind it go through.
+	held := make(chan error, 1)
+	go func() {
+		got, err := g.Call(ctx, 0, []byte("hold"))
+		if err == nil && string(got) != "part of node 0: hold" {
+			err = fmt.Errorf("answered %q", got)
+		}
+		held <- err
+	}()
+	if n := <-s.held; n != 0 {
+		t.Fatalf("node %d holds the call, want node 0", n)
+	}
+	behind, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := g.Build(behind, 0, nil); err != nil {
+		t.Fatalf("build at node 0 behind a held call: %v", err)
+	}
+	if got, err := g.Call(behind, 0, []byte("next")); err != nil || string(got) != "part of node 0: next" {
+		t.Fatalf("call at node 0 behind a held call: %q, %v", got, err)
+	}
+	if got, err := g.Call(behind, 1, []byte("other")); err != nil || string(got) != "part of node 1: other" {
+		t.Fatalf("call at node 1 while node 0 holds one: %q, %v", got, err)
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("the held call returned before its release: %v", err)
+	default:
+	}
+	s.release <- struct{}{}
+	if err := <-held; err != nil {
+		t.Fatalf("held call: %v", err)
+	}
+	if n := l.Calls(); n != 8 {
+		t.Fatalf("%d calls answered over the streams, want 8", n)
+	}
+	if n := l.Refusals(); n != 0 {
+		t.Fatalf("%d frames refused", n)
+	}
+}
+
+// A call whose node's stream is lost while the node serves it fails with an error
+// that names the node and wraps engine.ErrNodeLost, as do the loss's report, the
+// node's side of the call (its ctx ends) and every build, injection and call at the
+// node after it; the other nodes are answered still.
+func TestLocalCallLost(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	s := newCallSide()
+	g := openCall(t, l, 1, s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Call(ctx, 1, []byte("hold"))
+		done <- err
+	}()
+	if n := <-s.held; n != 1 {
+		t.Fatalf("node %d holds the call, want node 1", n)
+	}
+	if err := l.Lose(1); err != nil {
+		t.Fatal(err)
+	}
+	lost := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, engine.ErrNodeLost) || !strings.Contains(err.Error(), "node-1") {
+			t.Fatalf("%s: %v, want an error naming node-1 that wraps engine.ErrNodeLost", what, err)
+		}
+	}
+	select {
+	case err := <-done:
+		lost("call at node 1 as its stream is lost", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call at node 1 did not return within 30s of its stream's loss")
+	}
+	r := <-s.reports
+	lost("the loss's report", r.Err)
+	if err := <-s.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("node 1's side of the call ended with %v, want its ctx canceled", err)
+	}
+	_, err := g.Call(ctx, 1, []byte("again"))
+	lost("call at node 1 after its loss", err)
+	lost("build at node 1 after its loss", g.Build(ctx, 1, nil))
+	lost("inject at node 1 after its loss", g.Inject(ctx, 1, &executors.Barrier{Prev: 1, Curr: 2}))
+	if got, err := g.Call(ctx, 2, []byte("x")); err != nil || string(got) != "part of node 2: x" {
+		t.Fatalf("call at node 2 after node 1's loss: %q, %v", got, err)
+	}
+}
+
+// A call whose ctx ends returns its error at once, though its node serves it still;
+// the node's late answer is dropped, and the next call gets its own.
+func TestLocalCallCtx(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	s := newCallSide()
+	g := openCall(t, l, 1, s)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Call(cctx, 2, []byte("hold"))
+		done <- err
+	}()
+	<-s.held
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrNodeLost) || !strings.Contains(err.Error(), "node-2") {
+			t.Fatalf("call whose ctx ended: %v, want context.Canceled naming node-2", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not return within 30s of its ctx's end")
+	}
+	if _, err := g.Call(cctx, 2, []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("call with an ended ctx: %v", err)
+	}
+	s.release <- struct{}{} // the held call answers now, to no one
+	for range 3 {
+		if got, err := g.Call(ctx, 2, []byte("after")); err != nil || string(got) != "part of node 2: after" {
+			t.Fatalf("call after a dropped one: %q, %v", got, err)
+		}
+	}
+	// A call pending as the graph's control closes returns.
+	go func() {
+		_, err := g.Call(ctx, 0, []byte("hold"))
+		done <- err
+	}()
+	<-s.held
+	g.Close()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("call pending as the control closed: %v", err)
 	}
 }

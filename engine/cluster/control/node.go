@@ -98,7 +98,8 @@ func (n *Node) Known() Stamp {
 // Refusals counts the messages refused for their stamps.
 func (n *Node) Refusals() uint64 { return n.refused.Load() }
 
-// Recv returns the coordinator's next message: a BuildActors, Inject or Teardown.
+// Recv returns the coordinator's next message: a BuildActors, Inject, Teardown or
+// Call.
 // A message with a stale stamp (a term or generation below the known ones, an
 // incarnation not the node's) is refused with a *RefusedError, and the stream goes
 // on; a newer term or generation becomes the known one. Any other error means the
@@ -118,7 +119,7 @@ func (n *Node) Recv() (Message, error) {
 		return nil, n.fail(err)
 	}
 	switch m.Kind() {
-	case KindBuildActors, KindInject, KindTeardown:
+	case KindBuildActors, KindInject, KindTeardown, KindCall:
 	default:
 		return nil, n.fail(fmt.Errorf("the coordinator sent a %s (%s), which only a node sends or only answers a hello", m.Kind(), StampOf(m)))
 	}
@@ -139,8 +140,8 @@ func (n *Node) fail(err error) error {
 	return fmt.Errorf("control: node %q incarnation %d: %w", n.hello.Node, n.hello.Incarnation, err)
 }
 
-// Send sends m (a Collected, Failed, Sealed or Built) stamped with Known (m's own stamp is
-// ignored). It returns once the stream's transport took the frame; ctx is checked
+// Send sends m (a Collected, Failed, Sealed, Built, Finishing or Answer) stamped with
+// Known (m's own stamp is ignored). It returns once the stream's transport took the frame; ctx is checked
 // before, and a Send blocked by flow control ends when the stream does.
 func (n *Node) Send(ctx context.Context, m Message) error {
 	if m == nil || !m.Kind().FromNode() || m.Kind() == KindHello {
