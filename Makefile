@@ -25,6 +25,8 @@ FUZZ_TARGETS = \
 	./engine/cluster/wire:FuzzDecodeBackfillStats \
 	./engine/cluster/control:FuzzDecodeFrame \
 	./engine/cluster/commitlog:FuzzDecodeChanges \
+	./engine/cluster/commitlog:FuzzDecodeNodeRequest \
+	./engine/cluster/commitlog:FuzzDecodeExported \
 	./engine/cluster/remote:FuzzDecodeRequest \
 	./internal/testschemas:FuzzGeneratedDecode
 FUZZTIME       ?= 60s

@@ -1,0 +1,258 @@
+package commitlog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/engine/cluster/wire"
+)
+
+// nodeRequestVersion is the version of the encoding of a node request and of an
+// export's answer (exported), the first byte of either.
+const nodeRequestVersion byte = 1
+
+// maxObjectName bounds the length of an object name in a request or an answer: the
+// names objstore.Name formats are far shorter, and the bound keeps a forged payload
+// from carrying large strings.
+const maxObjectName = 1024
+
+// appendNodeRequest appends the encoding of req, an exportRequest, applyRequest,
+// discardRequest or recoverRequest (a value, not a pointer):
+//
+//	version | kind | fields
+//
+// where the fields are, by kind (integers as uvarints, byte strings and lists after
+// their length as a uvarint):
+//
+//	export:  epoch | sequence | committed | node | incarnation | first | drops | table bytes
+//	apply:   epoch | sequence | changes | others (each a name)
+//	discard: epoch
+//	recover: nothing
+//
+// It fails on another type and on a name of Others that is empty or longer than
+// maxObjectName bytes, which decodeNodeRequest would refuse.
+func appendNodeRequest(dst []byte, req any) ([]byte, error) {
+	switch x := req.(type) {
+	case exportRequest:
+		out := append(dst, nodeRequestVersion, reqExport)
+		for _, v := range []uint64{x.Epoch, x.Sequence, x.Committed, x.Node, x.Incarnation, x.First} {
+			out = binary.AppendUvarint(out, v)
+		}
+		out = binary.AppendUvarint(out, uint64(len(x.Drops)))
+		for _, t := range x.Drops {
+			out = binary.AppendUvarint(out, uint64(t))
+		}
+		return binary.AppendUvarint(out, x.TableBytes), nil
+	case applyRequest:
+		for i, name := range x.Others {
+			if err := checkObjectName(uint64(len(name))); err != nil {
+				return dst, fmt.Errorf("node request: apply: others: name %d: %v", i, err)
+			}
+		}
+		out := append(dst, nodeRequestVersion, reqApply)
+		out = binary.AppendUvarint(out, x.Epoch)
+		out = binary.AppendUvarint(out, x.Sequence)
+		out = appendPrefixed(out, x.Changes)
+		out = binary.AppendUvarint(out, uint64(len(x.Others)))
+		for _, name := range x.Others {
+			out = appendPrefixed(out, name)
+		}
+		return out, nil
+	case discardRequest:
+		return binary.AppendUvarint(append(dst, nodeRequestVersion, reqDiscard), x.Epoch), nil
+	case recoverRequest:
+		return append(dst, nodeRequestVersion, reqRecover), nil
+	default:
+		return dst, fmt.Errorf("node request: unknown request type %T", req)
+	}
+}
+
+// decodeNodeRequest decodes what appendNodeRequest wrote, all of b, into the request's
+// value (exportRequest, applyRequest, discardRequest or recoverRequest). It fails,
+// naming the kind and the field, on empty input, another version, an unknown kind,
+// truncated input, a non-minimal varint, a count or length longer than the rest of b
+// could hold, a table id above math.MaxUint32, an empty name or one longer than
+// maxObjectName bytes, and trailing bytes. An empty list or byte string decodes as nil,
+// so that a decoded request re-encodes to b; nothing decoded aliases b, and nothing
+// allocated is larger than a constant times len(b).
+func decodeNodeRequest(b []byte) (any, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("node request: empty")
+	}
+	if b[0] != nodeRequestVersion {
+		return nil, fmt.Errorf("node request: version %d, this build reads %d", b[0], nodeRequestVersion)
+	}
+	if len(b) < 2 {
+		return nil, fmt.Errorf("node request: kind: truncated")
+	}
+	kind := b[1]
+	r := wire.NewReader(b[2:])
+	var req any
+	switch kind {
+	case reqExport:
+		x := exportRequest{
+			Epoch:       r.Uvarint("epoch", math.MaxUint64),
+			Sequence:    r.Uvarint("sequence", math.MaxUint64),
+			Committed:   r.Uvarint("committed", math.MaxUint64),
+			Node:        r.Uvarint("node", math.MaxUint64),
+			Incarnation: r.Uvarint("incarnation", math.MaxUint64),
+			First:       r.Uvarint("first", math.MaxUint64),
+		}
+		// Each table id takes at least a byte.
+		if n := r.Count("drops", 1); n > 0 {
+			x.Drops = make([]uint32, n)
+			for i := range x.Drops {
+				x.Drops[i] = uint32(r.Uvarint("drops", math.MaxUint32))
+			}
+		}
+		x.TableBytes = r.Uvarint("table bytes", math.MaxUint64)
+		req = x
+	case reqApply:
+		x := applyRequest{
+			Epoch:    r.Uvarint("epoch", math.MaxUint64),
+			Sequence: r.Uvarint("sequence", math.MaxUint64),
+			Changes:  bytes.Clone(r.Prefixed("changes")),
+		}
+		// Each name takes at least two bytes: its length and one byte.
+		if n := r.Count("others", 2); n > 0 {
+			x.Others = make([]string, n)
+			for i := range x.Others {
+				x.Others[i] = string(readObjectName(r, "others", "name %d", i))
+			}
+		}
+		req = x
+	case reqDiscard:
+		req = discardRequest{Epoch: r.Uvarint("epoch", math.MaxUint64)}
+	case reqRecover:
+		req = recoverRequest{}
+	default:
+		return nil, fmt.Errorf("node request: unknown kind %d", kind)
+	}
+	if err := r.Finish(); err != nil {
+		return nil, fmt.Errorf("node request: %s: %w", nodeRequestKind(kind), err)
+	}
+	return req, nil
+}
+
+// nodeRequestKind names a known kind of node request, for errors.
+func nodeRequestKind(kind byte) string {
+	switch kind {
+	case reqExport:
+		return "export"
+	case reqApply:
+		return "apply"
+	case reqDiscard:
+		return "discard"
+	case reqRecover:
+		return "recover"
+	}
+	return fmt.Sprintf("kind %d", kind)
+}
+
+// appendExported appends the encoding of x, the answer to an exportRequest:
+//
+//	version | count | (name | smallest | largest | size)...
+//
+// with the count and size as uvarints and name, smallest and largest each after its
+// length as a uvarint. It fails on what decodeExported would refuse: an empty name or
+// one longer than maxObjectName bytes, a negative size, and a Smallest after Largest.
+func appendExported(dst []byte, x exported) ([]byte, error) {
+	for i, o := range x.Objects {
+		if err := checkObjectName(uint64(len(o.Name))); err != nil {
+			return dst, fmt.Errorf("export answer: object name: object %d: %v", i, err)
+		}
+		if o.Size < 0 {
+			return dst, fmt.Errorf("export answer: object size: object %d: %d, below 0", i, o.Size)
+		}
+		if bytes.Compare(o.Smallest, o.Largest) > 0 {
+			return dst, fmt.Errorf("export answer: object keys: object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
+		}
+	}
+	out := append(dst, nodeRequestVersion)
+	out = binary.AppendUvarint(out, uint64(len(x.Objects)))
+	for _, o := range x.Objects {
+		out = appendPrefixed(out, o.Name)
+		out = appendPrefixed(out, o.Smallest)
+		out = appendPrefixed(out, o.Largest)
+		out = binary.AppendUvarint(out, uint64(o.Size))
+	}
+	return out, nil
+}
+
+// decodeExported decodes what appendExported wrote, all of b. It fails, naming the
+// field, on empty input, another version, truncated input, a non-minimal varint, a
+// count or length longer than the rest of b could hold, an empty name or one longer
+// than maxObjectName bytes, a size above math.MaxInt64, a Smallest after Largest, and
+// trailing bytes. No objects, or an empty key, decode as nil, so that a decoded answer
+// re-encodes to b; nothing decoded aliases b, and nothing allocated is larger than a
+// constant times len(b).
+func decodeExported(b []byte) (exported, error) {
+	if len(b) == 0 {
+		return exported{}, fmt.Errorf("export answer: empty")
+	}
+	if b[0] != nodeRequestVersion {
+		return exported{}, fmt.Errorf("export answer: version %d, this build reads %d", b[0], nodeRequestVersion)
+	}
+	r := wire.NewReader(b[1:])
+	var x exported
+	// An object takes at least five bytes: a name's length and a byte, the keys'
+	// lengths and the size.
+	if n := r.Count("objects", 5); n > 0 {
+		x.Objects = make([]objstore.Object, n)
+		for i := range x.Objects {
+			o := objstore.Object{
+				Name:     string(readObjectName(r, "object name", "object %d", i)),
+				Smallest: bytes.Clone(r.Prefixed("object smallest")),
+				Largest:  bytes.Clone(r.Prefixed("object largest")),
+				Size:     int64(r.Uvarint("object size", math.MaxInt64)),
+			}
+			if r.Err() != nil {
+				break
+			}
+			if bytes.Compare(o.Smallest, o.Largest) > 0 {
+				r.Fail("object keys", "object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
+				break
+			}
+			x.Objects[i] = o
+		}
+	}
+	if err := r.Finish(); err != nil {
+		return exported{}, fmt.Errorf("export answer: %w", err)
+	}
+	return x, nil
+}
+
+// checkObjectName refuses a name of n bytes that is empty or longer than
+// maxObjectName.
+func checkObjectName(n uint64) error {
+	switch {
+	case n == 0:
+		return fmt.Errorf("empty")
+	case n > maxObjectName:
+		return fmt.Errorf("%d bytes, longer than %d", n, maxObjectName)
+	}
+	return nil
+}
+
+// readObjectName reads a length-prefixed name of field, the i-th one, refusing what
+// checkObjectName does (the failure names it by format and i) before it takes the
+// name's bytes (aliasing the input).
+func readObjectName(r *wire.Reader, field, format string, i int) []byte {
+	n := r.Uvarint(field, math.MaxUint64)
+	if r.Err() != nil {
+		return nil
+	}
+	if err := checkObjectName(n); err != nil {
+		r.Fail(field, format+": %v", i, err)
+		return nil
+	}
+	return r.Bytes(field, int(n))
+}
+
+// appendPrefixed appends v after its length as a uvarint.
+func appendPrefixed[T string | []byte](dst []byte, v T) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(v))), v...)
+}
