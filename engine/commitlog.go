@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/seed04fbb902/weir/storage"
@@ -52,48 +53,63 @@ type CommitRequest struct {
 	// Store is the engine's store: its staged changes are the commit's, and with no
 	// Nodes its sealed data is too.
 	Store *storage.Store
-	// Nodes are the nodes' own stores (Options.NodeStores), in node order: each
-	// one's sealed data is exported on its own (each vnode of a table is written by
-	// one node between two checkpoints, so the exports never overlap), and each
-	// applies the whole commit. Nil without node stores.
-	Nodes []*storage.Store
+	// Nodes are the nodes with stores of their own (Options.NodeStores), in node
+	// order: the log asks each to export its sealed data on its own (each vnode of a
+	// table is written by one node between two checkpoints, so the exports never
+	// overlap) and to apply the whole commit. Nil without node stores.
+	Nodes []CommitNode
 	// Epoch is the epoch committed; Generation that of the graph whose barrier the
 	// checkpoint is.
 	Epoch, Generation uint64
 }
+
+// CommitNode is how a commit log reaches one node's store for the node's part of a
+// checkpoint: through Call, which hands the log's request (an opaque payload in the
+// log's encoding) to the node's NodeServer and returns its answer; over the node's
+// control stream when the engine has a Control, by a call in this process otherwise.
+type CommitNode struct {
+	Node int
+	Call func(ctx context.Context, req []byte) ([]byte, error)
+}
+
+// NodeServer answers a commit log's requests on a node, with the node's own store:
+// export its sealed data, apply a commit or discard an export, catch up at a
+// recovery. A CommitLog used with Options.NodeStores implements it.
+type NodeServer interface {
+	ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error)
+}
+
+// ErrNotCommitted marks a CommitLog.Commit error that leaves the log without the
+// commit, for a reason a recovery mends (a node lost before the commit point): the
+// engine recovers from its last checkpoint instead of failing.
+var ErrNotCommitted = errors.New("not committed")
 
 // commit commits epoch into the commit log, or into the store when there is none.
 func (e *Engine) commit(epoch uint64) (storage.CheckpointStats, error) {
 	if e.opts.CommitLog == nil {
 		return e.store.Checkpoint(epoch)
 	}
-	cs, err := e.opts.CommitLog.Commit(context.Background(), CommitRequest{Store: e.store, Nodes: e.nodeStores, Epoch: epoch, Generation: e.generation})
+	cs, err := e.opts.CommitLog.Commit(context.Background(), CommitRequest{Store: e.store, Nodes: e.commitNodes(e.g), Epoch: epoch, Generation: e.generation})
 	if err != nil {
 		return cs, err
 	}
-	for _, s := range e.stores() {
-		if got := s.CommittedEpoch(); got != epoch {
-			return cs, fmt.Errorf("the commit log returned with the store in %s at epoch %d", s.Dir(), got)
-		}
+	// Each node's store is the node's, which answered the log's apply.
+	if got := e.store.CommittedEpoch(); got != epoch {
+		return cs, fmt.Errorf("the commit log returned with the store in %s at epoch %d", e.store.Dir(), got)
 	}
 	return cs, nil
 }
 
-// catchUp brings the store up to the commit log's committed state (nothing without
-// one).
+// catchUp brings the engine's store up to the commit log's committed state (nothing
+// without one); the nodes' own stores catch up at recoverNodes.
 func (e *Engine) catchUp(ctx context.Context) error {
 	if e.opts.CommitLog == nil {
 		return nil
 	}
-	for _, s := range e.stores() {
-		gen, err := e.opts.CommitLog.CatchUp(ctx, s)
-		if err != nil {
-			if s != e.store {
-				return fmt.Errorf("catch up the store in %s from the commit log: %w", s.Dir(), err)
-			}
-			return fmt.Errorf("catch up from the commit log: %w", err)
-		}
-		e.generation = max(e.generation, gen)
+	gen, err := e.opts.CommitLog.CatchUp(ctx, e.store)
+	if err != nil {
+		return fmt.Errorf("catch up from the commit log: %w", err)
 	}
+	e.generation = max(e.generation, gen)
 	return nil
 }

@@ -187,13 +187,8 @@ func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) er
 	return nil
 }
 
-// callAt answers a request of the commit log for node's part of a checkpoint: a
-// node's side of ControlGraph.Call. The commit log's node server, which serves it
-// over the node's own store, is wired in by the commit path; until then no request
-// is served, with or without node stores.
+// callAt is a node's side of ControlGraph.Call: the commit log's request for the
+// node's part of a checkpoint, served with the node's own store.
 func (g *graph) callAt(ctx context.Context, node int, req []byte) ([]byte, error) {
-	if len(g.e.nodeStores) == 0 {
-		return nil, fmt.Errorf("node %d: no node store to serve the request", node)
-	}
-	return nil, fmt.Errorf("node %d: no node store to serve the request", node)
+	return g.e.serveNode(ctx, node, req)
 }

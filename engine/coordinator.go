@@ -151,6 +151,12 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			cs, err := e.commit(uint64(b.Prev))
 			if err != nil {
 				e.store.DiscardStaged()
+				if errors.Is(err, ErrNotCommitted) {
+					// Nothing committed (a node lost before the commit point): as
+					// after an actor's failure, the graph is rebuilt from the last
+					// checkpoint.
+					return nil, e.recoverFrom(ctx, fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
+				}
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				return nil, e.failed
 			}
@@ -304,6 +310,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.g = g
 	e.gmu.Unlock()
 	if err := g.openControl(); err != nil {
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
+	}
+	if err := e.recoverNodes(ctx, g); err != nil {
 		e.fail(fmt.Errorf("recovery: %w", err))
 		return e.failed
 	}

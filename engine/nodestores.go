@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -73,11 +74,59 @@ func (e *Engine) stores() []*storage.Store {
 	return append([]*storage.Store{e.store}, e.nodeStores...)
 }
 
-// dropUncommitted drops every store's sealed, uncommitted data and staged changes:
-// recovery's first step.
+// dropUncommitted drops the engine's store's sealed, uncommitted data and staged
+// changes: recovery's first step (each node drops its own at recoverNodes).
 func (e *Engine) dropUncommitted() {
-	for _, s := range e.stores() {
-		s.DropUncommitted()
-		s.DiscardStaged()
+	e.store.DropUncommitted()
+	e.store.DiscardStaged()
+}
+
+// NodeCommitLog is a CommitLog that commits the nodes' own stores
+// (Options.NodeStores): it serves a node's side of the requests it sends the nodes
+// (NodeServer), and has every node recover its store.
+type NodeCommitLog interface {
+	CommitLog
+	NodeServer
+	// RecoverNodes has each of nodes drop its store's uncommitted data and catch
+	// up from the log: a recovery, before the new graph's actors are built.
+	RecoverNodes(ctx context.Context, nodes []CommitNode) error
+}
+
+// commitNodes are the nodes of graph g as the commit log reaches them (nil without
+// node stores): over g's control streams when it has a control, by a call to the
+// node's side in this process otherwise.
+func (e *Engine) commitNodes(g *graph) []CommitNode {
+	if len(e.nodeStores) == 0 {
+		return nil
 	}
+	nodes := make([]CommitNode, len(e.nodeStores))
+	for i := range nodes {
+		nodes[i] = CommitNode{Node: i, Call: func(ctx context.Context, req []byte) ([]byte, error) {
+			if g.ctl != nil {
+				return g.ctl.Call(ctx, i, req)
+			}
+			return e.serveNode(ctx, i, req)
+		}}
+	}
+	return nodes
+}
+
+// serveNode is node's side of a commit log's request: the log's NodeServer with the
+// node's own store.
+func (e *Engine) serveNode(ctx context.Context, node int, req []byte) ([]byte, error) {
+	ns, ok := e.opts.CommitLog.(NodeServer)
+	if !ok || node < 0 || node >= len(e.nodeStores) {
+		return nil, fmt.Errorf("node %d: no store of its own to serve the commit log's request (the engine has %d)", node, len(e.nodeStores))
+	}
+	return ns.ServeNode(ctx, node, e.nodeStores[node], req)
+}
+
+// recoverNodes has every node with a store of its own recover it (drop its
+// uncommitted data, catch up from the log) over g's control: once g's control is
+// open and before g's actors are built.
+func (e *Engine) recoverNodes(ctx context.Context, g *graph) error {
+	if len(e.nodeStores) == 0 {
+		return nil
+	}
+	return e.opts.CommitLog.(NodeCommitLog).RecoverNodes(ctx, e.commitNodes(g))
 }

@@ -167,6 +167,9 @@ func (o *Options) fill() error {
 	if o.NodeStores && o.CommitLog == nil {
 		return errors.New("engine: NodeStores needs a CommitLog, which commits the nodes' stores together")
 	}
+	if _, ok := o.CommitLog.(NodeCommitLog); o.NodeStores && !ok {
+		return fmt.Errorf("engine: NodeStores needs a CommitLog that commits the nodes' own stores (an engine.NodeCommitLog), not a %T", o.CommitLog)
+	}
 	if o.VnodeCount == 0 {
 		o.VnodeCount = schema.DefaultVnodeCount
 	}

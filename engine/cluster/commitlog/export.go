@@ -14,28 +14,30 @@ import (
 )
 
 // export is the upload of one commit: the objects of every store that exported
-// part of it (the engine's store alone, or each node store), with the copies each
-// kept to apply from.
+// part of it (the engine's store alone, or each node's), with the copies each kept
+// to apply from (the engine's store's here, a node's on the node).
 type export struct {
+	l     *Log
 	c     engine.CommitRequest
 	objs  []objstore.Object // every part's, in part order
 	parts []exportPart
 }
 
-// exportPart is one store's part of an export.
+// exportPart is one store's part of an export: the engine's store's, or a node's.
 type exportPart struct {
-	what  string // names the store in errors
-	store *storage.Store
+	what  string             // names the store in errors
+	store *storage.Store     // the engine's store
+	node  *engine.CommitNode // or a node
 	objs  []objstore.Object
-	paths []string // the copies, in objs' order
+	paths []string // the engine's store's copies, in objs' order
 }
 
-// export uploads the sealed data up to c.Epoch of c.Store, or of each node store
-// (which first stages the commit's table drops, whose runs are not exported), and
-// checks that the node stores' objects do not overlap: an overlap would make the
+// export uploads the sealed data up to c.Epoch of c.Store, or has each node upload
+// its own (after staging the commit's table drops, whose runs are not exported),
+// and checks that the nodes' objects do not overlap: an overlap would make the
 // commit one that no store can apply, so it is refused before the commit point.
 func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32) (*export, error) {
-	ex := &export{c: c}
+	ex := &export{l: l, c: c}
 	if len(c.Nodes) == 0 {
 		objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, c.Store, c.Epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
 		if err != nil {
@@ -44,39 +46,33 @@ func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32
 		ex.objs = objs
 		ex.parts = []exportPart{{what: "the store in " + c.Store.Dir(), store: c.Store, objs: objs, paths: paths}}
 	}
-	// Every node store must be where the engine's store is, which the commit is
-	// fenced on: a node store left behind would skip the deltas between.
+	// Every node's store must be where the engine's store is, which the commit is
+	// fenced on: each node checks it.
 	seq, err := c.Store.AppliedSequence()
 	if err != nil {
 		return nil, err
 	}
-	for i, s := range c.Nodes {
-		got, err := s.AppliedSequence()
-		if err != nil {
-			return nil, fmt.Errorf("the store of node %d: %w", i, err)
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		what := fmt.Sprintf("node %d", n.Node)
+		req, err := appendNodeRequest(nil, exportRequest{
+			Epoch: c.Epoch, Sequence: seq, Committed: c.Store.CommittedEpoch(), Node: l.cfg.Node, Incarnation: l.inc,
+			First: uint64(len(ex.objs)), Drops: drops, TableBytes: uint64(max(l.cfg.TableBytes, 0)),
+		})
+		var ans []byte
+		if err == nil {
+			ans, err = n.Call(ctx, req)
 		}
-		if got != seq || s.CommittedEpoch() != c.Store.CommittedEpoch() {
-			return nil, fmt.Errorf("the store of node %d in %s applied sequence %d at epoch %d, the engine's store sequence %d at epoch %d: reopen to catch it up",
-				i, s.Dir(), got, s.CommittedEpoch(), seq, c.Store.CommittedEpoch())
+		var x exported
+		if err == nil {
+			x, err = decodeExported(ans)
 		}
-	}
-	for i, s := range c.Nodes {
-		what := fmt.Sprintf("the store of node %d in %s", i, s.Dir())
-		for _, t := range drops {
-			if err := s.StageDropTable(t); err != nil {
-				ex.discard()
-				return nil, fmt.Errorf("%s: %w", what, err)
-			}
-		}
-		// Not Whole: each sstable holds consecutive vnodes of one table, all of
-		// them written by this node, so that no other node's sstable overlaps it.
-		objs, paths, err := objstore.UploadKeepFrom(ctx, l.cfg.Bucket, s, c.Epoch, l.cfg.Node, l.inc, uint64(len(ex.objs)), storage.ExportOptions{TableBytes: l.cfg.TableBytes})
 		if err != nil {
 			ex.discard()
-			return nil, fmt.Errorf("%s to bucket %s: %w", what, l.cfg.BucketURL, err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		ex.objs = append(ex.objs, objs...)
-		ex.parts = append(ex.parts, exportPart{what: what, store: s, objs: objs, paths: paths})
+		ex.objs = append(ex.objs, x.Objects...)
+		ex.parts = append(ex.parts, exportPart{what: what, node: n, objs: x.Objects})
 	}
 	if err := ex.check(drops); err != nil {
 		// The objects stay in the bucket, recorded nowhere, as those of a failed
@@ -125,26 +121,40 @@ func (ex *export) check(drops []uint32) error {
 }
 
 // discard removes the copies the export kept (a commit that did not happen), and the
-// drops it staged in the node stores.
+// drops the nodes staged: each node that exported is asked to drop its own (a node
+// that cannot be reached drops them at its recovery).
 func (ex *export) discard() {
 	for i, p := range ex.parts {
-		p.store.DiscardIngestFiles(p.paths)
-		ex.parts[i].paths = nil
+		if p.node == nil {
+			p.store.DiscardIngestFiles(p.paths)
+			ex.parts[i].paths = nil
+			continue
+		}
+		req, err := appendNodeRequest(nil, discardRequest{Epoch: ex.c.Epoch})
+		if err == nil {
+			_, err = p.node.Call(context.Background(), req)
+		}
+		if err != nil {
+			ex.l.log.Warn("a node did not drop its export of a commit that did not happen", "node", p.node.Node, "epoch", ex.c.Epoch, "error", err)
+		}
 	}
-	for _, s := range ex.c.Nodes {
-		s.DiscardStaged()
-	}
+	ex.parts = nil
 }
 
-// apply applies the committed export at epoch with ch to every store: each node
-// store from its copies and the other nodes' objects, downloaded; then the engine's
-// store, which exported none, from all of them downloaded. Without node stores, the
+// apply applies the committed export at epoch with ch to every store: each node's
+// from its copies and the other nodes' objects, downloaded; then the engine's store,
+// which exported none, from all of them downloaded. Without node stores, the
 // engine's store applies its copies.
 func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch storage.Changes) error {
 	if len(ex.c.Nodes) == 0 {
 		p := ex.parts[0]
 		ex.parts[0].paths = nil
 		return objstore.ApplyLocal(p.store, epoch, p.paths, ch)
+	}
+	changes, err := encodeChanges(ch)
+	if err != nil {
+		ex.discard()
+		return err
 	}
 	for i, p := range ex.parts {
 		var others []string
@@ -153,8 +163,12 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 				others = append(others, objectNames(metaObjects(q.objs))...)
 			}
 		}
-		ex.parts[i].paths = nil // consumed by ApplyWith, whatever its result
-		if err := objstore.ApplyWith(ctx, b, p.store, epoch, p.paths, others, ch); err != nil {
+		req, err := appendNodeRequest(nil, applyRequest{Epoch: epoch, Sequence: ch.Sequence, Changes: changes, Others: others})
+		if err == nil {
+			_, err = p.node.Call(ctx, req)
+		}
+		if err != nil {
+			ex.parts = ex.parts[i+1:] // the nodes not asked yet drop theirs
 			ex.discard()
 			return fmt.Errorf("%s: %w", p.what, err)
 		}

@@ -95,7 +95,14 @@ func openEngine(t *testing.T, dir string, log engine.CommitLog) *engine.Engine {
 // openEngineWith is openEngine, with a store per node when nodeStores is set.
 func openEngineWith(t *testing.T, dir string, log engine.CommitLog, nodeStores bool) *engine.Engine {
 	t.Helper()
-	opts := engine.Options{BarrierInterval: -1, Nodes: 2, NodeStores: nodeStores}
+	return openEngineControl(t, dir, log, nodeStores, nil)
+}
+
+// openEngineControl is openEngineWith whose nodes are reached through ctl (nil:
+// calls in the process).
+func openEngineControl(t *testing.T, dir string, log engine.CommitLog, nodeStores bool, ctl engine.Control) *engine.Engine {
+	t.Helper()
+	opts := engine.Options{BarrierInterval: -1, Nodes: 2, NodeStores: nodeStores, Control: ctl}
 	if log != nil {
 		opts.CommitLog = log
 	}

@@ -87,12 +87,17 @@ type Log struct {
 
 	basesWritten, basesFailed atomic.Int64
 
+	nodes *NodeServer // serves the engine's nodes' stores (ServeNode)
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
 
-var _ engine.CommitLog = (*Log)(nil)
+var (
+	_ engine.CommitLog     = (*Log)(nil)
+	_ engine.NodeCommitLog = (*Log)(nil)
+)
 
 // Open checks that the bucket answers, takes the leader lease (failing with
 // meta.ErrLeaseHeld, naming the holder, while another holds it), registers the node
@@ -123,7 +128,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	l := &Log{cfg: cfg, name: fmt.Sprintf("node-%d", cfg.Node), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Log{cfg: cfg, name: fmt.Sprintf("node-%d", cfg.Node), stop: make(chan struct{}), done: make(chan struct{}), nodes: NewNodeServer(cfg)}
 	l.log = cfg.Logger.With("node", l.name)
 	if ok, err := cfg.Bucket.IsAccessible(ctx); err != nil || !ok {
 		if err == nil {
@@ -150,6 +155,11 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	go l.background()
 	return l, nil
+}
+
+// ServeNode implements engine.NodeServer for the nodes of the log's own engine.
+func (l *Log) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
+	return l.nodes.ServeNode(ctx, node, store, req)
 }
 
 // Bases counts the bases the log wrote and those that failed (each tried again
@@ -372,6 +382,11 @@ func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.Check
 	ch := store.Staged()
 	ex, err := l.export(ctx, c, ch.Drops)
 	if err != nil {
+		if errors.Is(err, engine.ErrNodeLost) {
+			// Before the commit point: a recovery (every node catches up anew)
+			// mends it, as it does an actor's failure.
+			return st, fmt.Errorf("commitlog: commit epoch %d: %w (%w)", epoch, err, engine.ErrNotCommitted)
+		}
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
 	changes, err := encodeChanges(ch)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/storage"
@@ -46,6 +47,8 @@ type pair struct {
 	dirs   int
 	// nodeStores gives the log's engine a store per node (engine.Options.NodeStores).
 	nodeStores bool
+	// ctl, when set, reaches the log's engine's nodes over control streams.
+	ctl *control.Local
 }
 
 func (p *pair) both(f func(e *engine.Engine)) {
@@ -114,7 +117,15 @@ func (p *pair) reopenRemote(inPlace bool) {
 	if !inPlace {
 		p.dirs++
 	}
-	p.remote = openEngineWith(p.t, filepath.Join(p.base, fmt.Sprint("copy", p.dirs)), p.log, p.nodeStores)
+	p.remote = openEngineControl(p.t, filepath.Join(p.base, fmt.Sprint("copy", p.dirs)), p.log, p.nodeStores, p.control())
+}
+
+// control is the log's engine's Control: nil without one.
+func (p *pair) control() engine.Control {
+	if p.ctl == nil {
+		return nil
+	}
+	return p.ctl
 }
 
 // TestEquivalence runs a seeded workload of inserts, updates and deletes, view
@@ -122,17 +133,27 @@ func (p *pair) reopenRemote(inPlace bool) {
 // engine, checkpoint by checkpoint: both hold the same rows, the same progress rows
 // and the same row counts after every checkpoint, after the log's engine restarts in
 // an empty directory (rebuilt from the log alone), and at the end; the bucket then
-// holds exactly the objects the log references. Seeds 3 and 4 give the log's engine
-// a store per node, which every checkpoint exports apart and commits together.
+// holds exactly the objects the log references. Seeds 3 to 5 give the log's engine
+// a store per node, which every checkpoint exports apart and commits together; seed 5
+// reaches the nodes over control streams, so that every build, barrier, export,
+// apply and recovery of a node travels as frames.
 func TestEquivalence(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
+	for seed := uint64(1); seed <= 5; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			nodeStores := seed > 2
-			t.Logf("seed %d, node stores %v", seed, nodeStores)
+			t.Logf("seed %d, node stores %v, control streams %v", seed, nodeStores, seed == 5)
 			rng := rand.New(rand.NewPCG(seed, 0xc0117))
 			c := newCluster(t)
 			p := &pair{t: t, c: c, base: t.TempDir(), log: c.open(t, 1), nodeStores: nodeStores}
-			p.remote = openEngineWith(t, filepath.Join(p.base, "copy0"), p.log, nodeStores)
+			if seed == 5 {
+				l, err := control.NewLocal()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				p.ctl = l
+			}
+			p.remote = openEngineControl(t, filepath.Join(p.base, "copy0"), p.log, nodeStores, p.control())
 			if nodeStores {
 				for i := range 2 {
 					if _, err := os.Stat(filepath.Join(p.base, "copy0", storage.NodeStoresDirName, fmt.Sprintf("node-%d", i), "LOCK")); err != nil {
@@ -218,6 +239,9 @@ func TestEquivalence(t *testing.T) {
 				}
 			}
 			checkBucket(t, c)
+			if p.ctl != nil && p.ctl.Calls() == 0 {
+				t.Fatal("no request reached a node over its control stream")
+			}
 		})
 	}
 }

@@ -1,13 +1,19 @@
 package commitlog_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
@@ -61,6 +67,17 @@ func TestNodeStoresRefused(t *testing.T) {
 		}
 		return v.Seq
 	}
+	// nodes are the stores as a log's commit reaches them: each through its
+	// NodeServer, here the log's own.
+	nodes := func(stores ...*storage.Store) []engine.CommitNode {
+		var out []engine.CommitNode
+		for i, s := range stores {
+			out = append(out, engine.CommitNode{Node: i, Call: func(ctx context.Context, req []byte) ([]byte, error) {
+				return l.ServeNode(ctx, i, s, req)
+			}})
+		}
+		return out
+	}
 	// The refused commit's objects stay in the bucket, so the next commits are of
 	// later epochs (an engine fails at a refused commit, and its successor runs as
 	// a new incarnation).
@@ -70,7 +87,7 @@ func TestNodeStoresRefused(t *testing.T) {
 	main, x, y := open("engine"), open("x"), open("y")
 	write(x, vnode.FromRange(8, 0, 4), e1, 0, 2)
 	write(y, vnode.NewBitmap(8, 1), e1, 1)
-	_, err := l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: []*storage.Store{x, y}, Epoch: e1, Generation: 1})
+	_, err := l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: nodes(x, y), Epoch: e1, Generation: 1})
 	if err == nil || !strings.Contains(err.Error(), "overlap") || !strings.Contains(err.Error(), "own") {
 		t.Fatalf("commit of overlapping node stores: %v", err)
 	}
@@ -91,7 +108,7 @@ func TestNodeStoresRefused(t *testing.T) {
 	main, x, y = open("engine2"), open("x2"), open("y2")
 	write(x, vnode.FromRange(8, 0, 4), e2, 0, 2)
 	write(y, vnode.FromRange(8, 4, 8), e2, 5)
-	if _, err := l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: []*storage.Store{x, y}, Epoch: e2, Generation: 1}); err != nil {
+	if _, err := l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: nodes(x, y), Epoch: e2, Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []*storage.Store{main, x, y} {
@@ -102,11 +119,85 @@ func TestNodeStoresRefused(t *testing.T) {
 	// A node store that starts empty beside them has not caught up: refused.
 	z := open("z")
 	write(z, vnode.FromRange(8, 4, 8), e3, 6)
-	_, err = l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: []*storage.Store{x, z}, Epoch: e3, Generation: 1})
-	if want := fmt.Sprintf("the store of node 1 in %s applied sequence 0", filepath.Join(dir, "z")); err == nil || !strings.Contains(err.Error(), want) {
+	_, err = l.Commit(ctx, engine.CommitRequest{Store: main, Nodes: nodes(x, z), Epoch: e3, Generation: 1})
+	if want := fmt.Sprintf("node 1 (store in %s): export epoch %d: the store applied sequence 0", filepath.Join(dir, "z"), uint64(e3)); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("commit with a node store behind: %v, want an error naming %q", err, want)
 	}
 	if seq := committed(); seq != 1 {
 		t.Fatalf("the refused commit moved the log to sequence %d", seq)
+	}
+}
+
+// losingLog is a log whose node 1 loses its control stream when it is asked for its
+// part of the next checkpoint (armed), before it answers.
+type losingLog struct {
+	*commitlog.Log
+	ctl   *control.Local
+	armed atomic.Bool
+	lost  error
+}
+
+func (l *losingLog) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
+	if node == 1 && l.armed.CompareAndSwap(true, false) {
+		l.lost = l.ctl.Lose(1)
+	}
+	return l.Log.ServeNode(ctx, node, store, req)
+}
+
+// A node whose control stream is lost while it exports its part of a checkpoint
+// leaves nothing committed: the checkpoint fails saying so (engine.ErrNotCommitted),
+// the engine recovers from its last checkpoint instead of failing, every node
+// catches up anew, and the next checkpoint commits what is written after.
+func TestNodeLostMidCommit(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ctl, err := control.NewLocal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	l := &losingLog{Log: c.open(t, 1), ctl: ctl}
+	e := openEngineControl(t, filepath.Join(t.TempDir(), "e"), l, true, ctl)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, e, e.Insert, []any{1, "a", 10}, []any{2, "b", 20}, []any{3, "c", 30})
+	committed := checkpoint(t, e)
+	want := scan(t, e, "kv")
+	before, err := c.meta.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	write(t, e, e.Insert, []any{4, "d", 40})
+	l.armed.Store(true)
+	_, err = e.WaitCheckpoint(ctx)
+	if l.lost != nil {
+		t.Fatalf("lose node 1: %v", l.lost)
+	}
+	if !errors.Is(err, engine.ErrNotCommitted) || !errors.Is(err, engine.ErrNodeLost) || !strings.Contains(err.Error(), "node 1") {
+		t.Fatalf("checkpoint with node 1 lost mid-export: %v, want an error naming node 1, lost, and not committed", err)
+	}
+	t.Log(err)
+	if after, err := c.meta.Committed(ctx); err != nil || after != before {
+		t.Fatalf("the failed checkpoint moved the log from %+v to %+v (%v)", before, after, err)
+	}
+	if got := e.CommittedEpoch(); got != committed {
+		t.Fatalf("committed epoch %d after the failed checkpoint, want %d", got, committed)
+	}
+	// Recovered, not failed: the write of the lost round is gone with it, the next
+	// ones commit.
+	if got := scan(t, e, "kv"); !slices.Equal(got, want) {
+		t.Fatalf("after the recovery kv holds %v, want %v", got, want)
+	}
+	write(t, e, e.Insert, []any{5, "e", 50})
+	checkpoint(t, e)
+	want = append(want, fmt.Sprint([]string{"5", "e", "50"}))
+	if got := scan(t, e, "kv"); !slices.Equal(got, want) {
+		t.Fatalf("after the next checkpoint kv holds %v, want %v", got, want)
+	}
+	if ctl.Lost() == 0 {
+		t.Fatal("no control stream was lost")
 	}
 }

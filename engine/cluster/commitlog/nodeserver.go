@@ -1,0 +1,166 @@
+package commitlog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
+)
+
+// NodeServer answers the log's requests on a node, with the node's own store (an
+// engine.NodeServer): it exports the store's sealed data to the bucket and keeps
+// copies of what it wrote until the commit is applied or discarded, and catches the
+// store up from the log at a recovery. A Log serves its own engine's nodes
+// (Log.ServeNode); a compute process makes one of its own over the same meta store
+// and bucket.
+type NodeServer struct {
+	cfg Config
+
+	mu   sync.Mutex
+	kept map[*storage.Store]keptExport
+}
+
+// keptExport is what a node exported for a commit not yet applied or discarded: the
+// copies of its objects in its store's ingest directory.
+type keptExport struct {
+	epoch uint64
+	paths []string
+}
+
+var _ engine.NodeServer = (*NodeServer)(nil)
+
+// NewNodeServer returns the node server of the log cfg names (cfg.Meta and
+// cfg.Bucket are used; a zero Timeout is DefaultTimeout).
+func NewNodeServer(cfg Config) *NodeServer {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	return &NodeServer{cfg: cfg, kept: map[*storage.Store]keptExport{}}
+}
+
+// ServeNode implements engine.NodeServer: it decodes req, serves it on store, and
+// returns the answer's encoding.
+func (s *NodeServer) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
+	r, err := decodeNodeRequest(req)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", node, err)
+	}
+	what := fmt.Sprintf("node %d (store in %s)", node, store.Dir())
+	switch r := r.(type) {
+	case exportRequest:
+		x, err := s.export(ctx, store, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: export epoch %d: %w", what, r.Epoch, err)
+		}
+		return appendExported(nil, x)
+	case applyRequest:
+		if err := s.apply(ctx, store, r); err != nil {
+			return nil, fmt.Errorf("%s: apply epoch %d: %w", what, r.Epoch, err)
+		}
+		return nil, nil
+	case discardRequest:
+		s.discard(store, r.Epoch)
+		return nil, nil
+	case recoverRequest:
+		s.discard(store, 0)
+		store.DropUncommitted()
+		store.DiscardStaged()
+		if _, err := catchUp(ctx, s.cfg, store); err != nil {
+			return nil, fmt.Errorf("%s: recover: %w", what, err)
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s: a request of type %T", what, r)
+}
+
+// export uploads store's sealed data up to r.Epoch, keeping copies.
+func (s *NodeServer) export(ctx context.Context, store *storage.Store, r exportRequest) (exported, error) {
+	// The store must be where the engine's store is, which the commit is fenced on:
+	// a store left behind would skip the deltas between.
+	seq, err := store.AppliedSequence()
+	if err != nil {
+		return exported{}, err
+	}
+	if seq != r.Sequence || store.CommittedEpoch() != r.Committed {
+		return exported{}, fmt.Errorf("the store applied sequence %d at epoch %d, the engine's store sequence %d at epoch %d: reopen to catch it up",
+			seq, store.CommittedEpoch(), r.Sequence, r.Committed)
+	}
+	s.discard(store, 0) // an export of an earlier commit that neither applied nor discarded
+	for _, t := range r.Drops {
+		if err := store.StageDropTable(t); err != nil {
+			store.DiscardStaged()
+			return exported{}, err
+		}
+	}
+	// Not Whole: each sstable holds consecutive vnodes of one table, all of them
+	// written by this node, so that no other node's sstable overlaps it.
+	objs, paths, err := objstore.UploadKeepFrom(ctx, s.cfg.Bucket, store, r.Epoch, r.Node, r.Incarnation, r.First, storage.ExportOptions{TableBytes: int(min(r.TableBytes, 1<<40))})
+	if err != nil {
+		store.DiscardStaged()
+		return exported{}, fmt.Errorf("to bucket %s: %w", s.cfg.BucketURL, err)
+	}
+	s.mu.Lock()
+	s.kept[store] = keptExport{epoch: r.Epoch, paths: paths}
+	s.mu.Unlock()
+	return exported{Objects: objs}, nil
+}
+
+// apply applies the commit of r.Epoch to store from its kept copies and the other
+// nodes' objects.
+func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyRequest) error {
+	s.mu.Lock()
+	k, ok := s.kept[store]
+	delete(s.kept, store)
+	s.mu.Unlock()
+	if !ok || k.epoch != r.Epoch {
+		store.DiscardIngestFiles(k.paths)
+		store.DiscardStaged()
+		return fmt.Errorf("the node kept no export of epoch %d", r.Epoch)
+	}
+	ch, err := decodeChanges(r.Changes)
+	if err != nil {
+		store.DiscardIngestFiles(k.paths)
+		store.DiscardStaged()
+		return err
+	}
+	ch.Sequence = r.Sequence
+	// ApplyWith consumes the copies, whatever its result.
+	if err := objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, r.Others, ch); err != nil {
+		store.DiscardStaged()
+		return err
+	}
+	return nil
+}
+
+// discard drops the copies store kept for epoch (0: for any epoch) and what it
+// staged.
+func (s *NodeServer) discard(store *storage.Store, epoch uint64) {
+	s.mu.Lock()
+	k, ok := s.kept[store]
+	if ok && (epoch == 0 || k.epoch == epoch) {
+		delete(s.kept, store)
+	}
+	s.mu.Unlock()
+	if ok && (epoch == 0 || k.epoch == epoch) {
+		store.DiscardIngestFiles(k.paths)
+		store.DiscardStaged()
+	}
+}
+
+// RecoverNodes implements engine.NodeCommitLog: each node drops its store's
+// uncommitted data and the copies it kept, and catches up from the log.
+func (l *Log) RecoverNodes(ctx context.Context, nodes []engine.CommitNode) error {
+	req, err := appendNodeRequest(nil, recoverRequest{})
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if _, err := n.Call(ctx, req); err != nil {
+			return fmt.Errorf("commitlog: recover node %d: %w", n.Node, err)
+		}
+	}
+	return nil
+}
