@@ -16,8 +16,8 @@ import (
 
 func (n *nodeSide) run(a *nodeActor) {
 	defer n.wg.Done()
-	g := n.g
-	withActorLabels(g.ctx, a, func(context.Context) {
+	env := &n.env
+	withActorLabels(env.ctx, a, func(context.Context) {
 		err := a.loop(n)
 		if err == nil {
 			return // stopped: loop closed it before reporting the barrier
@@ -27,9 +27,9 @@ func (n *nodeSide) run(a *nodeActor) {
 		// a clean end). The report below tears the graph down, which ends them.
 		a.status.enter(stepClosing)
 		a.exec.Close()
-		if g.ctx.Err() == nil {
+		if env.ctx.Err() == nil {
 			a.status.enter(stepReport)
-			_ = g.report(a, report{actor: a.id, err: err})
+			_ = env.report(a, report{actor: a.id, err: err})
 		}
 	})
 }
@@ -40,8 +40,8 @@ func (n *nodeSide) run(a *nodeActor) {
 // and outputs before it reports the barrier that stopped it, so that the coordinator,
 // once it has the report, may forget the actor and its edges.
 func (a *nodeActor) loop(n *nodeSide) error {
-	g := n.g
-	ctx := g.ctx
+	env := &n.env
+	ctx := env.ctx
 	for {
 		a.status.enter(stepExecutor)
 		m, err := a.exec.Next(ctx)
@@ -78,7 +78,7 @@ func (a *nodeActor) loop(n *nodeSide) error {
 				if spec.Actor != a.id {
 					continue
 				}
-				d, err := NewDispatcher(a.id, spec, a.k, n.outputFrom(a.id), g.e.mem)
+				d, err := NewDispatcher(a.id, spec, a.k, n.outputFrom(a.id), env.mem)
 				if err != nil {
 					return fmt.Errorf("actor %d of %s: barrier %d: %w", a.id, a.obj, b.Curr, err)
 				}
@@ -122,10 +122,10 @@ func (a *nodeActor) loop(n *nodeSide) error {
 		if stops {
 			// Closed already: a report that fails is a lost stream or a graph torn
 			// down, which ends the round without this actor's word.
-			_ = g.report(a, r)
+			_ = env.report(a, r)
 			return nil
 		}
-		if err := g.report(a, r); err != nil {
+		if err := env.report(a, r); err != nil {
 			return err
 		}
 	}

@@ -78,7 +78,7 @@ func TestActorDispatchFailureReleasesOnce(t *testing.T) {
 					ds[i] = &failingDispatcher{fail: i == k}
 					a.disp = append(a.disp, ds[i])
 				}
-				n := &nodeSide{g: &graph{ctx: context.Background()}}
+				n := &nodeSide{env: nodeEnv{ctx: context.Background(), report: func(*nodeActor, report) error { return nil }}}
 				if err := a.loop(n); err == nil {
 					t.Fatalf("loop: %v, want the dispatcher's error", err)
 				}

@@ -25,7 +25,8 @@
 //   - catalog.go: tables and views, persisted with the checkpoints.
 //   - graph.go: the coordinator's placement of fragments and actors, wired by bounded
 //     channels; buildspec.go: the build specs it sends each node; node.go: a node's
-//     side of a graph, which applies them and keeps the actors it built;
+//     side of a graph, which applies them and keeps the actors it built, and the
+//     environment it takes from its process (nodeEnv);
 //     nodebuild.go: an actor's build from its spec; actor.go: an actor's goroutine;
 //     stall.go: what a slow barrier's missing actors are doing.
 //   - dispatch.go, dispatch_kinds.go, merge.go: hash, broadcast, simple and no-shuffle

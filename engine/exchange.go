@@ -86,7 +86,7 @@ func (l *link) discard() {
 
 // edgeOf names the edge from -> to in n's graph.
 func (n *nodeSide) edgeOf(from, to executors.Output) ExchangeEdge {
-	return ExchangeEdge{From: from.Actor, To: to.Actor, FromNode: from.Node, ToNode: to.Node, Generation: n.g.generation, Capacity: n.g.e.opts.ChannelCapacity}
+	return ExchangeEdge{From: from.Actor, To: to.Actor, FromNode: from.Node, ToNode: to.Node, Generation: n.env.generation, Capacity: n.env.opts.ChannelCapacity}
 }
 
 // channel returns the channel of edge k, held by the side of its receiving node,
@@ -96,7 +96,7 @@ func (n *nodeSide) channel(k edge) *link {
 	defer n.lmu.Unlock()
 	l := n.links[k]
 	if l == nil {
-		l = &link{c: make(chan executors.Message, n.g.e.opts.ChannelCapacity)}
+		l = &link{c: make(chan executors.Message, n.env.opts.ChannelCapacity)}
 		n.links[k] = l
 	}
 	return l
@@ -105,14 +105,17 @@ func (n *nodeSide) channel(k edge) *link {
 // output opens the side of edge from -> to that actor from's dispatcher sends into.
 func (n *nodeSide) output(from executors.ActorID, to executors.Output) (Output, error) {
 	k := edge{from, to.Actor}
-	ex := n.g.e.opts.Exchange
+	ex := n.env.exchange
 	if ex == nil || to.Node == n.node {
 		// A channel, held by the receiving node's side: without an Exchange the
 		// nodes share one process.
-		if to.Node < 0 || to.Node >= len(n.g.nodes) {
-			return nil, fmt.Errorf("edge %d -> %d: node %d, and the engine has nodes 0 to %d", from, to.Actor, to.Node, len(n.g.nodes)-1)
+		recv := n
+		if to.Node != n.node {
+			if recv = n.peer(to.Node); recv == nil {
+				return nil, fmt.Errorf("edge %d -> %d: node %d is not in this process", from, to.Actor, to.Node)
+			}
 		}
-		l := n.g.nodes[to.Node].channel(k)
+		l := recv.channel(k)
 		return &ChanOutput{ID: to.Actor, C: l.c}, nil
 	}
 	n.lmu.Lock()
@@ -121,7 +124,7 @@ func (n *nodeSide) output(from executors.ActorID, to executors.Output) (Output, 
 		return nil, fmt.Errorf("edge %d -> %d: its sending side is open already", from, to.Actor)
 	}
 	e := n.edgeOf(executors.Output{Actor: from, Node: n.node}, to)
-	ctx, cancel := context.WithCancel(n.g.ctx)
+	ctx, cancel := context.WithCancel(n.env.ctx)
 	out, err := ex.OpenSend(ctx, e)
 	if err != nil {
 		cancel()
@@ -134,7 +137,7 @@ func (n *nodeSide) output(from executors.ActorID, to executors.Output) (Output, 
 // input opens the side of edge from -> to that actor to's merge reads.
 func (n *nodeSide) input(to executors.ActorID, from executors.Output) (MergeInput, error) {
 	k := edge{from.Actor, to}
-	ex := n.g.e.opts.Exchange
+	ex := n.env.exchange
 	if ex == nil || from.Node == n.node {
 		return MergeInput{Actor: from.Actor, C: n.channel(k).c}, nil
 	}
@@ -144,7 +147,7 @@ func (n *nodeSide) input(to executors.ActorID, from executors.Output) (MergeInpu
 		return MergeInput{}, fmt.Errorf("edge %d -> %d: its receiving side is open already", from.Actor, to)
 	}
 	e := n.edgeOf(from, executors.Output{Actor: to, Node: n.node})
-	ctx, cancel := context.WithCancel(n.g.ctx)
+	ctx, cancel := context.WithCancel(n.env.ctx)
 	in, err := ex.OpenRecv(ctx, e)
 	if err != nil {
 		cancel()
@@ -152,6 +155,18 @@ func (n *nodeSide) input(to executors.ActorID, from executors.Output) (MergeInpu
 	}
 	n.links[k] = &link{in: in, cancel: cancel}
 	return MergeInput{Actor: from.Actor, C: in.C(), Err: in.Err}, nil
+}
+
+// peer is node's side in this process, or nil.
+func (n *nodeSide) peer(node int) *nodeSide {
+	if n.env.peers == nil {
+		return nil
+	}
+	sides := n.env.peers()
+	if node < 0 || node >= len(sides) {
+		return nil
+	}
+	return sides[node]
 }
 
 // forgetLinks ends and forgets the node's sides of the edges of actor id, which is
@@ -162,10 +177,11 @@ func (n *nodeSide) input(to executors.ActorID, from executors.Output) (MergeInpu
 // (a stopped actor's receivers may still be reading its last messages).
 func (n *nodeSide) forgetLinks(id executors.ActorID, dropped bool) {
 	var gone []*link
-	for _, side := range n.g.nodes {
-		if side != n && !dropped {
-			continue
-		}
+	sides := []*nodeSide{n}
+	if dropped && n.env.peers != nil {
+		sides = n.env.peers()
+	}
+	for _, side := range sides {
 		side.lmu.Lock()
 		for k, l := range side.links {
 			if side == n && (k.to == id || (l.out != nil && k.from == id)) || dropped && l.c != nil && k.from == id {

@@ -144,7 +144,7 @@ func newGraph(e *Engine) *graph {
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
 	}
 	for i := range e.nodes {
-		g.nodes = append(g.nodes, newNodeSide(g, i))
+		g.nodes = append(g.nodes, newNodeSide(g.nodeEnv(i)))
 	}
 	g.pending = make([]int64, len(e.nodes))
 	return g

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/vec"
@@ -19,9 +20,35 @@ import (
 // its side, which the node's control stream (or, without a Control, the
 // coordinator) hands each spec.
 
+// nodeEnv is what a node's side of a graph takes from the process it runs in: in the
+// engine's process the graph supplies it (graph.nodeEnv); a compute process would
+// supply its own. Nothing else of the coordinator's reaches a node's side.
+type nodeEnv struct {
+	ctx        context.Context // the graph's: cancelled when the graph is torn down
+	generation uint64          // the graph's, which names its edges
+	node       int
+	store      *storage.Node         // the node's store
+	cache      *executors.StateCache // the node's budget of cached operator state (nil: none)
+	mem        memory.Allocator
+	opts       *Options // the node's settings: channel capacity, chunk size, the backfills' workers and budgets
+	exchange   Exchange // nil: every edge is a channel, the nodes' sides in one process
+	// peers are the nodes' sides in this process, by node (nil: none but this
+	// one): an edge between two nodes without an exchange is a channel held by
+	// the receiving node's side.
+	peers func() []*nodeSide
+	// report hands an actor's report to the coordinator; finishing tells it that a
+	// backfill read its whole snapshot.
+	report    func(a *nodeActor, r report) error
+	finishing func(a *nodeActor)
+	// addDML and dropDML keep the table of the DML actors' inputs that the
+	// writers send into.
+	addDML  func(ins []*dmlInput)
+	dropDML func(actor executors.ActorID)
+}
+
 // nodeSide is one node's side of one graph.
 type nodeSide struct {
-	g    *graph
+	env  nodeEnv
 	node int
 	wg   sync.WaitGroup // the actors' goroutines
 
@@ -33,8 +60,8 @@ type nodeSide struct {
 	links map[edge]*link
 }
 
-func newNodeSide(g *graph, node int) *nodeSide {
-	return &nodeSide{g: g, node: node, actors: map[executors.ActorID]*nodeActor{}, links: map[edge]*link{}}
+func newNodeSide(env nodeEnv) *nodeSide {
+	return &nodeSide{env: env, node: env.node, actors: map[executors.ActorID]*nodeActor{}, links: map[edge]*link{}}
 }
 
 // nodeActor is an actor as its node built it: a chain of executors whose output goes
@@ -90,11 +117,10 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 	if spec.Node != n.node {
 		return fmt.Errorf("build spec: for node %d", spec.Node)
 	}
-	g := n.g
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.dead {
-		return fmt.Errorf("build: the graph of generation %d is torn down", g.generation)
+		return fmt.Errorf("build: the graph of generation %d is torn down", n.env.generation)
 	}
 	// Checked before anything changes, so that a refused spec changes nothing.
 	for _, id := range spec.Drop {
@@ -107,7 +133,7 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 			a.close()
 			delete(n.actors, id)
 			n.forgetLinks(id, true)
-			g.forgetDML(id)
+			n.env.dropDML(id)
 		}
 	}
 	nb := &nodeBuild{n: n, objs: objs, lows: map[string]*lowered{}, paused: spec.Paused}
@@ -135,11 +161,7 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 		start = append(start, a)
 	}
 	if len(nb.dml) > 0 {
-		g.e.gmu.Lock()
-		for _, in := range nb.dml {
-			g.dml[in.t.Name] = in
-		}
-		g.e.gmu.Unlock()
+		n.env.addDML(nb.dml)
 	}
 	for _, a := range start {
 		a.started = true
@@ -200,6 +222,29 @@ func (n *nodeSide) release() {
 	}
 	n.mu.Unlock()
 	n.discardLinks()
+}
+
+// nodeEnv is the environment of node's side of g, in the engine's process.
+func (g *graph) nodeEnv(node int) nodeEnv {
+	e := g.e
+	env := nodeEnv{
+		ctx: g.ctx, generation: g.generation, node: node, store: e.nodes[node], mem: e.mem, opts: &e.opts, exchange: e.opts.Exchange,
+		peers:  func() []*nodeSide { return g.nodes },
+		report: g.report, finishing: g.finishing, addDML: g.addDML, dropDML: g.forgetDML,
+	}
+	if e.caches != nil {
+		env.cache = e.caches[node]
+	}
+	return env
+}
+
+// addDML adds DML inputs to the writers' table.
+func (g *graph) addDML(ins []*dmlInput) {
+	g.e.gmu.Lock()
+	defer g.e.gmu.Unlock()
+	for _, in := range ins {
+		g.dml[in.t.Name] = in
+	}
 }
 
 // forgetDML removes the DML input of actor id from the writers' table, if it has one.

@@ -69,7 +69,7 @@ func (nb *nodeBuild) dispatchers(a *nodeActor, specs []executors.NewDispatcher, 
 		if spec.Actor != a.id {
 			return fmt.Errorf("a dispatcher of actor %d", spec.Actor)
 		}
-		d, err := NewDispatcher(a.id, spec, k, nb.n.outputFrom(a.id), nb.n.g.e.mem)
+		d, err := NewDispatcher(a.id, spec, k, nb.n.outputFrom(a.id), nb.n.env.mem)
 		if err != nil {
 			return err
 		}
@@ -104,16 +104,16 @@ func (nb *nodeBuild) actor(s actorSpec, vnodes *vnode.Bitmap) error {
 		}
 		return errors.New("the actor is built already")
 	}
-	a := &nodeActor{id: s.ID, frag: s.Fragment, obj: s.Object, node: n.node, store: n.g.e.nodes[n.node], vnodes: vnodes}
+	a := &nodeActor{id: s.ID, frag: s.Fragment, obj: s.Object, node: n.node, store: n.env.store, vnodes: vnodes}
 	n.actors[a.id] = a
 	nb.built = append(nb.built, a)
-	e := n.g.e
+	env := &n.env
 	switch s.Role {
 	case roleDML:
 		if len(s.Inputs) != 0 || len(s.Dispatchers) != 1 {
 			return fmt.Errorf("a DML actor takes no inputs and has one dispatcher, not %d and %d", len(s.Inputs), len(s.Dispatchers))
 		}
-		in := &dmlInput{c: make(chan executors.Message, e.opts.ChannelCapacity), t: o.t, node: n.node, actor: a.id}
+		in := &dmlInput{c: make(chan executors.Message, env.opts.ChannelCapacity), t: o.t, node: n.node, actor: a.id}
 		a.k = vec.For(o.t)
 		a.exec = NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{{Actor: 0, C: in.c}}, nil)
 		nb.dml = append(nb.dml, in)
@@ -134,12 +134,12 @@ func (nb *nodeBuild) actor(s actorSpec, vnodes *vnode.Bitmap) error {
 
 // materialize ends a's chain with a materialize into o's state, over in.
 func (nb *nodeBuild) materialize(a *nodeActor, o *object, in executors.Executor) error {
-	e := nb.n.g.e
-	st, err := storage.NewStateTable(e.nodes[a.node], o.ID, o.t, a.vnodes)
+	env := &nb.n.env
+	st, err := storage.NewStateTable(env.store, o.ID, o.t, a.vnodes)
 	if err != nil {
 		return err
 	}
-	m, err := executors.NewMaterialize(in, st, e.nodes[a.node], e.mem)
+	m, err := executors.NewMaterialize(in, st, env.store, env.mem)
 	if err != nil {
 		return err
 	}
@@ -149,11 +149,11 @@ func (nb *nodeBuild) materialize(a *nodeActor, o *object, in executors.Executor)
 
 // view builds actor a of node s.PlanNode of view o's plan.
 func (nb *nodeBuild) view(a *nodeActor, o *object, s actorSpec) error {
-	e := nb.n.g.e
+	env := &nb.n.env
 	low := nb.lows[o.Name]
 	if low == nil {
 		var err error
-		low, err = lower(o.Name, o.plan, nb.lookup, BackfillKind(o.Backfill), e.mem)
+		low, err = lower(o.Name, o.plan, nb.lookup, BackfillKind(o.Backfill), env.mem)
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (nb *nodeBuild) view(a *nodeActor, o *object, s actorSpec) error {
 	}
 	in, err := nb.operator(a, o, n, s)
 	if err == nil {
-		in, err = n.buildStages(o.Name, in, e.mem)
+		in, err = n.buildStages(o.Name, in, env.mem)
 	}
 	if err != nil {
 		if in != nil {
@@ -198,8 +198,8 @@ func (nb *nodeBuild) view(a *nodeActor, o *object, s actorSpec) error {
 // and backfill, or an aggregate's or join's merges of its inputs and the operator
 // over them, with its state tables.
 func (nb *nodeBuild) operator(a *nodeActor, o *object, n *pnode, s actorSpec) (executors.Executor, error) {
-	e := nb.n.g.e
-	node := e.nodes[nb.n.node]
+	env := &nb.n.env
+	node := env.store
 	states := func() ([]*storage.StateTable, error) {
 		var out []*storage.StateTable
 		for k, t := range n.states {
@@ -225,10 +225,10 @@ func (nb *nodeBuild) operator(a *nodeActor, o *object, n *pnode, s actorSpec) (e
 			return nil, err
 		}
 		cfg := n.agg
-		cfg.State, cfg.Node, cfg.Mem = sts[0], node, e.mem
+		cfg.State, cfg.Node, cfg.Mem = sts[0], node, env.mem
 		cfg.MultiSets = sts[1:] // the planner's multiset tables, one per slot
-		if e.caches != nil {
-			cfg.Cache = e.caches[nb.n.node]
+		if env.cache != nil {
+			cfg.Cache = env.cache
 		}
 		in, err := nb.merge(a.id, s.Inputs[0], n.inputs[0].schema)
 		if err != nil {
@@ -246,9 +246,9 @@ func (nb *nodeBuild) operator(a *nodeActor, o *object, n *pnode, s actorSpec) (e
 			return nil, err
 		}
 		cfg := n.join
-		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], node, e.mem
-		if e.caches != nil {
-			cfg.Cache = e.caches[nb.n.node]
+		cfg.LeftState, cfg.RightState, cfg.Node, cfg.Mem = sts[0], sts[1], node, env.mem
+		if env.cache != nil {
+			cfg.Cache = env.cache
 		}
 		left, err := nb.merge(a.id, s.Inputs[0], n.inputs[0].schema)
 		if err != nil {
@@ -273,22 +273,23 @@ func (nb *nodeBuild) operator(a *nodeActor, o *object, n *pnode, s actorSpec) (e
 // backfill is the backfill executor of scan actor a over upstream up, reading up's
 // change stream from in, with its progress in the spec's first state table.
 func (nb *nodeBuild) backfill(in executors.Executor, a *nodeActor, o *object, n *pnode, up *object, s actorSpec) (executors.Executor, error) {
-	e := nb.n.g.e
-	node := e.nodes[nb.n.node]
+	env := &nb.n.env
+	opts := env.opts
+	node := env.store
 	prog, err := storage.NewProgressTable(node, s.States[0], fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.t, a.vnodes)
 	if err != nil {
 		return in, err
 	}
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
 		Actor: a.id, Fragment: s.Fragment, Upstream: up.t, UpstreamID: up.ID, S2: n.scan.s2,
-		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: e.opts.ChunkSize, Workers: e.opts.BackfillWorkers,
-		RateLimit: copyLimit(o.RateLimit), Paused: o.Paused, EnginePaused: nb.paused, Mem: e.mem,
-		BufferBudget: e.opts.BackfillBufferBudget, SpillDir: e.opts.SpillDir,
+		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: opts.ChunkSize, Workers: opts.BackfillWorkers,
+		RateLimit: copyLimit(o.RateLimit), Paused: o.Paused, EnginePaused: nb.paused, Mem: env.mem,
+		BufferBudget: opts.BackfillBufferBudget, SpillDir: opts.SpillDir,
 		NoShuffle:     n.scan.kind.coLocated(),
 		LocalUpstream: s.LocalUpstream,
-		Pressure:      memoryPressure(node, e.opts.BackfillMemoryBudget),
-		Relief:        node.Store().CommitSignal,      // a commit frees the epochs it writes
-		OnFinishing:   func() { nb.n.g.finishing(a) }, // done at the next barrier: inject it now
+		Pressure:      memoryPressure(node, opts.BackfillMemoryBudget),
+		Relief:        node.Store().CommitSignal,   // a commit frees the epochs it writes
+		OnFinishing:   func() { env.finishing(a) }, // done at the next barrier: inject it now
 	})
 	if err != nil {
 		return in, err

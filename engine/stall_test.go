@@ -41,7 +41,7 @@ func TestActorStallReport(t *testing.T) {
 	const id = 904_041 // no other test's actor has it
 	a := &nodeActor{id: id, obj: "stalled_view", exec: ex}
 	g := &graph{ctx: ctx, reports: make(chan report, 1)}
-	n := &nodeSide{g: g}
+	n := &nodeSide{env: nodeEnv{ctx: ctx, report: g.report}}
 	done := make(chan error, 1)
 	go func() {
 		var err error
