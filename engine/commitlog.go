@@ -79,6 +79,12 @@ type NodeServer interface {
 	ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error)
 }
 
+// ErrNodesBehind marks a CommitLog.Commit error after the commit point that left the
+// commit applied to the engine's store but not to some node's (the node was lost
+// before it applied it): the checkpoint is committed, and the engine recovers so that
+// every node catches up.
+var ErrNodesBehind = errors.New("nodes behind the commit")
+
 // ErrNotCommitted marks a CommitLog.Commit error that leaves the log without the
 // commit, for a reason a recovery mends (a node lost before the commit point): the
 // engine recovers from its last checkpoint instead of failing.

@@ -157,6 +157,12 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 					// checkpoint.
 					return nil, e.recoverFrom(ctx, fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				}
+				if errors.Is(err, ErrNodesBehind) && e.store.CommittedEpoch() == uint64(b.Prev) {
+					// Committed, and applied to the engine's store; a node lost
+					// before it applied it catches up at the recovery, which
+					// rebuilds the graph from this checkpoint.
+					return nil, e.recoverFrom(ctx, fmt.Errorf("checkpoint of epoch %d is committed: %w", b.Prev, err))
+				}
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				return nil, e.failed
 			}

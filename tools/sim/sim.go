@@ -120,6 +120,9 @@ func Seed(ctx context.Context, seed uint64, opts Options, rep *Report) error {
 		rep.Sometimes["barrier_injected_over_control"] += r.ctl.Injected()
 		rep.Sometimes["actors_built_over_control"] += r.ctl.Built()
 		rep.Sometimes["backfill_finishing_over_control"] += r.ctl.Finishings()
+		// A node's part of a checkpoint (export, apply, discard, recover) asked for
+		// over its stream: the seeds with node stores over control streams.
+		rep.Sometimes["node_calls_over_control"] += r.ctl.Calls()
 		if cerr := r.ctl.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("sim: close the control streams: %w", cerr)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -144,7 +145,9 @@ func (ex *export) discard() {
 // apply applies the committed export at epoch with ch to every store: each node's
 // from its copies and the other nodes' objects, downloaded; then the engine's store,
 // which exported none, from all of them downloaded. Without node stores, the
-// engine's store applies its copies.
+// engine's store applies its copies. A node lost before it answered is passed over:
+// the others and the engine's store apply the commit, and the error then says which
+// nodes are behind (engine.ErrNodesBehind), which a recovery catches up.
 func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch storage.Changes) error {
 	if len(ex.c.Nodes) == 0 {
 		p := ex.parts[0]
@@ -156,6 +159,7 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 		ex.discard()
 		return err
 	}
+	var behind []error // the nodes lost before they applied the commit
 	for i, p := range ex.parts {
 		var others []string
 		for j, q := range ex.parts {
@@ -167,6 +171,10 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 		if err == nil {
 			_, err = p.node.Call(ctx, req)
 		}
+		if errors.Is(err, engine.ErrNodeLost) {
+			behind = append(behind, fmt.Errorf("%s: %w", p.what, err))
+			continue
+		}
 		if err != nil {
 			ex.parts = ex.parts[i+1:] // the nodes not asked yet drop theirs
 			ex.discard()
@@ -175,6 +183,9 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 	}
 	if err := objstore.Apply(ctx, b, ex.c.Store, epoch, objectNames(metaObjects(ex.objs)), ch); err != nil {
 		return fmt.Errorf("the store in %s: %w", ex.c.Store.Dir(), err)
+	}
+	if len(behind) > 0 {
+		return fmt.Errorf("%w: %w", engine.ErrNodesBehind, errors.Join(behind...))
 	}
 	return nil
 }

@@ -413,6 +413,9 @@ func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.Check
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
 	if err := ex.apply(ctx, l.cfg.Bucket, epoch, ch); err != nil {
+		if errors.Is(err, engine.ErrNodesBehind) {
+			return st, fmt.Errorf("commitlog: epoch %d is committed at sequence %d and applied to the engine's store: %w", epoch, ch.Sequence, err)
+		}
 		return st, fmt.Errorf("commitlog: epoch %d is committed at sequence %d but not applied (reopen to catch up): %w", epoch, ch.Sequence, err)
 	}
 	st.Ingested = len(ex.objs)

@@ -201,3 +201,69 @@ func TestNodeLostMidCommit(t *testing.T) {
 		t.Fatal("no control stream was lost")
 	}
 }
+
+// afterLog is a log whose node 1 loses its control stream at its second request of
+// the next checkpoint (armed), the apply of a commit after its commit point, and
+// does not apply it.
+type afterLog struct {
+	*commitlog.Log
+	ctl   *control.Local
+	armed atomic.Bool
+	calls atomic.Int64
+	lost  error
+}
+
+func (l *afterLog) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
+	if node == 1 && l.armed.Load() && l.calls.Add(1) == 2 {
+		l.armed.Store(false)
+		l.lost = l.ctl.Lose(1)
+		return nil, errors.New("node 1 is gone before it applied the commit")
+	}
+	return l.Log.ServeNode(ctx, node, store, req)
+}
+
+// A node whose control stream is lost after the commit point, before it applied the
+// commit, does not fail the engine: the checkpoint is committed (and says so), the
+// engine's store holds it, and the recovery has the node catch up from the log, so
+// that a view created after it backfills every committed row from the nodes' stores.
+func TestNodeLostAfterCommitPoint(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ctl, err := control.NewLocal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	l := &afterLog{Log: c.open(t, 1), ctl: ctl}
+	e := openEngineControl(t, filepath.Join(t.TempDir(), "e"), l, true, ctl)
+	defer e.Close()
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]any
+	for k := range 64 {
+		rows = append(rows, []any{k, fmt.Sprint("g", k%5), k * 10})
+	}
+	write(t, e, e.Insert, rows...)
+	l.armed.Store(true)
+	_, err = e.WaitCheckpoint(ctx)
+	if l.lost != nil {
+		t.Fatalf("lose node 1: %v", l.lost)
+	}
+	if !errors.Is(err, engine.ErrNodesBehind) || !errors.Is(err, engine.ErrNodeLost) || !strings.Contains(err.Error(), "is committed") {
+		t.Fatalf("checkpoint with node 1 lost at its apply: %v, want it committed, with node 1 behind", err)
+	}
+	t.Log(err)
+	got := scan(t, e, "kv")
+	if len(got) != len(rows) {
+		t.Fatalf("kv holds %d rows after the checkpoint, want its %d", len(got), len(rows))
+	}
+	// Every node's store holds the commit: a view's backfill reads them.
+	if err := e.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint(t, e)
+	if view := scan(t, e, "copy"); !slices.Equal(view, got) {
+		t.Fatalf("a view backfilled after the recovery holds %d rows, kv %d", len(view), len(got))
+	}
+}
