@@ -29,8 +29,9 @@ const BuildSpecVersion = 3
 // allocates past what its frame could describe.
 const maxSpecActors = 1 << 16
 
-// buildSpec is what a node is asked to do with its actors: drop those of Drop, then
-// build those of Actors, then start those of Start; all of it, or none.
+// buildSpec is what a node is asked to do with its actors: build those of Actors, then
+// start those of Start, all of it or none; or drop those of Drop (a spec that drops
+// does nothing else).
 type buildSpec struct {
 	Version uint32 `json:"version"`
 	// Node is the node the spec is for: another node refuses it.
@@ -108,6 +109,9 @@ func decodeBuildSpec(data []byte) (*buildSpec, map[string]*object, []*vnode.Bitm
 		if slices.Contains(ids, 0) {
 			return nil, nil, nil, errors.New("build spec: actor id 0 to start or drop")
 		}
+	}
+	if len(s.Drop) > 0 && (len(s.Actors) > 0 || len(s.Start) > 0) {
+		return nil, nil, nil, fmt.Errorf("build spec: %d actors to drop with %d to build and %d to start: a spec that drops does nothing else", len(s.Drop), len(s.Actors), len(s.Start))
 	}
 	objs := map[string]*object{}
 	for i, raw := range s.Objects {

@@ -195,6 +195,7 @@ func TestDecodeBuildSpecRefuses(t *testing.T) {
 		{"start 0", edit(func(s *buildSpec) { s.Start = []executors.ActorID{0} }), "actor id 0 to start"},
 		{"drop 0", edit(func(s *buildSpec) { s.Drop = []executors.ActorID{3, 0} }), "actor id 0 to start or drop"},
 		{"too many to start", edit(func(s *buildSpec) { s.Start = make([]executors.ActorID, maxSpecActors+1) }), "more than"},
+		{"drop and build", edit(func(s *buildSpec) { s.Drop = []executors.ActorID{3} }), "a spec that drops does nothing else"},
 		{"object", edit(func(s *buildSpec) { s.Objects[0] = json.RawMessage(`{"name":"x"}`) }), "build spec object 0"},
 		{"object twice", edit(func(s *buildSpec) { s.Objects = append(s.Objects, s.Objects[0]) }), "twice"},
 		{"id 0", edit(func(s *buildSpec) { s.Actors[0].ID = 0 }), "actor id 0"},

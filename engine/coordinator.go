@@ -157,11 +157,18 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 					// checkpoint.
 					return nil, e.recoverFrom(ctx, fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				}
-				if errors.Is(err, ErrNodesBehind) && e.store.CommittedEpoch() == uint64(b.Prev) {
-					// Committed, and applied to the engine's store; a node lost
-					// before it applied it catches up at the recovery, which
-					// rebuilds the graph from this checkpoint.
-					return nil, e.recoverFrom(ctx, fmt.Errorf("checkpoint of epoch %d is committed: %w", b.Prev, err))
+				if errors.Is(err, ErrNodesBehind) && e.store.CommittedEpoch() == uint64(b.Prev) && !e.recovering {
+					// Committed, and applied to the engine's store: the round
+					// stands. A node lost before it applied it catches up at the
+					// recovery, which rebuilds the graph from this checkpoint.
+					e.log.Warn("checkpoint committed with nodes behind it; recovering so that they catch up", "epoch", b.Prev, "error", err)
+					if rerr := e.recover(ctx); rerr != nil {
+						return nil, fmt.Errorf("checkpoint of epoch %d is committed: %w (recovery failed: %v)", b.Prev, err, rerr)
+					}
+					if h := e.opts.Hooks.AfterCommit; h != nil {
+						h(b.Prev)
+					}
+					return b, nil
 				}
 				e.fail(fmt.Errorf("checkpoint of epoch %d: %w", b.Prev, err))
 				return nil, e.failed

@@ -206,6 +206,18 @@ func (n *nodeSide) forgetLinks(id executors.ActorID, dropped bool) {
 	}
 }
 
+// forgetLink ends and forgets the node's side of edge k, whose actor on this node
+// dropped it before it started.
+func (n *nodeSide) forgetLink(k edge) {
+	n.lmu.Lock()
+	l := n.links[k]
+	delete(n.links, k)
+	n.lmu.Unlock()
+	if l != nil && l.in == nil {
+		l.discard()
+	}
+}
+
 // discardLinks releases what every edge of the node still buffers, once its actors
 // are gone and the graph's context is cancelled.
 func (n *nodeSide) discardLinks() {

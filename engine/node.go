@@ -97,10 +97,10 @@ func (a *nodeActor) close() {
 	a.exec, a.disp, a.backfill, a.k = nil, nil, nil, nil
 }
 
-// apply is the node's side of a build spec (ControlNode.Build): it drops the spec's
-// Drop, builds its Actors from the spec alone (and the node's store), then starts its
-// Start. It does all of it or none: on an error, the actors it built are dropped and
-// the dispatchers it added are closed again.
+// apply is the node's side of a build spec (ControlNode.Build): it builds its Actors
+// from the spec alone (and the node's store), then starts its Start, all of it or
+// none (on an error, the actors it built are dropped and the dispatchers it added are
+// closed again); or it drops the spec's Drop.
 func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 	defer func() {
 		if err != nil {
@@ -130,9 +130,9 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 	}
 	for _, id := range spec.Drop {
 		if a := n.actors[id]; a != nil {
+			n.forgetLinks(id, true) // first: see nodeBuild.undo
 			a.close()
 			delete(n.actors, id)
-			n.forgetLinks(id, true)
 			n.env.dropDML(id)
 		}
 	}

@@ -34,18 +34,23 @@ func (nb *nodeBuild) lookup(name string) (*object, bool) {
 }
 
 // undo releases what the build made: the dispatchers added to actors built earlier,
-// then the actors it built (n.mu is held).
+// then the actors it built (n.mu is held). The links go first: an exchange edge's
+// sending side that never sent opens its stream at its close, which must not wait
+// for a receiver that will never expect the edge.
 func (nb *nodeBuild) undo() {
 	for a, k := range nb.fed {
 		for _, d := range a.disp[k:] {
+			for _, o := range d.Outputs() {
+				nb.n.forgetLink(edge{a.id, o})
+			}
 			d.Close()
 		}
 		a.disp = a.disp[:k]
 	}
 	for _, a := range nb.built {
+		nb.n.forgetLinks(a.id, true)
 		a.close()
 		delete(nb.n.actors, a.id)
-		nb.n.forgetLinks(a.id, true)
 	}
 }
 
