@@ -101,6 +101,10 @@ func (a *nodeActor) loop(n *nodeSide) error {
 			}
 		}
 		a.disp = kept
+		switch b.Mutation.(type) {
+		case executors.Update, executors.Stop:
+			n.forgetRemovedOutputs(a)
+		}
 		r := report{actor: a.id, epoch: b.Curr}
 		if a.store != nil {
 			r.pending = a.store.PendingBytes()

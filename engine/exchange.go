@@ -218,6 +218,31 @@ func (n *nodeSide) forgetLink(k edge) {
 	}
 }
 
+// forgetRemovedOutputs ends and forgets the sending sides of a's exchange edges that
+// none of its dispatchers sends into any more: an Update or a Stop removed the output,
+// and the dispatcher closed it after the barrier. (The channels out of a are held by
+// their receiving nodes' sides, which forget them with their actors.)
+func (n *nodeSide) forgetRemovedOutputs(a *nodeActor) {
+	live := map[executors.ActorID]bool{}
+	for _, d := range a.disp {
+		for _, o := range d.Outputs() {
+			live[o] = true
+		}
+	}
+	var gone []*link
+	n.lmu.Lock()
+	for k, l := range n.links {
+		if k.from == a.id && l.out != nil && !live[k.to] {
+			gone = append(gone, l)
+			delete(n.links, k)
+		}
+	}
+	n.lmu.Unlock()
+	for _, l := range gone {
+		l.cancel()
+	}
+}
+
 // discardLinks releases what every edge of the node still buffers, once its actors
 // are gone and the graph's context is cancelled.
 func (n *nodeSide) discardLinks() {

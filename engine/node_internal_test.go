@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -159,5 +160,80 @@ func TestNodeSpecAllOrNothing(t *testing.T) {
 	data, _ = encodeBuildSpec(spec)
 	if err := g.buildAt(context.Background(), spec.Node, data); err == nil || !strings.Contains(err.Error(), "torn down") {
 		t.Fatalf("a spec after teardown: %v, want it refused", err)
+	}
+}
+
+// chanExchange is an Exchange of plain channels: each edge's two sides, opened
+// apart, meet at one channel.
+type chanExchange struct {
+	mu sync.Mutex
+	c  map[edge]chan executors.Message
+}
+
+func (x *chanExchange) ch(e ExchangeEdge) chan executors.Message {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k := edge{e.From, e.To}
+	if x.c[k] == nil {
+		x.c[k] = make(chan executors.Message, e.Capacity)
+	}
+	return x.c[k]
+}
+
+func (x *chanExchange) OpenSend(_ context.Context, e ExchangeEdge) (Output, error) {
+	return &ChanOutput{ID: e.To, C: x.ch(e)}, nil
+}
+
+func (x *chanExchange) OpenRecv(_ context.Context, e ExchangeEdge) (Inbound, error) {
+	return chanInbound{x.ch(e)}, nil
+}
+
+type chanInbound struct{ c chan executors.Message }
+
+func (i chanInbound) C() <-chan executors.Message { return i.c }
+func (i chanInbound) Err() error                  { return nil }
+func (i chanInbound) Discard()                    { drainNow(i.c) }
+
+// After rescales, a node holds the sending sides of exchange edges only into actors
+// that run: those into the actors an Update stopped go once the dispatcher closed
+// them, not when the sending actor stops.
+func TestNodesForgetRemovedOutputs(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, "db", Options{FS: vfs.NewMem(), BarrierInterval: -1, VnodeCount: 16, Nodes: 3, Exchange: &chanExchange{c: map[edge]chan executors.Message{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tbl := &schema.Table{Name: "t", Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Int64}},
+	}, PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 8}
+	if err := e.CreateTable(ctx, tbl, TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "v", Aggregate(Scan("t"), []string{"g"}, Agg("count_star", "", "n")), MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{2, 3, 1, 3} {
+		if err := e.RescheduleMV(ctx, "v", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outs := 0
+	for _, side := range e.g.nodes {
+		side.lmu.Lock()
+		for k, l := range side.links {
+			if l.out == nil {
+				continue
+			}
+			outs++
+			if _, ok := e.g.actors[k.to]; !ok {
+				t.Errorf("node %d holds the sending side of edge %d -> %d, into an actor that no longer runs", side.node, k.from, k.to)
+			}
+		}
+		side.lmu.Unlock()
+	}
+	if outs == 0 {
+		t.Fatal("no sending side of an exchange edge on any node")
 	}
 }
