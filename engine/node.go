@@ -194,13 +194,6 @@ func (n *nodeSide) status(id executors.ActorID) *actorStatus {
 	return nil
 }
 
-// has reports whether the node has actor id (built, started or not).
-func (n *nodeSide) has(id executors.ActorID) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.actors[id] != nil
-}
-
 // halt ends the node's side once the graph's context is cancelled: it applies no
 // spec after, and waits for its actors' goroutines.
 func (n *nodeSide) halt() {

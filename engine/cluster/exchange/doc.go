@@ -36,12 +36,12 @@
 // between two nodes, an Expect on the receiving node's server and a Sender into it.
 // The engine's merge reads the Inbox; an inbox closed with an error fails it.
 //
-// Open opens both sides of an edge at once. When nodes are separate processes, each
-// opens only its own side, in either order: OpenRecv expects the edge on the receiving
-// node's server (the inbox ends with an error if its context ends before a sender
-// came), and OpenSend returns an Output whose first Send, or Close, opens the stream,
-// retrying with a short backoff while the receiving server does not expect the edge
-// yet.
+// The engine opens each side of an edge on its own node, in either order, as separate
+// processes would (Open opens both at once, for tests): OpenRecv expects the edge on
+// the receiving node's server (the inbox ends with an error if its context ends
+// before a sender came), and OpenSend returns an Output whose first Send, or Close,
+// opens the stream, retrying with a short backoff while the receiving server does not
+// expect the edge yet.
 //
 // # Files
 //
