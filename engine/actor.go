@@ -106,8 +106,8 @@ func (a *nodeActor) loop(n *nodeSide) error {
 			n.forgetRemovedOutputs(a)
 		}
 		r := report{actor: a.id, epoch: b.Curr}
-		if a.store != nil {
-			r.pending = a.store.PendingBytes()
+		if env.store != nil { // its node's uncommitted bytes go with every report
+			r.pending = env.store.PendingBytes()
 		}
 		if a.backfill != nil {
 			st := a.backfill.Stats()

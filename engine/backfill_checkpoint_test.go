@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"math/bits"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -42,51 +43,19 @@ func TestBackfillCheckpointSpacing(t *testing.T) {
 			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
 			ctx := context.Background()
-			var mu sync.Mutex
-			var kinds []bool // checkpoint or not, per barrier
+			kinds := &barrierKinds{}
 			fs := vfs.NewMem()
 			opts := engine.Options{
 				FS: fs, Mem: mem, BarrierInterval: 5 * time.Millisecond, ChunkSize: 16, Logger: quietLogger(),
 				BackfillCheckpointInterval: tc.interval, BackfillCheckpointBytes: tc.bytes,
-				OnBarrier: func(s engine.BarrierStats) {
-					mu.Lock()
-					kinds = append(kinds, s.Checkpoint)
-					mu.Unlock()
-				},
+				OnBarrier: kinds.record,
 			}
 			e, err := engine.Open(ctx, "db", opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-				t.Fatal(err)
-			}
-			preload(t, e, mem, rng, 2000)
-			// 2000 rows at 4000 rows/s per actor over two actors: about 250 ms, some
-			// 50 barriers.
-			mu.Lock()
-			kinds = kinds[:0]
-			mu.Unlock()
-			if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Backfill: engine.ArrangementBackfill, Parallelism: 2, RateLimit: engine.RowsPerSecond(4000)}); err != nil {
-				t.Fatal(err)
-			}
-			if p := progressOf(t, e, "mv1"); !p.Done {
-				t.Fatalf("CreateMV returned with progress %+v", p)
-			}
-			mu.Lock()
-			during := append([]bool(nil), kinds...)
-			mu.Unlock()
-			ckpts := 0
-			for _, c := range during {
-				if c {
-					ckpts++
-				}
-			}
-			t.Logf("%d barriers during the build, %d checkpoints", len(during), ckpts)
-			if len(during) < 10 {
-				t.Fatalf("%d barriers during a rate-limited build, want at least 10", len(during))
-			}
+			during, ckpts := rateLimitedBuild(t, e, mem, rng, kinds)
 			if !during[len(during)-1] {
 				t.Fatalf("the barrier that made the backfill done was no checkpoint (barriers %v)", during)
 			}
@@ -125,16 +94,12 @@ func TestBackfillCheckpointSpacing(t *testing.T) {
 				t.Fatal(err)
 			}
 			// No backfill runs: every barrier is a checkpoint again.
-			mu.Lock()
-			kinds = kinds[:0]
-			mu.Unlock()
+			kinds.reset()
 			if _, err := e.WaitCheckpoint(ctx); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)
-			mu.Lock()
-			after := append([]bool(nil), kinds...)
-			mu.Unlock()
+			after := kinds.take()
 			for i, c := range after {
 				if !c {
 					t.Fatalf("barrier %d after the build was no checkpoint (%v)", i, after)
@@ -199,49 +164,78 @@ func TestCheckpointSpacingByReportedBytes(t *testing.T) {
 			rng := vectest.NewRand(seed)
 			mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 			defer mem.AssertSize(t, 0)
-			ctx := context.Background()
-			var mu sync.Mutex
-			var kinds []bool
-			e, err := engine.Open(ctx, "db", engine.Options{
+			kinds := &barrierKinds{}
+			e, err := engine.Open(context.Background(), "db", engine.Options{
 				FS: vfs.NewMem(), Mem: mem, BarrierInterval: 5 * time.Millisecond, ChunkSize: 16, Logger: quietLogger(),
 				BackfillCheckpointInterval: time.Hour, BackfillCheckpointBytes: 1 << 20,
-				Control: &reportingControl{pending: tc.pending},
-				OnBarrier: func(s engine.BarrierStats) {
-					mu.Lock()
-					kinds = append(kinds, s.Checkpoint)
-					mu.Unlock()
-				},
+				Control:   &reportingControl{pending: tc.pending},
+				OnBarrier: kinds.record,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
-				t.Fatal(err)
-			}
-			preload(t, e, mem, rng, 2000)
-			mu.Lock()
-			kinds = kinds[:0]
-			mu.Unlock()
-			if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Backfill: engine.ArrangementBackfill, Parallelism: 2, RateLimit: engine.RowsPerSecond(4000)}); err != nil {
-				t.Fatal(err)
-			}
-			mu.Lock()
-			during := append([]bool(nil), kinds...)
-			mu.Unlock()
-			ckpts := 0
-			for _, c := range during {
-				if c {
-					ckpts++
-				}
-			}
-			t.Logf("%d barriers during the build, %d checkpoints", len(during), ckpts)
-			if len(during) < 10 {
-				t.Fatalf("%d barriers during a rate-limited build, want at least 10", len(during))
-			}
+			during, ckpts := rateLimitedBuild(t, e, mem, rng, kinds)
 			if tc.many && 3*ckpts < len(during) || !tc.many && ckpts > 5+bits.Len(uint(len(during))) {
 				t.Fatalf("%d of %d barriers were checkpoints with %d bytes reported by every node", ckpts, len(during), tc.pending)
 			}
 		})
 	}
+}
+
+// barrierKinds records, per barrier, whether it was a checkpoint (Options.OnBarrier).
+type barrierKinds struct {
+	mu    sync.Mutex
+	kinds []bool
+}
+
+func (k *barrierKinds) record(s engine.BarrierStats) {
+	k.mu.Lock()
+	k.kinds = append(k.kinds, s.Checkpoint)
+	k.mu.Unlock()
+}
+
+func (k *barrierKinds) reset() {
+	k.mu.Lock()
+	k.kinds = k.kinds[:0]
+	k.mu.Unlock()
+}
+
+// take returns the kinds recorded since the last reset.
+func (k *barrierKinds) take() []bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]bool(nil), k.kinds...)
+}
+
+// rateLimitedBuild creates kv with 2,000 rows and builds mv1 over it at 4,000 rows/s
+// per actor over two actors (about 250 ms, some 50 barriers), and returns the kinds of
+// the barriers during the build and how many were checkpoints; it fails the test when
+// the build had fewer than 10 barriers or returned before its backfill was done.
+func rateLimitedBuild(t *testing.T, e *engine.Engine, mem memory.Allocator, rng *rand.Rand, kinds *barrierKinds) ([]bool, int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	preload(t, e, mem, rng, 2000)
+	kinds.reset()
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{Backfill: engine.ArrangementBackfill, Parallelism: 2, RateLimit: engine.RowsPerSecond(4000)}); err != nil {
+		t.Fatal(err)
+	}
+	if p := progressOf(t, e, "mv1"); !p.Done {
+		t.Fatalf("CreateMV returned with progress %+v", p)
+	}
+	during := kinds.take()
+	ckpts := 0
+	for _, c := range during {
+		if c {
+			ckpts++
+		}
+	}
+	t.Logf("%d barriers during the build, %d checkpoints", len(during), ckpts)
+	if len(during) < 10 {
+		t.Fatalf("%d barriers during a rate-limited build, want at least 10", len(during))
+	}
+	return during, ckpts
 }

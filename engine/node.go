@@ -68,10 +68,8 @@ func newNodeSide(env nodeEnv) *nodeSide {
 // through its dispatchers.
 type nodeActor struct {
 	id     executors.ActorID
-	frag   executors.FragmentID
 	obj    string // the object it runs, for errors and profiles
 	node   int
-	store  *storage.Node // the node's store: its uncommitted bytes go with every report
 	vnodes *vnode.Bitmap
 	exec   executors.Executor
 	disp   []Dispatcher

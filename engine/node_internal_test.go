@@ -37,6 +37,26 @@ func (g *failingGraph) Build(ctx context.Context, node int, spec []byte) error {
 	return g.recordingGraph.Build(ctx, node, spec)
 }
 
+// threeNodes opens an engine of 3 nodes with opts (in memory, barriers on demand),
+// closed when the test ends, and creates table t (k, g) of parallelism 3 in it.
+func threeNodes(t *testing.T, opts Options) *Engine {
+	t.Helper()
+	opts.FS, opts.BarrierInterval, opts.VnodeCount, opts.Nodes = vfs.NewMem(), -1, 16, 3
+	e, err := Open(context.Background(), "db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	tbl := &schema.Table{Name: "t", Columns: []schema.Column{
+		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "g", Type: schema.Type{Kind: schema.Int64}},
+	}, PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 8}
+	if err := e.CreateTable(context.Background(), tbl, TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // nodeSides checks that every actor a node's side holds is one the coordinator
 // placed on that node, that every edge a node holds leads into a placed actor, and
 // returns how many actors the sides hold.
@@ -72,25 +92,14 @@ func nodeSides(t *testing.T, g *graph) int {
 func TestNodesDropAFailedBuild(t *testing.T) {
 	ctx := context.Background()
 	c := &failingControl{fail: 1}
-	e, err := Open(ctx, "db", Options{FS: vfs.NewMem(), BarrierInterval: -1, VnodeCount: 16, Nodes: 3, Control: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	tbl := &schema.Table{Name: "t", Columns: []schema.Column{
-		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
-		{Name: "g", Type: schema.Type{Kind: schema.Int64}},
-	}, PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 8}
-	if err := e.CreateTable(ctx, tbl, TableOptions{Parallelism: 3}); err != nil {
-		t.Fatal(err)
-	}
+	e := threeNodes(t, Options{Control: c})
 	tableActors := nodeSides(t, e.g)
 	if tableActors != 4 {
 		t.Fatalf("%d actors on the nodes for a table of parallelism 3, want 4 (its DML actor too)", tableActors)
 	}
 	c.armed = true
 	view := Aggregate(Scan("t"), []string{"g"}, Agg("count_star", "", "n"))
-	err = e.CreateMV(ctx, "v", view, MVOptions{Parallelism: 3})
+	err := e.CreateMV(ctx, "v", view, MVOptions{Parallelism: 3})
 	if err == nil || !strings.Contains(err.Error(), "refused for the test") {
 		t.Fatalf("create v with node 1 refusing: %v, want the refusal", err)
 	}
@@ -199,18 +208,7 @@ func (i chanInbound) Discard()                    { drainNow(i.c) }
 // them, not when the sending actor stops.
 func TestNodesForgetRemovedOutputs(t *testing.T) {
 	ctx := context.Background()
-	e, err := Open(ctx, "db", Options{FS: vfs.NewMem(), BarrierInterval: -1, VnodeCount: 16, Nodes: 3, Exchange: &chanExchange{c: map[edge]chan executors.Message{}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	tbl := &schema.Table{Name: "t", Columns: []schema.Column{
-		{Name: "k", Type: schema.Type{Kind: schema.Int64}},
-		{Name: "g", Type: schema.Type{Kind: schema.Int64}},
-	}, PK: []schema.KeyColumn{{Column: 0}}, VnodeCount: 8}
-	if err := e.CreateTable(ctx, tbl, TableOptions{Parallelism: 3}); err != nil {
-		t.Fatal(err)
-	}
+	e := threeNodes(t, Options{Exchange: &chanExchange{c: map[edge]chan executors.Message{}}})
 	if err := e.CreateMV(ctx, "v", Aggregate(Scan("t"), []string{"g"}, Agg("count_star", "", "n")), MVOptions{Parallelism: 3}); err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func (nb *nodeBuild) actor(s actorSpec, vnodes *vnode.Bitmap) error {
 		}
 		return errors.New("the actor is built already")
 	}
-	a := &nodeActor{id: s.ID, frag: s.Fragment, obj: s.Object, node: n.node, store: n.env.store, vnodes: vnodes}
+	a := &nodeActor{id: s.ID, obj: s.Object, node: n.node, vnodes: vnodes}
 	n.actors[a.id] = a
 	nb.built = append(nb.built, a)
 	env := &n.env

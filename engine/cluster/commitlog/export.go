@@ -125,13 +125,14 @@ func (ex *export) check(drops []uint32) error {
 // drops the nodes staged: each node that exported is asked to drop its own (a node
 // that cannot be reached drops them at its recovery).
 func (ex *export) discard() {
+	req, rerr := appendNodeRequest(nil, discardRequest{Epoch: ex.c.Epoch})
 	for i, p := range ex.parts {
 		if p.node == nil {
 			p.store.DiscardIngestFiles(p.paths)
 			ex.parts[i].paths = nil
 			continue
 		}
-		req, err := appendNodeRequest(nil, discardRequest{Epoch: ex.c.Epoch})
+		err := rerr
 		if err == nil {
 			_, err = p.node.Call(context.Background(), req)
 		}

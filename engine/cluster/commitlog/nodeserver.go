@@ -115,24 +115,21 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 	k, ok := s.kept[store]
 	delete(s.kept, store)
 	s.mu.Unlock()
-	if !ok || k.epoch != r.Epoch {
-		store.DiscardIngestFiles(k.paths)
-		store.DiscardStaged()
-		return fmt.Errorf("the node kept no export of epoch %d", r.Epoch)
-	}
 	ch, err := decodeChanges(r.Changes)
+	if err == nil && (!ok || k.epoch != r.Epoch) {
+		err = fmt.Errorf("the node kept no export of epoch %d", r.Epoch)
+	}
+	if err == nil {
+		ch.Sequence = r.Sequence
+		// ApplyWith consumes the copies, whatever its result.
+		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, r.Others, ch)
+		k.paths = nil
+	}
 	if err != nil {
 		store.DiscardIngestFiles(k.paths)
 		store.DiscardStaged()
-		return err
 	}
-	ch.Sequence = r.Sequence
-	// ApplyWith consumes the copies, whatever its result.
-	if err := objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, r.Others, ch); err != nil {
-		store.DiscardStaged()
-		return err
-	}
-	return nil
+	return err
 }
 
 // discard drops the copies store kept for epoch (0: for any epoch) and what it
@@ -140,11 +137,12 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 func (s *NodeServer) discard(store *storage.Store, epoch uint64) {
 	s.mu.Lock()
 	k, ok := s.kept[store]
-	if ok && (epoch == 0 || k.epoch == epoch) {
+	ok = ok && (epoch == 0 || k.epoch == epoch)
+	if ok {
 		delete(s.kept, store)
 	}
 	s.mu.Unlock()
-	if ok && (epoch == 0 || k.epoch == epoch) {
+	if ok {
 		store.DiscardIngestFiles(k.paths)
 		store.DiscardStaged()
 	}

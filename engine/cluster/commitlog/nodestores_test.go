@@ -128,20 +128,47 @@ func TestNodeStoresRefused(t *testing.T) {
 	}
 }
 
-// losingLog is a log whose node 1 loses its control stream when it is asked for its
-// part of the next checkpoint (armed), before it answers.
+// losingLog is a log whose node 1 loses its control stream at its at-th request of
+// the next checkpoint (armed): 1 is its export, 2 the apply of the commit after the
+// commit point. With gone, the node then answers an error instead of serving it.
 type losingLog struct {
 	*commitlog.Log
 	ctl   *control.Local
+	at    int64
+	gone  bool
 	armed atomic.Bool
+	calls atomic.Int64
 	lost  error
 }
 
 func (l *losingLog) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
-	if node == 1 && l.armed.CompareAndSwap(true, false) {
+	if node == 1 && l.armed.Load() && l.calls.Add(1) == l.at {
+		l.armed.Store(false)
 		l.lost = l.ctl.Lose(1)
+		if l.gone {
+			return nil, errors.New("node 1 is gone before it served the request")
+		}
 	}
 	return l.Log.ServeNode(ctx, node, store, req)
+}
+
+// losingEngine opens an engine with node stores over control streams, committing
+// through a losingLog l, and creates kv in it.
+func losingEngine(t *testing.T, at int64, gone bool) (*cluster, *control.Local, *losingLog, *engine.Engine) {
+	t.Helper()
+	c := newCluster(t)
+	ctl, err := control.NewLocal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	l := &losingLog{Log: c.open(t, 1), ctl: ctl, at: at, gone: gone}
+	e := openEngineControl(t, filepath.Join(t.TempDir(), "e"), l, true, ctl)
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(testContext(t), kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctl, l, e
 }
 
 // A node whose control stream is lost while it exports its part of a checkpoint
@@ -149,19 +176,8 @@ func (l *losingLog) ServeNode(ctx context.Context, node int, store *storage.Stor
 // the engine recovers from its last checkpoint instead of failing, every node
 // catches up anew, and the next checkpoint commits what is written after.
 func TestNodeLostMidCommit(t *testing.T) {
-	c := newCluster(t)
+	c, ctl, l, e := losingEngine(t, 1, false)
 	ctx := testContext(t)
-	ctl, err := control.NewLocal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	l := &losingLog{Log: c.open(t, 1), ctl: ctl}
-	e := openEngineControl(t, filepath.Join(t.TempDir(), "e"), l, true, ctl)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	write(t, e, e.Insert, []any{1, "a", 10}, []any{2, "b", 20}, []any{3, "c", 30})
 	committed := checkpoint(t, e)
 	want := scan(t, e, "kv")
@@ -202,45 +218,14 @@ func TestNodeLostMidCommit(t *testing.T) {
 	}
 }
 
-// afterLog is a log whose node 1 loses its control stream at its second request of
-// the next checkpoint (armed), the apply of a commit after its commit point, and
-// does not apply it.
-type afterLog struct {
-	*commitlog.Log
-	ctl   *control.Local
-	armed atomic.Bool
-	calls atomic.Int64
-	lost  error
-}
-
-func (l *afterLog) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
-	if node == 1 && l.armed.Load() && l.calls.Add(1) == 2 {
-		l.armed.Store(false)
-		l.lost = l.ctl.Lose(1)
-		return nil, errors.New("node 1 is gone before it applied the commit")
-	}
-	return l.Log.ServeNode(ctx, node, store, req)
-}
-
 // A node whose control stream is lost after the commit point, before it applied the
 // commit, does not fail the engine: the checkpoint is committed and returned as such,
 // the engine's store holds it, and the recovery has the node catch up from the log,
 // so that a view created after it backfills every committed row from the nodes'
 // stores.
 func TestNodeLostAfterCommitPoint(t *testing.T) {
-	c := newCluster(t)
+	_, ctl, l, e := losingEngine(t, 2, true)
 	ctx := testContext(t)
-	ctl, err := control.NewLocal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	l := &afterLog{Log: c.open(t, 1), ctl: ctl}
-	e := openEngineControl(t, filepath.Join(t.TempDir(), "e"), l, true, ctl)
-	defer e.Close()
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	var rows [][]any
 	for k := range 64 {
 		rows = append(rows, []any{k, fmt.Sprint("g", k%5), k * 10})

@@ -95,15 +95,7 @@ func TestMeshHalfEdges(t *testing.T) {
 	// retrying, and once the receiver opens, every message, barriers and watermarks
 	// among the chunks, arrives in order, and the edge ends cleanly.
 	t.Run("SenderFirst", func(t *testing.T) {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		_, msgs := script(t, mem, 12)
-		defer func() {
-			for _, m := range msgs {
-				m.Release()
-			}
-		}()
-		m := newMesh(t, mem)
+		m, msgs := scriptedMesh(t, 12)
 		ctx := boundedCtx(t)
 		e := halfEdge(1)
 		out, err := m.OpenSend(ctx, e)
@@ -147,15 +139,7 @@ func TestMeshHalfEdges(t *testing.T) {
 	// The receiver opens first; the sender then opens its stream at the first Send.
 	// OpenRecv's goroutine exits when the inbox ends, its context still live.
 	t.Run("ReceiverFirst", func(t *testing.T) {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		_, msgs := script(t, mem, 12)
-		defer func() {
-			for _, m := range msgs {
-				m.Release()
-			}
-		}()
-		m := newMesh(t, mem)
+		m, msgs := scriptedMesh(t, 12)
 		ctx := boundedCtx(t)
 		e := halfEdge(2)
 		recv, err := m.OpenRecv(ctx, e)
@@ -260,15 +244,7 @@ func TestMeshHalfEdges(t *testing.T) {
 	// receiver that opens later sees no clean end.
 	for _, which := range []string{"SendContext", "EdgeContext"} {
 		t.Run("SenderContextEnds/"+which, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			defer mem.AssertSize(t, 0)
-			_, msgs := script(t, mem, 1)
-			defer func() {
-				for _, m := range msgs {
-					m.Release()
-				}
-			}()
-			m := newMesh(t, mem)
+			m, msgs := scriptedMesh(t, 1)
 			e := halfEdge(5)
 			edgeCtx, edgeCancel := context.WithCancel(testCtx(t))
 			defer edgeCancel()
@@ -381,4 +357,20 @@ func goClose(out engine.Output) <-chan struct{} {
 		close(c)
 	}()
 	return c
+}
+
+// scriptedMesh is a mesh over a leak-checked allocator and a script of n chunks with
+// barriers and watermarks among them, made from it; the script is released, and the
+// allocator checked, when the test ends.
+func scriptedMesh(t *testing.T, n int) (*Mesh, []executors.Message) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	_, msgs := script(t, mem, n)
+	t.Cleanup(func() {
+		for _, m := range msgs {
+			m.Release()
+		}
+	})
+	return newMesh(t, mem), msgs
 }
