@@ -43,10 +43,20 @@
 // opens the stream, retrying with a short backoff while the receiving server does not
 // expect the edge yet.
 //
+// PeerMesh is the same exchange for a process that serves one node of a cluster whose
+// other nodes run in other processes: it serves that node's Server, opens only the
+// node's own sides of edges, and finds the other nodes' servers through a lookup (the
+// cluster's node registry), at the first stream into each node and again after a
+// connection into it failed, so that a node whose process restarted at another
+// address is found there.
+//
 // # Files
 //
 //   - edge.go: Edge and its Flight descriptor.
 //   - server.go: Server, Inbox, NewFlightServer; the DoExchange loop.
 //   - sender.go: Dial and Sender.
+//   - sides.go: the two sides of an edge, as Mesh and PeerMesh open them, and the
+//     connections into a node's server.
 //   - mesh.go: Mesh.
+//   - peers.go: PeerMesh.
 package exchange
