@@ -104,7 +104,12 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 					// In one process the coordinator asks the node's side what
 					// its actor is doing.
 					what := "not running on its node"
-					st := g.nodes[a.node].status(id)
+					var st *actorStatus
+					if n := g.nodes[a.node]; n != nil {
+						st = n.status(id)
+					} else {
+						what = "on a node in another process, which reports no status"
+					}
 					if st != nil {
 						what = st.describe(now)
 					}

@@ -119,13 +119,20 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, dir: dir, store: store, nodeStores: nodeStores, mem: opts.Mem, log: opts.Logger, paused: opts.PauseOnBootstrap, labels: labelsOf(ctx), scanMem: scanMem,
 		kick: make(chan struct{}, 1), rounds: make(chan struct{})}
 	for i := 0; i < opts.Nodes; i++ {
-		if nodeStores != nil {
+		switch {
+		case e.remote(i):
+			e.nodes = append(e.nodes, nil) // its store is its compute process's
+		case nodeStores != nil:
 			e.nodes = append(e.nodes, nodeStores[i].AddNode())
-		} else {
+		default:
 			e.nodes = append(e.nodes, store.AddNode())
 		}
 		if opts.StateCacheBytes > 0 {
-			e.caches = append(e.caches, executors.NewStateCache(opts.StateCacheBytes))
+			var c *executors.StateCache
+			if !e.remote(i) {
+				c = executors.NewStateCache(opts.StateCacheBytes)
+			}
+			e.caches = append(e.caches, c)
 		}
 	}
 	e.mu.Lock()
@@ -327,7 +334,9 @@ func (e *Engine) Flush() error {
 func (e *Engine) StateCacheStats() executors.StateCacheStats {
 	var st executors.StateCacheStats
 	for _, c := range e.caches {
-		st = st.Add(c.Stats())
+		if c != nil { // a remote node's is in its compute process
+			st = st.Add(c.Stats())
+		}
 	}
 	return st
 }

@@ -220,3 +220,51 @@ func TestNodeStoresNeedACommitLog(t *testing.T) {
 		t.Fatal("the refused open created its directory")
 	}
 }
+
+// neverControl is a Control that no test here reaches: Open refuses the options
+// first.
+type neverControl struct{}
+
+func (neverControl) Open(context.Context, uint64, int, engine.ControlNode) (engine.ControlGraph, error) {
+	return nil, errors.New("not reached")
+}
+
+// neverExchange is an Exchange that no test here reaches.
+type neverExchange struct{}
+
+func (neverExchange) OpenSend(context.Context, engine.ExchangeEdge) (engine.Output, error) {
+	return nil, errors.New("not reached")
+}
+
+func (neverExchange) OpenRecv(context.Context, engine.ExchangeEdge) (engine.Inbound, error) {
+	return nil, errors.New("not reached")
+}
+
+// Remote nodes are refused, before anything is created, without what reaches
+// them and when they name a node that cannot be remote.
+func TestRemoteNodesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts engine.Options
+		want string
+	}{
+		{"no node stores", engine.Options{Nodes: 3, RemoteNodes: []int{1}}, "remote nodes need NodeStores"},
+		{"no control", engine.Options{Nodes: 3, RemoteNodes: []int{1}, NodeStores: true}, "remote nodes need a Control"},
+		{"no exchange", engine.Options{Nodes: 3, RemoteNodes: []int{1}, NodeStores: true, Control: neverControl{}}, "remote nodes need an Exchange"},
+		{"node 0", engine.Options{Nodes: 3, RemoteNodes: []int{0}, NodeStores: true, Control: neverControl{}, Exchange: neverExchange{}}, "node 0 cannot be remote"},
+		{"out of range", engine.Options{Nodes: 3, RemoteNodes: []int{3}, NodeStores: true, Control: neverControl{}, Exchange: neverExchange{}}, "remote node 3: the engine has nodes 0 to 2"},
+		{"twice", engine.Options{Nodes: 3, RemoteNodes: []int{2, 2}, NodeStores: true, Control: neverControl{}, Exchange: neverExchange{}}, "remote node 2 named twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			tc.opts.FS, tc.opts.BarrierInterval = fs, -1
+			_, err := engine.Open(context.Background(), "/db", tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("open: %v, want an error saying %q", err, tc.want)
+			}
+			if _, err := fs.Stat("/db"); err == nil {
+				t.Fatal("the refused open created its directory")
+			}
+		})
+	}
+}

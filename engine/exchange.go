@@ -182,6 +182,9 @@ func (n *nodeSide) forgetLinks(id executors.ActorID, dropped bool) {
 		sides = n.env.peers()
 	}
 	for _, side := range sides {
+		if side == nil { // in another process: it holds no channel of this one
+			continue
+		}
 		side.lmu.Lock()
 		for k, l := range side.links {
 			if side == n && (k.to == id || (l.out != nil && k.from == id)) || dropped && l.c != nil && k.from == id {

@@ -144,7 +144,11 @@ func newGraph(e *Engine) *graph {
 		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
 	}
 	for i := range e.nodes {
-		g.nodes = append(g.nodes, newNodeSide(g.nodeEnv(i)))
+		var side *nodeSide // nil: the node's side is in its compute process
+		if !e.remote(i) {
+			side = newNodeSide(g.nodeEnv(i))
+		}
+		g.nodes = append(g.nodes, side)
 	}
 	g.pending = make([]int64, len(e.nodes))
 	return g
@@ -169,7 +173,7 @@ func (g *graph) addTable(o *object) (*fragment, error) {
 		f.actors = append(f.actors, a)
 	}
 	// The DML actor: its input is the writers' channel.
-	dml := &actor{id: g.newActorID(), frag: f, node: regular[0]}
+	dml := &actor{id: g.newActorID(), frag: f, node: e.dmlNode()}
 	f.dml = dml
 	g.actors[dml.id] = dml
 	for _, a := range f.actors {
@@ -446,10 +450,14 @@ func (g *graph) stop() {
 		in.mu.Lock() // writers see dead and leave
 	}
 	for _, n := range g.nodes {
-		n.halt()
+		if n != nil {
+			n.halt()
+		}
 	}
 	for _, n := range g.nodes {
-		n.release()
+		if n != nil {
+			n.release()
+		}
 	}
 	for _, in := range ins {
 		drainNow(in.c)

@@ -254,5 +254,8 @@ func (g *graph) buildAt(ctx context.Context, node int, spec []byte) error {
 	if node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("node %d: build: the engine has nodes 0 to %d", node, len(g.nodes)-1)
 	}
+	if g.nodes[node] == nil {
+		return fmt.Errorf("node %d: build: its side runs in another process, reached through the control", node)
+	}
 	return g.nodes[node].apply(ctx, spec)
 }

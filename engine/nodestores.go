@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -47,6 +48,10 @@ func openStores(dir string, opts Options) (*storage.Store, []*storage.Store, err
 	}
 	var nodes []*storage.Store
 	for i := range opts.Nodes {
+		if slices.Contains(opts.RemoteNodes, i) {
+			nodes = append(nodes, nil) // in its compute process
+			continue
+		}
 		d := nodeStoreDir(fs, dir, i)
 		s, err := storage.Open(d, so)
 		if err != nil {
@@ -58,10 +63,13 @@ func openStores(dir string, opts Options) (*storage.Store, []*storage.Store, err
 	return store, nodes, nil
 }
 
-// closeStores closes stores and returns their errors joined.
+// closeStores closes stores (skipping nil ones) and returns their errors joined.
 func closeStores(stores []*storage.Store) error {
 	var errs []error
 	for _, s := range stores {
+		if s == nil {
+			continue
+		}
 		if err := s.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -69,9 +77,16 @@ func closeStores(stores []*storage.Store) error {
 	return errors.Join(errs...)
 }
 
-// stores is the engine's store followed by its nodes' own (Options.NodeStores).
+// stores is the engine's store followed by its nodes' own in this process
+// (Options.NodeStores; a remote node's is in its compute process).
 func (e *Engine) stores() []*storage.Store {
-	return append([]*storage.Store{e.store}, e.nodeStores...)
+	out := []*storage.Store{e.store}
+	for _, s := range e.nodeStores {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // dropUncommitted drops the engine's store's sealed, uncommitted data and staged
@@ -115,7 +130,7 @@ func (e *Engine) commitNodes(g *graph) []CommitNode {
 // node's own store.
 func (e *Engine) serveNode(ctx context.Context, node int, req []byte) ([]byte, error) {
 	ns, ok := e.opts.CommitLog.(NodeServer)
-	if !ok || node < 0 || node >= len(e.nodeStores) {
+	if !ok || node < 0 || node >= len(e.nodeStores) || e.nodeStores[node] == nil {
 		return nil, fmt.Errorf("node %d: no store of its own to serve the commit log's request (the engine has %d)", node, len(e.nodeStores))
 	}
 	return ns.ServeNode(ctx, node, e.nodeStores[node], req)

@@ -135,6 +135,13 @@ type Options struct {
 	// Control, when set, carries the actors' reports from their nodes to the
 	// barrier coordinator (see Control); nil makes each a channel send.
 	Control Control
+	// RemoteNodes are the nodes whose side runs in another process, a compute
+	// process serving it with a Host: the engine opens no store and no side of a
+	// graph for them, and reaches them only through Control (their builds and
+	// barriers, the commit log's requests) and Exchange (their edges). They need
+	// NodeStores, a Control and an Exchange. Node 0 stays in this process: it takes
+	// the tables' DML actors, which the writers send into.
+	RemoteNodes []int
 }
 
 // Hooks are named points of a checkpoint at which a test or a simulation may act, for
@@ -162,6 +169,9 @@ func (o *Options) fill() error {
 		return fmt.Errorf("engine: %d nodes, want 1..64", o.Nodes)
 	}
 	if err := checkRoles(o.NodeRoles, o.Nodes); err != nil {
+		return err
+	}
+	if err := checkRemote(o); err != nil {
 		return err
 	}
 	if o.NodeStores && o.CommitLog == nil {
@@ -329,6 +339,34 @@ func checkRateLimit(limit *int64) error {
 func checkParallelism(p, vnodes int) error {
 	if p < 1 || p > vnodes {
 		return fmt.Errorf("parallelism %d: want 1..%d", p, vnodes)
+	}
+	return nil
+}
+
+// checkRemote checks Options.RemoteNodes.
+func checkRemote(o *Options) error {
+	if len(o.RemoteNodes) == 0 {
+		return nil
+	}
+	switch {
+	case !o.NodeStores:
+		return errors.New("engine: remote nodes need NodeStores: each keeps its store in its own process")
+	case o.Control == nil:
+		return errors.New("engine: remote nodes need a Control, which reaches their processes")
+	case o.Exchange == nil:
+		return errors.New("engine: remote nodes need an Exchange, which carries their edges")
+	}
+	seen := map[int]bool{}
+	for _, n := range o.RemoteNodes {
+		switch {
+		case n == 0:
+			return errors.New("engine: node 0 cannot be remote: it takes the tables' DML actors in the engine's process")
+		case n < 0 || n >= o.Nodes:
+			return fmt.Errorf("engine: remote node %d: the engine has nodes 0 to %d", n, o.Nodes-1)
+		case seen[n]:
+			return fmt.Errorf("engine: remote node %d named twice", n)
+		}
+		seen[n] = true
 	}
 	return nil
 }

@@ -61,6 +61,20 @@ func (e *Engine) roleOf(i int) string {
 	return ""
 }
 
+// remote reports whether node i's side runs in another process (Options.RemoteNodes).
+func (e *Engine) remote(i int) bool { return slices.Contains(e.opts.RemoteNodes, i) }
+
+// dmlNode is the node of the tables' DML actors, whose inputs the writers send into:
+// the first regular node in this process, else node 0 (which always is).
+func (e *Engine) dmlNode() int {
+	for _, n := range e.nodesOf("") {
+		if !e.remote(n) {
+			return n
+		}
+	}
+	return 0
+}
+
 // nodesOf lists the nodes of role r, in order ("" the regular nodes).
 func (e *Engine) nodesOf(r string) []int {
 	var out []int

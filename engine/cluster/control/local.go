@@ -30,6 +30,12 @@ import (
 // failure, which fails the round; that failure, and every Build, Inject and Call of
 // the node that fails for it, wraps engine.ErrNodeLost.
 //
+// A Local made by NewCluster also serves remote nodes (engine.Options.RemoteNodes):
+// compute processes that open their streams themselves (Connect, then Serve with
+// their engine.Host) and keep them across graphs. Each graph uses the stream a
+// remote node has when the graph opens (waiting for it), and tears the graph down
+// on it with a Teardown frame when it closes.
+//
 // Lose ends a node's stream, for fault injection.
 type Local struct {
 	coord *Coordinator
@@ -37,11 +43,15 @@ type Local struct {
 	addr  string
 	term  uint64
 
+	remote   map[int]bool // the remote nodes
+	registry Registry     // checks the remote nodes' incarnations (nil: any)
+	wait     time.Duration
+
 	served, looped chan struct{}
 
 	mu    sync.Mutex
 	graph *localGraph
-	incs  map[string]uint64 // the registry: each node's current incarnation
+	incs  map[string]uint64 // the registry of this process's nodes: each one's current incarnation
 	inc   uint64
 
 	lost      atomic.Int64
@@ -52,13 +62,46 @@ type Local struct {
 	ids       atomic.Uint64 // the last request id, of a BuildActors or a Call
 }
 
+// ClusterConfig configures NewCluster.
+type ClusterConfig struct {
+	// Listen is the coordinator's listen address ("": 127.0.0.1:0).
+	Listen string
+	// Term is the leader's term (0: 1).
+	Term uint64
+	// Remote are the nodes served by compute processes, which connect as
+	// "node-<i>" (NodeName).
+	Remote []int
+	// Registry checks a remote node's incarnation when it connects (nil: any).
+	Registry Registry
+	// Wait bounds how long a graph waits for a remote node's stream when it opens
+	// (0: one minute).
+	Wait time.Duration
+}
+
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
-func NewLocal() (*Local, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("control: listen: %w", err)
+func NewLocal() (*Local, error) { return NewCluster(ClusterConfig{}) }
+
+// NewCluster starts a Local's coordinator on cfg.Listen, whose cfg.Remote nodes are
+// compute processes. Close stops it.
+func NewCluster(cfg ClusterConfig) (*Local, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
 	}
-	l := &Local{addr: lis.Addr().String(), term: 1, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{})}
+	if cfg.Term == 0 {
+		cfg.Term = 1
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = time.Minute
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("control: listen on %s: %w", cfg.Listen, err)
+	}
+	l := &Local{addr: lis.Addr().String(), term: cfg.Term, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{}),
+		remote: map[int]bool{}, registry: cfg.Registry, wait: cfg.Wait}
+	for _, n := range cfg.Remote {
+		l.remote[n] = true
+	}
 	l.coord = NewCoordinator(Config{Term: l.term, Registry: (*localRegistry)(l), EventBuffer: 256})
 	l.srv = grpc.NewServer(ServerOptions()...)
 	l.coord.Register(l.srv)
@@ -73,8 +116,15 @@ func NewLocal() (*Local, error) {
 // localRegistry is a Local's registry of incarnations.
 type localRegistry Local
 
-// CheckIncarnation implements Registry.
-func (r *localRegistry) CheckIncarnation(_ context.Context, node string, inc uint64) error {
+// CheckIncarnation implements Registry: a remote node's incarnation is the
+// cluster's registry's to check, this process's nodes' the Local's own.
+func (r *localRegistry) CheckIncarnation(ctx context.Context, node string, inc uint64) error {
+	if i, ok := nodeIndex(node); ok && r.remote[i] {
+		if r.registry == nil {
+			return nil
+		}
+		return r.registry.CheckIncarnation(ctx, node, inc)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur := r.incs[node]; cur != inc {
@@ -106,7 +156,20 @@ func (l *Local) Finishings() int64 { return l.finishing.Load() }
 // Refusals counts the frames the coordinator refused for their stamps.
 func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
 
-func nodeName(i int) string { return "node-" + strconv.Itoa(i) }
+func nodeName(i int) string { return NodeName(i) }
+
+// NodeName is the name node i's stream has: "node-<i>".
+func NodeName(i int) string { return "node-" + strconv.Itoa(i) }
+
+// nodeIndex is the node a stream's name names.
+func nodeIndex(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "node-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i >= 0 && NodeName(i) == name
+}
 
 // Open implements engine.Control.
 func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.ControlNode) (engine.ControlGraph, error) {
@@ -123,6 +186,15 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	rctx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
 	for i := range nodes {
+		if l.remote[i] {
+			inc, err := l.awaitRemote(ctx, i)
+			if err != nil {
+				g.Close()
+				return nil, err
+			}
+			g.incs[i] = inc
+			continue
+		}
 		l.mu.Lock()
 		l.inc++
 		inc := l.inc
@@ -144,7 +216,42 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	if old != nil {
 		old.Close()
 	}
+	// A remote stream lost between its wait and the graph's taking the events is
+	// the graph's loss too: its NodeLost went to no graph.
+	for i := range nodes {
+		if l.remote[i] && l.streamOf(i) != g.incs[i] {
+			g.loseStream(i, g.incs[i], errors.New("the stream ended as the graph opened"))
+		}
+	}
 	return g, nil
+}
+
+// streamOf is the incarnation of node i's current stream, 0 when it has none.
+func (l *Local) streamOf(i int) uint64 {
+	for _, n := range l.coord.Nodes() {
+		if n.Node == nodeName(i) {
+			return n.Incarnation
+		}
+	}
+	return 0
+}
+
+// awaitRemote waits for remote node i's stream and returns its incarnation.
+func (l *Local) awaitRemote(ctx context.Context, i int) (uint64, error) {
+	deadline := time.Now().Add(l.wait)
+	for {
+		if inc := l.streamOf(i); inc != 0 {
+			return inc, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("control: %s has no control stream after %s: its compute process is not connected to %s: %w", nodeName(i), l.wait, l.addr, engine.ErrNodeLost)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("control: waiting for %s's stream: %w", nodeName(i), ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Lose ends the stream of node of the current graph (fault injection) and returns
@@ -156,6 +263,9 @@ func (l *Local) Lose(node int) error {
 	l.mu.Unlock()
 	if g == nil || node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("control: lose node %d: no such node in the current graph", node)
+	}
+	if g.nodes[node] == nil {
+		return fmt.Errorf("control: lose node %d: its stream is its compute process's", node)
 	}
 	before := l.lost.Load()
 	g.nodes[node].Close()
@@ -214,13 +324,8 @@ func (l *Local) events() {
 				}
 			}
 		case NodeLost:
-			i, err := strconv.Atoi(strings.TrimPrefix(ev.Node, "node-"))
-			if err == nil && i < len(g.incs) && g.incs[i] == ev.Incarnation {
-				lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w: %w", ev.Node, ev.Incarnation, engine.ErrNodeLost, ev.Err)
-				g.lose(i, lost)
-				if g.send(engine.ControlReport{Err: lost}) {
-					l.lost.Add(1)
-				}
+			if i, ok := nodeIndex(ev.Node); ok && i < len(g.incs) {
+				g.loseStream(i, ev.Incarnation, ev.Err)
 			}
 		}
 	}
@@ -310,16 +415,36 @@ func (g *localGraph) forget(id uint64) {
 }
 
 // lose marks node's stream lost for err: every request pending at node fails with
-// it, and so does every later one.
-func (g *localGraph) lose(node int, err error) {
+// it, and so does every later one. It reports false when the stream was lost
+// already.
+func (g *localGraph) lose(node int, err error) bool {
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
+	if g.lost[node] != nil {
+		return false
+	}
 	g.lost[node] = err
 	for id, p := range g.pending {
 		if p.node == node {
 			p.done <- result{err: err}
 			delete(g.pending, id)
 		}
+	}
+	return true
+}
+
+// loseStream delivers the loss of node i's stream of incarnation inc, for why, once,
+// if that is the stream the graph uses.
+func (g *localGraph) loseStream(i int, inc uint64, why error) {
+	if g.incs[i] != inc {
+		return
+	}
+	lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w: %w", nodeName(i), inc, engine.ErrNodeLost, why)
+	if !g.lose(i, lost) {
+		return
+	}
+	if g.send(engine.ControlReport{Err: lost}) {
+		g.l.lost.Add(1)
 	}
 }
 
@@ -537,13 +662,11 @@ func (g *localGraph) Report(ctx context.Context, node int, r engine.ControlRepor
 	if node < 0 || node >= len(g.nodes) {
 		return fmt.Errorf("control: report of actor %d from node %d: the graph has nodes 0 to %d", r.Actor, node, len(g.nodes)-1)
 	}
-	if r.Finishing {
-		return g.nodes[node].Send(ctx, Finishing{Actor: r.Actor})
+	n := g.nodes[node]
+	if n == nil {
+		return fmt.Errorf("control: report of actor %d from node %d: the node is remote and reports over its own stream", r.Actor, node)
 	}
-	if r.Err != nil {
-		return g.nodes[node].Send(ctx, Failed{Actor: r.Actor, Err: r.Err.Error()})
-	}
-	return g.nodes[node].Send(ctx, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}, Progress: r.Backfill, Pending: uint64(max(r.Pending, 0))})
+	return n.Report(ctx, g.gen, r)
 }
 
 // Close implements engine.ControlGraph: it closes the graph's streams, and nothing
@@ -564,9 +687,15 @@ func (g *localGraph) Close() {
 	}
 	g.pmu.Unlock()
 	g.cancel()
-	for _, n := range g.nodes {
+	for i, n := range g.nodes {
 		if n != nil {
 			n.Close()
+		} else if g.l.remote[i] && g.incs[i] != 0 && g.lostErr(i) == nil {
+			// A remote node keeps its stream: it tears the graph down on a
+			// Teardown frame (or at the next graph's first message).
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = g.l.coord.Send(ctx, nodeName(i), Teardown{Generation: g.gen})
+			cancel()
 		}
 	}
 	g.wg.Wait()

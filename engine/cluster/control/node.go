@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/executors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -147,7 +149,36 @@ func (n *Node) Send(ctx context.Context, m Message) error {
 	if m == nil || !m.Kind().FromNode() || m.Kind() == KindHello {
 		return fmt.Errorf("control: node %q: %T is not a message to the coordinator", n.hello.Node, m)
 	}
-	m, err := withStamp(m, n.Known())
+	return n.sendStamped(ctx, m, n.Known())
+}
+
+// SendAt is Send with generation gen in m's stamp, not the known one: the generation
+// of the graph m belongs to. A process that keeps one stream across graphs stamps its
+// actors' reports so, and a late report of a graph torn down is then refused, not
+// taken for the next graph's.
+func (n *Node) SendAt(ctx context.Context, gen uint64, m Message) error {
+	if m == nil || !m.Kind().FromNode() || m.Kind() == KindHello {
+		return fmt.Errorf("control: node %q: %T is not a message to the coordinator", n.hello.Node, m)
+	}
+	s := n.Known()
+	s.Generation = gen
+	return n.sendStamped(ctx, m, s)
+}
+
+// Report sends r, an actor's report of the graph of generation gen, as the frame
+// that carries it: a Finishing, a Failed or a Collected.
+func (n *Node) Report(ctx context.Context, gen uint64, r engine.ControlReport) error {
+	switch {
+	case r.Finishing:
+		return n.SendAt(ctx, gen, Finishing{Actor: r.Actor})
+	case r.Err != nil:
+		return n.SendAt(ctx, gen, Failed{Actor: r.Actor, Err: errText(r.Err)})
+	}
+	return n.SendAt(ctx, gen, Collected{Epoch: r.Epoch, Actors: []executors.ActorID{r.Actor}, Progress: r.Backfill, Pending: uint64(max(r.Pending, 0))})
+}
+
+func (n *Node) sendStamped(ctx context.Context, m Message, s Stamp) error {
+	m, err := withStamp(m, s)
 	if err != nil {
 		return err
 	}

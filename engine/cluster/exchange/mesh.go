@@ -80,9 +80,11 @@ func (m *Mesh) Open(ctx context.Context, e engine.ExchangeEdge) (engine.Output, 
 // OpenRecv opens the receiving side of e, e.To's merge input: it registers the edge
 // with node e.ToNode's server, whose inbox the returned Inbound reads, and returns
 // without waiting for a sender. A sender that attaches (OpenSend's, in this process
-// or another) ends the inbox with its stream. If ctx ends before one attached, the
-// inbox ends then, with an error naming the edge, so that the receiving actor of an
-// edge no sender came to ends with its graph.
+// or another) ends the inbox with its stream. When ctx ends, the inbox ends too,
+// with an error naming the edge: one no sender came to at once, so that its
+// receiving actor ends with its graph; an attached one's stream is cut (its sender
+// sees the edge broken), so that a receiver torn down while its sender, in another
+// process, still runs does not wait for it.
 func (m *Mesh) OpenRecv(ctx context.Context, e engine.ExchangeEdge) (engine.Inbound, error) {
 	if err := m.check(e); err != nil {
 		return nil, err

@@ -66,6 +66,10 @@ type Inbox struct {
 
 	attached bool // guarded by Server.mu
 	err      error
+
+	abort    chan struct{} // closed by Abort: the receiver is gone
+	abortErr error         // set before abort closes
+	aborted  sync.Once
 }
 
 // Edge is the inbox's edge.
@@ -89,7 +93,7 @@ func (s *Server) Expect(edge Edge, schema *arrow.Schema, capacity int) (*Inbox, 
 	if _, ok := s.inboxes[edge]; ok {
 		return nil, fmt.Errorf("exchange: %s is already expected", edge)
 	}
-	in := &Inbox{edge: edge, schema: schema, ch: make(chan executors.Message, capacity), done: make(chan struct{})}
+	in := &Inbox{edge: edge, schema: schema, ch: make(chan executors.Message, capacity), done: make(chan struct{}), abort: make(chan struct{})}
 	s.inboxes[edge] = in
 	return in, nil
 }
@@ -107,6 +111,26 @@ func (s *Server) Forget(edge Edge, err error) bool {
 	delete(s.inboxes, edge)
 	in.end(err)
 	return true
+}
+
+// Abort ends edge's inbox for err, whose receiver is gone: an edge no stream
+// attached to is forgotten (as Forget does); an attached one's stream is cut, so
+// that its sender sees the edge broken, and the inbox closes once the stream's
+// handler has let go of it.
+func (s *Server) Abort(edge Edge, err error) {
+	if s.Forget(edge, err) {
+		return
+	}
+	s.mu.Lock()
+	in, ok := s.inboxes[edge]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	in.aborted.Do(func() {
+		in.abortErr = err
+		close(in.abort)
+	})
 }
 
 // forgetUnattached forgets every edge no stream has attached to, with an error naming
@@ -166,8 +190,21 @@ func (s *Server) DoExchange(stream flight.FlightService_DoExchangeServer) error 
 	if err != nil {
 		return err
 	}
-	err = s.serve(stream, in)
-	s.detach(in, err)
+	// The stream is served on its own goroutine, so that a receiver that goes
+	// away (Abort) ends the handler, and with it the stream, while the goroutine
+	// is blocked reading it: the stream's context ends then, which ends the
+	// goroutine, and only it closes the inbox.
+	done := make(chan error, 1)
+	go func() {
+		err := s.serve(stream, in)
+		s.detach(in, err)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-in.abort:
+		return status.Error(codes.Aborted, in.abortErr.Error())
+	}
 	if err != nil {
 		return status.Error(codes.Aborted, err.Error())
 	}

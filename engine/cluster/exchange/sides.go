@@ -29,8 +29,8 @@ type sides struct {
 }
 
 // openRecv registers e with srv, the server of e.ToNode, and returns its inbox (see
-// Mesh.OpenRecv): if ctx ends before a sender attached, the inbox ends then, with an
-// error naming the edge.
+// Mesh.OpenRecv): when ctx ends, the inbox ends, with an error naming the edge (an
+// attached stream is cut).
 func (x *sides) openRecv(ctx context.Context, e engine.ExchangeEdge, srv *Server) (*meshInbound, error) {
 	in, err := srv.Expect(meshEdge(e), nil, e.Capacity)
 	if err != nil {
@@ -41,8 +41,9 @@ func (x *sides) openRecv(ctx context.Context, e engine.ExchangeEdge, srv *Server
 		defer x.watching.Add(-1)
 		select {
 		case <-ctx.Done():
-			// Does nothing when a stream attached: that stream ends the inbox.
-			srv.Forget(in.edge, fmt.Errorf("exchange: %s: no sender came before the context ended: %w", e, context.Cause(ctx)))
+			// The receiver is gone: an inbox no sender came to ends now, an
+			// attached one's stream is cut.
+			srv.Abort(in.edge, fmt.Errorf("exchange: %s: the receiving side ended (no sender came, or it is cut): %w", e, context.Cause(ctx)))
 		case <-in.done:
 		}
 	}()
