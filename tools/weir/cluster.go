@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/spf13/cobra"
 )
 
@@ -63,7 +64,7 @@ func newCluster() *cobra.Command {
 func newClusterUp() *cobra.Command {
 	var (
 		dir, meta, script, exchange, ctl string
-		replicas                         int
+		replicas, nodes                  int
 		asJSON, nodeStores               bool
 	)
 	cmd := &cobra.Command{
@@ -79,11 +80,16 @@ its log under DIR/logs. It records what it started in DIR/cluster.json and print
 each server's address; weir cluster down --dir DIR stops exactly that. Reach the
 leader with remote.Dial, weir status --addr and weir export --addr.
 
-The servers are one process each; compute nodes as processes of their own (a
-view's actors spread across them) are not built yet.`,
+With --nodes N the leader is weir meta instead, and N compute processes (weir
+compute --node 1 to N, each with its store under DIR) run every table's and view's
+actors, exchanging Arrow over Flight and taking their builds and barriers over
+control streams from the leader.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas, nodeStores)
+			if nodes > 0 && (exchange != "channel" || ctl != "channel" || nodeStores) {
+				return errors.New("cluster up: --nodes runs compute processes, whose edges are always Flight streams, their control gRPC streams and their stores their own: drop --exchange, --control and --node-stores")
+			}
+			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas, nodes, nodeStores)
 			if err != nil {
 				return err
 			}
@@ -104,6 +110,7 @@ view's actors spread across them) are not built yet.`,
 	f.StringVar(&exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
 	f.StringVar(&ctl, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
 	f.IntVar(&replicas, "replicas", 0, "read replicas to start")
+	f.IntVar(&nodes, "nodes", 0, "compute processes to start (weir compute --node 1 to N) under a weir meta leader; 0: the leader is one weir serve")
 	f.BoolVar(&nodeStores, "node-stores", false, "give each of the leader's nodes a store of its own (weir serve --node-stores)")
 	f.BoolVar(&asJSON, "json", false, "print the cluster's state as JSON")
 	return cmd
@@ -115,8 +122,9 @@ func newClusterDown() *cobra.Command {
 		Use:   "down",
 		Short: "Stop the local cluster weir cluster up started in --dir",
 		Long: `down reads DIR/cluster.json and stops what up started there: each server by its pid
-(SIGTERM, so the leader closes its engine with a last checkpoint; SIGKILL after 30s),
-only while that pid still runs weir serve on its directory, then the private
+(SIGTERM, so the leader closes its engine with a last checkpoint, before the
+compute processes stop; SIGKILL after 30s), only while that pid still runs with
+its directory on its command line, then the private
 PostgreSQL server, whose temporary directory it removes (with the version log: the
 bucket and the servers' directories stay in DIR, but without the log they are only
 copies).`,
@@ -132,12 +140,12 @@ copies).`,
 	return cmd
 }
 
-func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas int, nodeStores bool) (st clusterState, err error) {
+func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas, nodes int, nodeStores bool) (st clusterState, err error) {
 	if dir == "" {
 		return st, errors.New("cluster up: --dir is required")
 	}
-	if replicas < 0 {
-		return st, fmt.Errorf("cluster up: --replicas %d", replicas)
+	if replicas < 0 || nodes < 0 || nodes > 63 {
+		return st, fmt.Errorf("cluster up: --replicas %d --nodes %d", replicas, nodes)
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return st, fmt.Errorf("cluster up: %s is not empty (a cluster there? weir cluster down --dir %s)", dir, dir)
@@ -191,21 +199,45 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o755); err != nil {
 		return st, fmt.Errorf("cluster up: %w", err)
 	}
-	start := func(role string, extra ...string) error {
+	// launch starts weir cmd as role, with its directory, the meta store and the
+	// bucket, and waits for the line that starts with said.
+	launch := func(role, cmd, said string, extra ...string) error {
 		p := clusterProcess{Role: role, Dir: filepath.Join(dir, role), Log: filepath.Join(dir, "logs", role+".log")}
-		args := append([]string{"serve", "--dir", p.Dir, "--addr", "127.0.0.1:0", "--meta", st.Meta, "--bucket", st.Bucket}, extra...)
-		if p.PID, p.Addr, err = startServe(args, p.Log); err != nil {
+		args := append([]string{cmd, "--dir", p.Dir, "--meta", st.Meta, "--bucket", st.Bucket}, extra...)
+		if p.PID, p.Addr, err = startLogged(args, p.Log, said); err != nil {
 			return fmt.Errorf("cluster up: %s: %w", role, err)
 		}
 		st.Processes = append(st.Processes, p)
 		return nil
 	}
-	leader := []string{"--node", "1", "--exchange", exchange, "--control", ctl}
-	if nodeStores {
-		leader = append(leader, "--node-stores")
+	start := func(role string, extra ...string) error {
+		return launch(role, "serve", "serving ", append([]string{"--addr", "127.0.0.1:0"}, extra...)...)
 	}
-	if err := start("leader", leader...); err != nil {
-		return st, err
+	if nodes > 0 {
+		// The compute processes first: the meta's engine opens once they are all
+		// connected. Stopped in the reverse order, the meta closes (a last
+		// checkpoint) while they still run.
+		port, err := freeTCPPort()
+		if err != nil {
+			return st, err
+		}
+		coordinator := "127.0.0.1:" + port
+		for i := 1; i <= nodes; i++ {
+			if err := launch(control.ComputeName(i), "compute", fmt.Sprintf("computing node %d at ", i), "--node", strconv.Itoa(i), "--coordinator", coordinator); err != nil {
+				return st, err
+			}
+		}
+		if err := launch("leader", "meta", "serving ", "--addr", "127.0.0.1:0", "--node", "1", "--compute", strconv.Itoa(nodes), "--control-addr", coordinator); err != nil {
+			return st, err
+		}
+	} else {
+		leader := []string{"--node", "1", "--exchange", exchange, "--control", ctl}
+		if nodeStores {
+			leader = append(leader, "--node-stores")
+		}
+		if err := start("leader", leader...); err != nil {
+			return st, err
+		}
 	}
 	for i := 1; i <= replicas; i++ {
 		if err := start(fmt.Sprintf("replica-%d", i), "--replica"); err != nil {
@@ -219,9 +251,10 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 	return st, nil
 }
 
-// startServe starts weir args in a session of its own, its output into log, and
-// waits until it prints "serving ADDR" there.
-func startServe(args []string, log string) (pid int, addr string, err error) {
+// startLogged starts weir args in a session of its own, its output into log, and
+// waits until it prints a line that starts with said there (the rest is the
+// address it returns).
+func startLogged(args []string, log, said string) (pid int, addr string, err error) {
 	cmd, err := weirCommand(args...)
 	if err != nil {
 		return 0, "", err
@@ -239,23 +272,23 @@ func startServe(args []string, log string) (pid int, addr string, err error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if addr := servingAddr(log); addr != "" {
+		if addr := saidAddr(log, said); addr != "" {
 			return cmd.Process.Pid, addr, nil
 		}
 		select {
 		case err := <-exited:
-			return 0, "", fmt.Errorf("weir serve exited (%v): %s", err, tail(log))
+			return 0, "", fmt.Errorf("weir %s exited (%v): %s", args[0], err, tail(log))
 		default:
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			return 0, "", fmt.Errorf("weir serve did not listen within 60s: %s", tail(log))
+			return 0, "", fmt.Errorf("weir %s did not say %q within 60s: %s", args[0], strings.TrimSpace(said), tail(log))
 		}
 	}
 }
 
-// servingAddr is the address in log's "serving ADDR" line, or "".
-func servingAddr(log string) string {
+// saidAddr is the address in log's first line that starts with said, or "".
+func saidAddr(log, said string) string {
 	f, err := os.Open(log)
 	if err != nil {
 		return ""
@@ -263,7 +296,7 @@ func servingAddr(log string) string {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if a, ok := strings.CutPrefix(s.Text(), "serving "); ok {
+		if a, ok := strings.CutPrefix(s.Text(), said); ok {
 			return strings.TrimSpace(a)
 		}
 	}

@@ -107,3 +107,82 @@ func TestClusterUpDown(t *testing.T) {
 		t.Fatal("a second cluster down succeeded")
 	}
 }
+
+// weir cluster up --nodes 2 starts two compute processes under a weir meta leader:
+// a view's actors run in them, a client of the leader reads what they committed,
+// and cluster down stops the leader before the compute processes, then PostgreSQL.
+func TestClusterUpNodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "cluster")
+	run := func(args ...string) (string, error) {
+		root := newRoot()
+		var out, errw bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errw)
+		root.SetArgs(args)
+		err := root.Execute()
+		return out.String(), err
+	}
+	if _, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--exchange", "flight"); err == nil || !strings.Contains(err.Error(), "drop --exchange") {
+		t.Fatalf("cluster up --nodes with --exchange: %v", err)
+	}
+	out, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st clusterState
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _ = run("cluster", "down", "--dir", dir)
+		}
+	}()
+	var roles []string
+	for _, p := range st.Processes {
+		roles = append(roles, p.Role)
+	}
+	if strings.Join(roles, ",") != "compute-1,compute-2,leader" {
+		t.Fatalf("cluster up --nodes 2 started %v", roles)
+	}
+	c, err := remote.Dial(ctx, st.Processes[2].Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, c, 0, 300, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(scanTwo(t, ctx, c, "by_g"), ","); got != "g0 100,g1 100,g2 100" {
+		t.Fatalf("by_g holds %s", got)
+	}
+	// Each compute node keeps its store in its own directory.
+	for _, p := range st.Processes[:2] {
+		if _, err := os.Stat(filepath.Join(p.Dir, "LOCK")); err != nil {
+			t.Fatalf("%s has no store: %v", p.Role, err)
+		}
+	}
+	if out, err := run("cluster", "down", "--dir", dir); err != nil {
+		t.Fatalf("cluster down: %v\n%s", err, out)
+	} else if !strings.Contains(out, "stopped leader") || strings.Index(out, "stopped leader") > strings.Index(out, "stopped compute-1") {
+		t.Fatalf("cluster down did not stop the leader before the compute processes:\n%s", out)
+	}
+	stopped = true
+	for _, p := range st.Processes {
+		if running(p.PID) {
+			t.Fatalf("%s (pid %d) still runs after cluster down", p.Role, p.PID)
+		}
+	}
+}

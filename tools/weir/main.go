@@ -26,6 +26,8 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newExport())
 	root.AddCommand(newSim())
 	root.AddCommand(newServe())
+	root.AddCommand(newMeta())
+	root.AddCommand(newCompute())
 	root.AddCommand(newCluster())
 	return root
 }

@@ -33,6 +33,8 @@ type serveOptions struct {
 	nodes        int      // engine.Options.Nodes (0: its default)
 	nodeRoles    []string // engine.Options.NodeRoles
 	nodeStores   bool     // engine.Options.NodeStores
+	compute      int      // weir meta: compute processes run nodes 1 to compute
+	controlAddr  string   // weir meta: the coordinator's listen address
 }
 
 func newServe() *cobra.Command {
@@ -98,6 +100,15 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		return fmt.Errorf("serve: --node-stores commits the nodes' stores together through a commit log: it takes --meta and --bucket, without --replica")
 	}
 	opts := engine.Options{Logger: logger, Nodes: o.nodes, NodeRoles: o.nodeRoles, NodeStores: o.nodeStores}
+	if o.compute > 0 {
+		if o.meta == "" || o.bucket == "" || o.replica {
+			return fmt.Errorf("meta: compute processes commit through a commit log: --meta and --bucket are required, without --replica")
+		}
+		// Node 0 is this process's: the tables' DML actors, which the writers send
+		// into; every other actor runs on the compute processes.
+		opts.Nodes, opts.NodeStores, opts.RemoteNodes = 1+o.compute, true, computeRange(o.compute)
+		opts.NodeRoles = append([]string{"meta"}, o.nodeRoles...)
+	}
 	var metrics *demoMetrics
 	if o.metricsAddr != "" {
 		if metrics, err = serveMetrics(o.metricsAddr, prometheus.Labels{"node": strconv.FormatUint(o.node, 10)}); err != nil {
@@ -107,26 +118,12 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 		opts.OnBarrier = metrics.onBarrier
 		logger.Info("metrics and pprof", "addr", metrics.addr)
 	}
-	mesh, err := openExchange(o.exchange, &opts)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	if mesh != nil {
-		defer mesh.Close()
-	}
-	ctl, err := openControl(o.control, &opts)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	if ctl != nil {
-		defer ctl.Close()
-	}
 	if o.replica && (o.meta == "" || o.bucket == "") {
 		return fmt.Errorf("serve: --replica follows a commit log: --meta and --bucket are required")
 	}
+	var clog *clusterLog
 	if o.meta != "" || o.bucket != "" {
-		clog, err := openClusterLog(ctx, "serve", o.meta, o.bucket, o.node, o.leaseTTL, o.replica, logger)
-		if err != nil {
+		if clog, err = openClusterLog(ctx, "serve", o.meta, o.bucket, o.node, o.leaseTTL, o.replica, logger); err != nil {
 			return err
 		}
 		defer func() {
@@ -135,6 +132,28 @@ func serve(ctx context.Context, o serveOptions, listening func(addr string), log
 			}
 		}()
 		opts.CommitLog = clog.log
+	}
+	if o.compute > 0 {
+		closeCluster, err := openComputeCluster(ctx, o, clog, &opts, logger)
+		if err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+		defer closeCluster()
+	} else {
+		mesh, err := openExchange(o.exchange, &opts)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if mesh != nil {
+			defer mesh.Close()
+		}
+		ctl, err := openControl(o.control, &opts)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if ctl != nil {
+			defer ctl.Close()
+		}
 	}
 	if o.replica {
 		r, err := engine.OpenReplica(ctx, o.dir, opts)

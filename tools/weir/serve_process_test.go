@@ -60,6 +60,13 @@ func TestMain(m *testing.M) {
 // its stderr.
 func startWeir(t testing.TB, args ...string) (cmd *exec.Cmd, addr string, ok bool) {
 	t.Helper()
+	return startWeirSaying(t, "serving ", args...)
+}
+
+// startWeirSaying is startWeir for a first line that starts with prefix (such as
+// "serving " or "computing node 1 at "), whose rest is the address.
+func startWeirSaying(t testing.TB, prefix string, args ...string) (cmd *exec.Cmd, addr string, ok bool) {
+	t.Helper()
 	a, _ := json.Marshal(args)
 	cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(a))
@@ -83,7 +90,7 @@ func startWeir(t testing.TB, args ...string) (cmd *exec.Cmd, addr string, ok boo
 		_ = cmd.Wait()
 		return cmd, stderr.String(), false
 	}
-	addr, found := strings.CutPrefix(strings.TrimSpace(line), "serving ")
+	addr, found := strings.CutPrefix(strings.TrimSpace(line), prefix)
 	if !found {
 		t.Fatalf("weir %v said %q", args, line)
 	}

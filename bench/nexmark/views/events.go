@@ -11,7 +11,7 @@ import (
 
 // WriteEvents inserts the generated events [from, to) into the tables person, auction
 // and bid, in chunks of up to 4096 rows, and returns the first insert error.
-func WriteEvents(ctx context.Context, e *engine.Engine, g *gen.Generator, mem memory.Allocator, from, to uint64) error {
+func WriteEvents(ctx context.Context, e engine.DB, g *gen.Generator, mem memory.Allocator, from, to uint64) error {
 	for kind, c := range g.Chunks(from, to, 4096, mem) {
 		err := e.Insert(ctx, kind.String(), c.Record())
 		c.Release()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/seed04fbb902/weir/bench/nexmark/queries"
 	"github.com/seed04fbb902/weir/engine"
 )
@@ -26,7 +27,9 @@ func (r *Rows) Release() {
 }
 
 // ReadRows takes a checkpoint and reads the committed rows of person, auction and bid.
-func ReadRows(ctx context.Context, e *engine.Engine) (*Rows, error) {
+// An engine of another process (an engine.DB that is not an *engine.Engine) is read
+// table by table: no one may write to it meanwhile.
+func ReadRows(ctx context.Context, e engine.DB) (*Rows, error) {
 	if _, err := e.WaitCheckpoint(ctx); err != nil {
 		return nil, err
 	}
@@ -38,17 +41,24 @@ func ReadRows(ctx context.Context, e *engine.Engine) (*Rows, error) {
 	return &Rows{recs: recs, Tables: queries.Tables{Person: recs["person"], Auction: recs["auction"], Bid: recs["bid"]}}, nil
 }
 
-// scanAll reads the committed rows of the named tables and views at one epoch. On an
-// error it returns what it read so far, for the caller to release.
-func scanAll(ctx context.Context, e *engine.Engine, names ...string) (map[string][]arrow.RecordBatch, error) {
-	snap, err := e.Snapshot()
-	if err != nil {
-		return nil, err
+// scanAll reads the committed rows of the named tables and views: at one epoch from
+// an *engine.Engine (a snapshot), one by one from another engine.DB. On an error it
+// returns what it read so far, for the caller to release.
+func scanAll(ctx context.Context, db engine.DB, names ...string) (map[string][]arrow.RecordBatch, error) {
+	var s interface {
+		Scan(context.Context, string) (array.RecordReader, error)
+	} = db
+	if e, ok := db.(*engine.Engine); ok {
+		snap, err := e.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		defer snap.Release()
+		s = snap
 	}
-	defer snap.Release()
 	out := map[string][]arrow.RecordBatch{}
 	for _, n := range names {
-		r, err := snap.Scan(ctx, n)
+		r, err := s.Scan(ctx, n)
 		if err != nil {
 			return out, err
 		}
@@ -86,7 +96,7 @@ type Check struct {
 // Compare checks view q (named as the query) against its oracle over rows, which must
 // be the tables as committed at the view's epoch: the caller takes the checkpoint
 // that makes them so.
-func Compare(ctx context.Context, e *engine.Engine, q string, rows *Rows) (Check, error) {
+func Compare(ctx context.Context, e engine.DB, q string, rows *Rows) (Check, error) {
 	c := Check{Query: q}
 	spec, ok := queries.ByName(q)
 	if !ok {
@@ -114,8 +124,9 @@ func Compare(ctx context.Context, e *engine.Engine, q string, rows *Rows) (Check
 }
 
 // Verify takes a checkpoint, then checks each query's view (named as the query)
-// against queries.Eval over the tables person, auction and bid as committed.
-func Verify(ctx context.Context, e *engine.Engine, qs []string) ([]Check, error) {
+// against queries.Eval over the tables person, auction and bid as committed (see
+// ReadRows for an engine of another process).
+func Verify(ctx context.Context, e engine.DB, qs []string) ([]Check, error) {
 	rows, err := ReadRows(ctx, e)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ func startHost(t *testing.T, c *cluster, ctl *control.Local, ex engine.Exchange,
 		t.Fatal(err)
 	}
 	hs.h = h
-	n, err := control.Connect(context.Background(), ctl.Addr(), control.Hello{Stamp: control.Stamp{Incarnation: inc}, Node: control.NodeName(node)})
+	n, err := control.Connect(context.Background(), ctl.Addr(), control.Hello{Stamp: control.Stamp{Incarnation: inc}, Node: control.ComputeName(node)})
 	if err != nil {
 		h.Close()
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,7 +120,17 @@ type localRegistry Local
 // CheckIncarnation implements Registry: a remote node's incarnation is the
 // cluster's registry's to check, this process's nodes' the Local's own.
 func (r *localRegistry) CheckIncarnation(ctx context.Context, node string, inc uint64) error {
-	if i, ok := nodeIndex(node); ok && r.remote[i] {
+	i, ok := nodeIndex(node)
+	if !ok {
+		return fmt.Errorf("node %q: not a node of this engine", node)
+	}
+	if node != (*Local)(r).nameOf(i) {
+		if !r.remote[i] && node == ComputeName(i) {
+			return fmt.Errorf("node %q: node %d of this engine is not a compute node (the compute nodes are %v)", node, i, r.remoteNodes())
+		}
+		return fmt.Errorf("node %q: node %d's stream is %q", node, i, (*Local)(r).nameOf(i))
+	}
+	if r.remote[i] {
 		if r.registry == nil {
 			return nil
 		}
@@ -127,10 +138,20 @@ func (r *localRegistry) CheckIncarnation(ctx context.Context, node string, inc u
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur := r.incs[node]; cur != inc {
+	if cur := r.incs[node]; cur == 0 || cur != inc {
 		return fmt.Errorf("node %q: incarnation %d is not its current one, %d", node, inc, cur)
 	}
 	return nil
+}
+
+// remoteNodes lists the remote nodes, in order.
+func (r *localRegistry) remoteNodes() []int {
+	var out []int
+	for n := range r.remote {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Addr is the coordinator's address.
@@ -156,19 +177,29 @@ func (l *Local) Finishings() int64 { return l.finishing.Load() }
 // Refusals counts the frames the coordinator refused for their stamps.
 func (l *Local) Refusals() uint64 { return l.coord.Refusals() }
 
-func nodeName(i int) string { return NodeName(i) }
+// nameOf is node i's stream's name: "node-<i>" for a node of this process,
+// ComputeName(i) for a remote one.
+func (l *Local) nameOf(i int) string {
+	if l.remote[i] {
+		return ComputeName(i)
+	}
+	return "node-" + strconv.Itoa(i)
+}
 
-// NodeName is the name node i's stream has: "node-<i>".
-func NodeName(i int) string { return "node-" + strconv.Itoa(i) }
+// ComputeName is the name of remote node i, a compute process, in the meta store's
+// registry and on its control stream: "compute-<i>" (the committing process
+// registers as "node-<n>").
+func ComputeName(i int) string { return "compute-" + strconv.Itoa(i) }
 
 // nodeIndex is the node a stream's name names.
 func nodeIndex(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "node-")
-	if !ok {
-		return 0, false
+	for _, prefix := range []string{"node-", "compute-"} {
+		if rest, ok := strings.CutPrefix(name, prefix); ok {
+			i, err := strconv.Atoi(rest)
+			return i, err == nil && i >= 0 && prefix+strconv.Itoa(i) == name
+		}
 	}
-	i, err := strconv.Atoi(rest)
-	return i, err == nil && i >= 0 && NodeName(i) == name
+	return 0, false
 }
 
 // Open implements engine.Control.
@@ -198,9 +229,9 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 		l.mu.Lock()
 		l.inc++
 		inc := l.inc
-		l.incs[nodeName(i)] = inc
+		l.incs[l.nameOf(i)] = inc
 		l.mu.Unlock()
-		n, err := Connect(ctx, l.addr, Hello{Stamp: Stamp{Term: l.term, Generation: gen, Incarnation: inc}, Node: nodeName(i)})
+		n, err := Connect(ctx, l.addr, Hello{Stamp: Stamp{Term: l.term, Generation: gen, Incarnation: inc}, Node: l.nameOf(i)})
 		if err != nil {
 			g.Close()
 			return nil, err
@@ -226,10 +257,21 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	return g, nil
 }
 
+// ExchangeAddr is the exchange address remote node i gave in the hello of its
+// current stream; false when it has none.
+func (l *Local) ExchangeAddr(i int) (string, bool) {
+	for _, n := range l.coord.Nodes() {
+		if n.Node == l.nameOf(i) && n.Addr != "" {
+			return n.Addr, true
+		}
+	}
+	return "", false
+}
+
 // streamOf is the incarnation of node i's current stream, 0 when it has none.
 func (l *Local) streamOf(i int) uint64 {
 	for _, n := range l.coord.Nodes() {
-		if n.Node == nodeName(i) {
+		if n.Node == l.nameOf(i) {
 			return n.Incarnation
 		}
 	}
@@ -244,11 +286,11 @@ func (l *Local) awaitRemote(ctx context.Context, i int) (uint64, error) {
 			return inc, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("control: %s has no control stream after %s: its compute process is not connected to %s: %w", nodeName(i), l.wait, l.addr, engine.ErrNodeLost)
+			return 0, fmt.Errorf("control: %s has no control stream after %s: its compute process is not connected to %s: %w", l.nameOf(i), l.wait, l.addr, engine.ErrNodeLost)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("control: waiting for %s's stream: %w", nodeName(i), ctx.Err())
+			return 0, fmt.Errorf("control: waiting for %s's stream: %w", l.nameOf(i), ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -439,7 +481,7 @@ func (g *localGraph) loseStream(i int, inc uint64, why error) {
 	if g.incs[i] != inc {
 		return
 	}
-	lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w: %w", nodeName(i), inc, engine.ErrNodeLost, why)
+	lost := fmt.Errorf("control: %s (incarnation %d) lost its stream: %w: %w", g.l.nameOf(i), inc, engine.ErrNodeLost, why)
 	if !g.lose(i, lost) {
 		return
 	}
@@ -506,7 +548,7 @@ func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 		}
 		in, ok := m.(Inject)
 		if !ok {
-			g.fail(ctx, n, fmt.Errorf("control: %s: a local node does not take a %s (%s)", nodeName(i), m.Kind(), StampOf(m)))
+			g.fail(ctx, n, fmt.Errorf("control: %s: a local node does not take a %s (%s)", g.l.nameOf(i), m.Kind(), StampOf(m)))
 			return
 		}
 		if err := g.side.Inject(ctx, i, in.Barrier); err != nil {
@@ -520,7 +562,7 @@ func (g *localGraph) recv(ctx context.Context, i int, n *Node) {
 // build builds the actors of b at node i.
 func (g *localGraph) build(ctx context.Context, i int, b BuildActors) error {
 	if b.SpecVersion != engine.BuildSpecVersion {
-		return fmt.Errorf("control: %s: build %d: spec version %d, this node builds version %d", nodeName(i), b.ID, b.SpecVersion, engine.BuildSpecVersion)
+		return fmt.Errorf("control: %s: build %d: spec version %d, this node builds version %d", g.l.nameOf(i), b.ID, b.SpecVersion, engine.BuildSpecVersion)
 	}
 	if err := g.side.Build(ctx, i, b.Spec); err != nil {
 		return err
@@ -536,7 +578,7 @@ func (g *localGraph) call(ctx context.Context, i int, n *Node, c Call) {
 	var payload []byte
 	var err error
 	if g.side.Call == nil {
-		err = fmt.Errorf("control: %s: call %d: the node serves no calls", nodeName(i), c.ID)
+		err = fmt.Errorf("control: %s: call %d: the node serves no calls", g.l.nameOf(i), c.ID)
 	} else {
 		payload, err = g.side.Call(ctx, i, c.Payload)
 	}
@@ -546,7 +588,7 @@ func (g *localGraph) call(ctx context.Context, i int, n *Node, c Call) {
 	}
 	if err := n.Send(ctx, a); err != nil {
 		// An answer too long for a frame; or a lost stream, which fails this too.
-		_ = n.Send(ctx, Answer{ID: c.ID, Err: errText(fmt.Errorf("control: %s: call %d: %w", nodeName(i), c.ID, err))})
+		_ = n.Send(ctx, Answer{ID: c.ID, Err: errText(fmt.Errorf("control: %s: call %d: %w", g.l.nameOf(i), c.ID, err))})
 		return
 	}
 	g.l.calls.Add(1)
@@ -574,18 +616,18 @@ func (g *localGraph) Build(ctx context.Context, node int, spec []byte) error {
 	}
 	id, done, err := g.await(KindBuildActors, node)
 	if err != nil {
-		return fmt.Errorf("control: build at %s: %w", nodeName(node), err)
+		return fmt.Errorf("control: build at %s: %w", g.l.nameOf(node), err)
 	}
 	if err := g.sendTo(ctx, node, BuildActors{ID: id, SpecVersion: engine.BuildSpecVersion, Spec: spec}); err != nil {
 		g.forget(id)
-		return fmt.Errorf("control: build %d at %s: %w", id, nodeName(node), err)
+		return fmt.Errorf("control: build %d at %s: %w", id, g.l.nameOf(node), err)
 	}
 	select {
 	case r := <-done:
 		return r.err
 	case <-ctx.Done():
 		g.forget(id)
-		return fmt.Errorf("control: build %d at %s: %w", id, nodeName(node), ctx.Err())
+		return fmt.Errorf("control: build %d at %s: %w", id, g.l.nameOf(node), ctx.Err())
 	}
 }
 
@@ -595,7 +637,7 @@ func (g *localGraph) Inject(ctx context.Context, node int, b *executors.Barrier)
 		return fmt.Errorf("control: inject barrier %d at node %d: the graph has nodes 0 to %d", b.Curr, node, len(g.nodes)-1)
 	}
 	if err := g.sendTo(ctx, node, Inject{Barrier: b}); err != nil {
-		return fmt.Errorf("control: inject barrier %d at %s: %w", b.Curr, nodeName(node), err)
+		return fmt.Errorf("control: inject barrier %d at %s: %w", b.Curr, g.l.nameOf(node), err)
 	}
 	return nil
 }
@@ -610,21 +652,21 @@ func (g *localGraph) Call(ctx context.Context, node int, req []byte) ([]byte, er
 	}
 	id, done, err := g.await(KindCall, node)
 	if err != nil {
-		return nil, fmt.Errorf("control: call at %s: %w", nodeName(node), err)
+		return nil, fmt.Errorf("control: call at %s: %w", g.l.nameOf(node), err)
 	}
 	if err := g.sendTo(ctx, node, Call{ID: id, Payload: req}); err != nil {
 		g.forget(id)
-		return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), err)
+		return nil, fmt.Errorf("control: call %d at %s: %w", id, g.l.nameOf(node), err)
 	}
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), r.err)
+			return nil, fmt.Errorf("control: call %d at %s: %w", id, g.l.nameOf(node), r.err)
 		}
 		return r.payload, nil
 	case <-ctx.Done():
 		g.forget(id)
-		return nil, fmt.Errorf("control: call %d at %s: %w", id, nodeName(node), ctx.Err())
+		return nil, fmt.Errorf("control: call %d at %s: %w", id, g.l.nameOf(node), ctx.Err())
 	}
 }
 
@@ -647,7 +689,7 @@ func (g *localGraph) sendTo(ctx context.Context, node int, m Message) error {
 	if err != nil {
 		return err
 	}
-	err = g.l.coord.Send(ctx, nodeName(node), m)
+	err = g.l.coord.Send(ctx, g.l.nameOf(node), m)
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
@@ -694,7 +736,7 @@ func (g *localGraph) Close() {
 			// A remote node keeps its stream: it tears the graph down on a
 			// Teardown frame (or at the next graph's first message).
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = g.l.coord.Send(ctx, nodeName(i), Teardown{Generation: g.gen})
+			_ = g.l.coord.Send(ctx, g.l.nameOf(i), Teardown{Generation: g.gen})
 			cancel()
 		}
 	}

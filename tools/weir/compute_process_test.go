@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
+)
+
+// A cluster of processes: weir meta and two weir compute processes on one meta
+// store and bucket. Every table's and view's actor runs in a compute process; a
+// client writes through the meta and reads what the views committed. One compute
+// process is SIGKILLed and restarted on its directory: the round it broke fails, the
+// engine recovers with the node back, and every view still equals its query, with
+// no acknowledged write lost. A compute process of a node the meta does not run is
+// refused, naming the node; SIGTERM stops every process cleanly.
+func TestComputeProcesses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "compute")
+	bucket := clusterBucket(t, "compute")
+	port, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator := "127.0.0.1:" + port
+	dir := t.TempDir()
+	computeNode := func(node int) *exec.Cmd {
+		t.Helper()
+		cmd, addr, ok := startWeirSaying(t, fmt.Sprintf("computing node %d at ", node), "compute", "--node", strconv.Itoa(node),
+			"--dir", filepath.Join(dir, fmt.Sprint("compute-", node)), "--meta", dsn, "--bucket", bucket, "--coordinator", coordinator)
+		if !ok {
+			t.Fatalf("compute node %d did not start: %s", node, addr)
+		}
+		return cmd
+	}
+	computes := []*exec.Cmd{nil, computeNode(1), computeNode(2)}
+	meta, addr, ok := startWeir(t, "meta", "--compute", "2", "--dir", filepath.Join(dir, "meta"), "--addr", "127.0.0.1:0",
+		"--control-addr", coordinator, "--meta", dsn, "--bucket", bucket)
+	if !ok {
+		t.Fatalf("weir meta did not start: %s", addr)
+	}
+	c, err := remote.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, c, 0, 3000, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, rows int) {
+		t.Helper()
+		kv, groups := scanTwo(t, ctx, c, "kv"), scanTwo(t, ctx, c, "by_g")
+		if len(kv) != rows {
+			t.Fatalf("%s: kv holds %d rows, want %d", when, len(kv), rows)
+		}
+		var want []string
+		for g := range 5 {
+			n := 0
+			for k := range rows {
+				if k%5 == g {
+					n++
+				}
+			}
+			want = append(want, fmt.Sprintf("g%d %d", g, n))
+		}
+		if strings.Join(groups, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s: by_g holds %v, want %v", when, groups, want)
+		}
+	}
+	check("after the backfill", 3000)
+
+	// Node 2's process dies, and comes back on its directory.
+	if err := computes[2].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = computes[2].Wait()
+	computes[2] = computeNode(2)
+	rows := 3000
+	for deadline := time.Now().Add(time.Minute); rows < 4000; {
+		// A write the broken round loses is refused, never acknowledged: write
+		// it again.
+		err := insertKV(ctx, c, rows, rows+500, 5)
+		if err == nil {
+			_, err = c.WaitCheckpoint(ctx)
+		}
+		if err == nil {
+			rows += 500
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint within a minute of node 2's return: %v", err)
+		}
+		t.Logf("while node 2 comes back: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	check("after node 2 came back", rows)
+
+	// A compute process of a node the meta does not run is refused, and exits.
+	out, err := runWeirProcess(t, "compute", "--node", "3", "--dir", filepath.Join(dir, "compute-3"),
+		"--meta", dsn, "--bucket", bucket, "--coordinator", coordinator)
+	if err == nil || !strings.Contains(out, `"compute-3"`) || !strings.Contains(out, "not a compute node") {
+		t.Fatalf("compute node 3 of a meta of 2: %v, said %s; want it refused naming compute-3", err, out)
+	}
+
+	for _, cmd := range []*exec.Cmd{meta, computes[1], computes[2]} {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%v after SIGTERM: %v", cmd.Args, err)
+		}
+	}
+}
+
+// runWeirProcess runs weir args in a child process to its end and returns what it printed.
+func runWeirProcess(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(a))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
