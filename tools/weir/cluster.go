@@ -36,11 +36,35 @@ type clusterPostgres struct {
 }
 
 type clusterProcess struct {
-	Role string `json:"role"` // leader, replica-N
-	PID  int    `json:"pid"`
-	Addr string `json:"addr"`
-	Dir  string `json:"dir"`
-	Log  string `json:"log"`
+	Role string   `json:"role"` // leader, replica-N, compute-N
+	PID  int      `json:"pid"`
+	Addr string   `json:"addr"`
+	Dir  string   `json:"dir"`
+	Log  string   `json:"log"`
+	Args []string `json:"args"` // weir's arguments, to restart it with
+	Said string   `json:"said"` // the start of the line that gives its address
+}
+
+// launchProcess starts weir args as the process of role in the cluster in dir (its
+// directory the --dir in args, its log under dir/logs) and waits for the line of
+// its log that starts with said, whose rest is its address.
+func launchProcess(dir, role, said string, args []string) (clusterProcess, error) {
+	p := clusterProcess{Role: role, Dir: filepath.Join(dir, role), Log: filepath.Join(dir, "logs", role+".log"), Args: args, Said: said}
+	var err error
+	if p.PID, p.Addr, err = startLogged(args, p.Log, said); err != nil {
+		return p, fmt.Errorf("%s: %w", role, err)
+	}
+	return p, nil
+}
+
+// restart starts p again with its arguments (after it died), its log appended to.
+func (p clusterProcess) restart() (clusterProcess, error) {
+	pid, addr, err := startLogged(p.Args, p.Log, p.Said)
+	if err != nil {
+		return p, fmt.Errorf("restart %s: %w", p.Role, err)
+	}
+	p.PID, p.Addr = pid, addr
+	return p, nil
 }
 
 // weirCommand is how cluster up runs weir serve: this binary (tests replace it).
@@ -199,13 +223,10 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o755); err != nil {
 		return st, fmt.Errorf("cluster up: %w", err)
 	}
-	// launch starts weir cmd as role, with its directory, the meta store and the
-	// bucket, and waits for the line that starts with said.
 	launch := func(role, cmd, said string, extra ...string) error {
-		p := clusterProcess{Role: role, Dir: filepath.Join(dir, role), Log: filepath.Join(dir, "logs", role+".log")}
-		args := append([]string{cmd, "--dir", p.Dir, "--meta", st.Meta, "--bucket", st.Bucket}, extra...)
-		if p.PID, p.Addr, err = startLogged(args, p.Log, said); err != nil {
-			return fmt.Errorf("cluster up: %s: %w", role, err)
+		p, err := launchProcess(dir, role, said, append([]string{cmd, "--dir", filepath.Join(dir, role), "--meta", st.Meta, "--bucket", st.Bucket}, extra...))
+		if err != nil {
+			return fmt.Errorf("cluster up: %w", err)
 		}
 		st.Processes = append(st.Processes, p)
 		return nil
@@ -244,11 +265,16 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 			return st, err
 		}
 	}
-	b, _ := json.MarshalIndent(st, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeClusterState(dir, st); err != nil {
 		return st, fmt.Errorf("cluster up: %w", err)
 	}
 	return st, nil
+}
+
+// writeClusterState records st in dir/cluster.json, what cluster down stops.
+func writeClusterState(dir string, st clusterState) error {
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "cluster.json"), append(b, '\n'), 0o644)
 }
 
 // startLogged starts weir args in a session of its own, its output into log, and
@@ -259,11 +285,16 @@ func startLogged(args []string, log, said string) (pid int, addr string, err err
 	if err != nil {
 		return 0, "", err
 	}
-	f, err := os.Create(log)
+	// Appended to: a restarted process's log follows its earlier run's.
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
+	before, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, "", err
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // it outlives this command
 	if err := cmd.Start(); err != nil {
@@ -272,7 +303,7 @@ func startLogged(args []string, log, said string) (pid int, addr string, err err
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if addr := saidAddr(log, said); addr != "" {
+		if addr := saidAddr(log, before, said); addr != "" {
 			return cmd.Process.Pid, addr, nil
 		}
 		select {
@@ -287,13 +318,17 @@ func startLogged(args []string, log, said string) (pid int, addr string, err err
 	}
 }
 
-// saidAddr is the address in log's first line that starts with said, or "".
-func saidAddr(log, said string) string {
+// saidAddr is the address in the first line of log after offset from that starts
+// with said, or "".
+func saidAddr(log string, from int64, said string) string {
 	f, err := os.Open(log)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if a, ok := strings.CutPrefix(s.Text(), said); ok {

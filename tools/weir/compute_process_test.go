@@ -22,7 +22,7 @@ import (
 // client writes through the meta and reads what the views committed. One compute
 // process is SIGKILLed and restarted on its directory: the round it broke fails, the
 // engine recovers with the node back, and every view still equals its query, with
-// no acknowledged write lost. A compute process of a node the meta does not run is
+// every write that a checkpoint covered kept. A compute process of a node the meta does not run is
 // refused, naming the node; SIGTERM stops every process cleanly.
 func TestComputeProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -98,8 +98,9 @@ func TestComputeProcesses(t *testing.T) {
 	computes[2] = computeNode(2)
 	rows := 3000
 	for deadline := time.Now().Add(time.Minute); rows < 4000; {
-		// A write the broken round loses is refused, never acknowledged: write
-		// it again.
+		// The recovery loses the writes since the last checkpoint, and the
+		// checkpoint that would have covered them fails: write them again (an
+		// insert replaces a row whose key exists).
 		err := insertKV(ctx, c, rows, rows+500, 5)
 		if err == nil {
 			_, err = c.WaitCheckpoint(ctx)

@@ -36,6 +36,7 @@ type demoOptions struct {
 	nodeStores  bool   // engine.Options.NodeStores (with meta and bucket)
 	exchange    string // channel or flight: how edges between nodes travel
 	control     string // channel or grpc: how the actors' reports travel
+	cluster     int    // compute processes of a local cluster (0: the embedded engine)
 }
 
 // demoMV is one view of the demo's summary.
@@ -72,6 +73,12 @@ type demoResult struct {
 	ExchangeEdges int64  `json:"exchange_edges,omitempty"`
 	// Control is how the actors' reports traveled (--control).
 	Control string `json:"control"`
+	// Cluster is the compute processes of --cluster; NodeKills counts those killed
+	// (SIGKILL) and restarted, LeaderChanges the meta leaders that took over (the
+	// demo runs one). Both are set with --cluster only.
+	Cluster       int  `json:"cluster,omitempty"`
+	NodeKills     *int `json:"node_kills,omitempty"`
+	LeaderChanges *int `json:"leader_changes,omitempty"`
 }
 
 func newDemo() *cobra.Command {
@@ -104,10 +111,23 @@ exported apart and committed together at every checkpoint.
 With --exchange flight every edge between actors on different nodes is an Arrow
 Flight stream (engine/cluster/exchange's Mesh: one exchange server per node on
 loopback), carrying what a stream between processes carries; --control grpc makes
-every actor's report a frame of its node's gRPC control stream (control.Local).`,
+every actor's report a frame of its node's gRPC control stream (control.Local).
+
+With --cluster N it runs on a local cluster instead (weir cluster up --nodes N in
+the demo's directory: a private PostgreSQL through scripts/pg.sh, or --meta, a
+bucket, N weir compute processes and a weir meta leader), through a client of the
+leader: the views' actors run in the compute processes. At about 40% of the views'
+snapshot rows it kills the last compute process with SIGKILL, restarts it on its
+directory and lifts the views' pace; the engine recovers, every backfill resumes
+from its committed progress, and every view is checked against its oracle. --json
+adds node_kills and leader_changes. The cluster is stopped at the end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := runDemo(cmd.Context(), o, cmd.ErrOrStderr())
+			run := runDemo
+			if o.cluster > 0 {
+				run = runClusterDemo
+			}
+			res, err := run(cmd.Context(), o, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -136,6 +156,7 @@ every actor's report a frame of its node's gRPC control stream (control.Local).`
 	f.BoolVar(&o.nodeStores, "node-stores", false, "give every node a store of its own, committed together through the commit log (with --meta and --bucket)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between nodes travel: channel (Go channels) or flight (Arrow Flight streams on loopback)")
 	f.StringVar(&o.control, "control", "channel", "how the actors' reports reach the coordinator: channel or grpc (a control stream per node on loopback)")
+	f.IntVar(&o.cluster, "cluster", 0, "run on a local cluster of this many compute processes under a weir meta leader (PostgreSQL from scripts/pg.sh, or --meta), one of them killed and restarted mid-backfill")
 	return cmd
 }
 
@@ -148,7 +169,7 @@ const demoMaxPace = 2000
 // demoWriter writes events at a rate into whichever engine is current.
 type demoWriter struct {
 	mu      sync.Mutex
-	e       *engine.Engine
+	e       engine.DB
 	g       *gen.Generator
 	mem     memory.Allocator
 	next    uint64
@@ -446,7 +467,10 @@ func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 	if r.LogSequence > 0 {
 		fmt.Fprintf(w, "the commit log is at sequence %d\n", r.LogSequence)
 	}
-	if r.ExchangeEdges > 0 {
+	if r.Cluster > 0 && r.NodeKills != nil && r.LeaderChanges != nil {
+		fmt.Fprintf(w, "%d compute processes; %d killed with SIGKILL and restarted; %d leader changes\n", r.Cluster, *r.NodeKills, *r.LeaderChanges)
+	}
+		if r.ExchangeEdges > 0 {
 		fmt.Fprintf(w, "%d edges between nodes were Arrow Flight streams\n", r.ExchangeEdges)
 	}
 	if r.Dir != "" {

@@ -120,3 +120,52 @@ func TestDemoBarsInTerminal(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The demo on a local cluster of three compute processes: one is killed with
+// SIGKILL mid-backfill and restarted, and every view is still verified; --json
+// reports the kill and no leader change, and the cluster's processes are gone after.
+func TestDemoCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	root := newRoot()
+	var out, errw bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errw)
+	root.SetArgs([]string{"demo", "--cluster", "3", "--json", "--events", "10000", "--rate", "500", "--progress", "lines", "--dir", dir})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, errw.String())
+	}
+	var r demoResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if len(r.MVs) != 5 {
+		t.Fatalf("%d views: %s", len(r.MVs), out.String())
+	}
+	for _, mv := range r.MVs {
+		if !mv.Verified || mv.Mismatches != 0 || mv.Rows == 0 {
+			t.Errorf("view %+v", mv)
+		}
+	}
+	if r.Cluster != 3 || r.NodeKills == nil || *r.NodeKills != 1 || r.LeaderChanges == nil || *r.LeaderChanges != 0 {
+		t.Errorf("cluster figures in %s", out.String())
+	}
+	if !strings.Contains(errw.String(), "SIGKILL compute-3") {
+		t.Errorf("no kill on stderr:\n%s", errw.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cluster", "logs", "compute-3.log"))
+	if err != nil || strings.Count(string(b), "computing node 3 at") != 2 {
+		t.Errorf("compute-3's log does not show it started twice (%v):\n%s", err, b)
+	}
+	var st clusterState
+	if b, err = os.ReadFile(filepath.Join(dir, "cluster", "cluster.json")); err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil || len(st.Processes) != 4 {
+		t.Fatalf("the cluster's state: %v, %+v", err, st)
+	}
+	for _, p := range st.Processes {
+		if running(p.PID) {
+			t.Errorf("%s (pid %d) still runs after the demo", p.Role, p.PID)
+		}
+	}
+}

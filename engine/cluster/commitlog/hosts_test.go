@@ -148,8 +148,8 @@ func TestRemoteHosts(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		// The first round after the loss fails and recovers; a write it loses
-		// was never acknowledged.
+		// The first round after the loss fails and recovers, losing the writes
+		// since the last checkpoint: write them again.
 		var err error
 		write(t, e, func(ctx context.Context, name string, rec arrow.RecordBatch) error {
 			err = e.Insert(ctx, name, rec)
