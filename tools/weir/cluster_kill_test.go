@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/meta"
+	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/vec"
+)
+
+// The cluster backfill under a kill: a table of 200,000 rows in a cluster of three
+// compute processes, under a seeded writer of inserts, updates and deletes; a copy
+// of it backfilled at parallelism 6 (and a count per group at 3), rate-limited so
+// that the backfill spans at least 20 commits. At about 40% of the copy's snapshot
+// rows one compute process is SIGKILLed and restarted on its directory. Throughout,
+// the committed version (sequence and epoch) and every vnode's committed progress
+// never go backwards; at the end, with the writer stopped, the copy equals the table
+// and the counts equal the table's groups.
+func TestClusterBackfillKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "backfill_kill")
+	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := stopCluster(st, io.Discard); err != nil {
+			t.Error(err)
+		}
+	}()
+	ms, err := meta.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	c, err := remote.Dial(ctx, st.Processes[len(st.Processes)-1].Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const rows, groups = 200_000, 7
+	for k := 0; k < rows; k += 20_000 {
+		if err := insertKV(ctx, c, k, k+20_000, groups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The writer: inserts of new keys, updates and deletes of random ones.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		rng := rand.New(rand.NewPCG(seed, 1))
+		next := rows
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			// Errors are a recovery's (the kill): what it lost is not in the table.
+			_ = insertKV(ctx, c, next, next+50, groups)
+			next += 50
+			_ = writeKV(ctx, c, c.Update, rng, next, groups)
+			_ = writeKV(ctx, c, c.Delete, rng, next, groups)
+		}
+	}()
+	stopWriter := sync.OnceFunc(func() { close(stop); <-stopped })
+	defer stopWriter()
+
+	before, err := ms.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(3000)
+	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 6, Background: true, RateLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{Parallelism: 3, Background: true, RateLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch: the committed version and every vnode's committed progress only move
+	// forward; kill node 3 at about 40%.
+	last := before
+	seen := map[string]engine.VnodeProgress{}
+	checkForward := func() {
+		t.Helper()
+		v, err := ms.Committed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Seq < last.Seq || v.Epoch < last.Epoch {
+			t.Fatalf("the committed version went back: %+v after %+v", v, last)
+		}
+		last = v
+		for _, name := range []string{"copy", "by_g"} {
+			vps, err := c.VnodeProgress(ctx, name)
+			if err != nil {
+				continue // the engine recovers
+			}
+			for _, vp := range vps {
+				k := fmt.Sprint(name, "/", vp.Scan, "/", vp.Vnode)
+				if old, ok := seen[k]; ok && (vp.State < old.State || vp.Rows < old.Rows || vp.State == old.State && bytes.Compare(vp.Position, old.Position) < 0) {
+					t.Fatalf("%s vnode %d's committed progress went back: %+v after %+v", name, vp.Vnode, vp, old)
+				}
+				seen[k] = vp
+			}
+		}
+	}
+	killed := false
+	for done := false; !done; {
+		checkForward()
+		ps, err := c.Progress(ctx)
+		if err != nil {
+			t.Logf("progress: %v", err)
+		}
+		done = len(ps) == 2
+		for _, p := range ps {
+			done = done && p.Done
+			if p.Name == "copy" && !killed && p.UpstreamRows > 0 && float64(p.RowsConsumed) >= 0.4*float64(p.UpstreamRows) {
+				killed = true
+				i := len(st.Processes) - 2 // compute-3
+				t.Logf("SIGKILL %s at %d of %d rows", st.Processes[i].Role, p.RowsConsumed, p.UpstreamRows)
+				if err := syscall.Kill(st.Processes[i].PID, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				for running(st.Processes[i].PID) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if st.Processes[i], err = st.Processes[i].restart(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the backfills did not finish: %v", ps)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkForward()
+	if !killed {
+		t.Fatal("the backfill finished before node 3 was killed")
+	}
+	if last.Seq-before.Seq < 20 {
+		t.Fatalf("the backfill spanned %d commits, want at least 20", last.Seq-before.Seq)
+	}
+	stopWriter()
+	for {
+		if _, err := c.WaitCheckpoint(ctx); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	kv, cp := scanTwo(t, ctx, c, "kv"), scanTwo(t, ctx, c, "copy")
+	if !slices.Equal(kv, cp) {
+		t.Fatalf("copy holds %d rows, kv %d", len(cp), len(kv))
+	}
+	counts := map[string]int{}
+	for _, r := range kv {
+		var k int
+		var g string
+		if _, err := fmt.Sscan(r, &k, &g); err != nil {
+			t.Fatal(err)
+		}
+		counts[g]++
+	}
+	var want []string
+	for g, n := range counts {
+		want = append(want, fmt.Sprintf("%s %d", g, n))
+	}
+	slices.Sort(want)
+	if got := scanTwo(t, ctx, c, "by_g"); !slices.Equal(got, want) {
+		t.Fatalf("by_g holds %v, want %v", got, want)
+	}
+	t.Logf("%d rows, %d commits during the backfill", len(kv), last.Seq-before.Seq)
+}
+
+// writeKV applies op (Update or Delete) to 20 random keys below next.
+func writeKV(ctx context.Context, c *remote.Client, op func(context.Context, string, arrow.RecordBatch) error, rng *rand.Rand, next, groups int) error {
+	b := vec.NewChunkBuilder(memory.DefaultAllocator, kvTable)
+	defer b.Release()
+	keys := map[int]bool{}
+	for range 20 {
+		k := rng.IntN(next)
+		if keys[k] {
+			continue
+		}
+		keys[k] = true
+		if err := b.AppendRow(vec.Insert, k, fmt.Sprint("g", rng.IntN(groups))); err != nil {
+			return err
+		}
+	}
+	ch, err := b.Build()
+	if err != nil {
+		return err
+	}
+	defer ch.Release()
+	return op(ctx, "kv", ch.Record())
+}
