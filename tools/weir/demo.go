@@ -470,7 +470,7 @@ func printDemo(w io.Writer, r demoResult, asJSON bool) error {
 	if r.Cluster > 0 && r.NodeKills != nil && r.LeaderChanges != nil {
 		fmt.Fprintf(w, "%d compute processes; %d killed with SIGKILL and restarted; %d leader changes\n", r.Cluster, *r.NodeKills, *r.LeaderChanges)
 	}
-		if r.ExchangeEdges > 0 {
+	if r.ExchangeEdges > 0 {
 		fmt.Fprintf(w, "%d edges between nodes were Arrow Flight streams\n", r.ExchangeEdges)
 	}
 	if r.Dir != "" {
