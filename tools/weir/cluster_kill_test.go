@@ -224,3 +224,124 @@ func writeKV(ctx context.Context, c *remote.Client, op func(context.Context, str
 	defer ch.Release()
 	return op(ctx, "kv", ch.Record())
 }
+
+// The meta process killed mid-backfill: weir meta is SIGKILLed while a view
+// backfills across two compute processes, and restarted on its directory. It takes
+// the lease anew (a higher term); the compute processes, not restarted, reconnect to
+// it, drop what the old leader's graph left and catch up from the log; the backfill
+// resumes from its committed progress, and the view equals its table at the end.
+func TestClusterMetaKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster of processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "meta_kill")
+	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := stopCluster(st, io.Discard); err != nil {
+			t.Error(err)
+		}
+	}()
+	ms, err := meta.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	leader := len(st.Processes) - 1
+	c, err := remote.Dial(ctx, st.Processes[leader].Addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, c, 0, 40_000, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(2000)
+	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 4, Background: true, RateLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	progress := func() (engine.JobProgress, error) {
+		ps, err := c.Progress(ctx)
+		if err != nil || len(ps) != 1 {
+			return engine.JobProgress{}, fmt.Errorf("progress: %v (%d jobs)", err, len(ps))
+		}
+		return ps[0], nil
+	}
+	for {
+		p, err := progress()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done {
+			t.Fatal("the backfill finished before the meta was killed")
+		}
+		if float64(p.RowsConsumed) >= 0.3*float64(p.UpstreamRows) {
+			t.Logf("SIGKILL the meta at %d of %d rows", p.RowsConsumed, p.UpstreamRows)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, err := ms.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := syscall.Kill(st.Processes[leader].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for running(st.Processes[leader].PID) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	computes := st.Processes[:leader]
+	if st.Processes[leader], err = st.Processes[leader].restart(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = remote.Dial(ctx, st.Processes[leader].Addr, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetRateLimit(ctx, "copy", nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := progress()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the backfill did not finish after the meta's restart: %+v", p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ms.Committed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Seq <= before.Seq || after.Epoch <= before.Epoch {
+		t.Fatalf("the committed version %+v after the restart is not past %+v", after, before)
+	}
+	if kv, cp := scanTwo(t, ctx, c, "kv"), scanTwo(t, ctx, c, "copy"); len(kv) != 40_000 || !slices.Equal(kv, cp) {
+		t.Fatalf("copy holds %d rows, kv %d (want 40000)", len(cp), len(kv))
+	}
+	for _, p := range computes {
+		if !running(p.PID) {
+			t.Fatalf("%s (pid %d) does not run: it should have reconnected to the new meta", p.Role, p.PID)
+		}
+	}
+}

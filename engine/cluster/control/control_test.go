@@ -219,6 +219,25 @@ func TestStaleAtNode(t *testing.T) {
 	if _, err := n.Recv(); err == nil || !strings.Contains(err.Error(), "stale term") {
 		t.Fatalf("Recv of term 7 after term 8: %v", err)
 	}
+	// A newer leader's generations start anew: a lower generation of a higher
+	// term is taken.
+	sendRaw(t, c, "n1", frame(t, Teardown{Stamp: Stamp{9, 1, 1}, Generation: 1}))
+	if td, ok := recv(t, n).(Teardown); !ok || td.Generation != 1 {
+		t.Fatalf("received %#v", td)
+	}
+	if got := n.Known(); got != (Stamp{9, 1, 1}) {
+		t.Fatalf("the node knows %s", got)
+	}
+}
+
+// A node that saw a graph of an earlier leader connects to a new leader (a higher
+// term) that has built no graph yet: generations are compared within a term.
+func TestHelloOfAnEarlierTerm(t *testing.T) {
+	_, addr := serveCoordinator(t, testCfg) // term 5, generation 2
+	n := connect(t, t.Context(), addr, Hello{Stamp: Stamp{Term: 4, Generation: 9, Incarnation: 1}, Node: "n1"})
+	if got := n.Known(); got != (Stamp{5, 2, 1}) {
+		t.Fatalf("the node knows %s, want the new leader's term 5, generation 2", got)
+	}
 }
 
 func TestHelloRefused(t *testing.T) {

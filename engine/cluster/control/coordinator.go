@@ -382,8 +382,9 @@ func (c *Coordinator) serve(stream grpc.ServerStream) error {
 	}
 }
 
-// admit checks h and makes its stream the node's: it refuses a term or generation
-// above the leader's (the node has seen a newer leader or graph), an incarnation the
+// admit checks h and makes its stream the node's: it refuses a term above the
+// leader's (the node has seen a newer leader) or, at the leader's term, a generation
+// above the current one (a newer graph), an incarnation the
 // registry refuses or below the node's current stream's, and a second stream of the
 // same incarnation; a newer incarnation replaces the current stream, which ends with
 // an error naming the newer incarnation.
@@ -399,7 +400,9 @@ func (c *Coordinator) admit(ctx context.Context, h Hello) (*nodeStream, Accept, 
 	switch {
 	case h.Term > want.Term:
 		return refuse("the node has seen a term above the leader's")
-	case h.Generation > want.Generation:
+	case h.Term == want.Term && h.Generation > want.Generation:
+		// Generations are compared within a term: a node that saw a graph of an
+		// earlier leader comes to the new one before its first graph.
 		return refuse("the node has seen a generation above the current one")
 	}
 	if c.registry != nil {

@@ -45,14 +45,15 @@ func checkAtCoordinator(node string, k Kind, got, want Stamp) *RefusedError {
 }
 
 // checkAtNode checks the stamp of a message from the coordinator against what the
-// node knows: the term and generation may be the known ones or above (a re-elected
-// leader, a rebuilt graph), the incarnation must be the node's own.
+// node knows: the term may be the known one or above (a re-elected leader), the
+// generation, within the known term, the known one or above (a rebuilt graph; a new
+// leader's generations start anew), and the incarnation must be the node's own.
 func checkAtNode(node string, k Kind, got, known Stamp) *RefusedError {
 	var reason string
 	switch {
 	case got.Term < known.Term:
 		reason = "stale term"
-	case got.Generation < known.Generation:
+	case got.Term == known.Term && got.Generation < known.Generation:
 		reason = "stale generation"
 	case got.Incarnation != known.Incarnation:
 		reason = "not this node's incarnation"
