@@ -97,3 +97,8 @@ func runtimeEnv() map[string]string {
 	}
 	return env
 }
+
+// PairedRatios is the statistics of a[i] ÷ b[i] over the pairs both slices hold (see
+// RatioStats), or nil when there is none or a time is not positive: for a benchmark
+// that pairs its own runs, such as weir bench cluster.
+func PairedRatios(a, b []float64) *RatioStats { return pairedRatios(a, b) }

@@ -27,7 +27,7 @@ func newBench() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof)")
 	cmd.PersistentFlags().StringVar(&memprofile, "memprofile", "", "write a heap profile at the end of the run to this file: what the run allocated (go tool pprof -sample_index=alloc_space) and what it still held (allocators' free lists included)")
-	for _, sub := range []*cobra.Command{newBenchSnapshot(), newBenchBackfill(), newBenchNexmark()} {
+	for _, sub := range []*cobra.Command{newBenchSnapshot(), newBenchBackfill(), newBenchNexmark(), newBenchCluster()} {
 		run := sub.RunE
 		sub.RunE = func(c *cobra.Command, args []string) error {
 			var mem *os.File
