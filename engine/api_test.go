@@ -269,8 +269,9 @@ func TestPauseOnBootstrap(t *testing.T) {
 }
 
 // An actor that fails (here: an overflow in a view's expression) makes the engine
-// recover from the last checkpoint: the failing epoch's writes are gone, the round
-// reports the error, and the engine goes on.
+// recover from the last checkpoint: the round reports the error, the recovery sends
+// the failing epoch's writes again, which fail the view again, until the fourth
+// recovery in a row drops them (LostWrites), and the engine goes on.
 func TestActorFailureRecovers(t *testing.T) {
 	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
 	defer mem.AssertSize(t, 0)
@@ -308,6 +309,19 @@ func TestActorFailureRecovers(t *testing.T) {
 	}
 	if got := e.Recoveries(); got != 2 {
 		t.Fatalf("%d graph builds, want 2 (open and one recovery)", got)
+	}
+	// The recovery sent the failed epoch's writes again, and they fail the view
+	// again: three recoveries in a row send them, the fourth drops them.
+	for i := range 3 {
+		if _, err := e.WaitCheckpoint(ctx); err == nil || !strings.Contains(err.Error(), "overflow") {
+			t.Fatalf("checkpoint %d after the failure, over the writes sent again: %v", i+1, err)
+		}
+	}
+	if got := e.LostWrites(); got != 2 {
+		t.Fatalf("%d rows of writes lost, want the failed epoch's 2", got)
+	}
+	if got := e.ResentWrites(); got != 3*2 {
+		t.Fatalf("%d rows of writes sent again, want 2 by each of 3 recoveries", got)
 	}
 	write(kvRow{k: 5, v: 50})
 	if _, err := e.WaitCheckpoint(ctx); err != nil {

@@ -64,6 +64,16 @@ type ControlGraph interface {
 	Close()
 }
 
+// ControlDown is implemented by a ControlGraph whose remote nodes may be down when
+// it opens: Down lists the nodes it has no stream of (a compute process that died
+// and did not come back in time). The engine places nothing on them in that graph:
+// their actors run on the live nodes, whose stores hold the committed state of
+// every vnode; a down node's stream that comes back fails the round (a report with
+// Err), and the recovery that follows places actors on it again.
+type ControlDown interface {
+	Down() []int
+}
+
 // ErrNodeLost marks an error of a node whose control stream was lost.
 var ErrNodeLost = errors.New("node lost")
 
@@ -113,7 +123,25 @@ func (g *graph) openControl() error {
 		return fmt.Errorf("control: open generation %d: %w", g.generation, err)
 	}
 	g.ctl = ctl
+	if d, ok := ctl.(ControlDown); ok {
+		for _, n := range d.Down() {
+			g.downNodes[n] = true
+		}
+	}
+	if len(g.downNodes) > 0 && len(g.e.nodesOf("")) == 0 {
+		return fmt.Errorf("control: generation %d: every regular node is down (%v)", g.generation, sortedNodes(g.downNodes))
+	}
 	return nil
+}
+
+// sortedNodes lists the nodes of set, in order.
+func sortedNodes(set map[int]bool) []int {
+	var out []int
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // report delivers r of actor a to the coordinator: through the graph's control when
@@ -176,11 +204,21 @@ func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) er
 			return dead()
 		default:
 		}
+		if ok, err := in.lock(ctx, g.dead, nil, nil); !ok {
+			if err != nil {
+				return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, err)
+			}
+			return dead()
+		}
 		select {
 		case in.c <- executors.BarrierMessage(b):
+			in.markBarrier(b)
+			in.unlock()
 		case <-g.dead:
+			in.unlock()
 			return dead()
 		case <-ctx.Done():
+			in.unlock()
 			return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, ctx.Err())
 		}
 	}

@@ -166,6 +166,8 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 					// Committed, and applied to the engine's store: the round
 					// stands. A node lost before it applied it catches up at the
 					// recovery, which rebuilds the graph from this checkpoint.
+					g.committedAt(b.Curr)
+					e.replays = 0
 					e.log.Warn("checkpoint committed with nodes behind it; recovering so that they catch up", "epoch", b.Prev, "error", err)
 					if rerr := e.recover(ctx); rerr != nil {
 						return nil, fmt.Errorf("checkpoint of epoch %d is committed: %w (recovery failed: %v)", b.Prev, err, rerr)
@@ -179,6 +181,8 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 				return nil, e.failed
 			}
 			ingested = cs.Ingested
+			g.committedAt(b.Curr)
+			e.replays = 0
 			if h := e.opts.Hooks.AfterCommit; h != nil {
 				h(b.Prev)
 			}
@@ -308,19 +312,54 @@ func (e *Engine) recoverFrom(ctx context.Context, cause error) error {
 func (e *Engine) recover(ctx context.Context) error {
 	e.recovering = true
 	defer func() { e.recovering = false }()
+	for attempt := 1; ; attempt++ {
+		err := e.recoverOnce(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case e.failed != nil:
+			return e.failed // a failed commit of the first barrier's round
+		case e.opened && attempt < maxRecoveryAttempts && ctx.Err() == nil && e.retriable(err):
+			e.log.Warn("the recovery met a lost node; recovering again", "attempt", attempt, "error", err)
+			continue
+		}
+		return err
+	}
+}
+
+// maxRecoveryAttempts bounds the recoveries in a row that a lost node may restart.
+const maxRecoveryAttempts = 5
+
+// retriable reports whether a recovery (after Open's) that failed for err starts
+// over: when a node was lost during it, and, with remote nodes, when its first
+// barrier failed (an edge to a compute process that died breaks before its
+// stream's loss is seen). The next attempt finds the node back, or leaves it down
+// (ControlDown).
+func (e *Engine) retriable(err error) bool {
+	var first *firstBarrierError
+	return errors.Is(err, ErrNodeLost) || len(e.opts.RemoteNodes) > 0 && errors.As(err, &first)
+}
+
+// firstBarrierError is the failure of a recovery's first barrier.
+type firstBarrierError struct{ err error }
+
+func (f *firstBarrierError) Error() string { return "first barrier: " + f.err.Error() }
+func (f *firstBarrierError) Unwrap() error { return f.err }
+
+// recoverOnce is one attempt of recover: it returns the error that stopped it.
+func (e *Engine) recoverOnce(ctx context.Context) error {
 	if e.g != nil {
 		e.g.teardown()
+		e.takeLogs(e.g) // the writes not yet committed, to send again
 	}
 	e.dropUncommitted()
 	e.recoveries++
 	if err := e.catchUp(ctx); err != nil {
-		e.fail(fmt.Errorf("recovery: %w", err))
-		return e.failed
+		return err
 	}
 	cat, err := loadCatalog(e.store)
 	if err != nil {
-		e.fail(fmt.Errorf("recovery: %w", err))
-		return e.failed
+		return err
 	}
 	e.cat = cat
 	g := newGraph(e)
@@ -328,12 +367,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.g = g
 	e.gmu.Unlock()
 	if err := g.openControl(); err != nil {
-		e.fail(fmt.Errorf("recovery: %w", err))
-		return e.failed
+		return err
 	}
 	if err := e.recoverNodes(ctx, g); err != nil {
-		e.fail(fmt.Errorf("recovery: %w", err))
-		return e.failed
+		return err
 	}
 	for _, o := range cat.sorted() {
 		var err error
@@ -358,8 +395,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			e.fail(fmt.Errorf("recovery: %w", err))
-			return e.failed
+			return err
 		}
 	}
 	var all []executors.ActorID
@@ -369,17 +405,16 @@ func (e *Engine) recover(ctx context.Context) error {
 		actors = append(actors, a)
 	}
 	if err := g.startActors(actors); err != nil {
-		e.fail(fmt.Errorf("recovery: %w", err))
-		return e.failed
+		return err
 	}
 	e.prev = executors.Epoch(e.store.CommittedEpoch())
 	e.sinceCkpt, e.lastCkpt = 0, time.Now()
 	_, err = e.round(ctx, roundSpec{mutation: executors.Add{Actors: all, PauseOnBootstrap: e.paused}})
 	if err != nil {
-		if e.failed == nil {
-			e.fail(fmt.Errorf("recovery: first barrier: %w", err))
-		}
-		return err
+		return &firstBarrierError{err}
+	}
+	if err := e.resend(ctx, g); err != nil {
+		return &firstBarrierError{fmt.Errorf("send the writes since the last checkpoint again: %w", err)}
 	}
 	e.gmu.RLock()
 	for _, in := range g.dml {
@@ -443,19 +478,32 @@ func (e *Engine) inject(ctx context.Context, g *graph, b *executors.Barrier, tak
 		return nil
 	}
 	for _, in := range g.inputs() {
+		ok, err := in.lock(ctx, g.dead, g.reports, take)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("barrier %d: inject: the graph of generation %d is torn down", b.Curr, g.generation)
+		}
 	send:
 		for {
 			select {
 			case in.c <- executors.BarrierMessage(b):
+				in.markBarrier(b)
 				break send
 			case r := <-g.reports:
 				if err := take(r); err != nil {
+					in.unlock()
 					return err
 				}
 			case <-ctx.Done():
+				in.unlock()
 				return e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
 			}
 		}
+		in.unlock()
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // Engine is an embedded streaming engine over one directory: tables, materialized
@@ -56,6 +57,14 @@ type Engine struct {
 	failed     error
 	closed     bool
 	recovering bool
+	// unsent are the writes a recovery took from the torn-down graph's DML
+	// inputs, to send into the new one (dmllog.go); replays counts the recoveries
+	// that sent them since the last commit.
+	unsent     map[string][]*vec.Chunk
+	replays    int
+	lostWrites atomic.Int64
+	resent     atomic.Int64
+	opened     bool // Open's own recovery succeeded: a later one may start over (recover)
 	recoveries int
 	samples    map[string]progressSample // Progress: the last reading per view
 
@@ -142,12 +151,15 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 		e.mu.Lock()
 		if e.g != nil {
 			e.g.teardown()
+			e.takeLogs(e.g)
 		}
+		e.dropUnsent()
 		e.mu.Unlock()
 		e.quiesce()
 		closeStores(e.stores())
 		return nil, fmt.Errorf("engine: open %s: %w", dir, err)
 	}
+	e.opened = true
 	if opts.BarrierInterval > 0 {
 		e.stopTicker, e.tickerDone = make(chan struct{}), make(chan struct{})
 		go e.ticker(e.stopTicker, e.tickerDone)
@@ -201,7 +213,9 @@ func (e *Engine) close(checkpoint bool) error {
 	e.roundEnded() // waiters see the engine closed
 	if e.g != nil {
 		e.g.teardown()
+		e.takeLogs(e.g)
 	}
+	e.dropUnsent() // what no checkpoint committed: a crash's, or a failed engine's
 	e.storeMu.Lock()
 	e.storeClosed = true
 	e.storeMu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
@@ -104,6 +105,12 @@ type dmlInput struct {
 	node  int               // the node of its DML actor
 	actor executors.ActorID // its DML actor
 	ready atomic.Bool       // set once the table's first barrier is through
+
+	// slot is a lock that a select can wait on, held across every send into c so
+	// that log and marks follow c's order (dmllog.go); they are guarded by it.
+	slot  chan struct{}
+	log   []*vec.Chunk // the chunks sent and not yet committed, each retained
+	marks []dmlMark    // the barriers sent after them
 }
 
 type edge struct{ from, to executors.ActorID }
@@ -130,6 +137,9 @@ type graph struct {
 	// pending is, by node, the uncommitted bytes its last report of a barrier
 	// since the last checkpoint gave (the coordinator's only view of them).
 	pending []int64
+	// downNodes are the remote nodes the graph's control has no stream of
+	// (ControlDown): nothing is placed on them.
+	downNodes map[int]bool
 }
 
 func newGraph(e *Engine) *graph {
@@ -141,7 +151,7 @@ func newGraph(e *Engine) *graph {
 		e: e, ctx: ctx, cancel: cancel, dead: make(chan struct{}), generation: e.generation,
 		actors: map[executors.ActorID]*actor{},
 		frags:  map[string]*fragment{}, jobs: map[string]*job{}, dml: map[string]*dmlInput{},
-		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096),
+		nextActor: 1, nextFrag: 1, reports: make(chan report, 4096), downNodes: map[int]bool{},
 	}
 	for i := range e.nodes {
 		var side *nodeSide // nil: the node's side is in its compute process

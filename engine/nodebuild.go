@@ -118,7 +118,7 @@ func (nb *nodeBuild) actor(s actorSpec, vnodes *vnode.Bitmap) error {
 		if len(s.Inputs) != 0 || len(s.Dispatchers) != 1 {
 			return fmt.Errorf("a DML actor takes no inputs and has one dispatcher, not %d and %d", len(s.Inputs), len(s.Dispatchers))
 		}
-		in := &dmlInput{c: make(chan executors.Message, env.opts.ChannelCapacity), t: o.t, node: n.node, actor: a.id}
+		in := &dmlInput{c: make(chan executors.Message, env.opts.ChannelCapacity), t: o.t, node: n.node, actor: a.id, slot: make(chan struct{}, 1)}
 		a.k = vec.For(o.t)
 		a.exec = NewMerge(a.id, o.t.ArrowSchema(), []MergeInput{{Actor: 0, C: in.c}}, nil)
 		nb.dml = append(nb.dml, in)

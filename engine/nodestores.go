@@ -114,14 +114,17 @@ func (e *Engine) commitNodes(g *graph) []CommitNode {
 	if len(e.nodeStores) == 0 {
 		return nil
 	}
-	nodes := make([]CommitNode, len(e.nodeStores))
-	for i := range nodes {
-		nodes[i] = CommitNode{Node: i, Call: func(ctx context.Context, req []byte) ([]byte, error) {
+	var nodes []CommitNode
+	for i := range e.nodeStores {
+		if g.downNodes[i] {
+			continue // no actor of g runs there; it catches up when it is back
+		}
+		nodes = append(nodes, CommitNode{Node: i, Call: func(ctx context.Context, req []byte) ([]byte, error) {
 			if g.ctl != nil {
 				return g.ctl.Call(ctx, i, req)
 			}
 			return e.serveNode(ctx, i, req)
-		}}
+		}})
 	}
 	return nodes
 }

@@ -75,16 +75,19 @@ func (e *Engine) dmlNode() int {
 	return 0
 }
 
-// nodesOf lists the nodes of role r, in order ("" the regular nodes).
+// nodesOf lists the nodes of role r that are up, in order ("" the regular nodes).
 func (e *Engine) nodesOf(r string) []int {
 	var out []int
 	for i := range e.nodes {
-		if e.roleOf(i) == r {
+		if e.roleOf(i) == r && !e.isDown(i) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
+
+// isDown reports whether node i is down in the current graph (ControlDown).
+func (e *Engine) isDown(i int) bool { return e.g != nil && e.g.downNodes[i] }
 
 // roles lists the roles the nodes have, sorted, for errors.
 func (e *Engine) roles() []string {

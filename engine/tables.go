@@ -159,16 +159,32 @@ func (e *Engine) write(ctx context.Context, table string, kind executors.DMLKind
 		return fmt.Errorf("%s %s: interrupted by a recovery; not written", kind, table)
 	default:
 	}
-	select {
-	case in.c <- executors.ChunkMessage(c):
-		return nil
-	case <-g.dead:
+	dead := func() error {
 		c.Release()
 		if e.closing.Load() {
 			return fmt.Errorf("%s %s: %w", kind, table, ErrClosed)
 		}
 		return fmt.Errorf("%s %s: interrupted by a recovery; not written", kind, table)
+	}
+	// The slot orders the input's log with its channel: the log keeps the write
+	// until a checkpoint commits it, for a recovery to send again (dmllog.go).
+	if ok, err := in.lock(ctx, g.dead, nil, nil); !ok {
+		if err != nil {
+			c.Release()
+			return fmt.Errorf("%s %s: %w", kind, table, err)
+		}
+		return dead()
+	}
+	defer in.unlock()
+	in.logChunk(c)
+	select {
+	case in.c <- executors.ChunkMessage(c):
+		return nil
+	case <-g.dead:
+		in.unlogChunk()
+		return dead()
 	case <-ctx.Done():
+		in.unlogChunk()
 		c.Release()
 		return fmt.Errorf("%s %s: %w", kind, table, ctx.Err())
 	}

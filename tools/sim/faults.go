@@ -224,11 +224,19 @@ func (r *runner) networkFault(kind, what, named string, mayPass bool, inject fun
 	return r.afterRecovery("after: " + what)
 }
 
-// afterRecovery puts the model back to the committed state after the engine
-// recovered by itself, and checks it.
+// afterRecovery checks the committed state after the engine recovered by itself.
+// The recovery sent the writes since the last checkpoint again into the new graph,
+// so the model keeps them, unless the engine says it dropped them (LostWrites: after
+// recoveries in a row without a commit), when it goes back to the committed state.
 func (r *runner) afterRecovery(when string) error {
-	r.cur = r.refs[r.committed].clone()
-	r.pending = 0
+	if lost := r.e.LostWrites(); lost != r.lostWrites {
+		r.lostWrites = lost
+		r.cur = r.refs[r.committed].clone()
+		r.pending = 0
+		r.rep.Sometimes["writes_dropped_by_recoveries"]++
+	} else if r.pending > 0 {
+		r.rep.Sometimes["writes_resent_by_a_recovery"]++
+	}
 	if err := r.check(when); err != nil {
 		return err
 	}

@@ -197,6 +197,8 @@ type runner struct {
 	crashAt    string
 	crashImg   *vfs.MemFS
 	crashEpoch executors.Epoch
+	// lostWrites is the engine's LostWrites when the model last followed it.
+	lostWrites int64
 }
 
 func (r *runner) tracef(format string, args ...any) {
@@ -241,7 +243,7 @@ func (r *runner) open(pauseOnBootstrap bool) error {
 		r.fail("engine error", "open: %v", err)
 		return errStop
 	}
-	r.e = e
+	r.e, r.lostWrites = e, 0
 	r.engines = append(r.engines, e)
 	if pauseOnBootstrap {
 		r.paused = true

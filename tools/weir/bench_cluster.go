@@ -204,4 +204,3 @@ func loadBids(ctx context.Context, db engine.DB, rows, parallelism int) error {
 	_, err := db.WaitCheckpoint(ctx)
 	return err
 }
-

@@ -97,7 +97,7 @@ func TestClusterBackfillKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := int64(3000)
+	limit := int64(2000) // about 17 s of backfill, with a commit at least every second
 	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 6, Background: true, RateLimit: &limit}); err != nil {
 		t.Fatal(err)
 	}

@@ -217,3 +217,160 @@ func TestHostGenerations(t *testing.T) {
 		t.Fatalf("generation %d after a call of generation 7", h.Generation())
 	}
 }
+
+// A host that goes away and does not come back in time is down in the recovery's
+// graph: its actors run on the live hosts (whose stores hold every vnode's committed
+// state), and every view stays equal to its query. When it comes back, the round
+// fails, and the recovery that follows places actors on it again.
+func TestRemoteHostDown(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	l := c.open(t, 1)
+	mesh, err := exchange.NewMesh(4, 0, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mesh.Close() })
+	ctl, err := control.NewCluster(control.ClusterConfig{Remote: []int{1, 2, 3}, Wait: 30 * time.Second, Grace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	dir := t.TempDir()
+	hostDir := func(i int) string { return filepath.Join(dir, fmt.Sprint("node-", i)) }
+	hosts := []*host{nil}
+	for i := 1; i <= 3; i++ {
+		hosts = append(hosts, startHost(t, c, ctl, mesh, i, hostDir(i), 1))
+	}
+	e, err := engine.Open(ctx, filepath.Join(dir, "meta"), engine.Options{
+		BarrierInterval: 20 * time.Millisecond, Nodes: 4, NodeRoles: []string{"meta"}, RemoteNodes: []int{1, 2, 3},
+		NodeStores: true, CommitLog: l, Control: ctl, Exchange: mesh,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// written writes keys from..to until a checkpoint covers them.
+	written := func(from, to int) {
+		t.Helper()
+		var rows [][]any
+		for k := from; k < to; k++ {
+			rows = append(rows, []any{k, fmt.Sprint("g", k%7), k})
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var err error
+			write(t, e, func(ctx context.Context, name string, rec arrow.RecordBatch) error {
+				err = e.Insert(ctx, name, rec)
+				return nil
+			}, rows...)
+			if err == nil {
+				if _, err = e.WaitCheckpoint(ctx); err == nil {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("keys %d to %d: no checkpoint within a minute: %v", from, to, err)
+			}
+		}
+	}
+	check := func(when string, want int) {
+		t.Helper()
+		got := scan(t, e, "kv")
+		if len(got) != want {
+			t.Fatalf("%s: kv holds %d rows, want %d", when, len(got), want)
+		}
+		if view := scan(t, e, "copy"); !slices.Equal(view, got) {
+			t.Fatalf("%s: copy holds %d rows, kv %d", when, len(view), len(got))
+		}
+	}
+	written(0, 100)
+	check("with every host", 100)
+
+	hosts[2].stop()
+	written(100, 200)
+	check("with node 2 down", 200)
+	// Every actor runs on nodes 1 and 3: between them, the table's and the view's.
+	if n := hosts[1].h.Running() + hosts[3].h.Running(); n < 6 {
+		t.Fatalf("the live hosts run %d actors, want at least the table's 3 and the view's 3", n)
+	}
+
+	hosts[2] = startHost(t, c, ctl, mesh, 2, hostDir(2), 2)
+	deadline := time.Now().Add(time.Minute)
+	for hosts[2].h.Running() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("node 2 came back and runs no actor after a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	written(200, 300)
+	check("after node 2 came back", 300)
+}
+
+// Writes that returned nil survive the loss of a host before the checkpoint that
+// would have committed them: the recovery sends them again into the new graph, and
+// the next checkpoint commits them, with nothing written twice or lost.
+func TestRemoteHostLossKeepsWrites(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	l := c.open(t, 1)
+	mesh, err := exchange.NewMesh(3, 0, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mesh.Close() })
+	ctl, err := control.NewCluster(control.ClusterConfig{Remote: []int{1, 2}, Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	dir := t.TempDir()
+	hosts := []*host{nil, startHost(t, c, ctl, mesh, 1, filepath.Join(dir, "node-1"), 1), startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 1)}
+	e, err := engine.Open(ctx, filepath.Join(dir, "meta"), engine.Options{
+		BarrierInterval: -1, Nodes: 3, NodeRoles: []string{"meta"}, RemoteNodes: []int{1, 2},
+		NodeStores: true, CommitLog: l, Control: ctl, Exchange: mesh,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(from, to int) [][]any {
+		var out [][]any
+		for k := from; k < to; k++ {
+			out = append(out, []any{k, fmt.Sprint("g", k%7), k})
+		}
+		return out
+	}
+	write(t, e, e.Insert, rows(0, 100)...)
+	checkpoint(t, e)
+	write(t, e, e.Insert, rows(100, 150)...)
+	write(t, e, e.Delete, rows(0, 10)...)
+	hosts[2].stop()
+	hosts[2] = startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 2)
+	if _, err := e.WaitCheckpoint(ctx); err == nil {
+		t.Fatal("a checkpoint over a lost host committed")
+	}
+	checkpoint(t, e)
+	got := scan(t, e, "kv")
+	if len(got) != 140 {
+		t.Fatalf("kv holds %d rows after the recovery, want 140 (100 committed, 50 inserted and 10 deleted before the loss)", len(got))
+	}
+	if view := scan(t, e, "copy"); !slices.Equal(view, got) {
+		t.Fatalf("copy holds %d rows, kv %d", len(view), len(got))
+	}
+	if e.ResentWrites() != 60 || e.LostWrites() != 0 {
+		t.Fatalf("%d rows of writes sent again and %d lost, want 60 and 0", e.ResentWrites(), e.LostWrites())
+	}
+}

@@ -44,9 +44,10 @@ type Local struct {
 	addr  string
 	term  uint64
 
-	remote   map[int]bool // the remote nodes
-	registry Registry     // checks the remote nodes' incarnations (nil: any)
-	wait     time.Duration
+	remote      map[int]bool // the remote nodes
+	registry    Registry     // checks the remote nodes' incarnations (nil: any)
+	wait, grace time.Duration
+	opened      bool // a graph has opened: the next ones wait grace, not wait
 
 	served, looped chan struct{}
 
@@ -74,9 +75,14 @@ type ClusterConfig struct {
 	Remote []int
 	// Registry checks a remote node's incarnation when it connects (nil: any).
 	Registry Registry
-	// Wait bounds how long a graph waits for a remote node's stream when it opens
-	// (0: one minute).
+	// Wait bounds how long the first graph waits for every remote node's stream
+	// when it opens (0: one minute); a node still missing then fails the open.
 	Wait time.Duration
+	// Grace bounds how long a later graph (a recovery's) waits for a remote node's
+	// stream (0: five seconds); a node still missing then is down in that graph
+	// (engine.ControlDown): nothing is placed on it, and its stream's return fails
+	// the round, so that the next recovery places actors on it again.
+	Grace time.Duration
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -94,12 +100,15 @@ func NewCluster(cfg ClusterConfig) (*Local, error) {
 	if cfg.Wait == 0 {
 		cfg.Wait = time.Minute
 	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 5 * time.Second
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("control: listen on %s: %w", cfg.Listen, err)
 	}
 	l := &Local{addr: lis.Addr().String(), term: cfg.Term, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{}),
-		remote: map[int]bool{}, registry: cfg.Registry, wait: cfg.Wait}
+		remote: map[int]bool{}, registry: cfg.Registry, wait: cfg.Wait, grace: cfg.Grace}
 	for _, n := range cfg.Remote {
 		l.remote[n] = true
 	}
@@ -216,12 +225,24 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	// engine's graph: Close waits for them.
 	rctx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
+	l.mu.Lock()
+	first, wait := !l.opened, l.wait
+	if !first {
+		wait = l.grace
+	}
+	l.mu.Unlock()
+	deadline := time.Now().Add(wait)
 	for i := range nodes {
 		if l.remote[i] {
-			inc, err := l.awaitRemote(ctx, i)
-			if err != nil {
+			inc, err := l.awaitRemote(ctx, i, deadline, wait)
+			if err != nil && (first || ctx.Err() != nil) {
 				g.Close()
 				return nil, err
+			}
+			if err != nil {
+				g.down = append(g.down, i)
+				g.lost[i] = fmt.Errorf("control: %s is down in generation %d: %w", l.nameOf(i), gen, err)
+				continue
 			}
 			g.incs[i] = inc
 			continue
@@ -242,20 +263,44 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	}
 	l.mu.Lock()
 	old := l.graph
-	l.graph = g
+	l.graph, l.opened = g, true
 	l.mu.Unlock()
 	if old != nil {
 		old.Close()
 	}
 	// A remote stream lost between its wait and the graph's taking the events is
-	// the graph's loss too: its NodeLost went to no graph.
+	// the graph's loss too: its NodeLost went to no graph; so is a down node's that
+	// came back meanwhile.
 	for i := range nodes {
-		if l.remote[i] && l.streamOf(i) != g.incs[i] {
+		switch {
+		case slices.Contains(g.down, i):
+			if inc := l.streamOf(i); inc != 0 {
+				g.rejoin(i, inc)
+			}
+		case l.remote[i] && l.streamOf(i) != g.incs[i]:
 			g.loseStream(i, g.incs[i], errors.New("the stream ended as the graph opened"))
 		}
 	}
 	return g, nil
 }
+
+// rejoin fails the round once for down node i's stream of incarnation inc, which is
+// back: the recovery that follows places actors on the node again.
+func (g *localGraph) rejoin(i int, inc uint64) {
+	g.pmu.Lock()
+	first := !g.rejoined[i]
+	if g.rejoined == nil {
+		g.rejoined = map[int]bool{}
+	}
+	g.rejoined[i] = true
+	g.pmu.Unlock()
+	if first {
+		g.send(engine.ControlReport{Err: fmt.Errorf("control: %s is back (incarnation %d), down in generation %d: recover to place actors on it", g.l.nameOf(i), inc, g.gen)})
+	}
+}
+
+// Down implements engine.ControlDown: the remote nodes the graph has no stream of.
+func (g *localGraph) Down() []int { return slices.Clone(g.down) }
 
 // ExchangeAddr is the exchange address remote node i gave in the hello of its
 // current stream; false when it has none.
@@ -278,15 +323,15 @@ func (l *Local) streamOf(i int) uint64 {
 	return 0
 }
 
-// awaitRemote waits for remote node i's stream and returns its incarnation.
-func (l *Local) awaitRemote(ctx context.Context, i int) (uint64, error) {
-	deadline := time.Now().Add(l.wait)
+// awaitRemote waits until deadline (wait after the graph began to open) for remote
+// node i's stream and returns its incarnation.
+func (l *Local) awaitRemote(ctx context.Context, i int, deadline time.Time, wait time.Duration) (uint64, error) {
 	for {
 		if inc := l.streamOf(i); inc != 0 {
 			return inc, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("control: %s has no control stream after %s: its compute process is not connected to %s: %w", l.nameOf(i), l.wait, l.addr, engine.ErrNodeLost)
+			return 0, fmt.Errorf("control: %s has no control stream after %s: its compute process is not connected to %s: %w", l.nameOf(i), wait, l.addr, engine.ErrNodeLost)
 		}
 		select {
 		case <-ctx.Done():
@@ -330,6 +375,10 @@ func (l *Local) events() {
 			continue
 		}
 		switch ev := ev.(type) {
+		case NodeJoined:
+			if i, ok := nodeIndex(ev.Node); ok && slices.Contains(g.down, i) {
+				g.rejoin(i, ev.Incarnation)
+			}
 		case FromNode:
 			switch m := ev.Msg.(type) {
 			case Collected:
@@ -402,10 +451,13 @@ type localGraph struct {
 	mu     sync.RWMutex // deliveries hold it shared; Close exclusively
 	closed bool
 
-	pmu     sync.Mutex
-	pending map[uint64]pending // the builds and calls sent and not answered, by id
-	lost    []error            // each node's loss, once its stream is lost
-	ended   error              // set by Close
+	down []int // the remote nodes without a stream when the graph opened
+
+	pmu      sync.Mutex
+	rejoined map[int]bool       // the down nodes whose return was delivered
+	pending  map[uint64]pending // the builds and calls sent and not answered, by id
+	lost     []error            // each node's loss, once its stream is lost
+	ended    error              // set by Close
 }
 
 // pending is a build or a call waiting for its node's answer.

@@ -174,9 +174,8 @@ func TestLocalEngine(t *testing.T) {
 
 	// A lost stream mid-run.
 	committed := es[0].CommittedEpoch()
-	if err := localWrite(ctx, es[0].Insert, 10_000, 10_050); err != nil { // lost with the round
-		t.Fatal(err)
-	}
+	// Written to both: the recovery sends them again into the new graph.
+	both("write", func(e *engine.Engine) error { return localWrite(ctx, e.Insert, 10_000, 10_050) })
 	if err := l.Lose(1); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +191,9 @@ func TestLocalEngine(t *testing.T) {
 		t.Fatal("no lost stream was delivered")
 	}
 	check("after the recovery")
+	if got := es[0].ResentWrites(); got != 50 {
+		t.Fatalf("%d rows of writes sent again after the loss, want the round's 50", got)
+	}
 	if l.Built() < builtBefore+3 {
 		t.Fatalf("%d builds over the streams after the recovery, want at least one per node (%d before)", l.Built(), builtBefore)
 	}
