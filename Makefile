@@ -58,11 +58,12 @@ demo: generate
 ## store's tests start a private PostgreSQL: pg-install installs it when missing.
 test: pg-install vet unit race fuzz-short fresh-module
 
-## test-s3: the object-storage tests (objstore, the commit log, the demo over it)
-## against a private S3-protocol server, versitygw, instead of file:// buckets.
+## test-s3: the object-storage tests (objstore, the commit log, the demo over it,
+## compute processes killed and restarted) against a private S3-protocol server,
+## versitygw, instead of file:// buckets.
 test-s3: pg-install versitygw
 	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 ./internal/s3test/ ./engine/cluster/objstore/ ./engine/cluster/commitlog/
-	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog|TestServe(KilledOverCommitLog|Replica|BackfillKilled)' ./tools/weir/
+	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog|TestServe(KilledOverCommitLog|Replica|BackfillKilled)|TestComputeProcesses' ./tools/weir/
 
 ## versitygw: build the S3-protocol server pinned in tools/versitygw/go.mod.
 VERSITYGW = .bin/versitygw
