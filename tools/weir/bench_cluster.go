@@ -164,8 +164,8 @@ func runClusterBench(ctx context.Context, o clusterBenchOptions, logw io.Writer)
 		if err := syscall.Kill(st.Processes[victim].PID, syscall.SIGKILL); err != nil {
 			return r, err
 		}
-		for running(st.Processes[victim].PID) {
-			time.Sleep(time.Millisecond)
+		if err := awaitExit(st.Processes[victim].PID); err != nil {
+			return r, fmt.Errorf("bench cluster: %w", err)
 		}
 		if st.Processes[victim], err = st.Processes[victim].restart(); err != nil {
 			return r, fmt.Errorf("bench cluster: %w", err)

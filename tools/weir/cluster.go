@@ -412,6 +412,20 @@ func stopServe(p clusterProcess) (bool, error) {
 	return true, nil
 }
 
+// awaitExit waits (up to 30 s) until pid, a child of this process that was killed,
+// is gone: reaped, not only a zombie, whose other threads may still hold its files
+// (and its store's lock) while its leader shows as one.
+func awaitExit(pid int) error {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d did not exit within 30s of its kill", pid)
+		}
+	}
+}
+
 // running reports whether pid is a live process (not a zombie).
 func running(pid int) bool {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))

@@ -150,8 +150,8 @@ func TestClusterBackfillKill(t *testing.T) {
 				if err := syscall.Kill(st.Processes[i].PID, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				for running(st.Processes[i].PID) {
-					time.Sleep(10 * time.Millisecond)
+				if err := awaitExit(st.Processes[i].PID); err != nil {
+					t.Fatal(err)
 				}
 				if st.Processes[i], err = st.Processes[i].restart(); err != nil {
 					t.Fatal(err)
@@ -299,8 +299,8 @@ func TestClusterMetaKill(t *testing.T) {
 	if err := syscall.Kill(st.Processes[leader].PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for running(st.Processes[leader].PID) {
-		time.Sleep(10 * time.Millisecond)
+	if err := awaitExit(st.Processes[leader].PID); err != nil {
+		t.Fatal(err)
 	}
 	computes := st.Processes[:leader]
 	if st.Processes[leader], err = st.Processes[leader].restart(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/exchange"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -108,7 +109,7 @@ func compute(ctx context.Context, o computeOptions, ready func(addr string), log
 		return fmt.Errorf("compute: %s: %w", name, err)
 	}
 	var stream atomic.Pointer[control.Node]
-	h, err := engine.OpenHost(engine.HostConfig{
+	h, err := openHost(ctx, logger, engine.HostConfig{
 		Node: o.node, Dir: o.dir, Options: engine.Options{Exchange: mesh, Logger: logger},
 		Server: commitlog.NewNodeServer(commitlog.Config{Meta: ms, Bucket: b, BucketURL: o.bucket}),
 		Report: func(ctx context.Context, gen uint64, r engine.ControlReport) error {
@@ -155,6 +156,25 @@ func compute(ctx context.Context, o computeOptions, ready func(addr string), log
 		}
 	}
 	return nil
+}
+
+// openHost opens the node's host, waiting (up to 30 s) while its directory is in
+// use: a process restarted right after its predecessor was killed may find the
+// store's lock still held while that one's threads exit.
+func openHost(ctx context.Context, logger *slog.Logger, cfg engine.HostConfig) (*engine.Host, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h, err := engine.OpenHost(cfg)
+		if err == nil || !errors.Is(err, storage.ErrInUse) || time.Now().After(deadline) {
+			return h, err
+		}
+		logger.Info("the node's directory is in use; waiting", "dir", cfg.Dir)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // registryResolver resolves a node's exchange address from the meta store's

@@ -129,8 +129,8 @@ func runClusterDemo(ctx context.Context, o demoOptions, logw io.Writer) (res dem
 			if err := syscall.Kill(st.Processes[i].PID, syscall.SIGKILL); err != nil {
 				return res, fmt.Errorf("demo: kill %s: %w", st.Processes[i].Role, err)
 			}
-			for running(st.Processes[i].PID) {
-				time.Sleep(10 * time.Millisecond)
+			if err := awaitExit(st.Processes[i].PID); err != nil {
+				return res, fmt.Errorf("demo: %w", err)
 			}
 			kills++
 			if st.Processes[i], err = st.Processes[i].restart(); err != nil {
