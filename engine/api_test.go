@@ -453,3 +453,79 @@ func TestScanValuesOutliveRelease(t *testing.T) {
 		}
 	}
 }
+
+// A failing write ahead of many others: each recovery sends them again, and the view
+// fails at the first one while the input's channel (4 messages) fills behind it. The
+// recovery takes the failure while it sends (it does not hang), and the next one
+// sends them again; once the failing write was sent four times it is dropped, with
+// the writes sent as often (its epoch's), and every later write that returned nil is
+// committed. (The writes that a recovery interrupted returned its error.)
+func TestResendOverAFailingWrite(t *testing.T) {
+	mem := memory.NewCheckedAllocator(&vec.PoolAllocator{Poison: true})
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	e, err := biOpen(vfs.NewMem(), mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.CreateTable(ctx, kvT(), engine.TableOptions{Parallelism: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateMV(ctx, "mv1", mv1Plan(), engine.MVOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(rows ...kvRow) error {
+		rec := kvRecord(mem, rows)
+		defer rec.Release()
+		return e.Insert(ctx, "t", rec)
+	}
+	if err := write(kvRow{k: 0, v: 1 << 62}); err != nil { // v * 2 overflows in mv1
+		t.Fatal(err)
+	}
+	// The writes after it block once the view stopped reading, until a round's
+	// recovery interrupts them.
+	acked := make(chan int64, 60)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := range int64(60) {
+			if write(kvRow{k: 1 + k, v: k}) == nil {
+				acked <- 1 + k
+			}
+		}
+	}()
+	for writing := true; writing; {
+		_, _ = e.WaitCheckpoint(ctx) // its rounds interrupt the blocked writer
+		select {
+		case <-done:
+			writing = false
+		default:
+		}
+	}
+	for i := 0; ; i++ {
+		_, err := e.WaitCheckpoint(ctx)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "overflow") || i == 10 {
+			t.Fatalf("checkpoint %d over the failing write: %v", i+1, err)
+		}
+	}
+	close(acked)
+	n := 0
+	for range acked {
+		n++
+	}
+
+	// The writes sent as often as the failing one (its epoch's, sent again with it
+	// each time) are dropped with it; every other one that returned nil is in t.
+	lost := int(e.LostWrites())
+	if lost < 1 {
+		t.Fatal("the failing write was not dropped")
+	}
+	if rows := checkViews(t, e, "after the failing write was dropped"); rows != n-(lost-1) {
+		t.Fatalf("t has %d rows, want the %d written after the failing one that returned nil, less the %d dropped with it", rows, n, lost-1)
+	}
+	t.Logf("%d of 60 writes returned nil; %d rows sent again, %d dropped with the failing one", n, e.ResentWrites(), lost-1)
+}

@@ -204,11 +204,10 @@ func (g *graph) injectAt(ctx context.Context, node int, b *executors.Barrier) er
 			return dead()
 		default:
 		}
-		if ok, err := in.lock(ctx, g.dead, nil, nil); !ok {
-			if err != nil {
-				return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, err)
-			}
+		if err := in.lock(ctx, g.dead, nil, nil); errors.Is(err, errTornDown) {
 			return dead()
+		} else if err != nil {
+			return fmt.Errorf("barrier %d at node %d: %w", b.Curr, node, err)
 		}
 		select {
 		case in.c <- executors.BarrierMessage(b):

@@ -167,7 +167,6 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 					// stands. A node lost before it applied it catches up at the
 					// recovery, which rebuilds the graph from this checkpoint.
 					g.committedAt(b.Curr)
-					e.replays = 0
 					e.log.Warn("checkpoint committed with nodes behind it; recovering so that they catch up", "epoch", b.Prev, "error", err)
 					if rerr := e.recover(ctx); rerr != nil {
 						return nil, fmt.Errorf("checkpoint of epoch %d is committed: %w (recovery failed: %v)", b.Prev, err, rerr)
@@ -182,7 +181,6 @@ func (e *Engine) round(ctx context.Context, spec roundSpec) (*executors.Barrier,
 			}
 			ingested = cs.Ingested
 			g.committedAt(b.Curr)
-			e.replays = 0
 			if h := e.opts.Hooks.AfterCommit; h != nil {
 				h(b.Prev)
 			}
@@ -320,10 +318,11 @@ func (e *Engine) recover(ctx context.Context) error {
 		case e.failed != nil:
 			return e.failed // a failed commit of the first barrier's round
 		case e.opened && attempt < maxRecoveryAttempts && ctx.Err() == nil && e.retriable(err):
-			e.log.Warn("the recovery met a lost node; recovering again", "attempt", attempt, "error", err)
+			e.log.Warn("the recovery failed; recovering again", "attempt", attempt, "error", err)
 			continue
 		}
-		return err
+		e.fail(fmt.Errorf("recovery: %w", err))
+		return e.failed
 	}
 }
 
@@ -331,13 +330,16 @@ func (e *Engine) recover(ctx context.Context) error {
 const maxRecoveryAttempts = 5
 
 // retriable reports whether a recovery (after Open's) that failed for err starts
-// over: when a node was lost during it, and, with remote nodes, when its first
+// over: when a node was lost during it, when it could not send the writes since the
+// last checkpoint again (an actor failed over them: the next attempt sends them,
+// until they were sent maxSends times), and, with remote nodes, when its first
 // barrier failed (an edge to a compute process that died breaks before its
 // stream's loss is seen). The next attempt finds the node back, or leaves it down
 // (ControlDown).
 func (e *Engine) retriable(err error) bool {
 	var first *firstBarrierError
-	return errors.Is(err, ErrNodeLost) || len(e.opts.RemoteNodes) > 0 && errors.As(err, &first)
+	var resend *resendError
+	return errors.Is(err, ErrNodeLost) || errors.As(err, &resend) || len(e.opts.RemoteNodes) > 0 && errors.As(err, &first)
 }
 
 // firstBarrierError is the failure of a recovery's first barrier.
@@ -414,7 +416,7 @@ func (e *Engine) recoverOnce(ctx context.Context) error {
 		return &firstBarrierError{err}
 	}
 	if err := e.resend(ctx, g); err != nil {
-		return &firstBarrierError{fmt.Errorf("send the writes since the last checkpoint again: %w", err)}
+		return err
 	}
 	e.gmu.RLock()
 	for _, in := range g.dml {
@@ -478,14 +480,15 @@ func (e *Engine) inject(ctx context.Context, g *graph, b *executors.Barrier, tak
 		return nil
 	}
 	for _, in := range g.inputs() {
-		ok, err := in.lock(ctx, g.dead, g.reports, take)
+		err := in.lock(ctx, g.dead, g.reports, take)
 		switch {
-		case err != nil && ctx.Err() != nil:
+		case err == nil:
+		case ctx.Err() != nil:
 			return e.abandon(ctx, fmt.Errorf("barrier %d: inject: %w", b.Curr, ctx.Err()))
-		case err != nil:
-			return err
-		case !ok:
+		case errors.Is(err, errTornDown):
 			return fmt.Errorf("barrier %d: inject: the graph of generation %d is torn down", b.Curr, g.generation)
+		default:
+			return err // take's: the round ended
 		}
 	send:
 		for {

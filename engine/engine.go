@@ -14,7 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/storage"
-	"github.com/seed04fbb902/weir/vec"
 )
 
 // Engine is an embedded streaming engine over one directory: tables, materialized
@@ -58,10 +57,8 @@ type Engine struct {
 	closed     bool
 	recovering bool
 	// unsent are the writes a recovery took from the torn-down graph's DML
-	// inputs, to send into the new one (dmllog.go); replays counts the recoveries
-	// that sent them since the last commit.
-	unsent     map[string][]*vec.Chunk
-	replays    int
+	// inputs, to send into the new one (dmllog.go).
+	unsent     map[string][]dmlWrite
 	lostWrites atomic.Int64
 	resent     atomic.Int64
 	opened     bool // Open's own recovery succeeded: a later one may start over (recover)

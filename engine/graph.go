@@ -11,7 +11,6 @@ import (
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
-	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
 
@@ -109,8 +108,12 @@ type dmlInput struct {
 	// slot is a lock that a select can wait on, held across every send into c so
 	// that log and marks follow c's order (dmllog.go); they are guarded by it.
 	slot  chan struct{}
-	log   []*vec.Chunk // the chunks sent and not yet committed, each retained
-	marks []dmlMark    // the barriers sent after them
+	log   []dmlWrite // the chunks sent and not yet committed
+	marks []dmlMark  // the barriers sent after them
+	// committed is the Curr of the last checkpoint barrier committed: the log
+	// drops what went before it when the slot is next taken (the coordinator
+	// never waits for the slot, which a writer may hold while the input is full).
+	committed atomic.Uint64
 }
 
 type edge struct{ from, to executors.ActorID }

@@ -53,6 +53,7 @@ type Host struct {
 
 	mu     sync.Mutex
 	cur    *hostGraph // nil before the first message, and after Close
+	term   uint64     // the leader's term the generations below are of
 	gen    uint64     // the newest generation seen
 	down   uint64     // the newest generation torn down (Teardown)
 	closed bool
@@ -108,6 +109,29 @@ func (h *Host) Generation() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.gen
+}
+
+// Term is the leader's term whose generations the host takes (0: none yet).
+func (h *Host) Term() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.term
+}
+
+// NewTerm moves the host to leader term t, above its current one: a new leader's
+// generations start anew, so the host tears its graph down and forgets the
+// generations it saw. A term not above the current one changes nothing.
+func (h *Host) NewTerm(t uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t <= h.term {
+		return
+	}
+	if h.cur != nil {
+		h.cur.stop()
+		h.cur = nil
+	}
+	h.term, h.gen, h.down = t, 0, 0
 }
 
 // Running counts the actors of the current graph the node runs.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,9 +97,11 @@ func (e *Engine) Table(name string) (*schema.Table, error) {
 // The writes. Each one's rec stays the caller's, to release when it likes: the
 // engine retains what it keeps of it. A write that returns nil has sent its rows to the table's actors: they
 // are in the next checkpoint (see WaitCheckpoint), and in the one Close commits,
-// unless the engine crashes or recovers from a failure first, which loses every
-// write since the last checkpoint (a write cut short by a recovery returns an error
-// and is not applied). A write during or after Close or Crash returns an error that
+// unless the engine crashes first, which loses every write since the last
+// checkpoint. A recovery does not lose it: it sends the writes since the last
+// checkpoint again (dmllog.go), except a write sent four times with a recovery
+// after each (one that fails a view each time), which it drops and LostWrites
+// counts. A write cut short by a recovery returns an error and is not applied. A write during or after Close or Crash returns an error that
 // is ErrClosed (errors.Is), and is not written. Nothing is acknowledged and then
 // dropped by Close. A write into a materialized view is refused: views are
 // read-only.
@@ -168,15 +171,14 @@ func (e *Engine) write(ctx context.Context, table string, kind executors.DMLKind
 	}
 	// The slot orders the input's log with its channel: the log keeps the write
 	// until a checkpoint commits it, for a recovery to send again (dmllog.go).
-	if ok, err := in.lock(ctx, g.dead, nil, nil); !ok {
-		if err != nil {
-			c.Release()
-			return fmt.Errorf("%s %s: %w", kind, table, err)
-		}
+	if err := in.lock(ctx, g.dead, nil, nil); errors.Is(err, errTornDown) {
 		return dead()
+	} else if err != nil {
+		c.Release()
+		return fmt.Errorf("%s %s: %w", kind, table, err)
 	}
 	defer in.unlock()
-	in.logChunk(c)
+	in.logChunk(dmlWrite{c: c})
 	select {
 	case in.c <- executors.ChunkMessage(c):
 		return nil

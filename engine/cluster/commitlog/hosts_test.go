@@ -176,7 +176,7 @@ func TestRemoteHosts(t *testing.T) {
 
 // A host takes each message with its graph's generation: a newer one tears the
 // older graph down, an older one is refused, and so is one of a generation torn
-// down by a Teardown.
+// down by a Teardown; a new leader's term starts the generations anew.
 func TestHostGenerations(t *testing.T) {
 	c := newCluster(t)
 	mesh, err := exchange.NewMesh(2, 0, memory.DefaultAllocator)
@@ -215,6 +215,14 @@ func TestHostGenerations(t *testing.T) {
 	}
 	if h.Generation() != 7 {
 		t.Fatalf("generation %d after a call of generation 7", h.Generation())
+	}
+	// A new leader's generations start anew: after its term, generation 3 is taken.
+	h.NewTerm(2)
+	if err := h.Build(ctx, 3, nil); err == nil || strings.Contains(err.Error(), "generation") {
+		t.Fatalf("build of generation 3 in a new term: %v, want the spec's refusal, not the generation's", err)
+	}
+	if h.Term() != 2 || h.Generation() != 3 {
+		t.Fatalf("term %d generation %d, want 2 and 3", h.Term(), h.Generation())
 	}
 }
 

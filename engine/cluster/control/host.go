@@ -13,6 +13,10 @@ import (
 // Host is what a compute process serves its control stream with: *engine.Host is
 // one. Each method takes the generation of the graph its message belongs to.
 type Host interface {
+	// Term and NewTerm: the leader's term whose generations the host takes, and
+	// the move to a newer one (whose generations start anew).
+	Term() uint64
+	NewTerm(t uint64)
 	Build(ctx context.Context, gen uint64, spec []byte) error
 	Inject(ctx context.Context, gen uint64, b *executors.Barrier) error
 	Call(ctx context.Context, gen uint64, req []byte) ([]byte, error)
@@ -46,6 +50,9 @@ func Serve(ctx context.Context, n *Node, h Host) error {
 		}
 		if err != nil {
 			return err
+		}
+		if t := StampOf(m).Term; t > h.Term() {
+			h.NewTerm(t) // a new leader: its generations start anew
 		}
 		gen := StampOf(m).Generation
 		switch m := m.(type) {

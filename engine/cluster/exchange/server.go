@@ -270,6 +270,13 @@ func (s *Server) serve(stream flight.FlightService_DoExchangeServer, in *Inbox) 
 			return fmt.Errorf("exchange: %s: %w", in.edge, ctx.Err())
 		}
 		if m.Barrier != nil {
+			select {
+			case <-in.abort:
+				// The handler has returned (or is returning): the stream is not
+				// this goroutine's to write to any more.
+				return fmt.Errorf("exchange: %s: %w", in.edge, in.abortErr)
+			default:
+			}
 			ack = wire.AppendAck(ack[:0], m.Barrier.Curr)
 			if err := stream.Send(&flight.FlightData{AppMetadata: ack}); err != nil {
 				return fmt.Errorf("exchange: %s: acknowledging barrier %d: %w", in.edge, m.Barrier.Curr, err)
