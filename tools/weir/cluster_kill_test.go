@@ -25,7 +25,8 @@ import (
 // compute processes, under a seeded writer of inserts, updates and deletes; a copy
 // of it backfilled at parallelism 6 (and a count per group at 3), rate-limited so
 // that the backfill spans at least 20 commits. At about 40% of the copy's snapshot
-// rows one compute process is SIGKILLed and restarted on its directory. Throughout,
+// rows one compute process is SIGKILLed and restarted on its directory; once the
+// backfills are done, the copy is rescaled from 6 actors to 9. Throughout,
 // the committed version (sequence and epoch) and every vnode's committed progress
 // never go backwards; at the end, with the writer stopped, the copy equals the table
 // and the counts equal the table's groups.
@@ -170,6 +171,12 @@ func TestClusterBackfillKill(t *testing.T) {
 	if last.Seq-before.Seq < 20 {
 		t.Fatalf("the backfill spanned %d commits, want at least 20", last.Seq-before.Seq)
 	}
+	// A rescale 6 -> 9 after the restart, the writer still writing: one Update
+	// barrier moves the copy's vnodes across the three processes.
+	if err := c.RescheduleMV(ctx, "copy", 9); err != nil {
+		t.Fatalf("rescale the copy 6 -> 9: %v", err)
+	}
+	checkForward()
 	stopWriter()
 	for {
 		if _, err := c.WaitCheckpoint(ctx); err == nil {
