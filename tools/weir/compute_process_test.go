@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,4 +143,82 @@ func runWeirProcess(t testing.TB, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), childEnv+"="+string(a))
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// A view on a dedicated backfill node across processes: weir meta gives compute
+// node 2 the role backfill (--node-roles ,backfill), and compute 2 registers with
+// it. A view created with MVOptions.BackfillOn "backfill" backfills there, then
+// moves onto the regular node in one Update barrier, and equals its table.
+func TestComputeBackfillRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg := startPostgres(t)
+	dsn := pg.NewDatabase(t, "compute_role")
+	bucket := clusterBucket(t, "compute-role")
+	port, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator := "127.0.0.1:" + port
+	dir := t.TempDir()
+	for node, role := range map[int]string{1: "", 2: "backfill"} {
+		if _, addr, ok := startWeirSaying(t, fmt.Sprintf("computing node %d at ", node), "compute", "--node", strconv.Itoa(node), "--role", role,
+			"--dir", filepath.Join(dir, fmt.Sprint("compute-", node)), "--meta", dsn, "--bucket", bucket, "--coordinator", coordinator); !ok {
+			t.Fatalf("compute node %d did not start: %s", node, addr)
+		}
+	}
+	_, addr, ok := startWeir(t, "meta", "--compute", "2", "--node-roles", ",backfill", "--dir", filepath.Join(dir, "meta"), "--addr", "127.0.0.1:0",
+		"--control-addr", coordinator, "--meta", dsn, "--bucket", bucket)
+	if !ok {
+		t.Fatalf("weir meta did not start: %s", addr)
+	}
+	c, err := remote.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, c, 0, 20_000, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(5000)
+	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2, Background: true, RateLimit: &limit, BackfillOn: "backfill"}); err != nil {
+		t.Fatal(err)
+	}
+	seenOn := false
+	for {
+		ps, err := c.Progress(ctx)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("progress: %v %v", ps, err)
+		}
+		seenOn = seenOn || ps[0].BackfillOn == "backfill"
+		if ps[0].Done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !seenOn {
+		t.Fatal("the view's backfill was never seen on the backfill node")
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil { // moves the job off the backfill node
+		t.Fatal(err)
+	}
+	ps, err := c.Progress(ctx)
+	if err != nil || len(ps) != 1 || ps[0].BackfillOn != "" {
+		t.Fatalf("after the backfill the view runs on %q, want the regular nodes (%v)", ps[0].BackfillOn, err)
+	}
+	if err := insertKV(ctx, c, 20_000, 21_000, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kv, cp := scanTwo(t, ctx, c, "kv"), scanTwo(t, ctx, c, "copy"); len(kv) != 21_000 || !slices.Equal(kv, cp) {
+		t.Fatalf("copy holds %d rows, kv %d (want 21000)", len(cp), len(kv))
+	}
 }

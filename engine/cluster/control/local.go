@@ -45,6 +45,7 @@ type Local struct {
 	term  uint64
 
 	remote      map[int]bool // the remote nodes
+	roles       []string     // the engine's node roles
 	registry    Registry     // checks the remote nodes' incarnations (nil: any)
 	wait, grace time.Duration
 	opened      bool // a graph has opened: the next ones wait grace, not wait
@@ -78,6 +79,10 @@ type ClusterConfig struct {
 	// Wait bounds how long the first graph waits for every remote node's stream
 	// when it opens (0: one minute); a node still missing then fails the open.
 	Wait time.Duration
+	// Roles are the engine's node roles (engine.Options.NodeRoles: node i's role,
+	// "" past the end): a remote node whose hello gives another role is not taken
+	// (the first graph fails to open, naming both; a later one leaves it down).
+	Roles []string
 	// Grace bounds how long a later graph (a recovery's) waits for a remote node's
 	// stream (0: five seconds); a node still missing then is down in that graph
 	// (engine.ControlDown): nothing is placed on it, and its stream's return fails
@@ -108,7 +113,7 @@ func NewCluster(cfg ClusterConfig) (*Local, error) {
 		return nil, fmt.Errorf("control: listen on %s: %w", cfg.Listen, err)
 	}
 	l := &Local{addr: lis.Addr().String(), term: cfg.Term, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{}),
-		remote: map[int]bool{}, registry: cfg.Registry, wait: cfg.Wait, grace: cfg.Grace}
+		remote: map[int]bool{}, roles: cfg.Roles, registry: cfg.Registry, wait: cfg.Wait, grace: cfg.Grace}
 	for _, n := range cfg.Remote {
 		l.remote[n] = true
 	}
@@ -274,7 +279,7 @@ func (l *Local) Open(ctx context.Context, gen uint64, nodes int, side engine.Con
 	for i := range nodes {
 		switch {
 		case slices.Contains(g.down, i):
-			if inc := l.streamOf(i); inc != 0 {
+			if inc, err := l.remoteStream(i); inc != 0 && err == nil {
 				g.rejoin(i, inc)
 			}
 		case l.remote[i] && l.streamOf(i) != g.incs[i]:
@@ -323,11 +328,35 @@ func (l *Local) streamOf(i int) uint64 {
 	return 0
 }
 
+// remoteStream is the incarnation of remote node i's current stream (0: none), or
+// an error naming both roles when its hello gave another role than the engine's.
+func (l *Local) remoteStream(i int) (uint64, error) {
+	want := ""
+	if i < len(l.roles) {
+		want = l.roles[i]
+	}
+	for _, n := range l.coord.Nodes() {
+		if n.Node != l.nameOf(i) {
+			continue
+		}
+		if n.Role != want {
+			return 0, fmt.Errorf("control: %s (incarnation %d) registered with role %q, and the engine gives node %d role %q (weir meta --node-roles, weir compute --role)", n.Node, n.Incarnation, n.Role, i, want)
+		}
+		return n.Incarnation, nil
+	}
+	return 0, nil
+}
+
 // awaitRemote waits until deadline (wait after the graph began to open) for remote
-// node i's stream and returns its incarnation.
+// node i's stream and returns its incarnation. A stream whose role is not the
+// engine's for the node fails it at once.
 func (l *Local) awaitRemote(ctx context.Context, i int, deadline time.Time, wait time.Duration) (uint64, error) {
 	for {
-		if inc := l.streamOf(i); inc != 0 {
+		inc, err := l.remoteStream(i)
+		if err != nil {
+			return 0, err
+		}
+		if inc != 0 {
 			return inc, nil
 		}
 		if time.Now().After(deadline) {

@@ -541,3 +541,48 @@ func TestLocalCallCtx(t *testing.T) {
 		t.Fatalf("call pending as the control closed: %v", err)
 	}
 }
+
+// A remote node must connect with the role the engine gives it: the first graph
+// fails to open naming both roles; with the right role it opens, and a later graph
+// leaves a node that came back with another role down instead of failing.
+func TestClusterRoles(t *testing.T) {
+	ctx := localCtx(t)
+	l, err := NewCluster(ClusterConfig{Remote: []int{1}, Roles: []string{"meta", "backfill"}, Wait: 5 * time.Second, Grace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	join := func(role string, inc uint64) *Node {
+		t.Helper()
+		n, err := Connect(ctx, l.Addr(), Hello{Stamp: Stamp{Incarnation: inc}, Node: ComputeName(1), Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n := join("", 1)
+	s := newCallSide()
+	if _, err := l.Open(ctx, 1, 2, s.node()); err == nil || !strings.Contains(err.Error(), `role ""`) || !strings.Contains(err.Error(), `role "backfill"`) {
+		t.Fatalf("open over compute-1 of role \"\" for a node of role backfill: %v, want an error naming both", err)
+	}
+	n.Close()
+	n = join("backfill", 2)
+	g, err := l.Open(ctx, 2, 2, s.node())
+	if err != nil {
+		t.Fatalf("open over compute-1 of role backfill: %v", err)
+	}
+	if d := g.(engine.ControlDown).Down(); len(d) != 0 {
+		t.Fatalf("nodes %v down with every node of its role", d)
+	}
+	n.Close()
+	n = join("other", 3)
+	defer n.Close()
+	g, err = l.Open(ctx, 3, 2, s.node())
+	if err != nil {
+		t.Fatalf("a later graph over a node of the wrong role: %v, want it down", err)
+	}
+	defer g.Close()
+	if d := g.(engine.ControlDown).Down(); !slices.Equal(d, []int{1}) {
+		t.Fatalf("nodes %v down, want node 1 (its role is other)", d)
+	}
+}
