@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/seed04fbb902/weir/engine"
@@ -93,4 +94,12 @@ func Serve(ctx context.Context, n *Node, h Host) error {
 			return fmt.Errorf("control: %s: a %s from the coordinator (%s)", name, m.Kind(), StampOf(m))
 		}
 	}
+}
+
+// errText is err's text as a frame carries it (valid UTF-8, no NUL byte); "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
 }
