@@ -52,6 +52,7 @@
 //   - codec.go: the codec, the hand-written service description, ServerOptions.
 //   - coordinator.go: Coordinator, Config, Registry, the events.
 //   - node.go: Connect and Node.
+//   - host.go: Host and Serve: a compute process's side of its stream.
 //   - local.go: Local, an engine.Control over these streams for the nodes of one
 //     engine: every node's actors built from a BuildActors frame that its Built
 //     frame answers, every barrier an Inject frame to the nodes of the sources,
@@ -59,4 +60,9 @@
 //     a Call frame that its Answer frame answers. A lost stream's report, and every
 //     build, injection and call of the node that fails for the loss, wraps
 //     engine.ErrNodeLost.
+//   - localgraph.go: the control of one of a Local's graphs (its ControlGraph).
+//   - localside.go: the side of a node in the engine's own process, a Host that
+//     Serve runs.
+//   - remote.go: a Local's remote nodes (NewCluster): compute processes, their
+//     names and roles, the wait for their streams, the nodes left down.
 package control
