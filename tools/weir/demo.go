@@ -282,43 +282,12 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 			err = cerr
 		}
 	}()
-	for _, t := range views.Tables() {
-		if err := e.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.parallelism}); err != nil {
-			return res, err
-		}
-	}
-	mem := memory.NewGoAllocator()
-	g := gen.New(gen.Config{Seed: o.seed})
-	tl := time.Now()
-	if err := views.WriteEvents(ctx, e, g, mem, 0, o.events); err != nil {
+	w, created, pace, err := startDemo(ctx, e, o, &res, say)
+	if err != nil {
 		return res, err
 	}
-	if _, err := e.WaitCheckpoint(ctx); err != nil {
-		return res, err
-	}
-	res.Events = o.events
-	say("loaded %d events into person, auction and bid in %.1fs", o.events, time.Since(tl).Seconds())
-
-	w := &demoWriter{e: e, g: g, mem: mem, next: o.events, stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run(o.rate)
 	stopWriter := sync.OnceFunc(func() { close(w.stop); <-w.done })
 	defer stopWriter()
-
-	// The views start paced (a rate limit per actor: demoMaxPace, or less for a
-	// small load, whose backfill it spreads over about 15 seconds), so that the
-	// controls below happen while they backfill; the pace is lifted after the crash.
-	pace := min(demoMaxPace, max(int64(1000), int64(o.events)/int64(15*o.parallelism)))
-	created := map[string]time.Time{}
-	for _, q := range views.Queries {
-		plan, err := views.Plan(q)
-		if err != nil {
-			return res, err
-		}
-		if err := e.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true, RateLimit: &pace}); err != nil {
-			return res, err
-		}
-		created[q] = time.Now()
-	}
 	say("created the views %v by arrangement backfill, paced at %d snapshot rows/s per actor; the generator writes %.0f events/s", views.Queries, pace, o.rate)
 
 	disp := newProgressDisplay(o.progress, logw)
@@ -425,17 +394,8 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	}
 	disp.done()
 	stopWriter()
-	res.EventsDuring = w.written.Load()
-	say("every backfill is done; the generator stopped after %d more events; checking every view against its oracle", res.EventsDuring)
-	checks, err := views.Verify(ctx, e, views.Queries)
-	if err != nil {
+	if err := verifyDemo(ctx, e, w, finished, &res, say); err != nil {
 		return res, err
-	}
-	for _, c := range checks {
-		res.MVs = append(res.MVs, demoMV{Name: c.Query, Rows: c.Rows, BackfillSeconds: finished[c.Query].Seconds(), Verified: c.Verified, Mismatches: c.Mismatches})
-		if !c.Verified {
-			say("%s differs from its oracle: %s", c.Query, c.Detail)
-		}
 	}
 	res.Recoveries += e.Recoveries() - 1 // recoveries from actor failures, beyond the reopen
 	if clog != nil {
@@ -448,6 +408,66 @@ func runDemo(ctx context.Context, o demoOptions, logw io.Writer) (res demoResult
 	}
 	res.Seconds = time.Since(t0).Seconds()
 	return res, nil
+}
+
+// startDemo creates the Nexmark tables in db, loads o.events events, starts the
+// writer at o.rate, and creates the views by arrangement backfill, paced (a rate
+// limit per actor: demoMaxPace, or less for a small load, whose backfill it spreads
+// over about 15 seconds) so that the demo's controls and faults happen while they
+// backfill. It returns the writer (running: the caller stops it), when each view
+// was created, and the pace.
+func startDemo(ctx context.Context, db engine.DB, o demoOptions, res *demoResult, say func(string, ...any)) (w *demoWriter, created map[string]time.Time, pace int64, err error) {
+	for _, t := range views.Tables() {
+		if err := db.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.parallelism}); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	mem := memory.NewGoAllocator()
+	g := gen.New(gen.Config{Seed: o.seed})
+	tl := time.Now()
+	if err := views.WriteEvents(ctx, db, g, mem, 0, o.events); err != nil {
+		return nil, nil, 0, err
+	}
+	if _, err := db.WaitCheckpoint(ctx); err != nil {
+		return nil, nil, 0, err
+	}
+	res.Events = o.events
+	say("loaded %d events into person, auction and bid in %.1fs", o.events, time.Since(tl).Seconds())
+	w = &demoWriter{e: db, g: g, mem: mem, next: o.events, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.run(o.rate)
+	pace = min(demoMaxPace, max(int64(1000), int64(o.events)/int64(15*o.parallelism)))
+	created = map[string]time.Time{}
+	for _, q := range views.Queries {
+		plan, err := views.Plan(q)
+		if err == nil {
+			err = db.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true, RateLimit: &pace})
+		}
+		if err != nil {
+			close(w.stop)
+			<-w.done
+			return nil, nil, 0, err
+		}
+		created[q] = time.Now()
+	}
+	return w, created, pace, nil
+}
+
+// verifyDemo records the events w wrote and checks every view of db against its
+// oracle (the writer stopped), into res, with each view's backfill seconds.
+func verifyDemo(ctx context.Context, db engine.DB, w *demoWriter, finished map[string]time.Duration, res *demoResult, say func(string, ...any)) error {
+	res.EventsDuring = w.written.Load()
+	say("every backfill is done; the generator stopped after %d more events; checking every view against its oracle", res.EventsDuring)
+	checks, err := views.Verify(ctx, db, views.Queries)
+	if err != nil {
+		return err
+	}
+	for _, c := range checks {
+		res.MVs = append(res.MVs, demoMV{Name: c.Query, Rows: c.Rows, BackfillSeconds: finished[c.Query].Seconds(), Verified: c.Verified, Mismatches: c.Mismatches})
+		if !c.Verified {
+			say("%s differs from its oracle: %s", c.Query, c.Detail)
+		}
+	}
+	return nil
 }
 
 func printDemo(w io.Writer, r demoResult, asJSON bool) error {

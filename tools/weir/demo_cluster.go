@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/seed04fbb902/weir/bench/nexmark/gen"
 	"github.com/seed04fbb902/weir/bench/nexmark/views"
-	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
 )
 
@@ -71,38 +69,12 @@ func runClusterDemo(ctx context.Context, o demoOptions, logw io.Writer) (res dem
 		return res, fmt.Errorf("demo: %w", err)
 	}
 	defer c.Close()
-	for _, t := range views.Tables() {
-		if err := c.CreateTable(ctx, t, engine.TableOptions{Parallelism: o.parallelism}); err != nil {
-			return res, err
-		}
-	}
-	g := gen.New(gen.Config{Seed: o.seed})
-	tl := time.Now()
-	if err := views.WriteEvents(ctx, c, g, mem, 0, o.events); err != nil {
+	w, created, pace, err := startDemo(ctx, c, o, &res, say)
+	if err != nil {
 		return res, err
 	}
-	if _, err := c.WaitCheckpoint(ctx); err != nil {
-		return res, err
-	}
-	res.Events = o.events
-	say("loaded %d events into person, auction and bid in %.1fs", o.events, time.Since(tl).Seconds())
-
-	w := &demoWriter{e: c, g: g, mem: mem, next: o.events, stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run(o.rate)
 	stopWriter := sync.OnceFunc(func() { close(w.stop); <-w.done })
 	defer stopWriter()
-	pace := min(demoMaxPace, max(int64(1000), int64(o.events)/int64(15*o.parallelism)))
-	created := map[string]time.Time{}
-	for _, q := range views.Queries {
-		plan, err := views.Plan(q)
-		if err != nil {
-			return res, err
-		}
-		if err := c.CreateMV(ctx, q, plan, engine.MVOptions{Parallelism: o.parallelism, Background: true, RateLimit: &pace}); err != nil {
-			return res, err
-		}
-		created[q] = time.Now()
-	}
 	say("created the views %v across the compute processes, paced at %d snapshot rows/s per actor", views.Queries, pace)
 
 	disp := newProgressDisplay(o.progress, logw)
@@ -154,17 +126,8 @@ func runClusterDemo(ctx context.Context, o demoOptions, logw io.Writer) (res dem
 	}
 	disp.done()
 	stopWriter()
-	res.EventsDuring = w.written.Load()
-	say("every backfill is done; the generator stopped after %d more events; checking every view against its oracle", res.EventsDuring)
-	checks, err := views.Verify(ctx, c, views.Queries)
-	if err != nil {
+	if err := verifyDemo(ctx, c, w, finished, &res, say); err != nil {
 		return res, err
-	}
-	for _, ck := range checks {
-		res.MVs = append(res.MVs, demoMV{Name: ck.Query, Rows: ck.Rows, BackfillSeconds: finished[ck.Query].Seconds(), Verified: ck.Verified, Mismatches: ck.Mismatches})
-		if !ck.Verified {
-			say("%s differs from its oracle: %s", ck.Query, ck.Detail)
-		}
 	}
 	res.Cluster, res.NodeKills, res.LeaderChanges = o.cluster, &kills, new(int)
 	res.Seconds = time.Since(t0).Seconds()

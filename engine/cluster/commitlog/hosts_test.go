@@ -69,6 +69,117 @@ func (hs *host) stop() {
 	hs.h.Close()
 }
 
+// remoteEngine is an engine whose nodes 1 to n are hosts, as compute processes run
+// them, on a cluster's log: node 0 (role meta) keeps the DML actors.
+type remoteEngine struct {
+	c     *cluster
+	ctl   *control.Local
+	mesh  *exchange.Mesh
+	dir   string
+	hosts []*host // by node; hosts[0] is nil
+	e     *engine.Engine
+}
+
+// newRemoteEngine opens an engine of n hosts over ctl's remote nodes 1 to n
+// (cfg.Remote is set here), barriers every interval (negative: on demand), its
+// Arrow buffers from mem (nil: the default), with table kv at parallelism p (0: the
+// default); the test's end closes everything.
+func newRemoteEngine(t *testing.T, n int, cfg control.ClusterConfig, interval time.Duration, mem memory.Allocator, p int) *remoteEngine {
+	t.Helper()
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	r := &remoteEngine{c: newCluster(t), dir: t.TempDir(), hosts: []*host{nil}}
+	l := r.c.open(t, 1)
+	var err error
+	if r.mesh, err = exchange.NewMesh(n+1, 0, mem); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.mesh.Close() })
+	remote := make([]int, n)
+	for i := range remote {
+		remote[i] = i + 1
+	}
+	cfg.Remote = remote
+	if r.ctl, err = control.NewCluster(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.ctl.Close() })
+	for i := 1; i <= n; i++ {
+		r.hosts = append(r.hosts, r.start(t, i, 1))
+	}
+	r.e, err = engine.Open(testContext(t), filepath.Join(r.dir, "meta"), engine.Options{
+		BarrierInterval: interval, Nodes: n + 1, NodeRoles: []string{"meta"}, RemoteNodes: remote,
+		NodeStores: true, CommitLog: l, Control: r.ctl, Exchange: r.mesh, Mem: mem,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.e.Close() })
+	if err := r.e.CreateTable(testContext(t), kv, engine.TableOptions{Parallelism: p}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start starts node i's host on its directory as incarnation inc.
+func (r *remoteEngine) start(t *testing.T, i int, inc uint64) *host {
+	return startHost(t, r.c, r.ctl, r.mesh, i, filepath.Join(r.dir, fmt.Sprint("node-", i)), inc)
+}
+
+// restart stops node i's host, as its process dies, and starts it again on its
+// directory as incarnation inc.
+func (r *remoteEngine) restart(t *testing.T, i int, inc uint64) {
+	r.hosts[i].stop()
+	r.hosts[i] = r.start(t, i, inc)
+}
+
+// kvRows are keys from to to of kv, k's v being g<k mod 7> and its n k.
+func kvRows(from, to int) [][]any {
+	var out [][]any
+	for k := from; k < to; k++ {
+		out = append(out, []any{k, fmt.Sprint("g", k%7), k})
+	}
+	return out
+}
+
+// written inserts rows into kv until a checkpoint commits them: a round that a
+// node's loss fails is tried again, within a minute (an insert replaces a row whose
+// key exists).
+func (r *remoteEngine) written(t *testing.T, rows [][]any) {
+	t.Helper()
+	e := r.e
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		write(t, e, func(ctx context.Context, name string, rec arrow.RecordBatch) error {
+			err = e.Insert(ctx, name, rec)
+			return nil
+		}, rows...)
+		if err == nil {
+			if _, err = e.WaitCheckpoint(testContext(t)); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows: no checkpoint within a minute: %v", len(rows), err)
+		}
+		t.Logf("while writing %d rows: %v", len(rows), err)
+	}
+}
+
+// checkCopy checks that kv holds want rows and view copy equals it.
+func (r *remoteEngine) checkCopy(t *testing.T, when string, want int) {
+	t.Helper()
+	got := scan(t, r.e, "kv")
+	if len(got) != want {
+		t.Fatalf("%s: kv holds %d rows, want %d", when, len(got), want)
+	}
+	if view := scan(t, r.e, "copy"); !slices.Equal(view, got) {
+		t.Fatalf("%s: copy holds %d rows, kv %d", when, len(view), len(got))
+	}
+}
+
 // Two of an engine's three nodes are hosts, as compute processes run them: every
 // table's and view's actors run there, their edges cross the exchange, their
 // builds, barriers, reports and checkpoint parts travel over the hosts' own control
@@ -76,40 +187,10 @@ func (hs *host) stop() {
 // comes back on its directory (a new incarnation) takes up its actors again after
 // the engine's recovery, and every view still equals its query.
 func TestRemoteHosts(t *testing.T) {
-	c := newCluster(t)
 	ctx := testContext(t)
-	l := c.open(t, 1)
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	mesh, err := exchange.NewMesh(3, 0, mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mesh.Close() })
-	ctl, err := control.NewCluster(control.ClusterConfig{Remote: []int{1, 2}, Wait: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ctl.Close() })
-	dir := t.TempDir()
-	hosts := []*host{nil,
-		startHost(t, c, ctl, mesh, 1, filepath.Join(dir, "node-1"), 1),
-		startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 1)}
-	e, err := engine.Open(ctx, filepath.Join(dir, "meta"), engine.Options{
-		BarrierInterval: -1, Nodes: 3, NodeRoles: []string{"meta"}, RemoteNodes: []int{1, 2},
-		NodeStores: true, CommitLog: l, Control: ctl, Exchange: mesh, Mem: mem,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var rows [][]any
-	for k := range 200 {
-		rows = append(rows, []any{k, fmt.Sprint("g", k%7), k})
-	}
-	write(t, e, e.Insert, rows...)
+	r := newRemoteEngine(t, 2, control.ClusterConfig{Wait: 30 * time.Second}, -1, memory.NewCheckedAllocator(memory.DefaultAllocator), 0)
+	e := r.e
+	write(t, e, e.Insert, kvRows(0, 200)...)
 	checkpoint(t, e)
 	agg := engine.Aggregate(engine.Scan("kv"), []string{"v"}, engine.Agg("count_star", "", "c"))
 	if err := e.CreateMV(ctx, "by_v", agg, engine.MVOptions{Parallelism: 2}); err != nil {
@@ -121,55 +202,26 @@ func TestRemoteHosts(t *testing.T) {
 	checkpoint(t, e)
 	check := func(when string, want int) {
 		t.Helper()
-		got := scan(t, e, "kv")
-		if len(got) != want {
-			t.Fatalf("%s: kv holds %d rows, want %d", when, len(got), want)
-		}
-		if view := scan(t, e, "copy"); !slices.Equal(view, got) {
-			t.Fatalf("%s: copy holds %d rows, kv %d", when, len(view), len(got))
-		}
+		r.checkCopy(t, when, want)
 		if groups := scan(t, e, "by_v"); len(groups) != 7 {
 			t.Fatalf("%s: by_v holds %d groups, want 7: %v", when, len(groups), groups)
 		}
 	}
 	check("after the views' backfill", 200)
 	for i := 1; i <= 2; i++ {
-		if hosts[i].h.Running() == 0 {
+		if r.hosts[i].h.Running() == 0 {
 			t.Fatalf("host of node %d runs no actor", i)
 		}
 	}
 
 	// Node 2's process dies and comes back on its directory.
-	hosts[2].stop()
-	hosts[2] = startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 2)
-	var more [][]any
-	for k := 200; k < 300; k++ {
-		more = append(more, []any{k, fmt.Sprint("g", k%7), k})
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		// The first round after the loss fails and recovers, losing the writes
-		// since the last checkpoint: write them again.
-		var err error
-		write(t, e, func(ctx context.Context, name string, rec arrow.RecordBatch) error {
-			err = e.Insert(ctx, name, rec)
-			return nil
-		}, more...)
-		if err == nil {
-			if _, err = e.WaitCheckpoint(ctx); err == nil {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint within a minute of node 2's return: %v", err)
-		}
-		t.Logf("while node 2 comes back: %v", err)
-	}
+	r.restart(t, 2, 2)
+	r.written(t, kvRows(200, 300))
 	check("after node 2 came back", 300)
-	if ctl.Lost() == 0 {
+	if r.ctl.Lost() == 0 {
 		t.Fatal("no control stream was lost")
 	}
-	if hosts[2].h.Running() == 0 {
+	if r.hosts[2].h.Running() == 0 {
 		t.Fatal("the host of node 2 runs no actor after it came back")
 	}
 }
@@ -231,153 +283,53 @@ func TestHostGenerations(t *testing.T) {
 // state), and every view stays equal to its query. When it comes back, the round
 // fails, and the recovery that follows places actors on it again.
 func TestRemoteHostDown(t *testing.T) {
-	c := newCluster(t)
-	ctx := testContext(t)
-	l := c.open(t, 1)
-	mesh, err := exchange.NewMesh(4, 0, memory.DefaultAllocator)
-	if err != nil {
+	r := newRemoteEngine(t, 3, control.ClusterConfig{Wait: 30 * time.Second, Grace: 200 * time.Millisecond}, 20*time.Millisecond, nil, 3)
+	if err := r.e.CreateMV(testContext(t), "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 3}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mesh.Close() })
-	ctl, err := control.NewCluster(control.ClusterConfig{Remote: []int{1, 2, 3}, Wait: 30 * time.Second, Grace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ctl.Close() })
-	dir := t.TempDir()
-	hostDir := func(i int) string { return filepath.Join(dir, fmt.Sprint("node-", i)) }
-	hosts := []*host{nil}
-	for i := 1; i <= 3; i++ {
-		hosts = append(hosts, startHost(t, c, ctl, mesh, i, hostDir(i), 1))
-	}
-	e, err := engine.Open(ctx, filepath.Join(dir, "meta"), engine.Options{
-		BarrierInterval: 20 * time.Millisecond, Nodes: 4, NodeRoles: []string{"meta"}, RemoteNodes: []int{1, 2, 3},
-		NodeStores: true, CommitLog: l, Control: ctl, Exchange: mesh,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{Parallelism: 3}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 3}); err != nil {
-		t.Fatal(err)
-	}
-	// written writes keys from..to until a checkpoint covers them.
-	written := func(from, to int) {
-		t.Helper()
-		var rows [][]any
-		for k := from; k < to; k++ {
-			rows = append(rows, []any{k, fmt.Sprint("g", k%7), k})
-		}
-		deadline := time.Now().Add(time.Minute)
-		for {
-			var err error
-			write(t, e, func(ctx context.Context, name string, rec arrow.RecordBatch) error {
-				err = e.Insert(ctx, name, rec)
-				return nil
-			}, rows...)
-			if err == nil {
-				if _, err = e.WaitCheckpoint(ctx); err == nil {
-					return
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("keys %d to %d: no checkpoint within a minute: %v", from, to, err)
-			}
-		}
-	}
-	check := func(when string, want int) {
-		t.Helper()
-		got := scan(t, e, "kv")
-		if len(got) != want {
-			t.Fatalf("%s: kv holds %d rows, want %d", when, len(got), want)
-		}
-		if view := scan(t, e, "copy"); !slices.Equal(view, got) {
-			t.Fatalf("%s: copy holds %d rows, kv %d", when, len(view), len(got))
-		}
-	}
-	written(0, 100)
-	check("with every host", 100)
+	r.written(t, kvRows(0, 100))
+	r.checkCopy(t, "with every host", 100)
 
-	hosts[2].stop()
-	written(100, 200)
-	check("with node 2 down", 200)
+	r.hosts[2].stop()
+	r.written(t, kvRows(100, 200))
+	r.checkCopy(t, "with node 2 down", 200)
 	// Every actor runs on nodes 1 and 3: between them, the table's and the view's.
-	if n := hosts[1].h.Running() + hosts[3].h.Running(); n < 6 {
+	if n := r.hosts[1].h.Running() + r.hosts[3].h.Running(); n < 6 {
 		t.Fatalf("the live hosts run %d actors, want at least the table's 3 and the view's 3", n)
 	}
 
-	hosts[2] = startHost(t, c, ctl, mesh, 2, hostDir(2), 2)
+	r.hosts[2] = r.start(t, 2, 2)
 	deadline := time.Now().Add(time.Minute)
-	for hosts[2].h.Running() == 0 {
+	for r.hosts[2].h.Running() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("node 2 came back and runs no actor after a minute")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	written(200, 300)
-	check("after node 2 came back", 300)
+	r.written(t, kvRows(200, 300))
+	r.checkCopy(t, "after node 2 came back", 300)
 }
 
 // Writes that returned nil survive the loss of a host before the checkpoint that
 // would have committed them: the recovery sends them again into the new graph, and
 // the next checkpoint commits them, with nothing written twice or lost.
 func TestRemoteHostLossKeepsWrites(t *testing.T) {
-	c := newCluster(t)
 	ctx := testContext(t)
-	l := c.open(t, 1)
-	mesh, err := exchange.NewMesh(3, 0, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mesh.Close() })
-	ctl, err := control.NewCluster(control.ClusterConfig{Remote: []int{1, 2}, Wait: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ctl.Close() })
-	dir := t.TempDir()
-	hosts := []*host{nil, startHost(t, c, ctl, mesh, 1, filepath.Join(dir, "node-1"), 1), startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 1)}
-	e, err := engine.Open(ctx, filepath.Join(dir, "meta"), engine.Options{
-		BarrierInterval: -1, Nodes: 3, NodeRoles: []string{"meta"}, RemoteNodes: []int{1, 2},
-		NodeStores: true, CommitLog: l, Control: ctl, Exchange: mesh,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	if err := e.CreateTable(ctx, kv, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	r := newRemoteEngine(t, 2, control.ClusterConfig{Wait: 30 * time.Second}, -1, nil, 0)
+	e := r.e
 	if err := e.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2}); err != nil {
 		t.Fatal(err)
 	}
-	rows := func(from, to int) [][]any {
-		var out [][]any
-		for k := from; k < to; k++ {
-			out = append(out, []any{k, fmt.Sprint("g", k%7), k})
-		}
-		return out
-	}
-	write(t, e, e.Insert, rows(0, 100)...)
+	write(t, e, e.Insert, kvRows(0, 100)...)
 	checkpoint(t, e)
-	write(t, e, e.Insert, rows(100, 150)...)
-	write(t, e, e.Delete, rows(0, 10)...)
-	hosts[2].stop()
-	hosts[2] = startHost(t, c, ctl, mesh, 2, filepath.Join(dir, "node-2"), 2)
+	write(t, e, e.Insert, kvRows(100, 150)...)
+	write(t, e, e.Delete, kvRows(0, 10)...)
+	r.restart(t, 2, 2)
 	if _, err := e.WaitCheckpoint(ctx); err == nil {
 		t.Fatal("a checkpoint over a lost host committed")
 	}
 	checkpoint(t, e)
-	got := scan(t, e, "kv")
-	if len(got) != 140 {
-		t.Fatalf("kv holds %d rows after the recovery, want 140 (100 committed, 50 inserted and 10 deleted before the loss)", len(got))
-	}
-	if view := scan(t, e, "copy"); !slices.Equal(view, got) {
-		t.Fatalf("copy holds %d rows, kv %d", len(view), len(got))
-	}
+	r.checkCopy(t, "after the recovery (100 committed, 50 inserted and 10 deleted before the loss)", 140)
 	if e.ResentWrites() != 60 || e.LostWrites() != 0 {
 		t.Fatalf("%d rows of writes sent again and %d lost, want 60 and 0", e.ResentWrites(), e.LostWrites())
 	}
