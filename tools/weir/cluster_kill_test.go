@@ -38,22 +38,7 @@ func TestClusterBackfillKill(t *testing.T) {
 	defer cancel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	pg := startPostgres(t)
-	dsn := pg.NewDatabase(t, "backfill_kill")
-	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, 3, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := stopCluster(st, io.Discard); err != nil {
-			t.Error(err)
-		}
-	}()
-	ms, err := meta.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ms.Close()
+	st, ms := upCluster(t, ctx, "backfill_kill", 3)
 	c, err := remote.Dial(ctx, st.Processes[len(st.Processes)-1].Addr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +194,30 @@ func TestClusterBackfillKill(t *testing.T) {
 	t.Logf("%d rows, %d commits during the backfill", len(kv), last.Seq-before.Seq)
 }
 
+// upCluster starts a local cluster of nodes compute processes under weir meta on a
+// new database db of a private PostgreSQL, and opens its meta store; the test's end
+// stops exactly the cluster's processes (those st holds then: a test that restarts
+// one records it there).
+func upCluster(t *testing.T, ctx context.Context, db string, nodes int) (*clusterState, *meta.Store) {
+	t.Helper()
+	dsn := startPostgres(t).NewDatabase(t, db)
+	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, nodes, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stopCluster(st, io.Discard); err != nil {
+			t.Error(err)
+		}
+	})
+	ms, err := meta.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Close)
+	return &st, ms
+}
+
 // writeKV applies op (Update or Delete) to 20 random keys below next.
 func writeKV(ctx context.Context, c *remote.Client, op func(context.Context, string, arrow.RecordBatch) error, rng *rand.Rand, next, groups int) error {
 	b := vec.NewChunkBuilder(memory.DefaultAllocator, kvTable)
@@ -243,22 +252,7 @@ func TestClusterMetaKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pg := startPostgres(t)
-	dsn := pg.NewDatabase(t, "meta_kill")
-	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, 2, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := stopCluster(st, io.Discard); err != nil {
-			t.Error(err)
-		}
-	}()
-	ms, err := meta.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ms.Close()
+	st, ms := upCluster(t, ctx, "meta_kill", 2)
 	leader := len(st.Processes) - 1
 	c, err := remote.Dial(ctx, st.Processes[leader].Addr, nil)
 	if err != nil {

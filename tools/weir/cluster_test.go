@@ -23,15 +23,7 @@ func TestClusterUpDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "cluster")
-	run := func(args ...string) (string, error) {
-		root := newRoot()
-		var out, errw bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errw)
-		root.SetArgs(args)
-		err := root.Execute()
-		return out.String(), err
-	}
+	run := runRoot
 	out, err := run("cluster", "up", "--dir", dir, "--replicas", "1", "--exchange", "flight", "--control", "grpc", "--node-stores", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -115,15 +107,7 @@ func TestClusterUpNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), "cluster")
-	run := func(args ...string) (string, error) {
-		root := newRoot()
-		var out, errw bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errw)
-		root.SetArgs(args)
-		err := root.Execute()
-		return out.String(), err
-	}
+	run := runRoot
 	if _, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--exchange", "flight"); err == nil || !strings.Contains(err.Error(), "drop --exchange") {
 		t.Fatalf("cluster up --nodes with --exchange: %v", err)
 	}
@@ -185,4 +169,15 @@ func TestClusterUpNodes(t *testing.T) {
 			t.Fatalf("%s (pid %d) still runs after cluster down", p.Role, p.PID)
 		}
 	}
+}
+
+// runRoot runs weir args in this process and returns what it printed on stdout.
+func runRoot(args ...string) (string, error) {
+	root := newRoot()
+	var out, errw bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errw)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
 }

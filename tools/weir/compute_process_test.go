@@ -28,44 +28,9 @@ import (
 func TestComputeProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pg := startPostgres(t)
-	dsn := pg.NewDatabase(t, "compute")
-	bucket := clusterBucket(t, "compute")
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	coordinator := "127.0.0.1:" + port
-	dir := t.TempDir()
-	computeNode := func(node int) *exec.Cmd {
-		t.Helper()
-		cmd, addr, ok := startWeirSaying(t, fmt.Sprintf("computing node %d at ", node), "compute", "--node", strconv.Itoa(node),
-			"--dir", filepath.Join(dir, fmt.Sprint("compute-", node)), "--meta", dsn, "--bucket", bucket, "--coordinator", coordinator)
-		if !ok {
-			t.Fatalf("compute node %d did not start: %s", node, addr)
-		}
-		return cmd
-	}
-	computes := []*exec.Cmd{nil, computeNode(1), computeNode(2)}
-	meta, addr, ok := startWeir(t, "meta", "--compute", "2", "--dir", filepath.Join(dir, "meta"), "--addr", "127.0.0.1:0",
-		"--control-addr", coordinator, "--meta", dsn, "--bucket", bucket)
-	if !ok {
-		t.Fatalf("weir meta did not start: %s", addr)
-	}
-	c, err := remote.Dial(ctx, addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertKV(ctx, c, 0, 3000, 5); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitCheckpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cc := newComputeCluster(t, "compute")
+	computes := []*exec.Cmd{nil, cc.compute(t, 1, ""), cc.compute(t, 2, "")}
+	meta, c := cc.meta(t, ctx, 3000, "--compute", "2")
 	if err := c.CreateMV(ctx, "by_g", byG, engine.MVOptions{Parallelism: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +61,7 @@ func TestComputeProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = computes[2].Wait()
-	computes[2] = computeNode(2)
+	computes[2] = cc.compute(t, 2, "")
 	rows := 3000
 	for deadline := time.Now().Add(time.Minute); rows < 4000; {
 		// The recovery loses the writes since the last checkpoint, and the
@@ -119,8 +84,8 @@ func TestComputeProcesses(t *testing.T) {
 	check("after node 2 came back", rows)
 
 	// A compute process of a node the meta does not run is refused, and exits.
-	out, err := runWeirProcess(t, "compute", "--node", "3", "--dir", filepath.Join(dir, "compute-3"),
-		"--meta", dsn, "--bucket", bucket, "--coordinator", coordinator)
+	out, err := runWeirProcess(t, "compute", "--node", "3", "--dir", filepath.Join(cc.dir, "compute-3"),
+		"--meta", cc.dsn, "--bucket", cc.bucket, "--coordinator", cc.coordinator)
 	if err == nil || !strings.Contains(out, `"compute-3"`) || !strings.Contains(out, "not a compute node") {
 		t.Fatalf("compute node 3 of a meta of 2: %v, said %s; want it refused naming compute-3", err, out)
 	}
@@ -133,6 +98,59 @@ func TestComputeProcesses(t *testing.T) {
 			t.Fatalf("%v after SIGTERM: %v", cmd.Args, err)
 		}
 	}
+}
+
+// computeCluster is a meta store, a bucket and a coordinator's address for weir
+// meta and weir compute processes of one test, in a directory of its own.
+type computeCluster struct {
+	dsn, bucket, coordinator, dir string
+}
+
+func newComputeCluster(t *testing.T, name string) *computeCluster {
+	t.Helper()
+	pg := startPostgres(t)
+	port, err := freeTCPPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &computeCluster{dsn: pg.NewDatabase(t, strings.ReplaceAll(name, "-", "_")), bucket: clusterBucket(t, name), coordinator: "127.0.0.1:" + port, dir: t.TempDir()}
+}
+
+// compute starts weir compute of node with role and waits until it registered.
+func (cc *computeCluster) compute(t *testing.T, node int, role string) *exec.Cmd {
+	t.Helper()
+	cmd, addr, ok := startWeirSaying(t, fmt.Sprintf("computing node %d at ", node), "compute", "--node", strconv.Itoa(node), "--role", role,
+		"--dir", filepath.Join(cc.dir, fmt.Sprint("compute-", node)), "--meta", cc.dsn, "--bucket", cc.bucket, "--coordinator", cc.coordinator)
+	if !ok {
+		t.Fatalf("compute node %d did not start: %s", node, addr)
+	}
+	return cmd
+}
+
+// meta starts weir meta with args, its engine open, and returns a client of it
+// with a table kv holding keys 0 to rows (k mod 5 their g), committed.
+func (cc *computeCluster) meta(t *testing.T, ctx context.Context, rows int, args ...string) (*exec.Cmd, *remote.Client) {
+	t.Helper()
+	cmd, addr, ok := startWeir(t, append([]string{"meta", "--dir", filepath.Join(cc.dir, "meta"), "--addr", "127.0.0.1:0",
+		"--control-addr", cc.coordinator, "--meta", cc.dsn, "--bucket", cc.bucket}, args...)...)
+	if !ok {
+		t.Fatalf("weir meta did not start: %s", addr)
+	}
+	c, err := remote.Dial(ctx, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertKV(ctx, c, 0, rows, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, c
 }
 
 // runWeirProcess runs weir args in a child process to its end and returns what it printed.
@@ -152,40 +170,10 @@ func runWeirProcess(t testing.TB, args ...string) (string, error) {
 func TestComputeBackfillRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pg := startPostgres(t)
-	dsn := pg.NewDatabase(t, "compute_role")
-	bucket := clusterBucket(t, "compute-role")
-	port, err := freeTCPPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	coordinator := "127.0.0.1:" + port
-	dir := t.TempDir()
-	for node, role := range map[int]string{1: "", 2: "backfill"} {
-		if _, addr, ok := startWeirSaying(t, fmt.Sprintf("computing node %d at ", node), "compute", "--node", strconv.Itoa(node), "--role", role,
-			"--dir", filepath.Join(dir, fmt.Sprint("compute-", node)), "--meta", dsn, "--bucket", bucket, "--coordinator", coordinator); !ok {
-			t.Fatalf("compute node %d did not start: %s", node, addr)
-		}
-	}
-	_, addr, ok := startWeir(t, "meta", "--compute", "2", "--node-roles", ",backfill", "--dir", filepath.Join(dir, "meta"), "--addr", "127.0.0.1:0",
-		"--control-addr", coordinator, "--meta", dsn, "--bucket", bucket)
-	if !ok {
-		t.Fatalf("weir meta did not start: %s", addr)
-	}
-	c, err := remote.Dial(ctx, addr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.CreateTable(ctx, kvTable, engine.TableOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := insertKV(ctx, c, 0, 20_000, 5); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitCheckpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cc := newComputeCluster(t, "compute-role")
+	cc.compute(t, 1, "")
+	cc.compute(t, 2, "backfill")
+	_, c := cc.meta(t, ctx, 20_000, "--compute", "2", "--node-roles", ",backfill")
 	limit := int64(5000)
 	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2, Background: true, RateLimit: &limit, BackfillOn: "backfill"}); err != nil {
 		t.Fatal(err)

@@ -15,26 +15,7 @@ import (
 // directory kept with --dir holds the views for weir status and export.
 func TestDemoJSON(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	root := newRoot()
-	var out, errw bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errw)
-	root.SetArgs([]string{"demo", "--json", "--events", "20000", "--rate", "1000", "--progress", "lines", "--dir", dir, "--metrics-addr", "127.0.0.1:0"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, errw.String())
-	}
-	var r demoResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v in %s", err, out.String())
-	}
-	if len(r.MVs) != 5 {
-		t.Fatalf("%d views: %s", len(r.MVs), out.String())
-	}
-	for _, mv := range r.MVs {
-		if !mv.Verified || mv.Mismatches != 0 || mv.Rows == 0 {
-			t.Errorf("view %+v", mv)
-		}
-	}
+	r, _, errw := runDemoJSON(t, "--events", "20000", "--rate", "1000", "--progress", "lines", "--dir", dir, "--metrics-addr", "127.0.0.1:0")
 	if r.Rescales < 1 || r.Throttles < 1 || r.Pauses < 1 || r.Recoveries < 1 {
 		t.Errorf("controls %+v", r)
 	}
@@ -42,15 +23,12 @@ func TestDemoJSON(t *testing.T) {
 		t.Errorf("no progress lines or steps on stderr:\n%s", errw.String())
 	}
 	// The kept directory: its views export.
-	root = newRoot()
-	out.Reset()
-	root.SetOut(&out)
-	root.SetArgs([]string{"export", "--dir", dir, "--table", "q4", "--format", "csv"})
-	if err := root.Execute(); err != nil {
+	out, err := runRoot("export", "--dir", dir, "--table", "q4", "--format", "csv")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(out.String(), "\n"); lines != 1+r.MVs[1].Rows {
-		t.Errorf("export of q4: %d lines, want a header and %d rows:\n%s", lines, r.MVs[1].Rows, out.String())
+	if lines := strings.Count(out, "\n"); lines != 1+r.MVs[1].Rows {
+		t.Errorf("export of q4: %d lines, want a header and %d rows:\n%s", lines, r.MVs[1].Rows, out)
 	}
 }
 
@@ -126,26 +104,7 @@ func TestDemoBarsInTerminal(t *testing.T) {
 // reports the kill and no leader change, and the cluster's processes are gone after.
 func TestDemoCluster(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	root := newRoot()
-	var out, errw bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errw)
-	root.SetArgs([]string{"demo", "--cluster", "3", "--json", "--events", "10000", "--rate", "500", "--progress", "lines", "--dir", dir})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, errw.String())
-	}
-	var r demoResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v in %s", err, out.String())
-	}
-	if len(r.MVs) != 5 {
-		t.Fatalf("%d views: %s", len(r.MVs), out.String())
-	}
-	for _, mv := range r.MVs {
-		if !mv.Verified || mv.Mismatches != 0 || mv.Rows == 0 {
-			t.Errorf("view %+v", mv)
-		}
-	}
+	r, out, errw := runDemoJSON(t, "--cluster", "3", "--events", "10000", "--rate", "500", "--progress", "lines", "--dir", dir)
 	if r.Cluster != 3 || r.NodeKills == nil || *r.NodeKills != 1 || r.LeaderChanges == nil || *r.LeaderChanges != 0 {
 		t.Errorf("cluster figures in %s", out.String())
 	}
@@ -168,4 +127,32 @@ func TestDemoCluster(t *testing.T) {
 			t.Errorf("%s (pid %d) still runs after the demo", p.Role, p.PID)
 		}
 	}
+}
+
+// runDemoJSON runs weir demo --json with args and returns its result, what it
+// printed and what it logged, having checked that every one of the five views was
+// verified against its oracle.
+func runDemoJSON(t *testing.T, args ...string) (demoResult, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	root := newRoot()
+	var out, errw bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errw)
+	root.SetArgs(append([]string{"demo", "--json"}, args...))
+	if err := root.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, errw.String())
+	}
+	var r demoResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v in %s", err, out.String())
+	}
+	if len(r.MVs) != 5 {
+		t.Fatalf("%d views: %s", len(r.MVs), out.String())
+	}
+	for _, mv := range r.MVs {
+		if !mv.Verified || mv.Mismatches != 0 || mv.Rows == 0 {
+			t.Errorf("view %+v", mv)
+		}
+	}
+	return r, &out, &errw
 }
