@@ -225,27 +225,12 @@ func (r *runner) checkBucket() error {
 		r.fail("engine error", "collect: %v", err)
 		return errStop
 	}
-	deltas, err := c.meta.Deltas(r.ctx, 0)
+	referenced, err := commitlog.Referenced(r.ctx, c.meta)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	referenced := map[string]bool{}
-	for _, d := range deltas {
-		for _, o := range d.Objects {
-			referenced[o.Name] = true
-		}
-	}
-	b, ok, err := c.meta.LatestBase(r.ctx)
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
-	if ok {
-		for _, o := range b.Objects {
-			referenced[o.Name] = true
-		}
-		if first, err := c.meta.FirstDelta(r.ctx); err == nil && first > 1 {
-			r.rep.Sometimes["log_compacted_by_a_base"]++
-		}
+	if first, err := c.meta.FirstDelta(r.ctx); err == nil && first > 1 {
+		r.rep.Sometimes["log_compacted_by_a_base"]++
 	}
 	now := time.Now().Add(time.Second) // past every object's modification time
 	if _, err := objstore.Collect(r.ctx, c.inner, func(name string) bool { return referenced[name] }, 0, now); err != nil {

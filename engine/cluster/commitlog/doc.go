@@ -17,7 +17,9 @@
 //
 // # Files
 //
-//   - log.go: Config, Log, Open, Close; CatchUp, Commit, WriteBase and Collect.
+//   - log.go: Config, Log, Open, Close; CatchUp, Commit and WriteBase.
+//   - collect.go: Log.Collect and Collect: the objects no version references, and
+//     those the meta store records nowhere (of an upload that died before its commit).
 //   - export.go: a commit's upload, of the engine's store or of each node store
 //     (engine.Options.NodeStores), its checks before the commit point, and its apply.
 //   - changes.go: the versioned encoding of a commit's changes in a delta.

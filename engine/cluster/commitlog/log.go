@@ -14,7 +14,6 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/storage"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // The defaults of Config.
@@ -562,39 +561,6 @@ func (l *Log) writeBase(ctx context.Context, store *storage.Store, v *storage.Vi
 	l.mu.Unlock()
 	l.basesWritten.Add(1)
 	return b, nil
-}
-
-// Collect deletes the objects that no committed sequence or base references and that
-// were recorded (or left unreferenced by a base's compaction) more than grace ago (by
-// the database's clock), and forgets them; it returns how many it deleted. A grace
-// shorter than a running commit or base has taken deletes its recorded objects:
-// WaitBase first. A commit records its objects before its commit
-// point; the objects of an upload that failed before that are left for
-// objstore.Collect.
-func (l *Log) Collect(ctx context.Context, grace time.Duration) (int, error) {
-	now, err := l.cfg.Meta.Now(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("commitlog: collect: %w", err)
-	}
-	objs, err := l.cfg.Meta.Unreferenced(ctx, now.Add(-grace))
-	if err != nil {
-		return 0, fmt.Errorf("commitlog: collect: %w", err)
-	}
-	var names []string
-	var derr error
-	for _, o := range objs {
-		if err := l.cfg.Bucket.Delete(ctx, o.Name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			derr = fmt.Errorf("commitlog: collect: delete object %s from bucket %s: %w", o.Name, l.cfg.BucketURL, err)
-			break
-		}
-		names = append(names, o.Name)
-	}
-	if len(names) > 0 {
-		if _, err := l.cfg.Meta.DeleteObjects(ctx, names); err != nil {
-			return len(names), errors.Join(derr, fmt.Errorf("commitlog: collect: %w", err))
-		}
-	}
-	return len(names), derr
 }
 
 // metaObjects are uploaded objects as the meta store records them.

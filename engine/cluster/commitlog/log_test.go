@@ -3,6 +3,7 @@ package commitlog_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -265,17 +266,11 @@ func dedup(rows [][]any) [][]any {
 func checkBucket(t *testing.T, c *cluster) {
 	t.Helper()
 	ctx := testContext(t)
-	deltas, err := c.meta.Deltas(ctx, 0)
+	refs, err := commitlog.Referenced(ctx, c.meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, d := range deltas {
-		for _, o := range d.Objects {
-			want = append(want, o.Name)
-		}
-	}
-	slices.Sort(want)
+	want := slices.Sorted(maps.Keys(refs))
 	got := bucketObjects(t, c.bucket)
 	if len(want) == 0 || !slices.Equal(want, got) {
 		t.Fatalf("the bucket holds %d objects %v, the log references %d %v", len(got), got, len(want), want)
@@ -343,9 +338,23 @@ func TestDeposedLeaderCommitsNothing(t *testing.T) {
 		t.Fatalf("the deposed engine's committed epoch moved from %d to %d", committed, got)
 	}
 
+	// An object of an upload that died before its commit recorded it (named as
+	// the log's objects are), and a file of another name that is left alone.
+	stray := objstore.Name{Epoch: uint64(committed) + 1, Node: 3, Incarnation: 7}.String()
+	for _, name := range []string{stray, "notes/readme.txt"} {
+		if err := c.bucket.WriteAll(ctx, name, []byte("partial"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n, err := log2.Collect(ctx, 0)
-	if err != nil || n == 0 {
-		t.Fatalf("collect = %d, %v; want the deposed commit's objects deleted", n, err)
+	if err != nil || n < 2 {
+		t.Fatalf("collect = %d, %v; want the deposed commit's objects and the stray one deleted", n, err)
+	}
+	if ok, err := c.bucket.Exists(ctx, stray); err != nil || ok {
+		t.Fatalf("stray object %s exists after collect: %v, %v", stray, ok, err)
+	}
+	if err := c.bucket.Delete(ctx, "notes/readme.txt"); err != nil {
+		t.Fatalf("collect deleted an object not named as the log's: %v", err)
 	}
 	checkBucket(t, c)
 

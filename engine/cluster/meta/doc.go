@@ -30,7 +30,7 @@
 //   - commit.go: Checkpoint, Object, RowDelta, Delta, Version; Commit, Committed,
 //     Deltas.
 //   - listen.go: Listener, Notification: the announcements of new sequences.
-//   - objects.go: AddObjects, Unreferenced, DeleteObjects: the records garbage
+//   - objects.go: AddObjects, Unreferenced, DeleteObjects, Recorded: the records garbage
 //     collection works from.
 //   - base.go: Base, CommitBase, LatestBase, FirstDelta: the log's history
 //     compacted into the whole committed state at one sequence.

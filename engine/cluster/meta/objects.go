@@ -78,3 +78,34 @@ func (s *Store) DeleteObjects(ctx context.Context, names []string) (int, error) 
 	}
 	return int(n), nil
 }
+
+// Recorded returns which of names the store records (referenced by a committed
+// sequence or a base, or added and not yet deleted). An object in the bucket that it
+// does not record was uploaded by a node that died, or whose export failed, before the
+// commit that would have recorded it: Log.Collect deletes such objects once they are
+// older than the grace period.
+func (s *Store) Recorded(ctx context.Context, names []string) (map[string]bool, error) {
+	if names == nil {
+		names = []string{}
+	}
+	out := make(map[string]bool, len(names))
+	err := s.with(ctx, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT name FROM weir_objects WHERE name = ANY($1)`, names)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			out[n] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("meta: look up %d objects: %w", len(names), err)
+	}
+	return out, nil
+}

@@ -80,4 +80,17 @@ func TestUnreferenced(t *testing.T) {
 	if len(ds) != 2 || !slices.Equal(names(ds[0].Objects), []string{"e1-a", "e1-b"}) || !slices.Equal(names(ds[1].Objects), []string{"e3-direct"}) {
 		t.Fatalf("deltas after the delete = %+v, want the referenced objects intact", ds)
 	}
+	// Recorded: referenced (committed, or committed without being added first) and
+	// added objects are recorded; deleted orphans and names never seen are not.
+	rec, err := s.Recorded(ctx, []string{"e1-a", "e3-direct", "e4-in-flight", "e1-orphan", "never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"e1-a": true, "e3-direct": true, "e4-in-flight": true}
+	if len(rec) != len(want) || !rec["e1-a"] || !rec["e3-direct"] || !rec["e4-in-flight"] {
+		t.Fatalf("recorded = %v, want %v", rec, want)
+	}
+	if rec, err := s.Recorded(ctx, nil); err != nil || len(rec) != 0 {
+		t.Fatalf("recorded of no names = %v, %v", rec, err)
+	}
 }

@@ -37,8 +37,22 @@ func Collect(ctx context.Context, b *blob.Bucket, referenced func(name string) b
 	if grace < 0 {
 		return nil, fmt.Errorf("objstore: collect: negative grace period %s", grace)
 	}
-	cutoff := now.Add(-grace)
-	var doomed []string
+	stale, err := Stale(ctx, b, now.Add(-grace))
+	if err != nil {
+		return nil, fmt.Errorf("objstore: collect: %w", err)
+	}
+	doomed := slices.DeleteFunc(stale, referenced)
+	if n, err := Delete(ctx, b, doomed); err != nil {
+		return doomed[:n], fmt.Errorf("objstore: collect: %w", err)
+	}
+	return doomed, nil
+}
+
+// Stale returns the names of the bucket's objects named as Name formats (anything
+// else is left out) that were last modified before cutoff (by the bucket's clock), in
+// order.
+func Stale(ctx context.Context, b *blob.Bucket, cutoff time.Time) ([]string, error) {
+	var out []string
 	it := b.List(nil)
 	for {
 		o, err := it.Next(ctx)
@@ -46,7 +60,7 @@ func Collect(ctx context.Context, b *blob.Bucket, referenced func(name string) b
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("objstore: collect: list bucket: %w", err)
+			return nil, fmt.Errorf("list bucket: %w", err)
 		}
 		if o.IsDir {
 			continue
@@ -54,15 +68,22 @@ func Collect(ctx context.Context, b *blob.Bucket, referenced func(name string) b
 		if _, err := ParseName(o.Key); err != nil {
 			continue
 		}
-		if o.ModTime.Before(cutoff) && !referenced(o.Key) {
-			doomed = append(doomed, o.Key)
+		if o.ModTime.Before(cutoff) {
+			out = append(out, o.Key)
 		}
 	}
-	slices.Sort(doomed)
-	for i, name := range doomed {
+	slices.Sort(out)
+	return out, nil
+}
+
+// Delete deletes the named objects in order and returns how many it deleted; an
+// object already gone counts as deleted. It stops at the first error, which names
+// the object.
+func Delete(ctx context.Context, b *blob.Bucket, names []string) (int, error) {
+	for i, name := range names {
 		if err := b.Delete(ctx, name); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return doomed[:i], fmt.Errorf("objstore: collect: delete object %s: %w", name, err)
+			return i, fmt.Errorf("delete object %s: %w", name, err)
 		}
 	}
-	return doomed, nil
+	return len(names), nil
 }

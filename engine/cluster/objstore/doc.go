@@ -15,7 +15,7 @@
 //
 //   - name.go: Name, an object's name (e<epoch>-n<node>-i<incarnation>-<k>.sst, or
 //     b<epoch>-... for a base's): String and ParseName, which refuses any other form.
-//   - bucket.go: OpenBucket and Collect.
+//   - bucket.go: OpenBucket, Collect, Stale and Delete.
 //   - sync.go: Object, Upload (a node's sealed epoch to the bucket; UploadKeep keeps
 //     local copies) and Apply (a committed version's objects into a store; ApplyLocal
 //     from the kept copies).
