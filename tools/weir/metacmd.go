@@ -77,7 +77,7 @@ func openComputeCluster(ctx context.Context, o serveOptions, clog *clusterLog, o
 	if err != nil {
 		return nil, err
 	}
-	ctl, err = control.NewCluster(control.ClusterConfig{Listen: o.controlAddr, Term: l.Lease().Term, Remote: opts.RemoteNodes, Roles: opts.NodeRoles, Registry: clog.meta})
+	ctl, err = control.NewCluster(control.ClusterConfig{Listen: o.controlAddr, Term: l.Lease().Term, Remote: opts.RemoteNodes, Roles: opts.NodeRoles, Registry: clog.meta, Logger: logger})
 	if err != nil {
 		mesh.Close()
 		return nil, err

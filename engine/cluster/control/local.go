@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"slices"
@@ -47,6 +48,7 @@ type Local struct {
 	registry    Registry     // checks the remote nodes' incarnations (nil: any)
 	wait, grace time.Duration
 	opened      bool // a graph has opened: the next ones wait grace, not wait
+	log         *slog.Logger
 
 	served, looped chan struct{}
 
@@ -86,6 +88,9 @@ type ClusterConfig struct {
 	// (engine.ControlDown): nothing is placed on it, and its stream's return fails
 	// the round, so that the next recovery places actors on it again.
 	Grace time.Duration
+	// Logger receives the remote nodes' joins and losses and every message the
+	// coordinator refuses for its stamp (nil: discarded).
+	Logger *slog.Logger
 }
 
 // NewLocal starts a Local's coordinator on 127.0.0.1. Close stops it.
@@ -106,12 +111,15 @@ func NewCluster(cfg ClusterConfig) (*Local, error) {
 	if cfg.Grace == 0 {
 		cfg.Grace = 5 * time.Second
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("control: listen on %s: %w", cfg.Listen, err)
 	}
 	l := &Local{addr: lis.Addr().String(), term: cfg.Term, incs: map[string]uint64{}, served: make(chan struct{}), looped: make(chan struct{}),
-		remote: map[int]bool{}, roles: cfg.Roles, registry: cfg.Registry, wait: cfg.Wait, grace: cfg.Grace}
+		remote: map[int]bool{}, roles: cfg.Roles, registry: cfg.Registry, wait: cfg.Wait, grace: cfg.Grace, log: cfg.Logger}
 	for _, n := range cfg.Remote {
 		l.remote[n] = true
 	}
@@ -298,6 +306,7 @@ func (l *Local) Lose(node int) error {
 func (l *Local) events() {
 	defer close(l.looped)
 	for ev := range l.coord.Events() {
+		l.logEvent(ev)
 		l.mu.Lock()
 		g := l.graph
 		l.mu.Unlock()
@@ -349,6 +358,22 @@ func (l *Local) events() {
 				g.loseStream(i, ev.Incarnation, ev.Err)
 			}
 		}
+	}
+}
+
+// logEvent logs a remote node's join or loss, and a refused message.
+func (l *Local) logEvent(ev Event) {
+	switch ev := ev.(type) {
+	case NodeJoined:
+		if i, ok := nodeIndex(ev.Node); ok && l.remote[i] {
+			l.log.Info("compute node joined", "compute", ev.Node, "incarnation", ev.Incarnation, "role", ev.Role, "addr", ev.Addr)
+		}
+	case NodeLost:
+		if i, ok := nodeIndex(ev.Node); ok && l.remote[i] {
+			l.log.Warn("compute node lost", "compute", ev.Node, "incarnation", ev.Incarnation, "error", ev.Err)
+		}
+	case Refused:
+		l.log.Warn("refused a message for its stamp", "from", ev.Node, "incarnation", ev.Incarnation, "error", ev.Err)
 	}
 }
 
