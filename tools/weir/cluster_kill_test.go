@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,24 +23,46 @@ import (
 	"github.com/seed04fbb902/weir/vec"
 )
 
-// The cluster backfill under a kill: a table of 200,000 rows in a cluster of three
+// The cluster backfill under a fault: a table of 200,000 rows in a cluster of three
 // compute processes, under a seeded writer of inserts, updates and deletes; a copy
 // of it backfilled at parallelism 6 (and a count per group at 3), rate-limited so
 // that the backfill spans at least 20 commits. At about 40% of the copy's snapshot
-// rows one compute process is SIGKILLed and restarted on its directory; once the
-// backfills are done, the copy is rescaled from 6 actors to 9. Throughout,
-// the committed version (sequence and epoch) and every vnode's committed progress
-// never go backwards; at the end, with the writer stopped, the copy equals the table
-// and the counts equal the table's groups.
+// rows one compute process meets the variant's fault:
+//
+//   - sigkill: SIGKILLed, and restarted on its directory;
+//   - mid-upload: it kills itself with SIGKILL in the middle of a checkpoint's
+//     upload, one object of it complete in the bucket (the WEIR_KILL_MID_UPLOAD
+//     failpoint), and is restarted;
+//   - sigstop: SIGSTOPped until the cluster has committed twice without it (its
+//     control stream's keepalive ends the stream, and the recovery leaves the node
+//     down), then resumed: what it sends for the torn-down graph is refused, and
+//     it takes actors again through a recovery.
+//
+// Once the backfills are done, the copy is rescaled from 6 actors to 9.
+// Throughout, the committed version (sequence and epoch) and every vnode's
+// committed progress never go backwards; at the end, with the writer stopped, the
+// copy equals the table and the counts equal the table's groups; with the cluster
+// stopped and its garbage collected, the bucket holds exactly the objects the log
+// references.
 func TestClusterBackfillKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster of processes")
 	}
+	for _, fault := range []string{"sigkill", "mid-upload", "sigstop"} {
+		t.Run(fault, func(t *testing.T) { testClusterBackfillFault(t, fault) })
+	}
+}
+
+func testClusterBackfillFault(t *testing.T, fault string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	st, ms := upCluster(t, ctx, "backfill_kill", 3)
+	failpoint := filepath.Join(t.TempDir(), "kill-mid-upload")
+	if fault == "mid-upload" {
+		t.Setenv(killMidUploadEnv, failpoint) // the compute processes inherit it
+	}
+	st, ms := upCluster(t, ctx, "backfill_"+strings.ReplaceAll(fault, "-", "_"), 3)
 	c, err := remote.Dial(ctx, st.Processes[len(st.Processes)-1].Addr, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -132,16 +156,8 @@ func TestClusterBackfillKill(t *testing.T) {
 			if p.Name == "copy" && !killed && p.UpstreamRows > 0 && float64(p.RowsConsumed) >= 0.4*float64(p.UpstreamRows) {
 				killed = true
 				i := len(st.Processes) - 2 // compute-3
-				t.Logf("SIGKILL %s at %d of %d rows", st.Processes[i].Role, p.RowsConsumed, p.UpstreamRows)
-				if err := syscall.Kill(st.Processes[i].PID, syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-				if err := awaitExit(st.Processes[i].PID); err != nil {
-					t.Fatal(err)
-				}
-				if st.Processes[i], err = st.Processes[i].restart(); err != nil {
-					t.Fatal(err)
-				}
+				t.Logf("%s %s at %d of %d rows", fault, st.Processes[i].Role, p.RowsConsumed, p.UpstreamRows)
+				injectFault(t, ctx, fault, st, i, ms, failpoint)
 			}
 		}
 		if ctx.Err() != nil {
@@ -192,6 +208,86 @@ func TestClusterBackfillKill(t *testing.T) {
 		t.Fatalf("by_g holds %v, want %v", got, want)
 	}
 	t.Logf("%d rows, %d commits during the backfill", len(kv), last.Seq-before.Seq)
+	c.Close()
+	if err := stopCluster(*st, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	checkBucketReferenced(t, ctx, st.Meta, st.Bucket)
+}
+
+// injectFault gives compute process i of st the fault of TestClusterBackfillKill's
+// variant, and returns once the process runs again.
+func injectFault(t *testing.T, ctx context.Context, fault string, st *clusterState, i int, ms *meta.Store, failpoint string) {
+	t.Helper()
+	p := &st.Processes[i]
+	var err error
+	switch fault {
+	case "sigkill":
+		if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	case "mid-upload":
+		if err := os.WriteFile(failpoint, []byte(p.Role), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	case "sigstop":
+		v, err := ms.Committed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			w, err := ms.Committed(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Seq >= v.Seq+2 {
+				t.Logf("%s stopped: the cluster committed sequences %d to %d without it", p.Role, v.Seq+1, w.Seq)
+				break
+			}
+			if ctx.Err() != nil {
+				syscall.Kill(p.PID, syscall.SIGCONT)
+				t.Fatalf("the cluster committed nothing past sequence %d while %s was stopped", v.Seq, p.Role)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := syscall.Kill(p.PID, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		// Its late messages, of the graph torn down while it was stopped, are
+		// refused (when they arrive on its new stream; those sent on the old one
+		// are lost with it): the leader logs each.
+		t.Cleanup(func() {
+			leader := st.Processes[len(st.Processes)-1]
+			logged, err := os.ReadFile(leader.Log)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Logf("the leader refused %d messages for their stamps", bytes.Count(logged, []byte("refused a message for its stamp")))
+		})
+		return
+	}
+	if err := awaitExit(p.PID); err != nil {
+		t.Fatal(err)
+	}
+	if fault == "mid-upload" {
+		logged, err := os.ReadFile(p.Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(logged, []byte("failpoint: SIGKILL mid-upload")) {
+			t.Fatalf("%s exited, but not at the failpoint: its log %s says nothing of it", p.Role, p.Log)
+		}
+		if err := os.WriteFile(failpoint, nil, 0o644); err != nil { // disarmed for the restart
+			t.Fatal(err)
+		}
+	}
+	if *p, err = p.restart(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // upCluster starts a local cluster of nodes compute processes under weir meta on a
@@ -245,7 +341,9 @@ func writeKV(ctx context.Context, c *remote.Client, op func(context.Context, str
 // backfills across two compute processes, and restarted on its directory. It takes
 // the lease anew (a higher term); the compute processes, not restarted, reconnect to
 // it, drop what the old leader's graph left and catch up from the log; the backfill
-// resumes from its committed progress, and the view equals its table at the end.
+// resumes from its committed progress, and the view equals its table at the end;
+// with the cluster stopped and its garbage collected, the bucket holds exactly the
+// objects the log references.
 func TestClusterMetaKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a cluster of processes")
@@ -345,4 +443,9 @@ func TestClusterMetaKill(t *testing.T) {
 			t.Fatalf("%s (pid %d) does not run: it should have reconnected to the new meta", p.Role, p.PID)
 		}
 	}
+	c.Close()
+	if err := stopCluster(*st, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	checkBucketReferenced(t, ctx, st.Meta, st.Bucket)
 }

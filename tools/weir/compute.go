@@ -81,6 +81,7 @@ func compute(ctx context.Context, o computeOptions, ready func(addr string), log
 	}
 	name := control.ComputeName(o.node)
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+	armKillMidUpload(logger, name)
 	if o.metricsAddr != "" {
 		m, err := serveMetrics(o.metricsAddr, prometheus.Labels{"node": name})
 		if err != nil {

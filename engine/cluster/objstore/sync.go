@@ -58,7 +58,7 @@ func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, no
 			cancel()
 			return "", nil, fmt.Errorf("objstore: upload object %s: %w", name, err)
 		}
-		ow := &objectWriter{w: w, cancel: cancel, name: name}
+		ow := &objectWriter{w: w, cancel: cancel, name: name, k: k}
 		if keep {
 			lw, p, err := store.NewIngestFile(name)
 			if err != nil {
@@ -87,12 +87,23 @@ type objectWriter struct {
 	w      *blob.Writer
 	cancel context.CancelFunc
 	name   string
+	k      int // the object's index in its upload
 	local  io.WriteCloser
 }
+
+// TestingBeforeWrite, when set, is called before each write into an object being
+// uploaded, with the object's name and its index in its upload (0 for the first). It
+// is a failpoint for tests of processes: weir compute sets it from
+// WEIR_KILL_MID_UPLOAD to kill itself in the middle of a checkpoint's upload. Set it
+// before any upload starts.
+var TestingBeforeWrite func(name string, k int)
 
 // Write writes p to the bucket, then to the copy: a file system may scribble over what
 // it was given once it has copied it (pebble's MemFS does under its invariants).
 func (o *objectWriter) Write(p []byte) (int, error) {
+	if TestingBeforeWrite != nil {
+		TestingBeforeWrite(o.name, o.k)
+	}
 	n, err := o.w.Write(p)
 	if err != nil || o.local == nil {
 		return n, err
