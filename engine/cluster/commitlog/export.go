@@ -2,11 +2,13 @@ package commitlog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
@@ -33,10 +35,15 @@ type exportPart struct {
 	paths []string // the engine's store's copies, in objs' order
 }
 
+// nodeObjectBits is the size of each node's range of object numbers (the K of
+// objstore.Name) in one export: node i's objects are numbered from i<<nodeObjectBits.
+const nodeObjectBits = 32
+
 // export uploads the sealed data up to c.Epoch of c.Store, or has each node upload
-// its own (after staging the commit's table drops, whose runs are not exported),
-// and checks that the nodes' objects do not overlap: an overlap would make the
-// commit one that no store can apply, so it is refused before the commit point.
+// its own, all at once (after staging the commit's table drops, whose runs are not
+// exported), and checks that the nodes' objects do not overlap: an overlap would
+// make the commit one that no store can apply, so it is refused before the commit
+// point.
 func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32) (*export, error) {
 	ex := &export{l: l, c: c}
 	if len(c.Nodes) == 0 {
@@ -53,27 +60,48 @@ func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32
 	if err != nil {
 		return nil, err
 	}
+	// The nodes export at once, each numbering its objects in a range of its own.
+	first := uint64(len(ex.objs))
+	parts := make([]exportPart, len(c.Nodes))
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
-		what := fmt.Sprintf("node %d", n.Node)
-		req, err := appendNodeRequest(nil, exportRequest{
-			Epoch: c.Epoch, Sequence: seq, Committed: c.Store.CommittedEpoch(), Node: l.cfg.Node, Incarnation: l.inc,
-			First: uint64(len(ex.objs)), Drops: drops, TableBytes: uint64(max(l.cfg.TableBytes, 0)),
+		parts[i] = exportPart{what: fmt.Sprintf("node %d", n.Node), node: n}
+		wg.Go(func() {
+			req, err := appendNodeRequest(nil, exportRequest{
+				Epoch: c.Epoch, Sequence: seq, Committed: c.Store.CommittedEpoch(), Node: l.cfg.Node, Incarnation: l.inc,
+				First: first + uint64(i)<<nodeObjectBits, Drops: drops, TableBytes: uint64(max(l.cfg.TableBytes, 0)),
+			})
+			var ans []byte
+			if err == nil {
+				ans, err = n.Call(ctx, req)
+			}
+			var x exported
+			if err == nil {
+				x, err = decodeExported(ans)
+			}
+			if err == nil && uint64(len(x.Objects)) >= 1<<nodeObjectBits {
+				err = fmt.Errorf("%d objects, more than a node's range of names holds", len(x.Objects))
+			}
+			parts[i].objs, errs[i] = x.Objects, err
 		})
-		var ans []byte
-		if err == nil {
-			ans, err = n.Call(ctx, req)
+	}
+	wg.Wait()
+	var failed error
+	for i, p := range parts {
+		if errs[i] != nil {
+			// A node whose export failed dropped what it staged; the others drop
+			// theirs (discard).
+			failed = cmp.Or(failed, fmt.Errorf("%s: %w", p.what, errs[i]))
+			continue
 		}
-		var x exported
-		if err == nil {
-			x, err = decodeExported(ans)
-		}
-		if err != nil {
-			ex.discard()
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		ex.objs = append(ex.objs, x.Objects...)
-		ex.parts = append(ex.parts, exportPart{what: what, node: n, objs: x.Objects})
+		ex.objs = append(ex.objs, p.objs...)
+		ex.parts = append(ex.parts, p)
+	}
+	if failed != nil {
+		ex.discard()
+		return nil, failed
 	}
 	if err := ex.check(drops); err != nil {
 		// The objects stay in the bucket, recorded nowhere, as those of a failed
@@ -143,12 +171,13 @@ func (ex *export) discard() {
 	ex.parts = nil
 }
 
-// apply applies the committed export at epoch with ch to every store: each node's
-// from its copies and the other nodes' objects, downloaded; then the engine's store,
-// which exported none, from all of them downloaded. Without node stores, the
+// apply applies the committed export at epoch with ch to every store at once: each
+// node's from its copies and the other nodes' objects, downloaded, and the engine's
+// store, which exported none, from all of them downloaded. Without node stores, the
 // engine's store applies its copies. A node lost before it answered is passed over:
 // the others and the engine's store apply the commit, and the error then says which
-// nodes are behind (engine.ErrNodesBehind), which a recovery catches up.
+// nodes are behind (engine.ErrNodesBehind), which a recovery catches up; any other
+// failure names every store that failed.
 func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch storage.Changes) error {
 	if len(ex.c.Nodes) == 0 {
 		p := ex.parts[0]
@@ -160,7 +189,9 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 		ex.discard()
 		return err
 	}
-	var behind []error // the nodes lost before they applied the commit
+	// Every node applies at once, and the engine's store with them.
+	errs := make([]error, len(ex.parts))
+	var wg sync.WaitGroup
 	for i, p := range ex.parts {
 		var others []string
 		for j, q := range ex.parts {
@@ -168,22 +199,31 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 				others = append(others, objectNames(metaObjects(q.objs))...)
 			}
 		}
-		req, err := appendNodeRequest(nil, applyRequest{Epoch: epoch, Sequence: ch.Sequence, Changes: changes, Others: others})
-		if err == nil {
-			_, err = p.node.Call(ctx, req)
-		}
-		if errors.Is(err, engine.ErrNodeLost) {
+		wg.Go(func() {
+			req, err := appendNodeRequest(nil, applyRequest{Epoch: epoch, Sequence: ch.Sequence, Changes: changes, Others: others})
+			if err == nil {
+				_, err = p.node.Call(ctx, req)
+			}
+			errs[i] = err
+		})
+	}
+	serr := objstore.Apply(ctx, b, ex.c.Store, epoch, objectNames(metaObjects(ex.objs)), ch)
+	wg.Wait()
+	var behind []error // the nodes lost before they applied the commit
+	var failed []error // the nodes that failed to apply it (each dropped its copies)
+	for i, p := range ex.parts {
+		switch err := errs[i]; {
+		case errors.Is(err, engine.ErrNodeLost):
 			behind = append(behind, fmt.Errorf("%s: %w", p.what, err))
-			continue
-		}
-		if err != nil {
-			ex.parts = ex.parts[i+1:] // the nodes not asked yet drop theirs
-			ex.discard()
-			return fmt.Errorf("%s: %w", p.what, err)
+		case err != nil:
+			failed = append(failed, fmt.Errorf("%s: %w", p.what, err))
 		}
 	}
-	if err := objstore.Apply(ctx, b, ex.c.Store, epoch, objectNames(metaObjects(ex.objs)), ch); err != nil {
-		return fmt.Errorf("the store in %s: %w", ex.c.Store.Dir(), err)
+	if serr != nil {
+		failed = append(failed, fmt.Errorf("the store in %s: %w", ex.c.Store.Dir(), serr))
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
 	}
 	if len(behind) > 0 {
 		return fmt.Errorf("%w: %w", engine.ErrNodesBehind, errors.Join(behind...))
