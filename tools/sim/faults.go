@@ -178,19 +178,59 @@ func (r *runner) reopen(want executors.Epoch, land, newer *state) error {
 }
 
 // breakStep (cluster-shaped seeds) injects a network fault into one node, then
-// checkpoints: half the time it cuts every Flight stream into the node, half the time
-// it ends the node's control stream. The checkpoint must fail with an error naming
+// checkpoints: a third of the time it cuts every Flight stream into the node, a third
+// it ends the node's control stream, a third it sends a late reply on it
+// (lateReplyStep). After a cut or an end, the checkpoint must fail with an error naming
 // the fault, and the engine recover by itself to the committed epoch (its
 // uncommitted writes are lost, as after a crash): the model goes back to it. A node
 // no edge goes into commits the checkpoint of an edge break as usual.
 func (r *runner) breakStep() error {
 	node := r.rng.IntN(r.eo.Nodes)
-	if r.rng.IntN(2) == 0 {
+	switch r.rng.IntN(3) {
+	case 2:
+		return r.lateReplyStep(node)
+	case 1:
 		return r.networkFault("control_stream_lost", fmt.Sprintf("node %d lost its control stream", node), fmt.Sprintf("node-%d", node), false,
 			func() error { return r.ctl.Lose(node) })
 	}
 	return r.networkFault("edge_break", fmt.Sprintf("broke the edges into node %d", node), "exchange: edge", true,
 		func() error { return r.mesh.Break(node) })
+}
+
+// lateReplyStep (cluster-shaped seeds) sends on one node's control stream a Failed
+// report of a torn-down graph or of a replaced incarnation, as a reply delayed past
+// a recovery arrives; then checkpoints. The coordinator must refuse it (counted
+// once), and the checkpoint commit as if it had never been sent: no recovery.
+func (r *runner) lateReplyStep(node int) error {
+	recoveries, refusals := r.e.Recoveries(), r.ctl.Refusals()
+	what, err := r.ctl.SendLate(node, []string{"generation", "incarnation"}[r.rng.IntN(2)])
+	if err != nil {
+		r.fail("engine error", "late reply: %v", err)
+		return errStop
+	}
+	r.tracef("late reply: sent %s; refused", what)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.CallTimeout)
+	_, err = r.e.WaitCheckpoint(ctx)
+	cancel()
+	r.rep.Barriers++
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	if err != nil {
+		r.fail("engine error", "checkpoint after %s: %v (the refused reply should change nothing)", what, err)
+		return errStop
+	}
+	if got := r.e.Recoveries(); got != recoveries {
+		r.fail("engine error", "%d recoveries after %s, want %d", got, what, recoveries)
+		return errStop
+	}
+	if got := r.ctl.Refusals(); got != refusals+1 {
+		r.fail("engine error", "%d messages refused after %s, want %d", got, what, refusals+1)
+		return errStop
+	}
+	r.rep.Faults["late_reply"]++
+	r.pending = 0
+	return r.afterCall()
 }
 
 // networkFault injects a fault (what, counted as kind), then checkpoints. The

@@ -42,7 +42,7 @@ func (f Failure) String() string {
 // FaultKinds and SometimesCounters are the counters a run must see above zero.
 var (
 	FaultKinds = []string{"crash_mid_epoch", "crash_before_commit", "crash_after_commit", "crash_during_rescale",
-		"rescale", "pause", "resume", "throttle", "pause_on_bootstrap", "io_error_enospc", "io_error_eio", "edge_break", "control_stream_lost"}
+		"rescale", "pause", "resume", "throttle", "pause_on_bootstrap", "io_error_enospc", "io_error_eio", "edge_break", "control_stream_lost", "late_reply"}
 	SometimesCounters = []string{
 		"update_straddling_position",        // a pk-changing update with one key backfilled and the other not
 		"crash_mid_epoch_with_writes",       // a crash with uncommitted writes in flight

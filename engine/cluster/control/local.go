@@ -302,6 +302,44 @@ func (l *Local) Lose(node int) error {
 	return nil
 }
 
+// SendLate sends on node's stream of the current graph what a reply delayed past a
+// recovery looks like (fault injection): a Failed report stamped with the
+// generation before the node's (stale "generation"), or with an incarnation below
+// the node's (stale "incarnation"; a node of incarnation 1 gets the generation's).
+// The coordinator must refuse it, as a late reply of a torn-down graph or a
+// replaced process: SendLate returns what it sent once the coordinator did, and an
+// error if it did not within 30s. Were it taken, the graph's round would fail.
+func (l *Local) SendLate(node int, stale string) (string, error) {
+	l.mu.Lock()
+	g := l.graph
+	l.mu.Unlock()
+	if g == nil || node < 0 || node >= len(g.nodes) {
+		return "", fmt.Errorf("control: late reply of node %d: no such node in the current graph", node)
+	}
+	n := g.nodes[node]
+	if n == nil {
+		return "", fmt.Errorf("control: late reply of node %d: its stream is its compute process's", node)
+	}
+	s := n.Known()
+	if stale == "incarnation" && s.Incarnation > 1 {
+		s.Incarnation--
+	} else {
+		stale = "generation"
+		s.Generation--
+	}
+	what := fmt.Sprintf("a Failed report of %s stamped %s (%s below its own)", l.nameOf(node), s, stale)
+	before := l.coord.Refusals()
+	if err := n.sendStamped(context.Background(), Failed{Actor: 1, Err: "a late reply"}, s); err != nil {
+		return what, fmt.Errorf("control: send %s: %w", what, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); l.coord.Refusals() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return what, fmt.Errorf("control: %s was not refused within 30s", what)
+		}
+	}
+	return what, nil
+}
+
 // events hands the coordinator's events to the current graph.
 func (l *Local) events() {
 	defer close(l.looped)

@@ -586,3 +586,43 @@ func TestClusterRoles(t *testing.T) {
 		t.Fatalf("nodes %v down, want node 1 (its role is other)", d)
 	}
 }
+
+// A late reply (SendLate: a Failed report stamped with the generation before the
+// node's, or an incarnation below its own) is refused and reaches no graph; the same
+// report stamped as the node's current one is delivered.
+func TestLocalLateReplyRefused(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	s := newCallSide()
+	openCall(t, l, 4, s).Close()
+	openCall(t, l, 5, s)
+	for i, stale := range []string{"generation", "incarnation"} {
+		what, err := l.SendLate(1+i, stale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(what, stale+" below its own") {
+			t.Fatalf("sent %s, want a stale %s", what, stale)
+		}
+	}
+	if n := l.Refusals(); n != 2 {
+		t.Fatalf("%d frames refused, want the 2 late replies", n)
+	}
+	if _, err := l.SendLate(3, "generation"); err == nil {
+		t.Fatal("a late reply of node 3 of a graph of 3 nodes was sent")
+	}
+	l.mu.Lock()
+	n := l.graph.nodes[1]
+	l.mu.Unlock()
+	if err := n.SendAt(ctx, 5, Failed{Actor: 1, Err: "a timely reply"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-s.reports:
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "a timely reply") {
+			t.Fatalf("delivered %+v, want the timely reply (the late ones refused)", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("the timely reply was not delivered")
+	}
+}
