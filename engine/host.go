@@ -39,11 +39,20 @@ type HostConfig struct {
 	Report func(ctx context.Context, gen uint64, r ControlReport) error
 }
 
+// GraphAt is where a message to a Host belongs: the leader's term and the
+// generation of the graph in that term.
+type GraphAt struct {
+	Term, Generation uint64
+}
+
 // Host is a compute process's side of one node. Its methods are safe for concurrent
-// use; each takes the generation of the graph its message belongs to. A message of a
-// newer generation than the host's current graph tears that graph's actors down and
-// starts the new one's side (the coordinator builds a new graph at every recovery);
-// one of an older generation is refused.
+// use; each takes the term and generation of the graph its message belongs to. A
+// message of a newer generation than the host's current graph tears that graph's
+// actors down and starts the new one's side (the coordinator builds a new graph at
+// every recovery); one of an older generation is refused. A message of a newer term
+// (a new leader, whose generations start anew) tears the graph down and forgets the
+// generations seen; one of an older term is refused, whatever its generation, so
+// that a call of a deposed leader still in flight cannot start a graph.
 type Host struct {
 	cfg   HostConfig
 	opts  Options
@@ -118,12 +127,10 @@ func (h *Host) Term() uint64 {
 	return h.term
 }
 
-// NewTerm moves the host to leader term t, above its current one: a new leader's
-// generations start anew, so the host tears its graph down and forgets the
-// generations it saw. A term not above the current one changes nothing.
-func (h *Host) NewTerm(t uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// newTermLocked moves the host to leader term t, above its current one: a new
+// leader's generations start anew, so the host tears its graph down and forgets the
+// generations it saw. A term not above the current one changes nothing. h.mu is held.
+func (h *Host) newTermLocked(t uint64) {
 	if t <= h.term {
 		return
 	}
@@ -153,13 +160,19 @@ func (h *Host) Running() int {
 	return n
 }
 
-// graph returns the host's side of generation gen, tearing an older one down first.
-func (h *Host) graph(gen uint64, what string) (*hostGraph, error) {
+// graph returns the host's side of the graph at, tearing an older one down first.
+func (h *Host) graph(at GraphAt, what string) (*hostGraph, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	gen := at.Generation
 	switch {
 	case h.closed:
 		return nil, fmt.Errorf("node %d: %s of generation %d: the host is closed", h.cfg.Node, what, gen)
+	case at.Term < h.term:
+		return nil, fmt.Errorf("node %d: %s of term %d, generation %d: the node follows term %d", h.cfg.Node, what, at.Term, gen, h.term)
+	}
+	h.newTermLocked(at.Term)
+	switch {
 	case gen < h.gen:
 		return nil, fmt.Errorf("node %d: %s of generation %d: the node is at generation %d", h.cfg.Node, what, gen, h.gen)
 	case gen <= h.down:
@@ -222,8 +235,8 @@ func (g *hostGraph) stop() {
 
 // Build builds (or starts, or drops) the actors of spec, a build spec of version
 // BuildSpecVersion for the host's node: all of it, or nothing and an error.
-func (h *Host) Build(ctx context.Context, gen uint64, spec []byte) error {
-	g, err := h.graph(gen, "build")
+func (h *Host) Build(ctx context.Context, at GraphAt, spec []byte) error {
+	g, err := h.graph(at, "build")
 	if err != nil {
 		return err
 	}
@@ -233,8 +246,8 @@ func (h *Host) Build(ctx context.Context, gen uint64, spec []byte) error {
 // Inject puts barrier b at the node's sources, its DML actors (the engine keeps them
 // on its own node, so a compute node usually has none), and returns once they all
 // took it.
-func (h *Host) Inject(ctx context.Context, gen uint64, b *executors.Barrier) error {
-	g, err := h.graph(gen, fmt.Sprintf("barrier %d", b.Curr))
+func (h *Host) Inject(ctx context.Context, at GraphAt, b *executors.Barrier) error {
+	g, err := h.graph(at, fmt.Sprintf("barrier %d", b.Curr))
 	if err != nil {
 		return err
 	}
@@ -245,7 +258,7 @@ func (h *Host) Inject(ctx context.Context, gen uint64, b *executors.Barrier) err
 		select {
 		case in.c <- executors.BarrierMessage(b):
 		case <-g.ctx.Done():
-			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, h.cfg.Node, gen)
+			return fmt.Errorf("barrier %d at node %d: the graph of generation %d is torn down", b.Curr, h.cfg.Node, at.Generation)
 		case <-ctx.Done():
 			return fmt.Errorf("barrier %d at node %d: %w", b.Curr, h.cfg.Node, ctx.Err())
 		}
@@ -256,18 +269,24 @@ func (h *Host) Inject(ctx context.Context, gen uint64, b *executors.Barrier) err
 // Call answers a request of the commit log for the node's part of a checkpoint, or
 // its recovery, with the node's store. A request of a newer generation (a recovery's)
 // tears the older graph's actors down first.
-func (h *Host) Call(ctx context.Context, gen uint64, req []byte) ([]byte, error) {
-	if _, err := h.graph(gen, "call"); err != nil {
+func (h *Host) Call(ctx context.Context, at GraphAt, req []byte) ([]byte, error) {
+	if _, err := h.graph(at, "call"); err != nil {
 		return nil, err
 	}
 	return h.cfg.Server.ServeNode(ctx, h.cfg.Node, h.store, req)
 }
 
-// Teardown stops the actors of generation gen and of every older one; the node's
-// uncommitted data stays until the next recovery's request drops it.
-func (h *Host) Teardown(gen uint64) {
+// Teardown stops the actors of generation at.Generation and of every older one of
+// its term; the node's uncommitted data stays until the next recovery's request drops
+// it. A teardown of an older term changes nothing.
+func (h *Host) Teardown(at GraphAt) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if at.Term < h.term {
+		return
+	}
+	h.newTermLocked(at.Term)
+	gen := at.Generation
 	if h.cur != nil && h.cur.gen <= gen {
 		h.cur.stop()
 		h.cur = nil

@@ -226,9 +226,10 @@ func TestRemoteHosts(t *testing.T) {
 	}
 }
 
-// A host takes each message with its graph's generation: a newer one tears the
-// older graph down, an older one is refused, and so is one of a generation torn
-// down by a Teardown; a new leader's term starts the generations anew.
+// A host takes each message with its graph's term and generation: a newer
+// generation tears the older graph down, an older one is refused, and so is one of a
+// generation torn down by a Teardown; a new leader's term starts the generations
+// anew, and a message of an older term is refused.
 func TestHostGenerations(t *testing.T) {
 	c := newCluster(t)
 	mesh, err := exchange.NewMesh(2, 0, memory.DefaultAllocator)
@@ -246,35 +247,47 @@ func TestHostGenerations(t *testing.T) {
 	}
 	defer h.Close()
 	ctx := testContext(t)
-	if err := h.Build(ctx, 5, nil); err == nil {
+	at := func(term, gen uint64) engine.GraphAt { return engine.GraphAt{Term: term, Generation: gen} }
+	if err := h.Build(ctx, at(1, 5), nil); err == nil {
 		t.Fatal("an empty build spec was built")
 	}
 	if h.Generation() != 5 {
 		t.Fatalf("generation %d after a build of generation 5", h.Generation())
 	}
-	if err := h.Build(ctx, 4, nil); err == nil || !strings.Contains(err.Error(), "generation 4: the node is at generation 5") {
+	if err := h.Build(ctx, at(1, 4), nil); err == nil || !strings.Contains(err.Error(), "generation 4: the node is at generation 5") {
 		t.Fatalf("build of generation 4 at 5: %v", err)
 	}
-	h.Teardown(6)
+	h.Teardown(at(1, 6))
 	for _, gen := range []uint64{5, 6} {
-		if _, err := h.Call(ctx, gen, nil); err == nil || !strings.Contains(err.Error(), "torn down") && !strings.Contains(err.Error(), "the node is at generation 6") {
+		if _, err := h.Call(ctx, at(1, gen), nil); err == nil || !strings.Contains(err.Error(), "torn down") && !strings.Contains(err.Error(), "the node is at generation 6") {
 			t.Fatalf("call of generation %d after the teardown of 6: %v", gen, err)
 		}
 	}
 	// A recovery's request of a newer generation is served.
-	if _, err := h.Call(ctx, 7, nil); err == nil || strings.Contains(err.Error(), "generation") {
+	if _, err := h.Call(ctx, at(1, 7), nil); err == nil || strings.Contains(err.Error(), "generation") {
 		t.Fatalf("call of generation 7 with an empty request: %v, want the node server's refusal of the request", err)
 	}
 	if h.Generation() != 7 {
 		t.Fatalf("generation %d after a call of generation 7", h.Generation())
 	}
-	// A new leader's generations start anew: after its term, generation 3 is taken.
-	h.NewTerm(2)
-	if err := h.Build(ctx, 3, nil); err == nil || strings.Contains(err.Error(), "generation") {
+	// A new leader's generations start anew: in its term, generation 3 is taken.
+	if err := h.Build(ctx, at(2, 3), nil); err == nil || strings.Contains(err.Error(), "generation") {
 		t.Fatalf("build of generation 3 in a new term: %v, want the spec's refusal, not the generation's", err)
 	}
 	if h.Term() != 2 || h.Generation() != 3 {
 		t.Fatalf("term %d generation %d, want 2 and 3", h.Term(), h.Generation())
+	}
+	// A message of the old term still in flight (a call of the deposed leader) is
+	// refused, whatever its generation, and changes nothing; so is its teardown.
+	if _, err := h.Call(ctx, at(1, 9), nil); err == nil || !strings.Contains(err.Error(), "term 1, generation 9: the node follows term 2") {
+		t.Fatalf("call of term 1 generation 9 in term 2: %v", err)
+	}
+	h.Teardown(at(1, 9))
+	if h.Term() != 2 || h.Generation() != 3 {
+		t.Fatalf("term %d generation %d after the old term's call and teardown, want 2 and 3", h.Term(), h.Generation())
+	}
+	if err := h.Build(ctx, at(2, 4), nil); err == nil || strings.Contains(err.Error(), "generation") {
+		t.Fatalf("build of generation 4 in term 2 after the old term's messages: %v", err)
 	}
 }
 

@@ -12,16 +12,13 @@ import (
 )
 
 // Host is what a compute process serves its control stream with: *engine.Host is
-// one. Each method takes the generation of the graph its message belongs to.
+// one. Each method takes the leader's term and the generation of the graph its
+// message belongs to (a new term's generations start anew).
 type Host interface {
-	// Term and NewTerm: the leader's term whose generations the host takes, and
-	// the move to a newer one (whose generations start anew).
-	Term() uint64
-	NewTerm(t uint64)
-	Build(ctx context.Context, gen uint64, spec []byte) error
-	Inject(ctx context.Context, gen uint64, b *executors.Barrier) error
-	Call(ctx context.Context, gen uint64, req []byte) ([]byte, error)
-	Teardown(gen uint64)
+	Build(ctx context.Context, at engine.GraphAt, spec []byte) error
+	Inject(ctx context.Context, at engine.GraphAt, b *executors.Barrier) error
+	Call(ctx context.Context, at engine.GraphAt, req []byte) ([]byte, error)
+	Teardown(at engine.GraphAt)
 }
 
 var _ Host = (*engine.Host)(nil)
@@ -52,23 +49,21 @@ func Serve(ctx context.Context, n *Node, h Host) error {
 		if err != nil {
 			return err
 		}
-		if t := StampOf(m).Term; t > h.Term() {
-			h.NewTerm(t) // a new leader: its generations start anew
-		}
 		gen := StampOf(m).Generation
+		at := engine.GraphAt{Term: StampOf(m).Term, Generation: gen}
 		switch m := m.(type) {
 		case BuildActors:
 			var berr error
 			if m.SpecVersion != engine.BuildSpecVersion {
 				berr = fmt.Errorf("control: %s: build %d: spec version %d, this node builds version %d", name, m.ID, m.SpecVersion, engine.BuildSpecVersion)
 			} else {
-				berr = h.Build(ctx, gen, m.Spec)
+				berr = h.Build(ctx, at, m.Spec)
 			}
 			if err := n.SendAt(ctx, gen, Built{ID: m.ID, Err: errText(berr)}); err != nil {
 				return err
 			}
 		case Inject:
-			if err := h.Inject(ctx, gen, m.Barrier); err != nil {
+			if err := h.Inject(ctx, at, m.Barrier); err != nil {
 				err = fmt.Errorf("control: %s: %w", name, err)
 				_ = n.SendAt(ctx, gen, Failed{Err: errText(err)})
 				n.Close()
@@ -78,7 +73,7 @@ func Serve(ctx context.Context, n *Node, h Host) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				payload, err := h.Call(cctx, gen, m.Payload)
+				payload, err := h.Call(cctx, at, m.Payload)
 				a := Answer{ID: m.ID, Payload: payload}
 				if err != nil {
 					a = Answer{ID: m.ID, Err: errText(err)}
@@ -89,7 +84,7 @@ func Serve(ctx context.Context, n *Node, h Host) error {
 				}
 			}()
 		case Teardown:
-			h.Teardown(m.Generation)
+			h.Teardown(engine.GraphAt{Term: at.Term, Generation: m.Generation})
 		default:
 			return fmt.Errorf("control: %s: a %s from the coordinator (%s)", name, m.Kind(), StampOf(m))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/executors"
 )
 
@@ -23,14 +24,8 @@ func (g *localGraph) serveLocal(ctx context.Context, i int, n *Node) {
 	_ = Serve(ctx, n, localSide{g: g, i: i}) // a stream that ends is the coordinator's loss to see
 }
 
-// Term implements Host: a Local's streams are all of its one term.
-func (s localSide) Term() uint64 { return s.g.l.term }
-
-// NewTerm implements Host: a Local's term never changes.
-func (s localSide) NewTerm(uint64) {}
-
 // Build implements Host.
-func (s localSide) Build(ctx context.Context, _ uint64, spec []byte) error {
+func (s localSide) Build(ctx context.Context, _ engine.GraphAt, spec []byte) error {
 	if err := s.g.side.Build(ctx, s.i, spec); err != nil {
 		return err
 	}
@@ -39,7 +34,7 @@ func (s localSide) Build(ctx context.Context, _ uint64, spec []byte) error {
 }
 
 // Inject implements Host.
-func (s localSide) Inject(ctx context.Context, _ uint64, b *executors.Barrier) error {
+func (s localSide) Inject(ctx context.Context, _ engine.GraphAt, b *executors.Barrier) error {
 	if err := s.g.side.Inject(ctx, s.i, b); err != nil {
 		return err
 	}
@@ -48,7 +43,7 @@ func (s localSide) Inject(ctx context.Context, _ uint64, b *executors.Barrier) e
 }
 
 // Call implements Host.
-func (s localSide) Call(ctx context.Context, _ uint64, req []byte) ([]byte, error) {
+func (s localSide) Call(ctx context.Context, _ engine.GraphAt, req []byte) ([]byte, error) {
 	if s.g.side.Call == nil {
 		return nil, fmt.Errorf("control: %s: the node serves no calls", s.g.l.nameOf(s.i))
 	}
@@ -59,4 +54,4 @@ func (s localSide) Call(ctx context.Context, _ uint64, req []byte) ([]byte, erro
 
 // Teardown implements Host: the engine tears its own nodes' sides down itself, and
 // a Local never sends one a Teardown.
-func (s localSide) Teardown(uint64) {}
+func (s localSide) Teardown(engine.GraphAt) {}
