@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +27,8 @@ type clusterBenchOptions struct {
 	rows, nodes, parallelism, reps int
 	meta, dir                      string
 	quiet                          bool
+	profile                        string        // a directory for the processes' CPU profiles of the first cluster build
+	profileFor                     time.Duration // how long each profile runs
 }
 
 // clusterBenchResult is what weir bench cluster --json prints.
@@ -55,7 +61,12 @@ both through their writes, then builds a pass-through view over bid at --paralle
 in each, --reps times, alternating which goes first, and reports each build's
 seconds and the paired ratio cluster ÷ embedded (geomean and 95% interval). Then,
 --reps times, it kills the last compute process with SIGKILL, restarts it, and
-reports the seconds from the kill to the first checkpoint committed after it.`,
+reports the seconds from the kill to the first checkpoint committed after it.
+
+With --profile DIR every process of the cluster serves pprof (weir cluster up
+--metrics), and when the first cluster build starts the bench takes a CPU profile of
+each one for --profile-for, into DIR/<role>.pprof (leader, compute-1, ...), with
+one of its own process (the clients' side) as bench.pprof.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logw := cmd.ErrOrStderr()
@@ -85,6 +96,8 @@ reports the seconds from the kill to the first checkpoint committed after it.`,
 	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database (default: a private server from scripts/pg.sh)")
 	f.StringVar(&o.dir, "dir", "", "directory for the cluster and the engine (default: a temporary directory, removed)")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&o.profile, "profile", "", "directory for CPU profiles of every process during the first cluster build")
+	f.DurationVar(&o.profileFor, "profile-for", 10*time.Second, "how long each --profile profile runs")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
@@ -101,7 +114,7 @@ func runClusterBench(ctx context.Context, o clusterBenchOptions, logw io.Writer)
 		}
 		defer os.RemoveAll(dir)
 	}
-	st, err := clusterUp(ctx, filepath.Join(dir, "cluster"), o.meta, "", "channel", "channel", 0, o.nodes, false)
+	st, err := clusterUp(ctx, filepath.Join(dir, "cluster"), clusterUpOptions{meta: o.meta, exchange: "channel", control: "channel", nodes: o.nodes, metrics: o.profile != ""})
 	if err != nil {
 		return r, fmt.Errorf("bench cluster: %w", err)
 	}
@@ -146,6 +159,17 @@ func runClusterBench(ctx context.Context, o clusterBenchOptions, logw io.Writer)
 		for _, i := range order {
 			d := dbs[i]
 			name := fmt.Sprintf("pass_%d", rep)
+			if d.name == "cluster" && rep == 0 && o.profile != "" {
+				stop, err := profileCluster(ctx, &st, o.profile, o.profileFor)
+				if err != nil {
+					return r, fmt.Errorf("bench cluster: %w", err)
+				}
+				defer func() {
+					if perr := stop(); err == nil && perr != nil {
+						err = fmt.Errorf("bench cluster: %w", perr)
+					}
+				}()
+			}
 			t0 := time.Now()
 			if err := d.db.CreateMV(ctx, name, engine.Scan("bid"), engine.MVOptions{Parallelism: o.parallelism}); err != nil {
 				return r, fmt.Errorf("bench cluster: build %s in the %s engine: %w", name, d.name, err)
@@ -203,4 +227,74 @@ func loadBids(ctx context.Context, db engine.DB, rows, parallelism int) error {
 	}
 	_, err := db.WaitCheckpoint(ctx)
 	return err
+}
+
+// profileCluster starts a CPU profile of every process of st (served on its
+// metrics address) and of this process, each running for d, into dir/<role>.pprof
+// and dir/bench.pprof. The returned func waits for them and says which failed.
+func profileCluster(ctx context.Context, st *clusterState, dir string, d time.Duration) (func() error, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "bench.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profile this process: %w", err)
+	}
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	errs := make([]error, len(st.Processes))
+	var wg sync.WaitGroup
+	for i, p := range st.Processes {
+		if p.Metrics == "" {
+			errs[i] = fmt.Errorf("%s serves no pprof", p.Role)
+			continue
+		}
+		wg.Go(func() {
+			errs[i] = fetchProfile(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.Metrics, secs), filepath.Join(dir, p.Role+".pprof"))
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("profile %s: %w", p.Role, errs[i])
+			}
+		})
+	}
+	var ferr error
+	wg.Go(func() {
+		select {
+		case <-time.After(time.Duration(secs) * time.Second):
+		case <-ctx.Done():
+		}
+		pprof.StopCPUProfile()
+		ferr = f.Close()
+	})
+	return func() error {
+		wg.Wait()
+		return errors.Join(append(errs, ferr)...)
+	}, nil
+}
+
+// fetchProfile writes what url answers into path.
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,9 +37,10 @@ type clusterPostgres struct {
 }
 
 type clusterProcess struct {
-	Role string   `json:"role"` // leader, replica-N, compute-N
-	PID  int      `json:"pid"`
-	Addr string   `json:"addr"`
+	Role    string `json:"role"` // leader, replica-N, compute-N
+	PID     int    `json:"pid"`
+	Addr    string `json:"addr"`
+	Metrics string `json:"metrics,omitempty"` // its Prometheus metrics and pprof address (up --metrics)
 	Dir  string   `json:"dir"`
 	Log  string   `json:"log"`
 	Args []string `json:"args"` // weir's arguments, to restart it with
@@ -54,17 +56,61 @@ func launchProcess(dir, role, said string, args []string) (clusterProcess, error
 	if p.PID, p.Addr, err = startLogged(args, p.Log, said); err != nil {
 		return p, fmt.Errorf("%s: %w", role, err)
 	}
+	if slices.Contains(args, "--metrics-addr") {
+		if p.Metrics = metricsAddr(p.Log, 0); p.Metrics == "" {
+			return p, fmt.Errorf("%s: its log %s gives no metrics address", role, p.Log)
+		}
+	}
 	return p, nil
 }
 
 // restart starts p again with its arguments (after it died), its log appended to.
 func (p clusterProcess) restart() (clusterProcess, error) {
+	before := logSize(p.Log)
 	pid, addr, err := startLogged(p.Args, p.Log, p.Said)
 	if err != nil {
 		return p, fmt.Errorf("restart %s: %w", p.Role, err)
 	}
 	p.PID, p.Addr = pid, addr
+	if p.Metrics != "" {
+		p.Metrics = metricsAddr(p.Log, before)
+	}
 	return p, nil
+}
+
+// metricsAddr is the address of the first "metrics and pprof" line of log after
+// offset from (the process serves them with --metrics-addr), or "".
+func metricsAddr(log string, from int64) string {
+	f, err := os.Open(log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.Contains(line, `msg="metrics and pprof"`) {
+			continue
+		}
+		for _, field := range strings.Fields(line) {
+			if a, ok := strings.CutPrefix(field, "addr="); ok {
+				return a
+			}
+		}
+	}
+	return ""
+}
+
+// logSize is the size of log (0 when it does not exist yet).
+func logSize(log string) int64 {
+	fi, err := os.Stat(log)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // weirCommand is how cluster up runs weir serve: this binary (tests replace it).
@@ -85,11 +131,19 @@ func newCluster() *cobra.Command {
 	return cmd
 }
 
+// clusterUpOptions are what weir cluster up starts in a directory.
+type clusterUpOptions struct {
+	meta, script, exchange, control string
+	replicas, nodes                 int
+	nodeStores                      bool
+	metrics                         bool // every process serves its metrics and pprof (--metrics-addr on loopback)
+}
+
 func newClusterUp() *cobra.Command {
 	var (
-		dir, meta, script, exchange, ctl string
-		replicas, nodes                  int
-		asJSON, nodeStores               bool
+		dir    string
+		o      = clusterUpOptions{}
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -110,10 +164,10 @@ actors, exchanging Arrow over Flight and taking their builds and barriers over
 control streams from the leader.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if nodes > 0 && (exchange != "channel" || ctl != "channel" || nodeStores) {
+			if o.nodes > 0 && (o.exchange != "channel" || o.control != "channel" || o.nodeStores) {
 				return errors.New("cluster up: --nodes runs compute processes, whose edges are always Flight streams, their control gRPC streams and their stores their own: drop --exchange, --control and --node-stores")
 			}
-			st, err := clusterUp(cmd.Context(), dir, meta, script, exchange, ctl, replicas, nodes, nodeStores)
+			st, err := clusterUp(cmd.Context(), dir, o)
 			if err != nil {
 				return err
 			}
@@ -121,7 +175,11 @@ control streams from the leader.`,
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
 			}
 			for _, p := range st.Processes {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s at %s (pid %d, log %s)\n", p.Role, p.Addr, p.PID, p.Log)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s at %s (pid %d, log %s)", p.Role, p.Addr, p.PID, p.Log)
+				if p.Metrics != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), ", metrics and pprof at %s", p.Metrics)
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "meta %s, bucket %s; stop with weir cluster down --dir %s\n", st.Meta, st.Bucket, dir)
 			return nil
@@ -129,13 +187,14 @@ control streams from the leader.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "directory of the cluster (created; must not exist or be empty)")
-	f.StringVar(&meta, "meta", "", "PostgreSQL DSN of an empty database to use instead of starting a private server")
-	f.StringVar(&script, "pg-script", "", "scripts/pg.sh (default: found from the working directory upwards)")
-	f.StringVar(&exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
-	f.StringVar(&ctl, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
-	f.IntVar(&replicas, "replicas", 0, "read replicas to start")
-	f.IntVar(&nodes, "nodes", 0, "compute processes to start (weir compute --node 1 to N) under a weir meta leader; 0: the leader is one weir serve")
-	f.BoolVar(&nodeStores, "node-stores", false, "give each of the leader's nodes a store of its own (weir serve --node-stores)")
+	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database to use instead of starting a private server")
+	f.StringVar(&o.script, "pg-script", "", "scripts/pg.sh (default: found from the working directory upwards)")
+	f.StringVar(&o.exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
+	f.StringVar(&o.control, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
+	f.IntVar(&o.replicas, "replicas", 0, "read replicas to start")
+	f.IntVar(&o.nodes, "nodes", 0, "compute processes to start (weir compute --node 1 to N) under a weir meta leader; 0: the leader is one weir serve")
+	f.BoolVar(&o.nodeStores, "node-stores", false, "give each of the leader's nodes a store of its own (weir serve --node-stores)")
+	f.BoolVar(&o.metrics, "metrics", false, "every process serves Prometheus metrics and pprof on a loopback port of its own (printed, and in cluster.json)")
 	f.BoolVar(&asJSON, "json", false, "print the cluster's state as JSON")
 	return cmd
 }
@@ -164,7 +223,8 @@ copies).`,
 	return cmd
 }
 
-func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, replicas, nodes int, nodeStores bool) (st clusterState, err error) {
+func clusterUp(ctx context.Context, dir string, o clusterUpOptions) (st clusterState, err error) {
+	meta, script, replicas, nodes := o.meta, o.script, o.replicas, o.nodes
 	if dir == "" {
 		return st, errors.New("cluster up: --dir is required")
 	}
@@ -224,7 +284,11 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 		return st, fmt.Errorf("cluster up: %w", err)
 	}
 	launch := func(role, cmd, said string, extra ...string) error {
-		p, err := launchProcess(dir, role, said, append([]string{cmd, "--dir", filepath.Join(dir, role), "--meta", st.Meta, "--bucket", st.Bucket}, extra...))
+		args := append([]string{cmd, "--dir", filepath.Join(dir, role), "--meta", st.Meta, "--bucket", st.Bucket}, extra...)
+		if o.metrics {
+			args = append(args, "--metrics-addr", "127.0.0.1:0")
+		}
+		p, err := launchProcess(dir, role, said, args)
 		if err != nil {
 			return fmt.Errorf("cluster up: %w", err)
 		}
@@ -252,8 +316,8 @@ func clusterUp(ctx context.Context, dir, meta, script, exchange, ctl string, rep
 			return st, err
 		}
 	} else {
-		leader := []string{"--node", "1", "--exchange", exchange, "--control", ctl}
-		if nodeStores {
+		leader := []string{"--node", "1", "--exchange", o.exchange, "--control", o.control}
+		if o.nodeStores {
 			leader = append(leader, "--node-stores")
 		}
 		if err := start("leader", leader...); err != nil {

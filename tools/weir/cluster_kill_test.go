@@ -297,7 +297,7 @@ func injectFault(t *testing.T, ctx context.Context, fault string, st *clusterSta
 func upCluster(t *testing.T, ctx context.Context, db string, nodes int) (*clusterState, *meta.Store) {
 	t.Helper()
 	dsn := startPostgres(t).NewDatabase(t, db)
-	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), dsn, "", "channel", "channel", 0, nodes, false)
+	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), clusterUpOptions{meta: dsn, exchange: "channel", control: "channel", nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}

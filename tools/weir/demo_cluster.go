@@ -50,7 +50,7 @@ func runClusterDemo(ctx context.Context, o demoOptions, logw io.Writer) (res dem
 			fmt.Fprintf(logw, "demo: "+format+"\n", args...)
 		}
 	}
-	st, err := clusterUp(ctx, filepath.Join(dir, "cluster"), o.meta, "", "channel", "channel", 0, o.cluster, false)
+	st, err := clusterUp(ctx, filepath.Join(dir, "cluster"), clusterUpOptions{meta: o.meta, exchange: "channel", control: "channel", nodes: o.cluster})
 	if err != nil {
 		return res, fmt.Errorf("demo: %w", err)
 	}
