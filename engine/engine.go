@@ -128,7 +128,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Engine, error) {
 		switch {
 		case e.remote(i):
 			e.nodes = append(e.nodes, nil) // its store is its compute process's
-		case nodeStores != nil:
+		case nodeStores != nil && nodeStores[i] != nil:
 			e.nodes = append(e.nodes, nodeStores[i].AddNode())
 		default:
 			e.nodes = append(e.nodes, store.AddNode())

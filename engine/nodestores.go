@@ -48,8 +48,8 @@ func openStores(dir string, opts Options) (*storage.Store, []*storage.Store, err
 	}
 	var nodes []*storage.Store
 	for i := range opts.Nodes {
-		if slices.Contains(opts.RemoteNodes, i) {
-			nodes = append(nodes, nil) // in its compute process
+		if slices.Contains(opts.RemoteNodes, i) || dmlOnly(&opts, i) {
+			nodes = append(nodes, nil) // in its compute process, or none (the engine's)
 			continue
 		}
 		d := nodeStoreDir(fs, dir, i)
@@ -118,6 +118,9 @@ func (e *Engine) commitNodes(g *graph) []CommitNode {
 	for i := range e.nodeStores {
 		if g.downNodes[i] {
 			continue // no actor of g runs there; it catches up when it is back
+		}
+		if dmlOnly(&e.opts, i) {
+			continue // no store of its own
 		}
 		nodes = append(nodes, CommitNode{Node: i, Call: func(ctx context.Context, req []byte) ([]byte, error) {
 			if g.ctl != nil {

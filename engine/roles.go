@@ -64,6 +64,16 @@ func (e *Engine) roleOf(i int) string {
 // remote reports whether node i's side runs in another process (Options.RemoteNodes).
 func (e *Engine) remote(i int) bool { return slices.Contains(e.opts.RemoteNodes, i) }
 
+// dmlOnly reports whether node i of an engine of opts runs no actor but the tables'
+// DML inputs: in an engine with remote nodes, a local node with a role (weir meta's
+// node 0, of role "meta"). No job is placed on it (nor does its role take a view's
+// backfill), so it has no store of its own: its actors, which keep no state, use the
+// engine's store, and the commit log neither asks it for a part of a checkpoint nor
+// has it apply or recover one.
+func dmlOnly(opts *Options, i int) bool {
+	return len(opts.RemoteNodes) > 0 && !slices.Contains(opts.RemoteNodes, i) && i < len(opts.NodeRoles) && opts.NodeRoles[i] != ""
+}
+
 // dmlNode is the node of the tables' DML actors, whose inputs the writers send into:
 // the first regular node in this process, else node 0 (which always is).
 func (e *Engine) dmlNode() int {
@@ -75,11 +85,12 @@ func (e *Engine) dmlNode() int {
 	return 0
 }
 
-// nodesOf lists the nodes of role r that are up, in order ("" the regular nodes).
+// nodesOf lists the nodes of role r that are up, in order ("" the regular nodes),
+// but no DML-only node.
 func (e *Engine) nodesOf(r string) []int {
 	var out []int
 	for i := range e.nodes {
-		if e.roleOf(i) == r && !e.isDown(i) {
+		if e.roleOf(i) == r && !e.isDown(i) && !dmlOnly(&e.opts, i) {
 			out = append(out, i)
 		}
 	}
@@ -93,7 +104,7 @@ func (e *Engine) isDown(i int) bool { return e.g != nil && e.g.downNodes[i] }
 func (e *Engine) roles() []string {
 	var out []string
 	for i := range e.nodes {
-		if r := e.roleOf(i); r != "" && !slices.Contains(out, r) {
+		if r := e.roleOf(i); r != "" && !slices.Contains(out, r) && !dmlOnly(&e.opts, i) {
 			out = append(out, r)
 		}
 	}

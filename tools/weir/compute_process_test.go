@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/remote"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // A cluster of processes: weir meta and two weir compute processes on one meta
@@ -174,6 +176,14 @@ func TestComputeBackfillRole(t *testing.T) {
 	cc.compute(t, 1, "")
 	cc.compute(t, 2, "backfill")
 	_, c := cc.meta(t, ctx, 20_000, "--compute", "2", "--node-roles", ",backfill")
+	// The meta's own node (role "meta") runs only the DML inputs: no view backfills
+	// on it, and it has no store of its own that every commit would be applied to.
+	if err := c.CreateMV(ctx, "on_meta", engine.Scan("kv"), engine.MVOptions{BackfillOn: "meta"}); err == nil || !strings.Contains(err.Error(), `backfill on role "meta": no node has it`) {
+		t.Fatalf("a view backfilled on the meta's node: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cc.dir, "meta", storage.NodeStoresDirName, "node-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the meta's node has a store of its own: %v", err)
+	}
 	limit := int64(5000)
 	if err := c.CreateMV(ctx, "copy", engine.Scan("kv"), engine.MVOptions{Parallelism: 2, Background: true, RateLimit: &limit, BackfillOn: "backfill"}); err != nil {
 		t.Fatal(err)
