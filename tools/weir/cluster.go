@@ -37,14 +37,14 @@ type clusterPostgres struct {
 }
 
 type clusterProcess struct {
-	Role    string `json:"role"` // leader, replica-N, compute-N
-	PID     int    `json:"pid"`
-	Addr    string `json:"addr"`
-	Metrics string `json:"metrics,omitempty"` // its Prometheus metrics and pprof address (up --metrics)
-	Dir  string   `json:"dir"`
-	Log  string   `json:"log"`
-	Args []string `json:"args"` // weir's arguments, to restart it with
-	Said string   `json:"said"` // the start of the line that gives its address
+	Role    string   `json:"role"` // leader, replica-N, compute-N
+	PID     int      `json:"pid"`
+	Addr    string   `json:"addr"`
+	Metrics string   `json:"metrics,omitempty"` // its Prometheus metrics and pprof address (up --metrics)
+	Dir     string   `json:"dir"`
+	Log     string   `json:"log"`
+	Args    []string `json:"args"` // weir's arguments, to restart it with
+	Said    string   `json:"said"` // the start of the line that gives its address
 }
 
 // launchProcess starts weir args as the process of role in the cluster in dir (its
