@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,18 @@ func TestClusterUpNodes(t *testing.T) {
 	}
 	if got := strings.Join(scanTwo(t, ctx, c, "by_g"), ","); got != "g0 100,g1 100,g2 100" {
 		t.Fatalf("by_g holds %s", got)
+	}
+	// weir status and weir export read the cluster through its meta's address.
+	status, err := run("status", "--meta", st.Processes[2].Addr)
+	if err != nil || !strings.Contains(status, "by_g") {
+		t.Fatalf("status --meta: %v\n%s", err, status)
+	}
+	csv, err := run("export", "--meta", st.Processes[2].Addr, "--table", "by_g")
+	if err != nil {
+		t.Fatalf("export --meta: %v\n%s", err, csv)
+	}
+	if lines := strings.Split(strings.TrimSpace(csv), "\n"); len(lines) != 4 || !slices.Contains(lines, "g1,100") {
+		t.Fatalf("export --meta of by_g:\n%s", csv)
 	}
 	// Each compute node keeps its store in its own directory.
 	for _, p := range st.Processes[:2] {

@@ -24,7 +24,7 @@ import (
 )
 
 func newExport() *cobra.Command {
-	var dir, addr, table, format, out string
+	var dir, addr, metaAddr, table, format, out string
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write a table or materialized view of an engine directory as CSV, Parquet or Arrow",
@@ -49,7 +49,7 @@ to --out, or to stdout without --out. The file is written next to --out under a
 temporary name and renamed at the end, so on an error (or an interrupt) nothing is
 left. Like status, export cannot read a directory that another process has open
 (pebble locks it); --addr instead of --dir reads the engine weir serve serves there,
-while it runs.`,
+while it runs, and --meta the engine of a cluster's weir meta (its --addr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch format {
@@ -57,8 +57,9 @@ while it runs.`,
 			default:
 				return fmt.Errorf("export: --format %q: want csv, parquet or arrow", format)
 			}
-			if (dir == "") == (addr == "") {
-				return errors.New("export: one of --dir and --addr is required")
+			addr, err := servedAddr("export", dir, addr, metaAddr)
+			if err != nil {
+				return err
 			}
 			if table == "" {
 				return errors.New("export: --table is required")
@@ -83,6 +84,7 @@ while it runs.`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "engine directory (must exist and hold an engine)")
 	f.StringVar(&addr, "addr", "", "address of a served engine (weir serve), instead of --dir")
+	f.StringVar(&metaAddr, "meta", "", "address of a cluster's weir meta (its --addr), instead of --dir")
 	f.StringVar(&table, "table", "", "table or materialized view to export")
 	f.StringVar(&format, "format", "csv", "csv, parquet or arrow (Arrow IPC file)")
 	f.StringVar(&out, "out", "", "file to write (default: stdout)")

@@ -323,8 +323,10 @@ func TestExportBadInput(t *testing.T) {
 		{"unknown table", []string{"--dir", dir, "--table", "nosuch"}, []string{dir, `no table or materialized view "nosuch"`}},
 		{"bad format", []string{"--dir", dir, "--table", "t", "--format", "xlsx"}, []string{`--format "xlsx"`, "csv, parquet or arrow"}},
 		{"no table", []string{"--dir", dir}, []string{"--table is required"}},
-		{"no dir", []string{"--table", "t"}, []string{"one of --dir and --addr is required"}},
-		{"dir and addr", []string{"--dir", "d", "--addr", "127.0.0.1:1", "--table", "t"}, []string{"one of --dir and --addr is required"}},
+		{"no dir", []string{"--table", "t"}, []string{"one of --dir, --addr and --meta is required"}},
+		{"dir and addr", []string{"--dir", "d", "--addr", "127.0.0.1:1", "--table", "t"}, []string{"one of --dir, --addr and --meta is required"}},
+		{"addr and meta", []string{"--addr", "127.0.0.1:1", "--meta", "127.0.0.1:2", "--table", "t"}, []string{"one of --dir, --addr and --meta is required"}},
+		{"meta DSN", []string{"--meta", "postgres://u@127.0.0.1:5432/weir", "--table", "t"}, []string{"--meta postgres://u@127.0.0.1:5432/weir looks like a PostgreSQL DSN", "weir meta's serving address"}},
 		{"out dir missing", []string{"--dir", dir, "--table", "t", "--out", filepath.Join(missing, "x.csv")}, []string{missing, "does not exist"}},
 	} {
 		args := append([]string{"export"}, tc.args...)

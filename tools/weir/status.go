@@ -24,7 +24,7 @@ import (
 
 func newStatus() *cobra.Command {
 	var (
-		dir, addr               string
+		dir, addr, metaAddr     string
 		watch, asJSON, perVnode bool
 		interval                time.Duration
 	)
@@ -47,13 +47,15 @@ cannot read it and reports that the directory is in use by another engine. So
 while no other process holds the directory, e.g. between runs of a process that opens
 the engine; while the directory is in use, each round reports that instead.
 
-With --addr instead of --dir it asks the engine weir serve serves there, live: the
-numbers are those of now, and --watch follows the running backfills (a round the
+With --addr instead of --dir it asks the engine weir serve serves there, live, and
+with --meta the engine of a cluster's weir meta (the address its --addr serves on,
+not the meta store's DSN): the numbers are those of now, and --watch follows the running backfills (a round the
 server does not answer reports that).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (dir == "") == (addr == "") {
-				return errors.New("status: one of --dir and --addr is required")
+			addr, err := servedAddr("status", dir, addr, metaAddr)
+			if err != nil {
+				return err
 			}
 			where := dir
 			if addr != "" {
@@ -111,11 +113,32 @@ server does not answer reports that).`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "engine directory (must exist and hold an engine)")
 	f.StringVar(&addr, "addr", "", "address of a served engine (weir serve), instead of --dir: its progress now")
+	f.StringVar(&metaAddr, "meta", "", "address of a cluster's weir meta (its --addr), instead of --dir: the cluster's progress now")
 	f.BoolVar(&watch, "watch", false, "reopen and reprint every --interval until interrupted (only while no other process holds --dir)")
 	f.DurationVar(&interval, "interval", 2*time.Second, "time between reports with --watch")
 	f.BoolVar(&asJSON, "json", false, `print one JSON object {"jobs": [...], "vnodes": {...}} (one per line with --watch)`)
 	f.BoolVar(&perVnode, "per-vnode", false, "also list every view's committed progress per upstream vnode")
 	return cmd
+}
+
+// servedAddr checks the sources of cmd's engine: exactly one of an engine
+// directory, a served engine's address and a cluster's weir meta address (which
+// serves its engine as weir serve does). It returns the address to dial, empty for
+// the directory.
+func servedAddr(cmd, dir, addr, metaAddr string) (string, error) {
+	given := 0
+	for _, s := range []string{dir, addr, metaAddr} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return "", fmt.Errorf("%s: one of --dir, --addr and --meta is required", cmd)
+	}
+	if strings.Contains(metaAddr, "://") || strings.Contains(metaAddr, "=") {
+		return "", fmt.Errorf("%s: --meta %s looks like a PostgreSQL DSN: %s reads a cluster through its weir meta's serving address (host:port, the meta's --addr), not through the meta store", cmd, metaAddr, cmd)
+	}
+	return addr + metaAddr, nil
 }
 
 // checkEngineDir reports a clear error unless dir exists and holds a pebble store (an

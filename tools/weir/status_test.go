@@ -250,12 +250,16 @@ func TestStatusBadDir(t *testing.T) {
 	}
 
 	_, _, err = runWeir(ctx, "status")
-	if err == nil || !strings.Contains(err.Error(), "one of --dir and --addr is required") {
+	if err == nil || !strings.Contains(err.Error(), "one of --dir, --addr and --meta is required") {
 		t.Errorf("no --dir: %v", err)
 	}
 	_, _, err = runWeir(ctx, "status", "--dir", empty, "--addr", "127.0.0.1:1")
-	if err == nil || !strings.Contains(err.Error(), "one of --dir and --addr is required") {
+	if err == nil || !strings.Contains(err.Error(), "one of --dir, --addr and --meta is required") {
 		t.Errorf("--dir and --addr: %v", err)
+	}
+	_, _, err = runWeir(ctx, "status", "--meta", "host=127.0.0.1 dbname=weir")
+	if err == nil || !strings.Contains(err.Error(), "looks like a PostgreSQL DSN") {
+		t.Errorf("--meta with a DSN: %v", err)
 	}
 	_, _, err = runWeir(ctx, "status", "--dir", empty, "--watch", "--interval", "0s")
 	if err == nil || !strings.Contains(err.Error(), "--interval") {
