@@ -199,27 +199,14 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 			entries += len(r.entries)
 		}
 	}
-	type vnodeKey struct {
-		table uint32
-		vnode uint16
-	}
-	deltas := map[vnodeKey]int64{} // row count changes
-	// Whether each key exists now (for the row counts), for the keys whose writer did
-	// not know: one iterator, the keys in ascending order. A seek (SeekGE) leaves the
-	// probe on the first committed key at or after the key sought (the frontier): a
-	// later key before the frontier does not exist and one on it does, without a read
-	// (new keys of a view being built fall in ranges with nothing committed). A key
-	// past the frontier needs a read: a seek, or a prefix seek, which the sstables'
-	// bloom filters (the last level's included) answer without reading a block when
-	// the key is new, but which leaves no frontier. When a seek settles no later key,
-	// the next 1, 2, 4, ... (at most 64) reads are prefix seeks before the next seek:
-	// new keys among committed ones (random inserts) cost a filter probe each, and runs
-	// of keys between two committed ones still cost a seek per run.
+	// Whether each key existed, for the row counts, for the keys whose writer did not
+	// know: one probe, the keys in ascending order (see rowCounter).
 	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	defer probe.Close()
+	counter := newRowCounter(probe)
 	// The batch is written in key order, which makes pebble's sort of a large batch
 	// (one it turns into a memtable of its own) a single pass: the metadata keys
 	// (table 0) first, then the merged runs. The merged writes are kept to be written
@@ -230,83 +217,12 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	// per key, so entries exceed the keys merged only by the keys rewritten across the
 	// epochs committed together, and the buffer is at most the size of the runs' own
 	// entries.
-	const maxPrefixSeeks = 64
-	var frontier []byte      // a copy of the key the last seek stood on
-	haveFrontier := false    // a seek found a committed key at or after its key
-	exhausted := false       // the last seek found nothing committed at or after its key
-	sought, free := false, 0 // the last read was a seek; keys it settled since
-	prefixSeeks, backoff := 0, 1
-	// The row count changes of the vnode whose keys are being merged (they come in key
-	// order, so a vnode's together), added to deltas when the next vnode starts.
-	var curVK vnodeKey
-	var curDelta int64
-	flushDelta := func() {
-		if curDelta != 0 {
-			deltas[curVK] += curDelta
-		}
-		curDelta = 0
-	}
 	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(e entry, b before) error {
-		key := e.key
-		var existed bool
-		switch b {
-		case beforeExisted: // the writer knew, from what it read before the write
-			existed = true
-		case beforeAbsent:
-		default:
-			if exhausted {
-				break // nothing committed at or after an earlier key
-			}
-			if haveFrontier {
-				c := bytes.Compare(key, frontier)
-				if c <= 0 {
-					existed = c == 0
-					free++
-					break
-				}
-			}
-			if sought && free == 0 {
-				prefixSeeks, backoff = backoff, min(2*backoff, maxPrefixSeeks)
-			} else if sought {
-				backoff = 1
-			}
-			sought, free = false, 0
-			if prefixSeeks > 0 {
-				prefixSeeks--
-				// The prefix is the whole key: a positioned probe stands on it.
-				existed = probe.SeekPrefixGE(key) && bytes.Equal(probe.Key(), key)
-				if err := probe.Error(); err != nil {
-					return err
-				}
-				break
-			}
-			sought, haveFrontier = true, probe.SeekGE(key)
-			if err := probe.Error(); err != nil {
-				return err
-			}
-			if !haveFrontier {
-				exhausted = true
-				break
-			}
-			frontier = append(frontier[:0], probe.Key()...)
-			existed = bytes.Equal(frontier, key)
-		}
-		table, vnode, _, err := SplitKey(key)
-		if err != nil {
+		if err := counter.add(e.key, e.del, b); err != nil {
 			return err
 		}
-		if vk := (vnodeKey{table, vnode}); vk != curVK {
-			flushDelta()
-			curVK = vk
-		}
-		switch {
-		case e.del && existed:
-			curDelta--
-		case !e.del && !existed:
-			curDelta++
-		}
 		st.Keys++
-		st.Bytes += len(key) + len(e.value)
+		st.Bytes += len(e.key) + len(e.value)
 		return nil
 	})
 	if buf != nil {
@@ -315,18 +231,9 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
-	flushDelta()
-	var meta []entry
-	for vk, d := range deltas {
-		if d == 0 {
-			continue
-		}
-		k := rowCountKey(vk.table, vk.vnode)
-		cur, err := s.int64At(k)
-		if err != nil {
-			return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
-		}
-		meta = append(meta, entry{key: k, value: binary.BigEndian.AppendUint64(nil, uint64(cur+d))})
+	meta, err := s.rowCountWrites(counter.result())
+	if err != nil {
+		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
 	for name, v := range s.pendingCatalog {
 		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})

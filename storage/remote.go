@@ -55,9 +55,13 @@ type Aborter interface {
 // ExportCheckpoint writes the sealed, uncommitted runs of every node up to epoch as
 // sstables through create, instead of committing them: the storage half of a cluster
 // node's checkpoint (docs/design.md §8, "Checkpoint commit" step 2). It returns the
-// sstables in ascending key order. They hold no metadata (table 0) keys: the
+// sstables in ascending key order, and the row count changes their writes make to
+// the store's committed data, counted as a Checkpoint counts them (a probe of the
+// committed data for each key whose writer did not know whether it existed): the
+// store must hold the committed data of every vnode it exports, as every store that
+// applies the commit does. The sstables hold no metadata (table 0) keys: the
 // committed epoch and the row counts are written by IngestFiles on every store that
-// applies them. Each holds consecutive vnodes of one table, each of them written or
+// applies them, from the changes counted here (Changes.RowDeltas). Each holds consecutive vnodes of one table, each of them written or
 // owned by the writers of the export's runs (see exportCuts), so that the sstables
 // of one epoch exported by stores whose nodes own different vnodes do not overlap,
 // and one IngestFiles takes them all.
@@ -77,14 +81,14 @@ type Aborter interface {
 // and table drops are left staged (Staged returns them, for the commit that carries
 // them to IngestFiles); the runs of a table staged for drop are not exported, as a
 // Checkpoint does not write them. epoch must be above the committed epoch.
-func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, error) {
+func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k int) (string, io.WriteCloser, error)) ([]SSTable, []RowDelta, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	if err := s.usable(); err != nil {
-		return nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+		return nil, nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
 	}
 	if c := s.committed.Load(); epoch <= c {
-		return nil, fmt.Errorf("storage: export epoch %d is not above the committed epoch %d", epoch, c)
+		return nil, nil, fmt.Errorf("storage: export epoch %d is not above the committed epoch %d", epoch, c)
 	}
 	if o.TableBytes <= 0 {
 		o.TableBytes = DefaultExportTableBytes
@@ -101,7 +105,7 @@ func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k in
 	owned := map[uint32][]*vnode.Bitmap{} // per table, the bitmaps its runs' writers owned
 	for _, r := range runs {
 		if r.table == MetaTable {
-			return nil, fmt.Errorf("storage: export epoch %d: a run of table %d, reserved for metadata", epoch, MetaTable)
+			return nil, nil, fmt.Errorf("storage: export epoch %d: a run of table %d, reserved for metadata", epoch, MetaTable)
 		}
 		if !s.pendingDrops[r.table] {
 			live = append(live, r)
@@ -111,23 +115,31 @@ func (s *Store) ExportCheckpoint(epoch uint64, o ExportOptions, create func(k in
 			}
 		}
 	}
-	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(entry, before) error { return nil })
+	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+	}
+	defer probe.Close()
+	counter := newRowCounter(probe)
+	merged, buf, err := mergeRuns(live, func() []entry { return s.mergeBuf(entries) }, func(e entry, b before) error {
+		return counter.add(e.key, e.del, b)
+	})
 	if buf != nil {
 		defer s.keepMergeBuf(buf)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+		return nil, nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
 	}
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
 	var out []SSTable
 	for _, es := range exportCuts(merged, o, drops, owned) {
 		t, err := exportSSTable(wo, len(out), es, create)
 		if err != nil {
-			return out, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
+			return out, nil, fmt.Errorf("storage: export epoch %d: %w", epoch, err)
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, counter.result(), nil
 }
 
 // beginRemote marks epoch as committing, so that no seal at or below it is accepted,
@@ -331,12 +343,16 @@ func (c syncCloser) Close() error {
 }
 
 // Changes are what a commit carries besides its tables' data: catalog entries (a nil
-// value deletes one), the tables it drops, and the version-log sequence it applies (0:
-// none).
+// value deletes one), the tables it drops, the version-log sequence it applies (0:
+// none), and the row count changes its files make (RowDeltas, when Counted: the
+// exports' counts; otherwise IngestFiles counts them against the store's committed
+// data, reading every key of every file).
 type Changes struct {
-	Catalog  map[string][]byte
-	Drops    []uint32
-	Sequence uint64
+	Catalog   map[string][]byte
+	Drops     []uint32
+	Sequence  uint64
+	Counted   bool
+	RowDeltas []RowDelta
 }
 
 // Staged returns copies of the staged catalog entries and table drops (in ascending
@@ -481,23 +497,26 @@ func (s *Store) IngestFiles(paths []string, epoch uint64, ch Changes) error {
 }
 
 // ingestMeta checks the files at paths and returns the metadata writes of their
-// ingest at epoch with ch, in key order: the row counts the files change, ch's
-// catalog entries and sequence, and the committed epoch. A file may not hold a key of
-// a table in drops.
+// ingest at epoch with ch, in key order: the row counts the files change (ch's, when
+// ch.Counted; otherwise counted against the committed data), ch's catalog entries and
+// sequence, and the committed epoch. A file may not hold a key of a table in drops.
 func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[uint32]bool) ([]entry, error) {
-	probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
-	if err != nil {
-		return nil, err
+	var counter *rowCounter
+	if !ch.Counted {
+		probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+		if err != nil {
+			return nil, err
+		}
+		defer probe.Close()
+		counter = newRowCounter(probe)
 	}
-	defer probe.Close()
-	deltas := map[[KeyPrefixLen]byte]int64{} // row count changes per table and vnode prefix
 	type bounds struct {
 		path   string
 		lo, hi []byte
 	}
 	bs := make([]bounds, 0, len(paths))
 	for _, p := range paths {
-		lo, hi, err := s.scanIngestFile(p, probe, deltas)
+		lo, hi, err := s.scanIngestFile(p, counter)
 		if err != nil {
 			return nil, err
 		}
@@ -514,18 +533,20 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 			return nil, fmt.Errorf("sstables %s and %s overlap (keys %x..%x and %x..%x)", bs[i-1].path, bs[i].path, bs[i-1].lo, bs[i-1].hi, bs[i].lo, bs[i].hi)
 		}
 	}
-	meta := make([]entry, 0, len(deltas)+1)
-	for prefix, d := range deltas {
-		if d == 0 {
-			continue
+	var deltas []RowDelta
+	if !ch.Counted {
+		deltas = counter.result()
+	} else {
+		deltas = SumRowDeltas(ch.RowDeltas) // one change per vnode
+		for _, d := range deltas {
+			if d.Table == MetaTable || drops[d.Table] {
+				return nil, fmt.Errorf("a row count change of table %d, which is reserved or which the commit drops", d.Table)
+			}
 		}
-		table, vnode := binary.BigEndian.Uint32(prefix[:4]), binary.BigEndian.Uint16(prefix[4:])
-		k := rowCountKey(table, vnode)
-		cur, err := s.int64At(k)
-		if err != nil {
-			return nil, fmt.Errorf("row count of table %d vnode %d: %w", table, vnode, err)
-		}
-		meta = append(meta, entry{key: k, value: binary.BigEndian.AppendUint64(nil, uint64(cur+d))})
+	}
+	meta, err := s.rowCountWrites(deltas)
+	if err != nil {
+		return nil, err
 	}
 	for name, v := range ch.Catalog {
 		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})
@@ -539,9 +560,9 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 }
 
 // scanIngestFile reads the sstable at p, checks that it holds only point puts and
-// deletes of table keys, adds the row count changes they make to deltas (probe reads
-// the committed data), and returns its first and last keys.
-func (s *Store) scanIngestFile(p string, probe *pebble.Iterator, deltas map[[KeyPrefixLen]byte]int64) (lo, hi []byte, err error) {
+// deletes of table keys, adds the row count changes they make to counter unless it
+// is nil, and returns its first and last keys.
+func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, err error) {
 	f, err := s.po.FS.Open(p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
@@ -570,8 +591,9 @@ func (s *Store) scanIngestFile(p string, probe *pebble.Iterator, deltas map[[Key
 		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
 	}
 	defer it.Close()
-	var prefix [KeyPrefixLen]byte
-	var delta int64
+	if counter != nil {
+		counter.restart() // this file's keys ascend, not those of every file
+	}
 	for kv := it.First(); kv != nil; kv = it.Next() {
 		key := kv.K.UserKey
 		if len(key) < KeyPrefixLen {
@@ -588,22 +610,10 @@ func (s *Store) scanIngestFile(p string, probe *pebble.Iterator, deltas map[[Key
 			lo = slices.Clone(key)
 		}
 		hi = append(hi[:0], key...)
-		if !bytes.Equal(prefix[:], key[:KeyPrefixLen]) {
-			if delta != 0 {
-				deltas[prefix] += delta
+		if counter != nil {
+			if err := counter.add(key, kind == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
+				return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
 			}
-			delta = 0
-			copy(prefix[:], key)
-		}
-		existed := probe.SeekPrefixGE(key) && bytes.Equal(probe.Key(), key)
-		if err := probe.Error(); err != nil {
-			return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
-		}
-		switch {
-		case kind == pebble.InternalKeyKindDelete && existed:
-			delta--
-		case kind == pebble.InternalKeyKindSet && !existed:
-			delta++
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -611,9 +621,6 @@ func (s *Store) scanIngestFile(p string, probe *pebble.Iterator, deltas map[[Key
 	}
 	if lo == nil {
 		return nil, nil, fmt.Errorf("sstable %s holds no keys", p)
-	}
-	if delta != 0 {
-		deltas[prefix] += delta
 	}
 	return lo, hi, nil
 }

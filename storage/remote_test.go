@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -46,7 +47,15 @@ func export(t *testing.T, s *storage.Store, e uint64, tableBytes int, objs remot
 
 func exportWith(t *testing.T, s *storage.Store, e uint64, o storage.ExportOptions, objs remoteObjects) []string {
 	t.Helper()
-	tabs, err := s.ExportCheckpoint(e, o, func(k int) (string, io.WriteCloser, error) {
+	names, _ := exportCounted(t, s, e, o, objs)
+	return names
+}
+
+// exportCounted is exportWith that also returns the row count changes the export
+// counted.
+func exportCounted(t *testing.T, s *storage.Store, e uint64, o storage.ExportOptions, objs remoteObjects) ([]string, []storage.RowDelta) {
+	t.Helper()
+	tabs, deltas, err := s.ExportCheckpoint(e, o, func(k int) (string, io.WriteCloser, error) {
 		name := fmt.Sprintf("e%d-%d.sst", e, k)
 		return name, &objectWriter{objs: objs, name: name}, nil
 	})
@@ -66,7 +75,7 @@ func exportWith(t *testing.T, s *storage.Store, e uint64, o storage.ExportOption
 		}
 		names = append(names, tab.Name)
 	}
-	return names
+	return names, deltas
 }
 
 // apply writes the named objects into s's ingest directory and ingests them as epoch e.
@@ -237,8 +246,11 @@ func stateTablesOwning(t *testing.T, n *storage.Node, ids []uint32, vnodes *vnod
 
 // The same seeded epochs, committed by local checkpoints in store A and exported from
 // store X, give the same store (every key and value, row counts and epoch included)
-// in X after it ingests its own exports, in B that ingests them as they come, and in
-// an empty store rebuilt from every object in order at the end.
+// in X after it ingests its own exports with the row count changes the export
+// counted, in B that ingests them as they come and counts the changes itself, and in
+// an empty store rebuilt from every object in order at the end (one way or the other
+// by seed). Tables 7 and 9 are written with exact ops, table 11 with puts whose
+// writer does not know whether the key existed (the export probes for them).
 func TestRemoteExportIngestEquivalence(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(scale(4, 24)); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -248,20 +260,38 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 			a := open("a", seedOptions(fs, seed))
 			x := open("x", testOptions(fs))
 			b := open("b", testOptions(fs))
-			ids := []uint32{7, 9}
+			ids := []uint32{7, 9, 11}
 			xNode := x.AddNode()
 			aTabs, xTabs := stateTables(t, a.AddNode(), ids), stateTables(t, xNode, ids)
-			w := &remoteWriter{rng: rand.New(rand.NewPCG(seed, 0x5eed)), tables: ids, live: map[string]bool{}}
+			w := &remoteWriter{rng: rand.New(rand.NewPCG(seed, 0x5eed)), tables: ids[:2], live: map[string]bool{}}
+			mem := memory.NewGoAllocator()
 			objs := remoteObjects{}
 			type version struct {
-				epoch uint64
-				names []string
-				ch    storage.Changes
+				epoch  uint64
+				names  []string
+				ch     storage.Changes
+				deltas []storage.RowDelta
 			}
 			var log []version
 			tableBytes := 1 + int(seed%3)*2000 // one vnode per sstable, or a few KiB
 			for i := 1; i <= 12; i++ {
 				e := ep(i)
+				// Puts of table 11, new keys and rewritten ones, by Write.
+				var ks []int64
+				for k := range int64(200) {
+					if w.rng.IntN(8) == 0 {
+						ks = append(ks, k)
+					}
+				}
+				if len(ks) > 0 {
+					c := kvChunk(mem, aTabs[11].Table(), ks)
+					for _, tabs := range []map[uint32]*storage.StateTable{aTabs, xTabs} {
+						if err := tabs[11].Write(c); err != nil {
+							t.Fatal(err)
+						}
+					}
+					c.Release()
+				}
 				ops := w.epoch(i)
 				writeOps(t, aTabs, ops, e)
 				writeOps(t, xTabs, ops, e)
@@ -285,11 +315,13 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 				if _, err := a.Checkpoint(e); err != nil {
 					t.Fatal(err)
 				}
-				names := export(t, x, e, tableBytes, objs)
+				names, deltas := exportCounted(t, x, e, storage.ExportOptions{TableBytes: tableBytes}, objs)
 				ch := x.Staged()
-				log = append(log, version{e, names, ch})
+				log = append(log, version{e, names, ch, deltas})
 				applyChanges(t, b, e, objs, names, ch)
-				applyChanges(t, x, e, objs, names, ch)
+				counted := ch
+				counted.Counted, counted.RowDeltas = true, deltas
+				applyChanges(t, x, e, objs, names, counted)
 				if st := x.Staged(); st.Catalog != nil || st.Drops != nil {
 					t.Fatalf("epoch %d: X keeps staged changes %v after ingesting them", e, st)
 				}
@@ -305,7 +337,11 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 			}
 			c := open("c", testOptions(fs))
 			for _, v := range log {
-				applyChanges(t, c, v.epoch, objs, v.names, v.ch)
+				ch := v.ch
+				if seed%2 == 0 {
+					ch.Counted, ch.RowDeltas = true, v.deltas
+				}
+				applyChanges(t, c, v.epoch, objs, v.names, ch)
 			}
 			cat, err := c.Catalog()
 			if err != nil {
@@ -327,9 +363,34 @@ func TestRemoteExportIngestEquivalence(t *testing.T) {
 				if ra != rc {
 					t.Fatalf("table %d: %d rows rebuilt, %d committed locally", id, rc, ra)
 				}
+				// And the count is the table's: every path counts with the same
+				// code, so agreeing is not enough.
+				if n := tableKeys(t, c, id); int64(n) != rc {
+					t.Fatalf("table %d: row count %d, %d keys stored", id, rc, n)
+				}
 			}
 		})
 	}
+}
+
+// tableKeys counts the keys of table id in s's pebble.
+func tableKeys(t *testing.T, s *storage.Store, id uint32) int {
+	t.Helper()
+	lo := storage.AppendKey(nil, id, 0, nil)[:4]
+	hi := storage.AppendKey(nil, id+1, 0, nil)[:4]
+	it, err := s.DB().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // writeRawSSTable writes the sstable p on s's file system with the given puts (a nil
@@ -453,11 +514,11 @@ func TestRemoteExportRefusesAndAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	none := func(int) (string, io.WriteCloser, error) { return "", nil, errors.New("not called") }
-	if _, err := s.ExportCheckpoint(ep(1), storage.ExportOptions{}, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
+	if _, _, err := s.ExportCheckpoint(ep(1), storage.ExportOptions{}, none); err == nil || !strings.Contains(err.Error(), "not above the committed epoch") {
 		t.Fatalf("export at the committed epoch = %v, want a refusal", err)
 	}
 	fw := &failingWriter{}
-	_, err := s.ExportCheckpoint(ep(2), storage.ExportOptions{}, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
+	_, _, err := s.ExportCheckpoint(ep(2), storage.ExportOptions{}, func(int) (string, io.WriteCloser, error) { return "x.sst", fw, nil })
 	if err == nil || !strings.Contains(err.Error(), "x.sst") || !strings.Contains(err.Error(), fmt.Sprint(ep(2))) {
 		t.Fatalf("export through a failing writer = %v, want an error naming the sstable and epoch", err)
 	}

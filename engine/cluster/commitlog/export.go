@@ -28,11 +28,12 @@ type export struct {
 
 // exportPart is one store's part of an export: the engine's store's, or a node's.
 type exportPart struct {
-	what  string             // names the store in errors
-	store *storage.Store     // the engine's store
-	node  *engine.CommitNode // or a node
-	objs  []objstore.Object
-	paths []string // the engine's store's copies, in objs' order
+	what   string             // names the store in errors
+	store  *storage.Store     // the engine's store
+	node   *engine.CommitNode // or a node
+	objs   []objstore.Object
+	paths  []string           // the engine's store's copies, in objs' order
+	deltas []storage.RowDelta // the row count changes of objs
 }
 
 // nodeObjectBits is the size of each node's range of object numbers (the K of
@@ -47,12 +48,12 @@ const nodeObjectBits = 32
 func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32) (*export, error) {
 	ex := &export{l: l, c: c}
 	if len(c.Nodes) == 0 {
-		objs, paths, err := objstore.UploadKeep(ctx, l.cfg.Bucket, c.Store, c.Epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
+		u, err := objstore.UploadKeep(ctx, l.cfg.Bucket, c.Store, c.Epoch, l.cfg.Node, l.inc, storage.ExportOptions{TableBytes: l.cfg.TableBytes, Whole: true})
 		if err != nil {
 			return nil, fmt.Errorf("to bucket %s: %w", l.cfg.BucketURL, err)
 		}
-		ex.objs = objs
-		ex.parts = []exportPart{{what: "the store in " + c.Store.Dir(), store: c.Store, objs: objs, paths: paths}}
+		ex.objs = u.Objects
+		ex.parts = []exportPart{{what: "the store in " + c.Store.Dir(), store: c.Store, objs: u.Objects, paths: u.Paths, deltas: u.RowDeltas}}
 	}
 	// Every node's store must be where the engine's store is, which the commit is
 	// fenced on: each node checks it.
@@ -84,7 +85,7 @@ func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32
 			if err == nil && uint64(len(x.Objects)) >= 1<<nodeObjectBits {
 				err = fmt.Errorf("%d objects, more than a node's range of names holds", len(x.Objects))
 			}
-			parts[i].objs, errs[i] = x.Objects, err
+			parts[i].objs, parts[i].deltas, errs[i] = x.Objects, x.RowDeltas, err
 		})
 	}
 	wg.Wait()
@@ -110,6 +111,17 @@ func (l *Log) export(ctx context.Context, c engine.CommitRequest, drops []uint32
 		return nil, err
 	}
 	return ex, nil
+}
+
+// rowDeltas returns the row count changes of the whole export: every part's added
+// up (their keys do not overlap, so each counted its own writes against the same
+// committed data).
+func (ex *export) rowDeltas() []storage.RowDelta {
+	lists := make([][]storage.RowDelta, len(ex.parts))
+	for i, p := range ex.parts {
+		lists[i] = p.deltas
+	}
+	return storage.SumRowDeltas(lists...)
 }
 
 // check fails when two of the export's objects hold overlapping key ranges (two
@@ -200,7 +212,7 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 			}
 		}
 		wg.Go(func() {
-			req, err := appendNodeRequest(nil, applyRequest{Epoch: epoch, Sequence: ch.Sequence, Changes: changes, Others: others})
+			req, err := appendNodeRequest(nil, applyRequest{Epoch: epoch, Sequence: ch.Sequence, Changes: changes, Others: others, RowDeltas: ch.RowDeltas})
 			if err == nil {
 				_, err = p.node.Call(ctx, req)
 			}

@@ -345,6 +345,8 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 			return 0, fmt.Errorf("commitlog: catch up: sequence %d commits epoch %d, but the store, at sequence %d, has committed epoch %d", d.Seq, d.Epoch, applied, store.CommittedEpoch())
 		}
 		ch.Sequence = d.Seq
+		// A delta of schema version 2 or before has no counts: the store counts.
+		ch.Counted, ch.RowDeltas = d.Counted, storageRowDeltas(d.RowDeltas)
 		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, objectNames(d.Objects), ch); err != nil {
 			return 0, fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
 		}
@@ -388,11 +390,15 @@ func (l *Log) Commit(ctx context.Context, c engine.CommitRequest) (storage.Check
 		}
 		return st, fmt.Errorf("commitlog: commit epoch %d: %w", epoch, err)
 	}
+	// The row count changes the exports counted: the version log keeps them, and no
+	// store that applies the commit counts them again.
+	ch.Counted, ch.RowDeltas = true, ex.rowDeltas()
 	changes, err := encodeChanges(ch)
 	if err == nil {
 		// The sequence the store applied last: the commit fails with
 		// meta.ErrConflict if the log has moved past it (another leader committed).
-		mc := meta.Checkpoint{Epoch: epoch, Generation: c.Generation, Seq: applied, Catalog: changes, Objects: metaObjects(ex.objs)}
+		mc := meta.Checkpoint{Epoch: epoch, Generation: c.Generation, Seq: applied, Catalog: changes, Objects: metaObjects(ex.objs),
+			Counted: true, RowDeltas: metaRowDeltas(ch.RowDeltas)}
 		for _, o := range ex.objs {
 			st.Bytes += int(o.Size)
 		}
@@ -561,6 +567,24 @@ func (l *Log) writeBase(ctx context.Context, store *storage.Store, v *storage.Vi
 	l.mu.Unlock()
 	l.basesWritten.Add(1)
 	return b, nil
+}
+
+// metaRowDeltas converts a commit's row count changes for the meta store.
+func metaRowDeltas(ds []storage.RowDelta) []meta.RowDelta {
+	out := make([]meta.RowDelta, len(ds))
+	for i, d := range ds {
+		out[i] = meta.RowDelta{Table: d.Table, Vnode: d.Vnode, Delta: d.Delta}
+	}
+	return out
+}
+
+// storageRowDeltas converts a delta's row count changes for a store.
+func storageRowDeltas(ds []meta.RowDelta) []storage.RowDelta {
+	out := make([]storage.RowDelta, len(ds))
+	for i, d := range ds {
+		out[i] = storage.RowDelta{Table: d.Table, Vnode: d.Vnode, Delta: d.Delta}
+	}
+	return out
 }
 
 // metaObjects are uploaded objects as the meta store records them.

@@ -240,6 +240,22 @@ func TestEquivalence(t *testing.T) {
 				}
 			}
 			checkBucket(t, c)
+			// Every delta carries the row count changes its exports counted, which
+			// the rebuilt stores applied (p.same compared their row counts).
+			ds, err := c.meta.Deltas(testContext(t), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted := 0
+			for _, d := range ds {
+				if !d.Counted {
+					t.Fatalf("delta %d (epoch %d) has no row count changes", d.Seq, d.Epoch)
+				}
+				counted += len(d.RowDeltas)
+			}
+			if counted == 0 {
+				t.Fatalf("no delta of %d changed a row count", len(ds))
+			}
 			if p.ctl != nil && p.ctl.Calls() == 0 {
 				t.Fatal("no request reached a node over its control stream")
 			}

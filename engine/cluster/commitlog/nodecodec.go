@@ -8,11 +8,13 @@ import (
 
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/engine/cluster/wire"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // nodeRequestVersion is the version of the encoding of a node request and of an
-// export's answer (exported), the first byte of either.
-const nodeRequestVersion byte = 1
+// export's answer (exported), the first byte of either. Version 2 added the row
+// count changes to both.
+const nodeRequestVersion byte = 2
 
 // maxObjectName bounds the length of an object name in a request or an answer: the
 // names objstore.Name formats are far shorter, and the bound keeps a forged payload
@@ -28,12 +30,14 @@ const maxObjectName = 1024
 // their length as a uvarint):
 //
 //	export:  epoch | sequence | committed | node | incarnation | first | drops | table bytes
-//	apply:   epoch | sequence | changes | others (each a name)
+//	apply:   epoch | sequence | changes | others (each a name) | row deltas
 //	discard: epoch
 //	recover: nothing
 //
-// It fails on another type and on a name of Others that is empty or longer than
-// maxObjectName bytes, which decodeNodeRequest would refuse.
+// Row deltas are a count, then each change's table, vnode (uvarints) and change (a
+// zig-zag varint), in table and vnode order. It fails on another type, on a name of
+// Others that is empty or longer than maxObjectName bytes, and on row deltas out of
+// order or with a zero change, which decodeNodeRequest would refuse.
 func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 	switch x := req.(type) {
 	case exportRequest:
@@ -47,6 +51,9 @@ func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 		}
 		return binary.AppendUvarint(out, x.TableBytes), nil
 	case applyRequest:
+		if err := checkRowDeltas(x.RowDeltas); err != nil {
+			return dst, fmt.Errorf("node request: apply: row deltas: %v", err)
+		}
 		for i, name := range x.Others {
 			if err := checkObjectName(uint64(len(name))); err != nil {
 				return dst, fmt.Errorf("node request: apply: others: name %d: %v", i, err)
@@ -60,7 +67,7 @@ func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 		for _, name := range x.Others {
 			out = appendPrefixed(out, name)
 		}
-		return out, nil
+		return appendRowDeltas(out, x.RowDeltas, "node request: apply")
 	case discardRequest:
 		return binary.AppendUvarint(append(dst, nodeRequestVersion, reqDiscard), x.Epoch), nil
 	case recoverRequest:
@@ -75,7 +82,8 @@ func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 // naming the kind and the field, on empty input, another version, an unknown kind,
 // truncated input, a non-minimal varint, a count or length longer than the rest of b
 // could hold, a table id above math.MaxUint32, an empty name or one longer than
-// maxObjectName bytes, and trailing bytes. An empty list or byte string decodes as nil,
+// maxObjectName bytes, row deltas out of order, with a vnode above math.MaxUint16 or
+// a zero change, and trailing bytes. An empty list or byte string decodes as nil,
 // so that a decoded request re-encodes to b; nothing decoded aliases b, and nothing
 // allocated is larger than a constant times len(b).
 func decodeNodeRequest(b []byte) (any, error) {
@@ -123,6 +131,7 @@ func decodeNodeRequest(b []byte) (any, error) {
 				x.Others[i] = string(readObjectName(r, "others", "name %d", i))
 			}
 		}
+		x.RowDeltas = readRowDeltas(r)
 		req = x
 	case reqDiscard:
 		req = discardRequest{Epoch: r.Uvarint("epoch", math.MaxUint64)}
@@ -154,12 +163,17 @@ func nodeRequestKind(kind byte) string {
 
 // appendExported appends the encoding of x, the answer to an exportRequest:
 //
-//	version | count | (name | smallest | largest | size)...
+//	version | count | (name | smallest | largest | size)... | row deltas
 //
-// with the count and size as uvarints and name, smallest and largest each after its
-// length as a uvarint. It fails on what decodeExported would refuse: an empty name or
-// one longer than maxObjectName bytes, a negative size, and a Smallest after Largest.
+// with the count and size as uvarints, name, smallest and largest each after its
+// length as a uvarint, and row deltas as in a node request. It fails on what
+// decodeExported would refuse: an empty name or one longer than maxObjectName bytes,
+// a negative size, a Smallest after Largest, and row deltas out of order or with a
+// zero change.
 func appendExported(dst []byte, x exported) ([]byte, error) {
+	if err := checkRowDeltas(x.RowDeltas); err != nil {
+		return dst, fmt.Errorf("export answer: row deltas: %v", err)
+	}
 	for i, o := range x.Objects {
 		if err := checkObjectName(uint64(len(o.Name))); err != nil {
 			return dst, fmt.Errorf("export answer: object name: object %d: %v", i, err)
@@ -179,7 +193,7 @@ func appendExported(dst []byte, x exported) ([]byte, error) {
 		out = appendPrefixed(out, o.Largest)
 		out = binary.AppendUvarint(out, uint64(o.Size))
 	}
-	return out, nil
+	return appendRowDeltas(out, x.RowDeltas, "export answer")
 }
 
 // decodeExported decodes what appendExported wrote, all of b. It fails, naming the
@@ -219,10 +233,69 @@ func decodeExported(b []byte) (exported, error) {
 			x.Objects[i] = o
 		}
 	}
+	x.RowDeltas = readRowDeltas(r)
 	if err := r.Finish(); err != nil {
 		return exported{}, fmt.Errorf("export answer: %w", err)
 	}
 	return x, nil
+}
+
+// checkRowDeltas refuses row deltas out of table and vnode order (a vnode twice
+// included) and a zero change: what a store's export counts never holds either.
+func checkRowDeltas(ds []storage.RowDelta) error {
+	for i, d := range ds {
+		if d.Delta == 0 {
+			return fmt.Errorf("table %d vnode %d: a zero change", d.Table, d.Vnode)
+		}
+		if i > 0 {
+			p := ds[i-1]
+			if d.Table < p.Table || (d.Table == p.Table && d.Vnode <= p.Vnode) {
+				return fmt.Errorf("table %d vnode %d after table %d vnode %d", d.Table, d.Vnode, p.Table, p.Vnode)
+			}
+		}
+	}
+	return nil
+}
+
+// appendRowDeltas appends ds, checked by checkRowDeltas: a count, then each change's
+// table, vnode and change.
+func appendRowDeltas(dst []byte, ds []storage.RowDelta, what string) ([]byte, error) {
+	if err := checkRowDeltas(ds); err != nil {
+		return dst, fmt.Errorf("%s: row deltas: %v", what, err)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(ds)))
+	for _, d := range ds {
+		dst = binary.AppendUvarint(dst, uint64(d.Table))
+		dst = binary.AppendUvarint(dst, uint64(d.Vnode))
+		dst = binary.AppendVarint(dst, d.Delta)
+	}
+	return dst, nil
+}
+
+// readRowDeltas reads what appendRowDeltas wrote, failing r on what checkRowDeltas
+// refuses; none decode as nil.
+func readRowDeltas(r *wire.Reader) []storage.RowDelta {
+	// Each change takes at least three bytes.
+	n := r.Count("row deltas", 3)
+	if n == 0 {
+		return nil
+	}
+	ds := make([]storage.RowDelta, n)
+	for i := range ds {
+		ds[i] = storage.RowDelta{
+			Table: uint32(r.Uvarint("row delta table", math.MaxUint32)),
+			Vnode: uint16(r.Uvarint("row delta vnode", math.MaxUint16)),
+			Delta: r.Varint("row delta change"),
+		}
+		if r.Err() != nil {
+			return nil
+		}
+	}
+	if err := checkRowDeltas(ds); err != nil {
+		r.Fail("row deltas", "%v", err)
+		return nil
+	}
+	return ds
 }
 
 // checkObjectName refuses a name of n bytes that is empty or longer than

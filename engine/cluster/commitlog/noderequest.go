@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // A node's part of a checkpoint, as the log asks for it (engine.CommitNode's Call) and
@@ -35,19 +36,23 @@ type exportRequest struct {
 	TableBytes  uint64
 }
 
-// exported answers an exportRequest: the objects the node uploaded, in key order.
+// exported answers an exportRequest: the objects the node uploaded, in key order,
+// and the row count changes they make (storage.Store.ExportCheckpoint).
 type exported struct {
-	Objects []objstore.Object
+	Objects   []objstore.Object
+	RowDeltas []storage.RowDelta
 }
 
 // applyRequest asks a node to apply the commit of Epoch: its kept copies of what it
 // exported for Epoch, the other nodes' objects (Others, downloaded) and the commit's
-// changes (Changes: encodeChanges' encoding, with the delta's Sequence).
+// changes (Changes: encodeChanges' encoding, with the delta's Sequence, and
+// RowDeltas, the row count changes of every node's objects together).
 type applyRequest struct {
-	Epoch    uint64
-	Sequence uint64
-	Changes  []byte
-	Others   []string
+	Epoch     uint64
+	Sequence  uint64
+	Changes   []byte
+	Others    []string
+	RowDeltas []storage.RowDelta
 }
 
 // discardRequest asks a node to drop the copies it kept for Epoch and the drops it

@@ -97,15 +97,15 @@ func (s *NodeServer) export(ctx context.Context, store *storage.Store, r exportR
 	}
 	// Not Whole: each sstable holds consecutive vnodes of one table, all of them
 	// written by this node, so that no other node's sstable overlaps it.
-	objs, paths, err := objstore.UploadKeepFrom(ctx, s.cfg.Bucket, store, r.Epoch, r.Node, r.Incarnation, r.First, storage.ExportOptions{TableBytes: int(min(r.TableBytes, 1<<40))})
+	u, err := objstore.UploadKeepFrom(ctx, s.cfg.Bucket, store, r.Epoch, r.Node, r.Incarnation, r.First, storage.ExportOptions{TableBytes: int(min(r.TableBytes, 1<<40))})
 	if err != nil {
 		store.DiscardStaged()
 		return exported{}, fmt.Errorf("to bucket %s: %w", s.cfg.BucketURL, err)
 	}
 	s.mu.Lock()
-	s.kept[store] = keptExport{epoch: r.Epoch, paths: paths}
+	s.kept[store] = keptExport{epoch: r.Epoch, paths: u.Paths}
 	s.mu.Unlock()
-	return exported{Objects: objs}, nil
+	return exported{Objects: u.Objects, RowDeltas: u.RowDeltas}, nil
 }
 
 // apply applies the commit of r.Epoch to store from its kept copies and the other
@@ -120,7 +120,9 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 		err = fmt.Errorf("the node kept no export of epoch %d", r.Epoch)
 	}
 	if err == nil {
-		ch.Sequence = r.Sequence
+		// The row count changes every node's export counted: no store counts them
+		// again.
+		ch.Sequence, ch.Counted, ch.RowDeltas = r.Sequence, true, r.RowDeltas
 		// ApplyWith consumes the copies, whatever its result.
 		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, r.Others, ch)
 		k.paths = nil

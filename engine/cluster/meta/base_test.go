@@ -122,7 +122,9 @@ func TestCommitBase(t *testing.T) {
 	}
 }
 
-// A database of schema version 1 is migrated to 2 on open, its log kept.
+// A database of schema version 1 is migrated to the latest on open, its log kept: a
+// delta of before version 3 has no row-count changes (not Counted); one committed
+// after has them.
 func TestMigrateSchema1(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
@@ -144,7 +146,7 @@ func TestMigrateSchema1(t *testing.T) {
 	if v := committed(t, s); v.Seq != 1 || v.Epoch != 10 {
 		t.Fatalf("committed %+v after the migration", v)
 	}
-	// Opened again, the store is of version 2 and is not migrated twice.
+	// Opened again, the store is of the latest version and is not migrated twice.
 	again := openStore(t, dsn)
 	var version int
 	if err := pgx.BeginFunc(ctx, mustConnect(t, dsn), func(tx pgx.Tx) error {
@@ -157,8 +159,16 @@ func TestMigrateSchema1(t *testing.T) {
 	if err := s.CommitBase(ctx, l, meta.Base{Seq: 1, Epoch: 10, Objects: []meta.Object{{Name: "b10-0"}}}); err != nil {
 		t.Fatalf("a base in a migrated store: %v", err)
 	}
-	if ds, err := s.Deltas(ctx, 0); err != nil || len(ds) != 1 || len(ds[0].Objects) != 1 {
+	if ds, err := s.Deltas(ctx, 0); err != nil || len(ds) != 1 || len(ds[0].Objects) != 1 || ds[0].Counted {
 		t.Fatalf("deltas after the migration: %+v, %v", ds, err)
+	}
+	rd := []meta.RowDelta{{Table: 7, Vnode: 3, Delta: -2}, {Table: 9, Vnode: 0, Delta: 5}}
+	if _, err := s.Commit(ctx, l, meta.Checkpoint{Epoch: 11, Seq: 1, Counted: true, RowDeltas: rd}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Deltas(ctx, 1)
+	if err != nil || len(ds) != 1 || !ds[0].Counted || !slices.Equal(ds[0].RowDeltas, rd) {
+		t.Fatalf("a delta committed after the migration: %+v, %v", ds, err)
 	}
 }
 

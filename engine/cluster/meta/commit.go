@@ -41,12 +41,15 @@ type RowDelta struct {
 }
 
 // Checkpoint is what the leader commits for one epoch. Seq is the committed
-// sequence the leader read (Version.Seq); the commit installs Seq+1.
+// sequence the leader read (Version.Seq); the commit installs Seq+1. RowDeltas are
+// the row count changes of its objects when Counted; otherwise they are not known,
+// and each store that applies the objects counts them.
 type Checkpoint struct {
 	Epoch      uint64
 	Generation uint64
 	Seq        uint64
 	Objects    []Object
+	Counted    bool
 	RowDeltas  []RowDelta
 	// Catalog is stored and returned as given.
 	Catalog []byte
@@ -60,6 +63,7 @@ type Delta struct {
 	Generation uint64
 	Term       uint64
 	Objects    []Object
+	Counted    bool // RowDeltas are known (always, from schema version 3)
 	RowDeltas  []RowDelta
 	Catalog    []byte
 	Committed  time.Time
@@ -186,8 +190,9 @@ func commitIn(ctx context.Context, tx pgx.Tx, l Lease, c Checkpoint, a commitVal
 		return 0, err
 	}
 	var b pgx.Batch
-	b.Queue(`INSERT INTO weir_deltas VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())`,
-		seq, a.epoch, a.generation, a.term, a.tables, a.vnodes, a.counts, a.catalog)
+	b.Queue(`INSERT INTO weir_deltas (seq, epoch, generation, term, row_tables, row_vnodes, row_counts, catalog, committed, counted)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9)`,
+		seq, a.epoch, a.generation, a.term, a.tables, a.vnodes, a.counts, a.catalog, c.Counted)
 	b.Queue(`INSERT INTO weir_objects AS o (name, smallest, largest, size, added, seq, pos)
 		SELECT n.name, n.smallest, n.largest, n.size, now(), $1, n.pos
 		FROM unnest($2::text[], $3::bytea[], $4::bytea[], $5::bigint[]) WITH ORDINALITY AS n(name, smallest, largest, size, pos)
@@ -297,7 +302,7 @@ func (s *Store) Deltas(ctx context.Context, after uint64) ([]Delta, error) {
 
 // readDeltas reads the deltas after sequence from, then their objects.
 func readDeltas(ctx context.Context, tx pgx.Tx, from int64) ([]Delta, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, epoch, generation, term, row_tables, row_vnodes, row_counts, catalog, committed
+	rows, err := tx.Query(ctx, `SELECT seq, epoch, generation, term, row_tables, row_vnodes, row_counts, catalog, committed, counted
 		FROM weir_deltas WHERE seq > $1 ORDER BY seq`, from)
 	if err != nil {
 		return nil, err
@@ -311,7 +316,7 @@ func readDeltas(ctx context.Context, tx pgx.Tx, from int64) ([]Delta, error) {
 			vnodes                []int32
 			d                     Delta
 		)
-		if err := rows.Scan(&seq, &epoch, &gen, &term, &tables, &vnodes, &counts, &d.Catalog, &d.Committed); err != nil {
+		if err := rows.Scan(&seq, &epoch, &gen, &term, &tables, &vnodes, &counts, &d.Catalog, &d.Committed, &d.Counted); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -10,7 +10,7 @@ import (
 
 // SchemaVersion is the version of the tables this code reads and writes. Open
 // records it in a new database and refuses a database that records a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrateLock is the transaction-level advisory lock that serialises Opens of one
 // database, so that two processes creating the tables at once do not collide.
@@ -101,8 +101,16 @@ DROP INDEX weir_objects_orphans;
 CREATE INDEX weir_objects_orphans ON weir_objects (added) WHERE seq IS NULL AND base IS NULL;
 `
 
+// schemaV3 marks the deltas whose row-count changes are known (counted): every
+// delta committed from version 3 on. A delta of an earlier version has none, and a
+// store that applies it counts them against its own committed data.
+const schemaV3 = `
+ALTER TABLE weir_deltas ADD COLUMN counted boolean NOT NULL DEFAULT false;
+`
+
 // migrate creates the tables of a new database, or checks the schema version of an
-// existing one and migrates one of version 1 to 2, in one transaction.
+// existing one and migrates one of an earlier version to this one, in one
+// transaction.
 func (s *Store) migrate(ctx context.Context) error {
 	err := s.inTx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
@@ -118,8 +126,10 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, schemaV1); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, schemaV2); err != nil {
-				return err
+			for _, m := range []string{schemaV2, schemaV3} {
+				if _, err := tx.Exec(ctx, m); err != nil {
+					return err
+				}
 			}
 			_, err = tx.Exec(ctx, `INSERT INTO weir_meta_schema VALUES (1, $1)`, SchemaVersion)
 			return err
@@ -129,11 +139,15 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("schema version %d is newer than this build's %d", version, SchemaVersion)
 		case version < 1:
 			return fmt.Errorf("schema version %d is not one this build knows (1 to %d)", version, SchemaVersion)
-		case version == 1:
-			if _, err := tx.Exec(ctx, schemaV2); err != nil {
-				return fmt.Errorf("migrate schema version 1 to 2: %w", err)
+		}
+		migrations := []string{2: schemaV2, 3: schemaV3}
+		for v := version + 1; v <= SchemaVersion; v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migrate schema version %d to %d: %w", v-1, v, err)
 			}
-			_, err = tx.Exec(ctx, `UPDATE weir_meta_schema SET version = 2 WHERE id = 1`)
+		}
+		if version < SchemaVersion {
+			_, err = tx.Exec(ctx, `UPDATE weir_meta_schema SET version = $1 WHERE id = 1`, SchemaVersion)
 			return err
 		}
 		return nil

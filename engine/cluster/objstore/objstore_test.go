@@ -360,14 +360,19 @@ func TestMemBucket(t *testing.T) {
 	k := newNode(t, openStore(t, fs, "k"), []uint32{7}, 0, vnodes)
 	c := openStore(t, fs, "c")
 	k.write(t, []write{{table: 7, vnode: 4, pk: []byte("b"), op: vec.Insert, value: []byte("2")}}, 6<<16)
-	kobjs, paths, err := objstore.UploadKeep(ctx, bucket, k.store, 6<<16, 2, 1, storage.ExportOptions{})
+	u, err := objstore.UploadKeep(ctx, bucket, k.store, 6<<16, 2, 1, storage.ExportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	kobjs, paths := u.Objects, u.Paths
 	if len(paths) != len(kobjs) || len(kobjs) == 0 {
 		t.Fatalf("UploadKeep: %d objects, %d copies", len(kobjs), len(paths))
 	}
-	if err := objstore.ApplyLocal(k.store, 6<<16, paths, storage.Changes{}); err != nil {
+	if want := []storage.RowDelta{{Table: 7, Vnode: 4, Delta: 1}}; !slices.Equal(u.RowDeltas, want) {
+		t.Fatalf("UploadKeep counted row changes %v, want %v", u.RowDeltas, want)
+	}
+	// The exporting store applies with the counted changes, c counts them itself.
+	if err := objstore.ApplyLocal(k.store, 6<<16, paths, storage.Changes{Counted: true, RowDeltas: u.RowDeltas}); err != nil {
 		t.Fatal(err)
 	}
 	if err := objstore.Apply(ctx, bucket, c, 6<<16, names(kobjs), storage.Changes{}); err != nil {

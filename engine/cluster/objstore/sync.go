@@ -28,15 +28,26 @@ type Object struct {
 // object whose write fails is aborted; the objects completed before it stay in the
 // bucket, unreferenced, for Collect.
 func Upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, error) {
-	objs, _, err := upload(ctx, b, store, epoch, node, incarnation, 0, o, false)
-	return objs, err
+	u, err := upload(ctx, b, store, epoch, node, incarnation, 0, o, false)
+	return u.Objects, err
+}
+
+// Uploaded is what UploadKeep uploaded: the objects in key order, the paths of the
+// copies kept in the store's ingest directory (in the objects' order), and the row
+// count changes the objects make to the store's committed data (see
+// storage.Store.ExportCheckpoint), which a commit carries (storage.Changes.RowDeltas)
+// so that no store that applies it counts them again.
+type Uploaded struct {
+	Objects   []Object
+	Paths     []string
+	RowDeltas []storage.RowDelta
 }
 
 // UploadKeep is Upload that also writes each object into store's ingest directory
-// while it uploads it, and returns the copies' paths (in the objects' order): the
-// node that exported a commit applies it with ApplyLocal, without downloading what
-// it wrote. On an error the copies are removed.
-func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) ([]Object, []string, error) {
+// while it uploads it, and returns the copies' paths: the node that exported a
+// commit applies it with ApplyLocal, without downloading what it wrote. On an error
+// the copies are removed.
+func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation uint64, o storage.ExportOptions) (Uploaded, error) {
 	return upload(ctx, b, store, epoch, node, incarnation, 0, o, true)
 }
 
@@ -44,13 +55,13 @@ func UploadKeep(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch
 // their Name): a process that uploads the data of several stores for one commit (an
 // engine with node stores) numbers each one's objects after those of the stores
 // before it, so that no two share a name.
-func UploadKeepFrom(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions) ([]Object, []string, error) {
+func UploadKeepFrom(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions) (Uploaded, error) {
 	return upload(ctx, b, store, epoch, node, incarnation, first, o, true)
 }
 
-func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions, keep bool) ([]Object, []string, error) {
+func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, node, incarnation, first uint64, o storage.ExportOptions, keep bool) (Uploaded, error) {
 	var paths []string
-	tabs, err := store.ExportCheckpoint(epoch, o, func(k int) (string, io.WriteCloser, error) {
+	tabs, deltas, err := store.ExportCheckpoint(epoch, o, func(k int) (string, io.WriteCloser, error) {
 		name := Name{Epoch: epoch, Node: node, Incarnation: incarnation, K: first + uint64(k)}.String()
 		wctx, cancel := context.WithCancel(ctx)
 		w, err := b.NewWriter(wctx, name, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
@@ -72,13 +83,13 @@ func upload(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch, no
 	})
 	if err != nil {
 		store.DiscardIngestFiles(paths)
-		return nil, nil, fmt.Errorf("objstore: upload epoch %d of node %d incarnation %d: %w", epoch, node, incarnation, err)
+		return Uploaded{}, fmt.Errorf("objstore: upload epoch %d of node %d incarnation %d: %w", epoch, node, incarnation, err)
 	}
 	out := make([]Object, len(tabs))
 	for i, t := range tabs {
 		out[i] = Object{Name: t.Name, Smallest: t.Smallest, Largest: t.Largest, Size: t.Size}
 	}
-	return out, paths, nil
+	return Uploaded{Objects: out, Paths: paths, RowDeltas: deltas}, nil
 }
 
 // objectWriter is one object being uploaded: Close completes it, Abort drops it.
