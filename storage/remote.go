@@ -559,9 +559,13 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	return meta, nil
 }
 
-// scanIngestFile reads the sstable at p, checks that it holds only point puts and
-// deletes of table keys, adds the row count changes they make to counter unless it
-// is nil, and returns its first and last keys.
+// scanIngestFile checks the sstable at p, which must hold point puts and deletes of
+// table keys only, and returns its first and last keys. With a counter it reads
+// every key, checking each and adding the row count changes they make to counter;
+// without one (the commit carries its counts) it reads the properties and the first
+// and last keys only: an export's files, which pebble's checksums guard on their way,
+// hold no other kind of key, and the bounds are what the overlap and drop checks
+// need.
 func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, err error) {
 	f, err := s.po.FS.Open(p)
 	if err != nil {
@@ -583,35 +587,53 @@ func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
 	}
-	if props.NumRangeDeletions > 0 || props.NumRangeKeys() > 0 {
-		return nil, nil, fmt.Errorf("sstable %s holds range deletions or range keys, which an export never writes", p)
+	if props.NumRangeDeletions > 0 || props.NumRangeKeys() > 0 || props.NumMergeOperands > 0 || props.NumSizedDeletions > 0 {
+		return nil, nil, fmt.Errorf("sstable %s holds range deletions, range keys, merges or sized deletions, which an export never writes", p)
 	}
 	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.TableBlobContext{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
 	}
 	defer it.Close()
-	if counter != nil {
-		counter.restart() // this file's keys ascend, not those of every file
-	}
-	for kv := it.First(); kv != nil; kv = it.Next() {
-		key := kv.K.UserKey
+	check := func(key []byte, kind pebble.InternalKeyKind) error {
 		if len(key) < KeyPrefixLen {
-			return nil, nil, fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
+			return fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
 		}
 		if binary.BigEndian.Uint32(key) == MetaTable {
-			return nil, nil, fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
+			return fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
 		}
-		kind := kv.Kind()
 		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
-			return nil, nil, fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
+			return fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
 		}
-		if lo == nil {
-			lo = slices.Clone(key)
+		return nil
+	}
+	if counter == nil {
+		// Table 0 sorts first: a first key of another table has none of its keys
+		// after it.
+		if kv := it.First(); kv != nil {
+			if err := check(kv.K.UserKey, kv.Kind()); err != nil {
+				return nil, nil, err
+			}
+			lo = slices.Clone(kv.K.UserKey)
 		}
-		hi = append(hi[:0], key...)
-		if counter != nil {
-			if err := counter.add(key, kind == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
+		if kv := it.Last(); kv != nil {
+			if err := check(kv.K.UserKey, kv.Kind()); err != nil {
+				return nil, nil, err
+			}
+			hi = slices.Clone(kv.K.UserKey)
+		}
+	} else {
+		counter.restart() // this file's keys ascend, not those of every file
+		for kv := it.First(); kv != nil; kv = it.Next() {
+			key := kv.K.UserKey
+			if err := check(key, kv.Kind()); err != nil {
+				return nil, nil, err
+			}
+			if lo == nil {
+				lo = slices.Clone(key)
+			}
+			hi = append(hi[:0], key...)
+			if err := counter.add(key, kv.Kind() == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
 				return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
 			}
 		}

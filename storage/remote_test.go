@@ -424,8 +424,16 @@ func writeRawSSTable(t *testing.T, fs vfs.FS, s *storage.Store, p string, keys [
 
 // IngestFiles refuses a file with a metadata key, with a range deletion, with no
 // keys, one that is not an sstable, and files whose key ranges overlap, naming the
-// file; nothing is committed and the files are removed.
+// file; nothing is committed and the files are removed. It does whether it counts
+// the row count changes (reading every key) or the commit carries them (reading the
+// first and last keys): each case's bad key is a first or a last one.
 func TestRemoteIngestRefuses(t *testing.T) {
+	for _, counted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("counted=%v", counted), func(t *testing.T) { testRemoteIngestRefuses(t, counted) })
+	}
+}
+
+func testRemoteIngestRefuses(t *testing.T, counted bool) {
 	fs := vfs.NewMem()
 	s := openStore(t, fs)
 	key := func(table uint32, pk string) []byte { return storage.AppendKey(nil, table, 1, []byte(pk)) }
@@ -441,6 +449,8 @@ func TestRemoteIngestRefuses(t *testing.T) {
 		{"no keys", map[string][][]byte{"empty.sst": nil}, false, "empty.sst holds no keys"},
 		{"overlap", map[string][][]byte{"o1.sst": {key(7, "a"), key(7, "c")}, "o2.sst": {key(7, "b")}}, false, "o1.sst and db/weir-ingest/o2.sst overlap"},
 		{"short key", map[string][][]byte{"short.sst": {{0, 0, 7}}}, false, "short.sst: key 000007 is shorter"},
+		{"short last key", map[string][][]byte{"short2.sst": {key(7, "a"), {0, 0, 0, 8}}}, false, "short2.sst: key 00000008 is shorter"},
+		{"metadata first key", map[string][][]byte{"meta2.sst": {key(storage.MetaTable, "e"), key(7, "a")}}, false, "meta2.sst holds key 00000000000165 of table 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -455,7 +465,7 @@ func TestRemoteIngestRefuses(t *testing.T) {
 				paths = append(paths, p)
 			}
 			slices.Sort(paths)
-			err := s.IngestFiles(paths, ep(1), storage.Changes{})
+			err := s.IngestFiles(paths, ep(1), storage.Changes{Counted: counted})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("IngestFiles = %v, want an error with %q", err, c.want)
 			}
