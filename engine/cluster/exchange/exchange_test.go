@@ -306,3 +306,41 @@ func TestWideChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBarrierAckedAfterReceiverGoes: a receiver that goes right after it took a
+// barrier (an Update that stops it) still has the barrier acknowledged, so the
+// sender's Send of it succeeds; before, the ack raced the receiver's end, and a sender
+// that lost the race failed the round (seen in weir sim under load).
+func TestBarrierAckedAfterReceiverGoes(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	srv := NewServer(mem)
+	edge := Edge{Up: 2, Down: 10, Generation: 7}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	in, err := srv.Expect(edge, sc, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := make(chan struct{})
+	testingBeforeAck = func(e Edge) {
+		if e == edge {
+			<-gone // the receiver took the barrier and went before the ack
+		}
+	}
+	defer func() { testingBeforeAck = nil }()
+	addr, _ := serve(t, srv)
+	s := newSender(t, t.Context(), dial(t, addr), edge, sc, mem)
+	go func() {
+		m := <-in.Messages()
+		m.Release()
+		srv.Abort(edge, errors.New("the receiver stopped"))
+		close(gone)
+	}()
+	b := &executors.Barrier{Prev: 1 << 16, Curr: 2 << 16, Kind: executors.Checkpoint, Mutation: executors.Stop{Actors: []executors.ActorID{10}}}
+	if err := s.Send(t.Context(), executors.BarrierMessage(b)); err != nil {
+		t.Fatalf("the barrier the receiver took was not acknowledged: %v", err)
+	}
+	// The stream is over: the next message fails, naming why.
+	if err := s.Send(t.Context(), executors.BarrierMessage(&executors.Barrier{Prev: 2 << 16, Curr: 3 << 16})); err == nil || !strings.Contains(err.Error(), "the receiver stopped") {
+		t.Fatalf("a send after the receiver went: %v", err)
+	}
+}

@@ -70,7 +70,15 @@ type Inbox struct {
 	abort    chan struct{} // closed by Abort: the receiver is gone
 	abortErr error         // set before abort closes
 	aborted  sync.Once
+	// acking is held from a barrier's delivery into ch to its ack: a receiver that
+	// goes right after taking a barrier (an Update that stops it) still has it
+	// acknowledged before DoExchange ends the stream.
+	acking sync.Mutex
 }
+
+// testingBeforeAck, when set, is called after a barrier is delivered into its inbox
+// and before it is acknowledged.
+var testingBeforeAck func(Edge)
 
 // Edge is the inbox's edge.
 func (in *Inbox) Edge() Edge { return in.edge }
@@ -203,6 +211,10 @@ func (s *Server) DoExchange(stream flight.FlightService_DoExchangeServer) error 
 	select {
 	case err = <-done:
 	case <-in.abort:
+		// A barrier the inbox took before the receiver went is acknowledged first:
+		// the receiver had it.
+		in.acking.Lock()
+		defer in.acking.Unlock()
 		return status.Error(codes.Aborted, in.abortErr.Error())
 	}
 	if err != nil {
@@ -263,23 +275,40 @@ func (s *Server) serve(stream flight.FlightService_DoExchangeServer, in *Inbox) 
 		if err != nil {
 			return fmt.Errorf("exchange: %s: %w", in.edge, err)
 		}
+		barrier := m.Barrier != nil
+		var curr executors.Epoch // the barrier's, read before m is the receiver's
+		if barrier {
+			curr = m.Barrier.Curr
+			in.acking.Lock()
+		}
 		select {
 		case in.ch <- m:
+		case <-in.abort:
+			// The receiver went before it took m: the handler returns (or has
+			// returned), and the stream is not this goroutine's to write to.
+			if barrier {
+				in.acking.Unlock()
+			}
+			m.Release()
+			return fmt.Errorf("exchange: %s: %w", in.edge, in.abortErr)
 		case <-ctx.Done():
+			if barrier {
+				in.acking.Unlock()
+			}
 			m.Release()
 			return fmt.Errorf("exchange: %s: %w", in.edge, ctx.Err())
 		}
-		if m.Barrier != nil {
-			select {
-			case <-in.abort:
-				// The handler has returned (or is returning): the stream is not
-				// this goroutine's to write to any more.
-				return fmt.Errorf("exchange: %s: %w", in.edge, in.abortErr)
-			default:
+		if barrier {
+			if testingBeforeAck != nil {
+				testingBeforeAck(in.edge)
 			}
-			ack = wire.AppendAck(ack[:0], m.Barrier.Curr)
-			if err := stream.Send(&flight.FlightData{AppMetadata: ack}); err != nil {
-				return fmt.Errorf("exchange: %s: acknowledging barrier %d: %w", in.edge, m.Barrier.Curr, err)
+			// Delivered: acknowledged even when the receiver has gone since, which
+			// DoExchange waits for.
+			ack = wire.AppendAck(ack[:0], curr)
+			err := stream.Send(&flight.FlightData{AppMetadata: ack})
+			in.acking.Unlock()
+			if err != nil {
+				return fmt.Errorf("exchange: %s: acknowledging barrier %d: %w", in.edge, curr, err)
 			}
 		}
 	}
