@@ -100,8 +100,13 @@ func (r *runner) crashStep() error {
 	}
 	if r.clog != nil && r.crashAt == "before_commit" {
 		// The image is older than the commit, which the log holds: the reopen
-		// catches up to it.
+		// catches up to it, and to a commit after it made within the same call,
+		// as after_commit's does.
 		want = r.crashEpoch
+		if got := r.e.CommittedEpoch(); got > want {
+			want = got
+			r.rep.Sometimes["crash_image_behind_the_log"]++
+		}
 		s := r.cur.clone()
 		land = &s
 		r.rep.Sometimes["crash_commit_kept_by_the_log"]++
