@@ -59,11 +59,12 @@ demo: generate
 test: pg-install vet unit race fuzz-short fresh-module
 
 ## test-s3: the object-storage tests (objstore, the commit log, the demo over it,
-## compute processes killed and restarted) against a private S3-protocol server,
-## versitygw, instead of file:// buckets.
+## compute processes killed and restarted, the 3-process backfill killed mid-way)
+## against a private S3-protocol server, versitygw, instead of file:// buckets.
 test-s3: pg-install versitygw
 	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 ./internal/s3test/ ./engine/cluster/objstore/ ./engine/cluster/commitlog/
 	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestDemoCommitLog|TestServe(KilledOverCommitLog|Replica|BackfillKilled)|TestComputeProcesses' ./tools/weir/
+	WEIR_VERSITYGW=$(abspath $(VERSITYGW)) $(GO) test -count=1 -run 'TestClusterBackfillKill/^sigkill$$' ./tools/weir/
 
 ## versitygw: build the S3-protocol server pinned in tools/versitygw/go.mod.
 VERSITYGW = .bin/versitygw

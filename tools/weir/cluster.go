@@ -134,6 +134,7 @@ func newCluster() *cobra.Command {
 // clusterUpOptions are what weir cluster up starts in a directory.
 type clusterUpOptions struct {
 	meta, script, exchange, control string
+	bucket                          string // an existing bucket's URL (default: file://DIR/bucket)
 	replicas, nodes                 int
 	nodeStores                      bool
 	metrics                         bool // every process serves its metrics and pprof (--metrics-addr on loopback)
@@ -151,7 +152,8 @@ func newClusterUp() *cobra.Command {
 		Long: `up creates --dir (which must not exist or be empty) and starts in it: a private
 PostgreSQL server through scripts/pg.sh in a temporary directory (unless --meta names
 one: an empty database),
-a bucket (file://DIR/bucket), one weir serve that commits to them (the leader, node
+a bucket (file://DIR/bucket, unless --bucket names one: an empty bucket, s3://
+included), one weir serve that commits to them (the leader, node
 1; with --node-stores a store per node of its own, exported apart and committed
 together) and --replicas read replicas (weir serve --replica), each in the background with
 its log under DIR/logs. It records what it started in DIR/cluster.json and prints
@@ -188,6 +190,7 @@ control streams from the leader.`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "directory of the cluster (created; must not exist or be empty)")
 	f.StringVar(&o.meta, "meta", "", "PostgreSQL DSN of an empty database to use instead of starting a private server")
+	f.StringVar(&o.bucket, "bucket", "", "URL of an empty bucket to use instead of file://DIR/bucket (file://, s3://)")
 	f.StringVar(&o.script, "pg-script", "", "scripts/pg.sh (default: found from the working directory upwards)")
 	f.StringVar(&o.exchange, "exchange", "channel", "how edges between the leader's nodes travel: channel or flight")
 	f.StringVar(&o.control, "control", "channel", "how the leader's actors report to its coordinator: channel or grpc")
@@ -279,9 +282,12 @@ func clusterUp(ctx context.Context, dir string, o clusterUpOptions) (st clusterS
 		}
 		st.Meta = fields[len(fields)-1]
 	}
-	st.Bucket = "file://" + filepath.ToSlash(filepath.Join(dir, "bucket"))
-	if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o755); err != nil {
-		return st, fmt.Errorf("cluster up: %w", err)
+	st.Bucket = o.bucket
+	if st.Bucket == "" {
+		st.Bucket = "file://" + filepath.ToSlash(filepath.Join(dir, "bucket"))
+		if err := os.MkdirAll(filepath.Join(dir, "bucket"), 0o755); err != nil {
+			return st, fmt.Errorf("cluster up: %w", err)
+		}
 	}
 	launch := func(role, cmd, said string, extra ...string) error {
 		args := append([]string{cmd, "--dir", filepath.Join(dir, role), "--meta", st.Meta, "--bucket", st.Bucket}, extra...)

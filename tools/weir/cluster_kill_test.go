@@ -291,13 +291,17 @@ func injectFault(t *testing.T, ctx context.Context, fault string, st *clusterSta
 }
 
 // upCluster starts a local cluster of nodes compute processes under weir meta on a
-// new database db of a private PostgreSQL, and opens its meta store; the test's end
+// new database db of a private PostgreSQL and a new bucket (on a private versitygw
+// under make test-s3, else file://), and opens its meta store; the test's end
 // stops exactly the cluster's processes (those st holds then: a test that restarts
 // one records it there).
 func upCluster(t *testing.T, ctx context.Context, db string, nodes int) (*clusterState, *meta.Store) {
 	t.Helper()
 	dsn := startPostgres(t).NewDatabase(t, db)
-	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), clusterUpOptions{meta: dsn, exchange: "channel", control: "channel", nodes: nodes})
+	// On a private versitygw under make test-s3 (a bucket's name has no '_').
+	bucket := clusterBucket(t, strings.ReplaceAll(db, "_", "-"))
+	t.Logf("bucket %s", bucket)
+	st, err := clusterUp(ctx, filepath.Join(t.TempDir(), "cluster"), clusterUpOptions{meta: dsn, bucket: bucket, exchange: "channel", control: "channel", nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
