@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // RunNexmarkBench end to end on a few thousand events, two reps: one result per
@@ -59,5 +61,27 @@ func TestRunNexmarkBenchBadOptions(t *testing.T) {
 		tc.o.Dir = t.TempDir()
 		_, err := RunNexmarkBench(context.Background(), tc.o)
 		checkRefused(t, fmt.Sprintf("%+v", tc.o), err, tc.want, tc.o.Dir)
+	}
+}
+
+// lsmWrites takes the bytes each level flushed, compacted and ingested between two
+// metrics, not pebble's Total (which counts the WAL and the ingests as flushed too).
+func TestLSMWrites(t *testing.T) {
+	const mib = 1 << 20
+	var a, b pebble.Metrics
+	a.WAL.BytesWritten, b.WAL.BytesWritten = 1*mib, 5*mib
+	a.Levels[0].TableBytesFlushed, b.Levels[0].TableBytesFlushed = 2*mib, 4*mib
+	b.Levels[5].TableBytesCompacted = 3 * mib
+	a.Levels[6].TableBytesCompacted, b.Levels[6].TableBytesCompacted = 1*mib, 2*mib
+	a.Levels[6].TableBytesIngested, b.Levels[6].TableBytesIngested = 10*mib, 40*mib
+	w := lsmWrites(&a, &b)
+	if w.WALMB != 4 || w.FlushedMB != 2 || w.CompactedMB != 4 || w.IngestedMB != 30 {
+		t.Fatalf("writes %+v, want WAL 4, flushed 2, compacted 4, ingested 30", w)
+	}
+	if w.RewrittenOverIngested == nil || *w.RewrittenOverIngested != 0.2 {
+		t.Fatalf("rewritten over ingested %v, want 0.2", w.RewrittenOverIngested)
+	}
+	if w := lsmWrites(&a, &a); w.RewrittenOverIngested != nil {
+		t.Fatalf("nothing ingested, yet a ratio %v", *w.RewrittenOverIngested)
 	}
 }
