@@ -89,7 +89,7 @@ type NexmarkBuild struct {
 	StateEvictions int64 `json:"state_evictions"`
 	StateLoads     int64 `json:"state_loads"`
 	// LSM is what the engine's store wrote for the build: from an empty memtable
-	// and no compaction running before it to none running after it.
+	// and no compaction running before it to the same after it.
 	LSM LSMWrites `json:"lsm"`
 }
 
@@ -104,6 +104,10 @@ type LSMWrites struct {
 	CompactedMB           float64  `json:"compacted_mb"`
 	IngestedMB            float64  `json:"ingested_mb"`
 	RewrittenOverIngested *float64 `json:"rewritten_over_ingested"`
+	// Unsettled says the store still ran a flush or compaction 10 s after the flush
+	// before or after the build: the figures then miss some of the build's writes
+	// or hold some of another's.
+	Unsettled bool `json:"unsettled,omitempty"`
 }
 
 // lsmWrites returns the writes between pebble metrics a and b, summed over the
@@ -130,14 +134,21 @@ func lsmWrites(a, b *pebble.Metrics) LSMWrites {
 	return w
 }
 
-// settleCompactions waits, up to limit, until e's store runs no compaction (those a
-// build started are its writes too), and returns its metrics then.
-func settleCompactions(e *engine.Engine, limit time.Duration) *pebble.Metrics {
+// settleLSM flushes e's store's memtable and waits, up to limit, until it runs no
+// flush or compaction (those a build started are its writes too). It returns the
+// store's metrics then, and whether it settled within limit.
+func settleLSM(e *engine.Engine, limit time.Duration) (*pebble.Metrics, bool, error) {
+	if err := e.Flush(); err != nil {
+		return nil, false, err
+	}
 	deadline := time.Now().Add(limit)
 	for {
 		m := e.StorageMetrics()
-		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 || time.Now().After(deadline) {
-			return m
+		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
+			return m, true, nil
+		}
+		if time.Now().After(deadline) {
+			return m, false, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -493,12 +504,13 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	}()
 	b0, c0 := rounds.barriers.Load(), rounds.checkpoints.Load()
 	st0 := e.StateCacheStats()
-	// The build starts on an empty memtable and no compaction running, so that what
-	// the store writes until it settles after the build is the build's.
-	if err := e.Flush(); err != nil {
+	// The build starts on an empty memtable and no compaction running, and its
+	// figures are read once the memtable it leaves is flushed and the compactions
+	// settle after it: what the store wrote between is the build's.
+	m0, settled0, err := settleLSM(e, 10*time.Second)
+	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush before %s: %w", q, err)
 	}
-	m0 := settleCompactions(e, 10*time.Second)
 	t0 := time.Now()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
@@ -509,8 +521,13 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: create %s by %s backfill: %w", q, kind, err)
 	}
 	st1 := e.StateCacheStats()
+	m1, settled1, err := settleLSM(e, 10*time.Second)
+	if err != nil {
+		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush after %s: %w", q, err)
+	}
 	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0, StateEvictions: st1.Evictions + st1.GroupEvictions - st0.Evictions - st0.GroupEvictions, StateLoads: st1.Loads + st1.GroupLoads - st0.Loads - st0.GroupLoads,
-		LSM: lsmWrites(m0, settleCompactions(e, 10*time.Second))}
+		LSM: lsmWrites(m0, m1)}
+	b.LSM.Unsettled = !settled0 || !settled1
 	if pk := peak.Load(); pk > base {
 		b.PeakHeapMB = float64(pk-base) / (1 << 20)
 	}

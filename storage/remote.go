@@ -409,7 +409,8 @@ func readApplied(r getter) (uint64, error) {
 // downloaded: see NewIngestFile) and the changes ch, in one atomic, durable step:
 // pebble ingests them together with an sstable of the metadata, which holds the new
 // committed epoch, ch's catalog entries and sequence, and the row counts the files
-// change, counted against this store's committed data, and with an sstable of range
+// change (ch.RowDeltas when ch.Counted, the exports' counts; otherwise counted here
+// against this store's committed data), and with an sstable of range
 // deletions for each table ch drops (its rows and row counts). The store then holds
 // what a local Checkpoint of the same writes would have committed (docs/design.md
 // §8, "Checkpoint commit" step 4), and every node's sealed runs up to epoch are
@@ -420,7 +421,8 @@ func readApplied(r getter) (uint64, error) {
 // Each file must hold point puts and deletes only, no metadata (table 0) key and no
 // key of a table ch drops, at least one key, and no key range overlapping another
 // file's; one that does not is refused with an error naming it, and then nothing is
-// committed. epoch must be above the committed epoch and a sequence above the
+// committed. So is a counted change of table 0 or of a table ch drops, or one that
+// would take a vnode's count below zero, naming the table and vnode. epoch must be above the committed epoch and a sequence above the
 // applied one; paths may be empty, which commits the epoch and ch alone. The files
 // are consumed: they are removed, whatever the result. A failed ingest is handled as
 // a Checkpoint's failed commit is (a pebble fatal fault fails the store).
@@ -540,13 +542,23 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 		deltas = SumRowDeltas(ch.RowDeltas) // one change per vnode
 		for _, d := range deltas {
 			if d.Table == MetaTable || drops[d.Table] {
-				return nil, fmt.Errorf("a row count change of table %d, which is reserved or which the commit drops", d.Table)
+				return nil, fmt.Errorf("a row count change of table %d vnode %d, a table which is reserved or which the commit drops", d.Table, d.Vnode)
 			}
 		}
 	}
 	meta, err := s.rowCountWrites(deltas)
 	if err != nil {
 		return nil, err
+	}
+	if ch.Counted {
+		// Counts from elsewhere must fit this store's: a change that takes a count
+		// below zero says the commit's counts and the store's data disagree. deltas
+		// holds no zero change (SumRowDeltas), so meta[i] is deltas[i]'s count.
+		for i, d := range deltas {
+			if n := int64(binary.BigEndian.Uint64(meta[i].value)); n < 0 {
+				return nil, fmt.Errorf("the row count of table %d vnode %d would be %d: the commit's change of %d does not fit this store's count", d.Table, d.Vnode, n, d.Delta)
+			}
+		}
 	}
 	for name, v := range ch.Catalog {
 		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})
@@ -559,13 +571,10 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	return meta, nil
 }
 
-// scanIngestFile checks the sstable at p, which must hold point puts and deletes of
-// table keys only, and returns its first and last keys. With a counter it reads
-// every key, checking each and adding the row count changes they make to counter;
-// without one (the commit carries its counts) it reads the properties and the first
-// and last keys only: an export's files, which pebble's checksums guard on their way,
-// hold no other kind of key, and the bounds are what the overlap and drop checks
-// need.
+// scanIngestFile reads the sstable at p, checks that every key in it is a point put
+// or delete of a table key (a file from a bucket is checked whether or not the commit
+// carries its row counts), adds the row count changes they make to counter unless it
+// is nil, and returns its first and last keys.
 func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, err error) {
 	f, err := s.po.FS.Open(p)
 	if err != nil {
@@ -595,45 +604,27 @@ func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, er
 		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
 	}
 	defer it.Close()
-	check := func(key []byte, kind pebble.InternalKeyKind) error {
+	if counter != nil {
+		counter.restart() // this file's keys ascend, not those of every file
+	}
+	for kv := it.First(); kv != nil; kv = it.Next() {
+		key := kv.K.UserKey
 		if len(key) < KeyPrefixLen {
-			return fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
+			return nil, nil, fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
 		}
 		if binary.BigEndian.Uint32(key) == MetaTable {
-			return fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
+			return nil, nil, fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
 		}
+		kind := kv.Kind()
 		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
-			return fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
+			return nil, nil, fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
 		}
-		return nil
-	}
-	if counter == nil {
-		// Table 0 sorts first: a first key of another table has none of its keys
-		// after it.
-		if kv := it.First(); kv != nil {
-			if err := check(kv.K.UserKey, kv.Kind()); err != nil {
-				return nil, nil, err
-			}
-			lo = slices.Clone(kv.K.UserKey)
+		if lo == nil {
+			lo = slices.Clone(key)
 		}
-		if kv := it.Last(); kv != nil {
-			if err := check(kv.K.UserKey, kv.Kind()); err != nil {
-				return nil, nil, err
-			}
-			hi = slices.Clone(kv.K.UserKey)
-		}
-	} else {
-		counter.restart() // this file's keys ascend, not those of every file
-		for kv := it.First(); kv != nil; kv = it.Next() {
-			key := kv.K.UserKey
-			if err := check(key, kv.Kind()); err != nil {
-				return nil, nil, err
-			}
-			if lo == nil {
-				lo = slices.Clone(key)
-			}
-			hi = append(hi[:0], key...)
-			if err := counter.add(key, kv.Kind() == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
+		hi = append(hi[:0], key...)
+		if counter != nil {
+			if err := counter.add(key, kind == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
 				return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
 			}
 		}

@@ -425,8 +425,8 @@ func writeRawSSTable(t *testing.T, fs vfs.FS, s *storage.Store, p string, keys [
 // IngestFiles refuses a file with a metadata key, with a range deletion, with no
 // keys, one that is not an sstable, and files whose key ranges overlap, naming the
 // file; nothing is committed and the files are removed. It does whether it counts
-// the row count changes (reading every key) or the commit carries them (reading the
-// first and last keys): each case's bad key is a first or a last one.
+// the row count changes or the commit carries them: a file from a bucket is checked
+// key by key either way (a bad key in the middle included).
 func TestRemoteIngestRefuses(t *testing.T) {
 	for _, counted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("counted=%v", counted), func(t *testing.T) { testRemoteIngestRefuses(t, counted) })
@@ -451,6 +451,7 @@ func testRemoteIngestRefuses(t *testing.T, counted bool) {
 		{"short key", map[string][][]byte{"short.sst": {{0, 0, 7}}}, false, "short.sst: key 000007 is shorter"},
 		{"short last key", map[string][][]byte{"short2.sst": {key(7, "a"), {0, 0, 0, 8}}}, false, "short2.sst: key 00000008 is shorter"},
 		{"metadata first key", map[string][][]byte{"meta2.sst": {key(storage.MetaTable, "e"), key(7, "a")}}, false, "meta2.sst holds key 00000000000165 of table 0"},
+		{"short middle key", map[string][][]byte{"short3.sst": {key(7, "a"), {0, 0, 0, 8, 0}, key(9, "z")}}, false, "short3.sst: key 0000000800 is shorter"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -726,6 +727,38 @@ func TestRemoteExportOwnedGaps(t *testing.T) {
 			}
 			apply(t, b, ep(1), objs, names)
 			sameScan(t, tc.name, rawScan(t, local), rawScan(t, b))
+		})
+	}
+}
+
+// A commit's row count changes that do not fit the store's counts (a count below
+// zero), or that name table 0 or a table the commit drops, are refused naming the
+// table and the vnode, and nothing is committed.
+func TestRemoteIngestRefusesCounts(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openStore(t, fs)
+	p := fs.PathJoin("db", storage.IngestDirName, "f.sst")
+	for _, c := range []struct {
+		name string
+		ch   storage.Changes
+		want string
+	}{
+		{"below zero", storage.Changes{Counted: true, RowDeltas: []storage.RowDelta{{Table: 7, Vnode: 1, Delta: 1}, {Table: 7, Vnode: 2, Delta: -5}}},
+			"the row count of table 7 vnode 2 would be -5"},
+		{"table 0", storage.Changes{Counted: true, RowDeltas: []storage.RowDelta{{Table: 0, Vnode: 3, Delta: 1}}},
+			"a row count change of table 0 vnode 3"},
+		{"a dropped table", storage.Changes{Counted: true, Drops: []uint32{9}, RowDeltas: []storage.RowDelta{{Table: 9, Vnode: 4, Delta: 1}}},
+			"a row count change of table 9 vnode 4"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			writeRawSSTable(t, fs, s, p, [][]byte{storage.AppendKey(nil, 7, 1, []byte("a"))}, [][]byte{[]byte("v")}, false)
+			err := s.IngestFiles([]string{p}, ep(1), c.ch)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "epoch") {
+				t.Fatalf("IngestFiles = %v, want an error with %q and the epoch", err, c.want)
+			}
+			if s.CommittedEpoch() != 0 {
+				t.Fatalf("a refused ingest committed epoch %d", s.CommittedEpoch())
+			}
 		})
 	}
 }

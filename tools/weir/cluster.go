@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seed04fbb902/weir/engine/cluster/control"
+	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/spf13/cobra"
 )
 
@@ -226,6 +227,25 @@ copies).`,
 	return cmd
 }
 
+// checkEmptyBucket fails unless the bucket at url can be opened and holds no object:
+// a new cluster's log starts empty, and its collection would delete what another
+// cluster left there.
+func checkEmptyBucket(ctx context.Context, url string) error {
+	b, err := objstore.OpenBucket(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	o, err := b.List(nil).Next(ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return fmt.Errorf("bucket %s: %w", url, err)
+	}
+	return fmt.Errorf("bucket %s is not empty (it holds %s): give a new cluster an empty one", url, o.Key)
+}
+
 func clusterUp(ctx context.Context, dir string, o clusterUpOptions) (st clusterState, err error) {
 	meta, script, replicas, nodes := o.meta, o.script, o.replicas, o.nodes
 	if dir == "" {
@@ -236,6 +256,11 @@ func clusterUp(ctx context.Context, dir string, o clusterUpOptions) (st clusterS
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
 		return st, fmt.Errorf("cluster up: %s is not empty (a cluster there? weir cluster down --dir %s)", dir, dir)
+	}
+	if o.bucket != "" {
+		if err := checkEmptyBucket(ctx, o.bucket); err != nil {
+			return st, fmt.Errorf("cluster up: %w", err)
+		}
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return st, err

@@ -112,6 +112,13 @@ func TestClusterUpNodes(t *testing.T) {
 	if _, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--exchange", "flight"); err == nil || !strings.Contains(err.Error(), "drop --exchange") {
 		t.Fatalf("cluster up --nodes with --exchange: %v", err)
 	}
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "left-over"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--bucket", "file://"+full); err == nil || !strings.Contains(err.Error(), "is not empty (it holds left-over)") {
+		t.Fatalf("cluster up on a bucket that holds an object: %v", err)
+	}
 	out, err := run("cluster", "up", "--dir", dir, "--nodes", "2", "--json")
 	if err != nil {
 		t.Fatal(err)

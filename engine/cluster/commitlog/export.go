@@ -150,6 +150,23 @@ func (ex *export) check(drops []uint32) error {
 			}
 		}
 	}
+	// Each part's row count changes are of the vnodes its own objects hold, none of
+	// table 0 or of a table the commit drops: a store refuses such a change when it
+	// applies the commit, and the log must not record one it refuses.
+	for _, p := range ex.parts {
+		for _, d := range p.deltas {
+			if d.Table == storage.MetaTable || slices.Contains(drops, d.Table) {
+				return fmt.Errorf("%s counted a row count change of table %d vnode %d, which is reserved or which the commit drops", p.what, d.Table, d.Vnode)
+			}
+			prefix := storage.AppendKey(nil, d.Table, d.Vnode, nil)
+			if !slices.ContainsFunc(p.objs, func(o objstore.Object) bool {
+				return bytes.Compare(o.Smallest[:min(len(o.Smallest), len(prefix))], prefix) <= 0 &&
+					bytes.Compare(prefix, o.Largest[:min(len(o.Largest), len(prefix))]) <= 0
+			}) {
+				return fmt.Errorf("%s counted a row count change of table %d vnode %d, which none of its objects holds", p.what, d.Table, d.Vnode)
+			}
+		}
+	}
 	slices.SortFunc(bs, func(a, b bound) int { return bytes.Compare(a.o.Smallest, b.o.Smallest) })
 	for i := 1; i < len(bs); i++ {
 		a, b := bs[i-1], bs[i]

@@ -241,9 +241,13 @@ func decodeExported(b []byte) (exported, error) {
 }
 
 // checkRowDeltas refuses row deltas out of table and vnode order (a vnode twice
-// included) and a zero change: what a store's export counts never holds either.
+// included), of table 0 (the metadata's) and with a zero change: what a store's
+// export counts never holds any of them.
 func checkRowDeltas(ds []storage.RowDelta) error {
 	for i, d := range ds {
+		if d.Table == storage.MetaTable {
+			return fmt.Errorf("vnode %d of table %d, reserved for metadata", d.Vnode, d.Table)
+		}
 		if d.Delta == 0 {
 			return fmt.Errorf("table %d vnode %d: a zero change", d.Table, d.Vnode)
 		}

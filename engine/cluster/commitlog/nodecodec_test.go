@@ -213,6 +213,7 @@ func nodeRequestRefusals() []struct {
 		{"apply row delta vnode above uint16", cat(applyHead, 0, 0, 1, 7, uv(1<<16), 2), "node request: apply: row delta vnode: 65536 out of range 0..65535"},
 		{"apply row delta no change", cat(applyHead, 0, 0, 1, 7, 1, 0x80), "node request: apply: row delta change: " + varintErr},
 		{"apply row delta zero", cat(applyHead, 0, 0, 1, 7, 1, 0), "node request: apply: row deltas: table 7 vnode 1: a zero change"},
+		{"apply row delta of table 0", cat(applyHead, 0, 0, 1, 0, 1, 2), "node request: apply: row deltas: vnode 1 of table 0, reserved for metadata"},
 		{"apply row deltas twice", cat(applyHead, 0, 0, 2, 7, 1, 2, 7, 1, 2), "node request: apply: row deltas: table 7 vnode 1 after table 7 vnode 1"},
 		{"apply row deltas out of order", cat(applyHead, 0, 0, 2, 8, 0, 2, 7, 1, 2), "node request: apply: row deltas: table 7 vnode 1 after table 8 vnode 0"},
 		{"apply trailing", cat(applyHead, 0, 1, 1, "a", 0, 0), "node request: apply: 1 trailing bytes"},
@@ -316,11 +317,11 @@ type exportedCase struct {
 }
 
 // denseRowDeltas encodes n row deltas of three bytes each (vnodes 0 to 127 of
-// tables 0, 1, ...), the densest a list of them can be.
+// tables 1, 2, ...: four bytes past table 127), about the densest a list can be.
 func denseRowDeltas(n int) []byte {
 	ds := make([]storage.RowDelta, n)
 	for i := range ds {
-		ds[i] = storage.RowDelta{Table: uint32(i / 128), Vnode: uint16(i % 128), Delta: 1}
+		ds[i] = storage.RowDelta{Table: uint32(1 + i/128), Vnode: uint16(i % 128), Delta: 1}
 	}
 	b, err := appendRowDeltas(nil, ds, "dense")
 	if err != nil {
@@ -355,7 +356,7 @@ func exportedCases(n int) []exportedCase {
 		{name: "large keys", x: exported{Objects: []objstore.Object{{Name: "k", Smallest: bytes.Repeat([]byte{1}, 70*n), Largest: bytes.Repeat([]byte{2}, 70*n), Size: 1 << 40}}}},
 		{name: "many", x: exported{Objects: many}},
 		{name: "row deltas", x: exported{Objects: many[:1], RowDeltas: []storage.RowDelta{{Table: 7, Vnode: 1, Delta: 3}, {Table: 7, Vnode: 2, Delta: -3}, {Table: 9, Vnode: 0, Delta: 1}}}},
-		{name: "row delta edges", x: exported{RowDeltas: []storage.RowDelta{{Table: 0, Vnode: 0, Delta: math.MinInt64}, {Table: math.MaxUint32, Vnode: math.MaxUint16, Delta: math.MaxInt64}}}},
+		{name: "row delta edges", x: exported{RowDeltas: []storage.RowDelta{{Table: 1, Vnode: 0, Delta: math.MinInt64}, {Table: math.MaxUint32, Vnode: math.MaxUint16, Delta: math.MaxInt64}}}},
 		{name: "empty row deltas", x: exported{RowDeltas: []storage.RowDelta{}}, want: &exported{}},
 		{name: "many row deltas", x: exported{RowDeltas: manyDeltas(n)}},
 	}
@@ -365,7 +366,7 @@ func exportedCases(n int) []exportedCase {
 func manyDeltas(n int) []storage.RowDelta {
 	ds := make([]storage.RowDelta, n)
 	for i := range ds {
-		ds[i] = storage.RowDelta{Table: uint32(i / 300), Vnode: uint16(i % 300 * 200), Delta: int64(i+1) * int64(1-2*(i%2)) << (i % 50)}
+		ds[i] = storage.RowDelta{Table: uint32(1 + i/300), Vnode: uint16(i % 300 * 200), Delta: int64(i+1) * int64(1-2*(i%2)) << (i % 50)}
 	}
 	return ds
 }
@@ -460,6 +461,7 @@ func exportedRefusals() []struct {
 		{"no row deltas", cat(2, 1, 1, "a", 0, 0, 0), "export answer: row deltas: " + varintErr},
 		{"row deltas past the input", cat(2, 0, 2, 7, 1, 2), "export answer: row deltas: 2 out of range 0..1"},
 		{"row delta zero", cat(2, 0, 1, 7, 1, 0), "export answer: row deltas: table 7 vnode 1: a zero change"},
+		{"row delta of table 0", cat(2, 0, 1, 0, 3, 2), "export answer: row deltas: vnode 3 of table 0, reserved for metadata"},
 		{"row deltas out of order", cat(2, 0, 2, 7, 2, 2, 7, 1, 2), "export answer: row deltas: table 7 vnode 1 after table 7 vnode 2"},
 		{"trailing", cat(2, 1, 1, "a", 0, 0, 0, 0, 0), "export answer: 1 trailing bytes"},
 		{"trailing after none", cat(2, 0, 0, 7), "export answer: 1 trailing bytes"},

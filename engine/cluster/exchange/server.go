@@ -280,6 +280,17 @@ func (s *Server) serve(stream flight.FlightService_DoExchangeServer, in *Inbox) 
 		if barrier {
 			curr = m.Barrier.Curr
 			in.acking.Lock()
+			select {
+			case <-in.abort:
+				// DoExchange has returned (it takes acking once the receiver has
+				// gone): the stream is not this goroutine's to write to.
+				in.acking.Unlock()
+				m.Release()
+				return fmt.Errorf("exchange: %s: %w", in.edge, in.abortErr)
+			default:
+				// Until this unlocks, DoExchange waits: the ack below is sent on a
+				// stream it has not ended, whichever case the next select takes.
+			}
 		}
 		select {
 		case in.ch <- m:

@@ -172,6 +172,45 @@ func TestMigrateSchema1(t *testing.T) {
 	}
 }
 
+// A database of schema version 2 is migrated to the latest on open: its deltas have
+// no row count changes (not Counted), and one committed after has them.
+func TestMigrateSchema2(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	dsn := newDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(ctx, `CREATE TABLE weir_meta_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL);
+		INSERT INTO weir_meta_schema VALUES (1, 2);`+meta.SchemaV1+meta.SchemaV2+`
+		UPDATE weir_version SET seq = 1, epoch = 10;
+		INSERT INTO weir_deltas VALUES (1, 10, 0, 1, '{7}', '{3}', '{4}', '', now());`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dsn)
+	var version int
+	if err := pgx.BeginFunc(ctx, mustConnect(t, dsn), func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT version FROM weir_meta_schema WHERE id = 1`).Scan(&version)
+	}); err != nil || version != meta.SchemaVersion {
+		t.Fatalf("schema version %d (%v) after the migration, want %d", version, err, meta.SchemaVersion)
+	}
+	ds, err := s.Deltas(ctx, 0)
+	if err != nil || len(ds) != 1 || ds[0].Counted || len(ds[0].RowDeltas) != 1 {
+		t.Fatalf("the version-2 delta after the migration: %+v, %v", ds, err)
+	}
+	l := acquire(t, s, "a")
+	rd := []meta.RowDelta{{Table: 7, Vnode: 3, Delta: 2}}
+	if _, err := s.Commit(ctx, l, meta.Checkpoint{Epoch: 11, Seq: 1, Counted: true, RowDeltas: rd}); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.Deltas(ctx, 1); err != nil || len(ds) != 1 || !ds[0].Counted || !slices.Equal(ds[0].RowDeltas, rd) {
+		t.Fatalf("a delta committed after the migration: %+v, %v", ds, err)
+	}
+}
+
 // mustConnect connects to dsn for the test's own statements, closed when it ends.
 func mustConnect(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()

@@ -63,7 +63,7 @@ type Delta struct {
 	Generation uint64
 	Term       uint64
 	Objects    []Object
-	Counted    bool // RowDeltas are known (always, from schema version 3)
+	Counted    bool // RowDeltas are the checkpoint's (false before schema version 3)
 	RowDeltas  []RowDelta
 	Catalog    []byte
 	Committed  time.Time
