@@ -1,7 +1,8 @@
 // Package pgtest runs a private PostgreSQL server for tests: scripts/pg.sh starts it
 // in a fresh temporary directory on a free loopback port, and Stop stops exactly that
-// server (by its data directory) and removes the directory. Tests that need one fail,
-// not skip, without PostgreSQL: `make pg-install` installs it.
+// server (by its data directory) and removes the directory; a reaper stops it too when
+// the process that started it ends without Stop (a panic, a kill). Tests that need
+// one fail, not skip, without PostgreSQL: `make pg-install` installs it.
 package pgtest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +31,26 @@ type Server struct {
 	port   string
 	script string
 	dbs    atomic.Int64
+	reaper *os.Process // stops the server if this process ends without Stop
+}
+
+// reaperScript, run by sh with the pid to watch, the script, the directory and the
+// port, waits for that process to end, then stops the server and removes its
+// directory: a test binary that panics or is killed does not leave its server
+// running.
+const reaperScript = `while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop "$3" "$4" >/dev/null 2>&1; rm -rf "$3"`
+
+// startReaper starts, in a session of its own (so that it outlives the process it
+// watches), the reaper of s watching pid.
+func (s *Server) startReaper(pid int) error {
+	cmd := exec.Command("sh", "-c", reaperScript, "pgtest-reaper", strconv.Itoa(pid), s.script, s.dir, s.port)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: start the reaper of %s: %w", s.dir, err)
+	}
+	s.reaper = cmd.Process
+	go cmd.Wait() // reaped by this process while it runs
+	return nil
 }
 
 // Start starts a server in a new temporary directory named after prefix. The script
@@ -57,6 +79,9 @@ func Start(prefix string) (*Server, error) {
 				break
 			}
 			s.DSN = lines[len(lines)-1]
+			if err := s.startReaper(os.Getpid()); err != nil {
+				return nil, errors.Join(err, s.Stop())
+			}
 			return s, nil
 		}
 		err = fmt.Errorf("%s start %s %s: %v\n%s", script, dir, s.port, err, stderr.String())
@@ -68,8 +93,11 @@ func Start(prefix string) (*Server, error) {
 	return nil, fmt.Errorf("a private PostgreSQL server (run `make pg-install` when its binaries are missing): %w", err)
 }
 
-// Stop stops the server and removes its directory.
+// Stop stops the server and removes its directory, and its reaper.
 func (s *Server) Stop() error {
+	if s.reaper != nil {
+		_ = s.reaper.Kill() // by its pid: the sh that waits; nothing else
+	}
 	out, err := exec.Command(s.script, "stop", s.dir, s.port).CombinedOutput()
 	if err != nil {
 		err = fmt.Errorf("%s stop %s %s: %v\n%s", s.script, s.dir, s.port, err, out)
