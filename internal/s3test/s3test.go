@@ -83,6 +83,7 @@ func (s *Server) launch() error {
 		"posix", "--sidecar", meta, data)
 	s.cmd.Stderr = &s.stderr
 	s.cmd.Stdout = &s.stderr
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("s3test: start %s: %w", s.bin, err)
 	}

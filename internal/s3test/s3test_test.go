@@ -2,7 +2,11 @@ package s3test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,5 +74,48 @@ func TestServer(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s left after Stop: %v", dir, err)
+	}
+}
+
+// orphanEnv, set, makes TestServerDiesWithItsTest the child that starts a server and
+// exits without Stop.
+const orphanEnv = "WEIR_S3TEST_ORPHAN"
+
+// A server whose test binary ends without Stop (a panic, a kill) dies with it: the
+// test runs itself as a child that starts a server, prints its pid and exits, and
+// then the pid must be gone. It runs under make test-s3 on Linux.
+func TestServerDiesWithItsTest(t *testing.T) {
+	if os.Getenv(BinaryEnv) == "" {
+		t.Skipf("%s is not set (make test-s3 sets it)", BinaryEnv)
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux kills a child with its parent")
+	}
+	if os.Getenv(orphanEnv) != "" {
+		s, err := FromEnv("s3test-orphan")
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
+		}
+		fmt.Printf("pid %d dir %s\n", s.cmd.Process.Pid, s.dir)
+		os.Exit(0) // without Stop
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestServerDiesWithItsTest$")
+	cmd.Env = append(os.Environ(), orphanEnv+"=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the child: %v: %s", err, out)
+	}
+	var pid int
+	var dir string
+	if _, err := fmt.Sscanf(string(out), "pid %d dir %s", &pid, &dir); err != nil {
+		t.Fatalf("the child printed %q: %v", out, err)
+	}
+	defer os.RemoveAll(dir)
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the server (pid %d) outlived its test by 10 s", pid)
+		}
 	}
 }
