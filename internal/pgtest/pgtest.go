@@ -93,16 +93,19 @@ func Start(prefix string) (*Server, error) {
 	return nil, fmt.Errorf("a private PostgreSQL server (run `make pg-install` when its binaries are missing): %w", err)
 }
 
-// Stop stops the server and removes its directory, and its reaper.
+// Stop stops the server and removes its directory, then its reaper: a process
+// killed in the middle of Stop (a fuzzing worker at its deadline) leaves the rest to
+// the reaper.
 func (s *Server) Stop() error {
-	if s.reaper != nil {
-		_ = s.reaper.Kill() // by its pid: the sh that waits; nothing else
-	}
 	out, err := exec.Command(s.script, "stop", s.dir, s.port).CombinedOutput()
 	if err != nil {
 		err = fmt.Errorf("%s stop %s %s: %v\n%s", s.script, s.dir, s.port, err, out)
 	}
-	return errors.Join(err, os.RemoveAll(s.dir))
+	err = errors.Join(err, os.RemoveAll(s.dir))
+	if s.reaper != nil {
+		_ = s.reaper.Kill() // by its pid: the sh that waits; nothing else
+	}
+	return err
 }
 
 // NewDatabase creates an empty database on the server and returns its DSN.
