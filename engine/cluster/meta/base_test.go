@@ -128,32 +128,17 @@ func TestCommitBase(t *testing.T) {
 func TestMigrateSchema1(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	dsn := newDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `CREATE TABLE weir_meta_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL);
-		INSERT INTO weir_meta_schema VALUES (1, 1);`+meta.SchemaV1+`
+	dsn := oldDatabase(t, 1, meta.SchemaV1+`
 		UPDATE weir_version SET seq = 1, epoch = 10;
 		INSERT INTO weir_deltas VALUES (1, 10, 0, 1, '{}', '{}', '{}', '', now());
 		INSERT INTO weir_objects VALUES ('e10-a', '', '', 1, now(), 1, 1);`)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := openStore(t, dsn)
 	if v := committed(t, s); v.Seq != 1 || v.Epoch != 10 {
 		t.Fatalf("committed %+v after the migration", v)
 	}
 	// Opened again, the store is of the latest version and is not migrated twice.
 	again := openStore(t, dsn)
-	var version int
-	if err := pgx.BeginFunc(ctx, mustConnect(t, dsn), func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT version FROM weir_meta_schema WHERE id = 1`).Scan(&version)
-	}); err != nil || version != meta.SchemaVersion {
-		t.Fatalf("schema version %d (%v) after the migration, want %d", version, err, meta.SchemaVersion)
-	}
+	checkSchemaVersion(t, dsn)
 	again.Close()
 	l := acquire(t, s, "a")
 	if err := s.CommitBase(ctx, l, meta.Base{Seq: 1, Epoch: 10, Objects: []meta.Object{{Name: "b10-0"}}}); err != nil {
@@ -162,14 +147,7 @@ func TestMigrateSchema1(t *testing.T) {
 	if ds, err := s.Deltas(ctx, 0); err != nil || len(ds) != 1 || len(ds[0].Objects) != 1 || ds[0].Counted {
 		t.Fatalf("deltas after the migration: %+v, %v", ds, err)
 	}
-	rd := []meta.RowDelta{{Table: 7, Vnode: 3, Delta: -2}, {Table: 9, Vnode: 0, Delta: 5}}
-	if _, err := s.Commit(ctx, l, meta.Checkpoint{Epoch: 11, Seq: 1, Counted: true, RowDeltas: rd}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := s.Deltas(ctx, 1)
-	if err != nil || len(ds) != 1 || !ds[0].Counted || !slices.Equal(ds[0].RowDeltas, rd) {
-		t.Fatalf("a delta committed after the migration: %+v, %v", ds, err)
-	}
+	checkCountedCommit(t, s, l, []meta.RowDelta{{Table: 7, Vnode: 3, Delta: -2}, {Table: 9, Vnode: 0, Delta: 5}})
 }
 
 // A database of schema version 2 is migrated to the latest on open: its deltas have
@@ -177,32 +155,49 @@ func TestMigrateSchema1(t *testing.T) {
 func TestMigrateSchema2(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	dsn := newDatabase(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `CREATE TABLE weir_meta_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL);
-		INSERT INTO weir_meta_schema VALUES (1, 2);`+meta.SchemaV1+meta.SchemaV2+`
+	dsn := oldDatabase(t, 2, meta.SchemaV1+meta.SchemaV2+`
 		UPDATE weir_version SET seq = 1, epoch = 10;
 		INSERT INTO weir_deltas VALUES (1, 10, 0, 1, '{7}', '{3}', '{4}', '', now());`)
-	conn.Close(ctx)
+	s := openStore(t, dsn)
+	checkSchemaVersion(t, dsn)
+	ds, err := s.Deltas(ctx, 0)
+	if err != nil || len(ds) != 1 || ds[0].Counted || len(ds[0].RowDeltas) != 1 {
+		t.Fatalf("the version-2 delta after the migration: %+v, %v", ds, err)
+	}
+	checkCountedCommit(t, s, acquire(t, s, "a"), []meta.RowDelta{{Table: 7, Vnode: 3, Delta: 2}})
+}
+
+// oldDatabase is a new database recorded at schema version, whose tables and rows
+// the statements make.
+func oldDatabase(t *testing.T, version int, statements string) string {
+	t.Helper()
+	ctx := testContext(t)
+	dsn := newDatabase(t)
+	_, err := mustConnect(t, dsn).Exec(ctx, fmt.Sprintf(`CREATE TABLE weir_meta_schema (id int PRIMARY KEY CHECK (id = 1), version int NOT NULL);
+		INSERT INTO weir_meta_schema VALUES (1, %d);`, version)+statements)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openStore(t, dsn)
+	return dsn
+}
+
+// checkSchemaVersion requires the database at dsn to record this build's version.
+func checkSchemaVersion(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := testContext(t)
 	var version int
 	if err := pgx.BeginFunc(ctx, mustConnect(t, dsn), func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT version FROM weir_meta_schema WHERE id = 1`).Scan(&version)
 	}); err != nil || version != meta.SchemaVersion {
 		t.Fatalf("schema version %d (%v) after the migration, want %d", version, err, meta.SchemaVersion)
 	}
-	ds, err := s.Deltas(ctx, 0)
-	if err != nil || len(ds) != 1 || ds[0].Counted || len(ds[0].RowDeltas) != 1 {
-		t.Fatalf("the version-2 delta after the migration: %+v, %v", ds, err)
-	}
-	l := acquire(t, s, "a")
-	rd := []meta.RowDelta{{Table: 7, Vnode: 3, Delta: 2}}
+}
+
+// checkCountedCommit commits epoch 11 at sequence 1 with the row count changes rd
+// and requires the log to give them back, Counted.
+func checkCountedCommit(t *testing.T, s *meta.Store, l meta.Lease, rd []meta.RowDelta) {
+	t.Helper()
+	ctx := testContext(t)
 	if _, err := s.Commit(ctx, l, meta.Checkpoint{Epoch: 11, Seq: 1, Counted: true, RowDeltas: rd}); err != nil {
 		t.Fatal(err)
 	}
