@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -333,7 +334,7 @@ func clusterUp(ctx context.Context, dir string, o clusterUpOptions) (st clusterS
 		// The compute processes first: the meta's engine opens once they are all
 		// connected. Stopped in the reverse order, the meta closes (a last
 		// checkpoint) while they still run.
-		port, err := freeTCPPort()
+		port, err := freeFixedPort()
 		if err != nil {
 			return st, err
 		}
@@ -552,6 +553,34 @@ func findPGScript() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// freeFixedPort returns a free loopback port that the meta binds later, after the
+// compute processes started: one below the kernel's range of ephemeral ports
+// (/proc/sys/net/ipv4/ip_local_port_range), so that none of their own listeners on
+// port 0 can take it meanwhile. Without that range it is freeTCPPort's.
+func freeFixedPort() (string, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var lo int
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			lo, _ = strconv.Atoi(f[0])
+		}
+	}
+	const floor = 10000
+	if lo <= floor+1000 {
+		return freeTCPPort()
+	}
+	for range 100 {
+		port := strconv.Itoa(floor + rand.IntN(lo-floor))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return freeTCPPort()
 }
 
 func freeTCPPort() (string, error) {

@@ -111,7 +111,7 @@ type computeCluster struct {
 func newComputeCluster(t *testing.T, name string) *computeCluster {
 	t.Helper()
 	pg := startPostgres(t)
-	port, err := freeTCPPort()
+	port, err := freeFixedPort()
 	if err != nil {
 		t.Fatal(err)
 	}
