@@ -34,6 +34,9 @@
 //   - remote.go: a checkpoint on object storage: ExportCheckpoint writes the sealed
 //     runs as sstables, IngestFiles commits downloaded ones with a commit's Changes
 //     (catalog entries, table drops, the version-log sequence: Staged, AppliedSequence).
+//   - holds.go: a partial store (Options.Partial), which holds the committed data of
+//     some vnodes of some tables only: what it holds (Holds, Missing, MayHold), and
+//     Gain, which merges a log's objects into the vnodes it adds.
 //   - statetable.go: StateTable, an actor's reads and writes of one table.
 //   - lookup.go: StateTable.GetMany, batched point reads.
 //   - iter.go: Iter, the pk-ordered iterator of one vnode, and ReuseIter.

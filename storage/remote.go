@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/vnode"
@@ -454,20 +452,15 @@ func (s *Store) IngestFiles(paths []string, epoch uint64, ch Changes) error {
 	}
 	s.beginRemote(epoch)
 	defer s.endRemote()
-	meta, err := s.ingestMeta(paths, epoch, ch, drops)
-	if err != nil {
-		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
-	}
 	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
 	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("meta-%d.sst", epoch))
 	written := []string{metaPath}
-	defer func() {
-		for _, p := range written {
-			if err := s.po.FS.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.po.Logger.Infof("storage: ingest epoch %d: remove %s: %v", epoch, p, err)
-			}
-		}
-	}()
+	var copies []string // ingestMeta's copies of files, ingested from ingest
+	defer func() { s.removeWritten(append(written, copies...)...) }()
+	meta, ingest, err := s.ingestMeta(paths, epoch, ch, drops, &copies)
+	if err != nil {
+		return fmt.Errorf("storage: ingest epoch %d: %w", epoch, err)
+	}
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
 	var metaDels [][2][]byte
 	for _, t := range ch.Drops {
@@ -485,8 +478,11 @@ func (s *Store) IngestFiles(paths []string, epoch uint64, ch Changes) error {
 			return fmt.Errorf("storage: ingest epoch %d: drop table %d: %w", epoch, t, err)
 		}
 	}
-	if err := ingestFatal(s.db, append(slices.Clone(paths), written...)); err != nil {
+	if err := ingestFatal(s.db, append(ingest, written...)); err != nil {
 		return s.commitFailed(epoch, err)
+	}
+	for _, t := range ch.Drops {
+		delete(s.holds, t)
 	}
 	s.pendingCatalog = nil
 	s.pendingDrops = nil
@@ -501,13 +497,17 @@ func (s *Store) IngestFiles(paths []string, epoch uint64, ch Changes) error {
 // ingestMeta checks the files at paths and returns the metadata writes of their
 // ingest at epoch with ch, in key order: the row counts the files change (ch's, when
 // ch.Counted; otherwise counted against the committed data), ch's catalog entries and
-// sequence, and the committed epoch. A file may not hold a key of a table in drops.
-func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[uint32]bool) ([]entry, error) {
+// sequence, the held vnodes of the tables ch drops (none), and the committed epoch;
+// and the files to ingest. A file may not hold a key of a table in drops. A partial
+// store ingests the keys of the vnodes it holds and their row count changes only: a
+// file with none of them is left out, and one with some of them is copied without
+// the others into a new file, added to copies.
+func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[uint32]bool, copies *[]string) ([]entry, []string, error) {
 	var counter *rowCounter
 	if !ch.Counted {
 		probe, err := s.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer probe.Close()
 		counter = newRowCounter(probe)
@@ -517,14 +517,28 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 		lo, hi []byte
 	}
 	bs := make([]bounds, 0, len(paths))
-	for _, p := range paths {
-		lo, hi, err := s.scanIngestFile(p, counter)
+	var ingest []string
+	for i, p := range paths {
+		lo, hi, other, err := s.scanIngestFile(p, counter)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		if lo == nil {
+			continue // no key of a vnode the store holds
+		}
+		if other {
+			held := s.po.FS.PathJoin(s.dir, IngestDirName, fmt.Sprintf("held-%d-%d.sst", epoch, i))
+			*copies = append(*copies, held)
+			wo := s.po.MakeWriterOptions(0, s.db.TableFormat()) // it keeps deletes
+			if _, _, err := s.mergeFiles([]string{p}, held, wo, s.holdsKeyLocked, true); err != nil {
+				return nil, nil, err
+			}
+			p = held
+		}
+		ingest = append(ingest, p)
 		for t := range drops {
 			if binary.BigEndian.Uint32(lo) <= t && t <= binary.BigEndian.Uint32(hi) {
-				return nil, fmt.Errorf("sstable %s holds keys of table %d, which the commit drops", p, t)
+				return nil, nil, fmt.Errorf("sstable %s holds keys of table %d, which the commit drops", p, t)
 			}
 		}
 		bs = append(bs, bounds{p, lo, hi})
@@ -532,23 +546,23 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	slices.SortFunc(bs, func(a, b bounds) int { return bytes.Compare(a.lo, b.lo) })
 	for i := 1; i < len(bs); i++ {
 		if bytes.Compare(bs[i-1].hi, bs[i].lo) >= 0 {
-			return nil, fmt.Errorf("sstables %s and %s overlap (keys %x..%x and %x..%x)", bs[i-1].path, bs[i].path, bs[i-1].lo, bs[i-1].hi, bs[i].lo, bs[i].hi)
+			return nil, nil, fmt.Errorf("sstables %s and %s overlap (keys %x..%x and %x..%x)", bs[i-1].path, bs[i].path, bs[i-1].lo, bs[i-1].hi, bs[i].lo, bs[i].hi)
 		}
 	}
 	var deltas []RowDelta
 	if !ch.Counted {
 		deltas = counter.result()
 	} else {
-		deltas = SumRowDeltas(ch.RowDeltas) // one change per vnode
+		deltas = s.heldRowDeltas(SumRowDeltas(ch.RowDeltas)) // one change per vnode
 		for _, d := range deltas {
 			if d.Table == MetaTable || drops[d.Table] {
-				return nil, fmt.Errorf("a row count change of table %d vnode %d, a table which is reserved or which the commit drops", d.Table, d.Vnode)
+				return nil, nil, fmt.Errorf("a row count change of table %d vnode %d, a table which is reserved or which the commit drops", d.Table, d.Vnode)
 			}
 		}
 	}
 	meta, err := s.rowCountWrites(deltas)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ch.Counted {
 		// Counts from elsewhere must fit this store's: a change that takes a count
@@ -556,68 +570,51 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 		// holds no zero change (SumRowDeltas), so meta[i] is deltas[i]'s count.
 		for i, d := range deltas {
 			if n := int64(binary.BigEndian.Uint64(meta[i].value)); n < 0 {
-				return nil, fmt.Errorf("the row count of table %d vnode %d would be %d: the commit's change of %d does not fit this store's count", d.Table, d.Vnode, n, d.Delta)
+				return nil, nil, fmt.Errorf("the row count of table %d vnode %d would be %d: the commit's change of %d does not fit this store's count", d.Table, d.Vnode, n, d.Delta)
 			}
 		}
 	}
 	for name, v := range ch.Catalog {
 		meta = append(meta, entry{key: metaKey(metaCatalog, []byte(name)), value: v, del: v == nil})
 	}
+	for _, t := range ch.Drops {
+		if s.holds[t] != nil {
+			meta = append(meta, entry{key: holdsKey(t), del: true})
+		}
+	}
 	if ch.Sequence != 0 {
 		meta = append(meta, entry{key: metaKey(metaApplied), value: binary.BigEndian.AppendUint64(nil, ch.Sequence)})
 	}
 	meta = append(meta, entry{key: metaKey(metaEpoch), value: binary.BigEndian.AppendUint64(nil, epoch)})
 	slices.SortFunc(meta, entryLess)
-	return meta, nil
+	return meta, ingest, nil
 }
 
 // scanIngestFile reads the sstable at p, checks that every key in it is a point put
 // or delete of a table key (a file from a bucket is checked whether or not the commit
-// carries its row counts), adds the row count changes they make to counter unless it
-// is nil, and returns its first and last keys.
-func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, err error) {
-	f, err := s.po.FS.Open(p)
+// carries its row counts), adds the row count changes its keys of vnodes the store
+// holds make to counter unless it is nil, and returns the first and last of those
+// keys, and whether it holds a key of a vnode the store does not hold (a partial
+// store's). ckptMu is held.
+func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, other bool, err error) {
+	f, err := s.openIngestFile(p)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+		return nil, nil, false, err
 	}
-	readable, err := objstorageprovider.NewFileReadable(f, s.po.FS, objstorageprovider.NewReadaheadConfig(), p)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
-	}
-	ctx := context.Background()
-	r, err := sstable.NewReader(ctx, readable, s.po.MakeReaderOptions())
-	if err != nil {
-		readable.Close()
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
-	}
-	defer r.Close()
-	props, err := r.ReadPropertiesBlock(ctx, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
-	}
-	if props.NumRangeDeletions > 0 || props.NumRangeKeys() > 0 || props.NumMergeOperands > 0 || props.NumSizedDeletions > 0 {
-		return nil, nil, fmt.Errorf("sstable %s holds range deletions, range keys, merges or sized deletions, which an export never writes", p)
-	}
-	it, err := r.NewIter(sstable.NoTransforms, nil, nil, sstable.TableBlobContext{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
-	}
-	defer it.Close()
+	defer f.close()
 	if counter != nil {
 		counter.restart() // this file's keys ascend, not those of every file
 	}
-	for kv := it.First(); kv != nil; kv = it.Next() {
-		key := kv.K.UserKey
-		if len(key) < KeyPrefixLen {
-			return nil, nil, fmt.Errorf("sstable %s: key %x is shorter than a table and vnode prefix", p, key)
+	empty := true
+	for ok := f.next(true); ok; ok = f.next(false) {
+		key, kind := f.key, f.kv.Kind()
+		if err := checkIngestKey(p, key, kind); err != nil {
+			return nil, nil, false, err
 		}
-		if binary.BigEndian.Uint32(key) == MetaTable {
-			return nil, nil, fmt.Errorf("sstable %s holds key %x of table %d, reserved for metadata", p, key, MetaTable)
-		}
-		kind := kv.Kind()
-		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
-			return nil, nil, fmt.Errorf("sstable %s: key %x is a %s, not a put or a delete", p, key, kind)
+		empty = false
+		if !s.holdsKeyLocked(key) {
+			other = true
+			continue
 		}
 		if lo == nil {
 			lo = slices.Clone(key)
@@ -625,15 +622,15 @@ func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, er
 		hi = append(hi[:0], key...)
 		if counter != nil {
 			if err := counter.add(key, kind == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
-				return nil, nil, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
+				return nil, nil, false, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
 			}
 		}
 	}
-	if err := it.Error(); err != nil {
-		return nil, nil, fmt.Errorf("sstable %s: %w", p, err)
+	if err := f.it.Error(); err != nil {
+		return nil, nil, false, fmt.Errorf("sstable %s: %w", p, err)
 	}
-	if lo == nil {
-		return nil, nil, fmt.Errorf("sstable %s holds no keys", p)
+	if empty {
+		return nil, nil, false, fmt.Errorf("sstable %s holds no keys", p)
 	}
-	return lo, hi, nil
+	return lo, hi, other, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/storage/storetest"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 )
@@ -119,19 +120,7 @@ func download(t *testing.T, s *storage.Store, objs remoteObjects, names []string
 // rawScan is every key and value of s's pebble, metadata included, as text.
 func rawScan(t *testing.T, s *storage.Store) []string {
 	t.Helper()
-	it, err := s.DB().NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	var out []string
-	for ok := it.First(); ok; ok = it.Next() {
-		out = append(out, fmt.Sprintf("%x=%x", it.Key(), it.Value()))
-	}
-	if err := it.Error(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return storetest.RawScan(t, s)
 }
 
 func sameScan(t *testing.T, what string, want, got []string) {

@@ -16,6 +16,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // Options configures the committed store. The defaults suit a snapshot-scan-heavy
@@ -49,6 +51,11 @@ type Options struct {
 	// below IngestBytes/32 between committed keys), takes the batch. 0 means
 	// DefaultIngestBytes; negative, never.
 	IngestBytes int
+	// Partial makes a store that is empty (no committed epoch) a partial store, which
+	// holds the committed data of the vnodes given to Gain only (see holds.go): a
+	// cluster node's. A store opened partial once stays partial; one that is not
+	// empty and was not stays whole.
+	Partial bool
 }
 
 func (o Options) pebbleOptions() (*pebble.Options, error) {
@@ -193,7 +200,11 @@ type Store struct {
 	merged         []entry // a checkpoint's merged writes, reused (under ckptMu)
 	ingestBuf      []byte  // the ingest plan's scratch key (under ckptMu)
 	pendingDrops   map[uint32]bool
-	closed         atomic.Bool
+	// partial is set at Open for a partial store (Options.Partial), and holds are
+	// the vnodes it holds, per table (under ckptMu).
+	partial bool
+	holds   map[uint32]*vnode.Bitmap
+	closed  atomic.Bool
 	// commitCh is closed and replaced whenever committed advances (under viewMu), so
 	// that WaitCommitted can wait without polling.
 	commitCh chan struct{}
@@ -257,6 +268,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	s.committed.Store(epoch)
+	if err := s.openHolds(opts.Partial); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
 	return s, nil
 }
 

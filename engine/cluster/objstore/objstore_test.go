@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/seed04fbb902/weir/internal/s3test"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/storage/storetest"
 	"github.com/seed04fbb902/weir/vec"
 	"github.com/seed04fbb902/weir/vnode"
 	"gocloud.dev/blob"
@@ -183,19 +185,16 @@ func (n *node) write(t *testing.T, ops []write, e uint64) {
 // scan is every key and value of s's pebble, metadata included, for which keep holds.
 func scan(t *testing.T, s *storage.Store, keep func(key []byte) bool) []string {
 	t.Helper()
-	it, err := s.DB().NewIter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
 	var out []string
-	for ok := it.First(); ok; ok = it.Next() {
-		if keep == nil || keep(it.Key()) {
-			out = append(out, fmt.Sprintf("%x=%x", it.Key(), it.Value()))
+	for _, e := range storetest.RawScan(t, s) {
+		hexKey, _, _ := strings.Cut(e, "=")
+		key, err := hex.DecodeString(hexKey)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := it.Error(); err != nil {
-		t.Fatal(err)
+		if keep == nil || keep(key) {
+			out = append(out, e)
+		}
 	}
 	return out
 }
