@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // CommitLog is where an engine's checkpoints commit when its directory is not their
@@ -77,6 +78,12 @@ type CommitNode struct {
 // recovery. A CommitLog used with Options.NodeStores implements it.
 type NodeServer interface {
 	ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error)
+	// Hold has store, node's, hold the committed data of needs (vnodes per table)
+	// when it does not yet: a partial store (storage.Options.Partial) gains them
+	// from the log at the commit it applied. A node's side calls it once it built
+	// actors, before they start: for the vnodes of their state tables and of the
+	// upstreams their backfills read.
+	Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error
 }
 
 // ErrNodesBehind marks a CommitLog.Commit error after the commit point that left the

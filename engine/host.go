@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed04fbb902/weir/executors"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // A compute process's side of the nodes: a Host serves one node of an engine that
@@ -99,7 +100,9 @@ func OpenHost(cfg HostConfig) (*Host, error) {
 	case cfg.Report == nil:
 		return nil, fmt.Errorf("engine: host of node %d: no Report to send its actors' reports with", cfg.Node)
 	}
-	store, err := storage.Open(cfg.Dir, storage.Options{FS: opts.FS, Cache: opts.Cache, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes})
+	// Partial: the store holds the committed data of the vnodes the node's actors
+	// write and read only (NodeServer.Hold).
+	store, err := storage.Open(cfg.Dir, storage.Options{FS: opts.FS, Cache: opts.Cache, CacheSize: opts.CacheSize, MemTableSize: opts.MemTableSize, IngestBytes: opts.IngestBytes, Partial: true})
 	if err != nil {
 		return nil, fmt.Errorf("engine: host of node %d: %w", cfg.Node, err)
 	}
@@ -188,6 +191,9 @@ func (h *Host) graph(at GraphAt, what string) (*hostGraph, error) {
 	g := &hostGraph{gen: gen, ctx: ctx, cancel: cancel}
 	g.side = newNodeSide(nodeEnv{
 		ctx: ctx, generation: gen, node: h.cfg.Node, store: h.node, cache: h.cache, mem: h.opts.Mem, opts: &h.opts, exchange: h.opts.Exchange,
+		hold: func(ctx context.Context, needs map[uint32]*vnode.Bitmap) error {
+			return h.cfg.Server.Hold(ctx, h.cfg.Node, h.store, needs)
+		},
 		report: func(a *nodeActor, r report) error {
 			err := h.cfg.Report(ctx, gen, ControlReport{Actor: r.actor, Epoch: r.epoch, Err: r.err, Backfill: r.backfill, Pending: r.pending})
 			if err != nil && ctx.Err() == nil {

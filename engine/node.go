@@ -32,6 +32,10 @@ type nodeEnv struct {
 	mem        memory.Allocator
 	opts       *Options // the node's settings: channel capacity, chunk size, the backfills' workers and budgets
 	exchange   Exchange // nil: every edge is a channel, the nodes' sides in one process
+	// hold has the node's store hold the committed data of the vnodes of needs (per
+	// table), before the actors that read them start (NodeServer.Hold); nil when
+	// the store holds every vnode.
+	hold func(ctx context.Context, needs map[uint32]*vnode.Bitmap) error
 	// peers are the nodes' sides in this process, by node (nil: none but this
 	// one): an edge between two nodes without an exchange is a channel held by
 	// the receiving node's side.
@@ -145,6 +149,11 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 			return fmt.Errorf("build actor %d (%s of %s): %w", s.ID, s.Role, s.Object, err)
 		}
 	}
+	if len(nb.needs) > 0 && n.env.hold != nil {
+		if err := n.env.hold(ctx, nb.needs); err != nil {
+			return fmt.Errorf("build: %w", err)
+		}
+	}
 	var start []*nodeActor
 	for _, id := range spec.Start {
 		a := n.actors[id]
@@ -225,6 +234,12 @@ func (g *graph) nodeEnv(node int) nodeEnv {
 	}
 	if e.caches != nil {
 		env.cache = e.caches[node]
+	}
+	if ns, ok := e.opts.CommitLog.(NodeServer); ok && node < len(e.nodeStores) && e.nodeStores[node] != nil {
+		store := e.nodeStores[node]
+		env.hold = func(ctx context.Context, needs map[uint32]*vnode.Bitmap) error {
+			return ns.Hold(ctx, node, store, needs)
+		}
 	}
 	return env
 }

@@ -26,6 +26,27 @@ type nodeBuild struct {
 	// gave more dispatchers (and how many they had), for undo.
 	built []*nodeActor
 	fed   map[*nodeActor]int
+	// needs are the vnodes, per table, whose committed data the built actors read:
+	// their state tables' and their backfills' upstreams' (nodeEnv.hold).
+	needs map[uint32]*vnode.Bitmap
+}
+
+// need adds vnodes of table to what the build's actors read.
+func (nb *nodeBuild) need(table uint32, vnodes *vnode.Bitmap) error {
+	if nb.needs == nil {
+		nb.needs = map[uint32]*vnode.Bitmap{}
+	}
+	b := nb.needs[table]
+	if b == nil {
+		nb.needs[table] = vnodes.Clone()
+		return nil
+	}
+	u, err := b.Or(vnodes)
+	if err != nil {
+		return fmt.Errorf("the vnodes of table %d: %w", table, err)
+	}
+	nb.needs[table] = u
+	return nil
 }
 
 func (nb *nodeBuild) lookup(name string) (*object, bool) {
@@ -141,6 +162,9 @@ func (nb *nodeBuild) actor(s actorSpec, vnodes *vnode.Bitmap) error {
 func (nb *nodeBuild) materialize(a *nodeActor, o *object, in executors.Executor) error {
 	env := &nb.n.env
 	st, err := storage.NewStateTable(env.store, o.ID, o.t, a.vnodes)
+	if err == nil {
+		err = nb.need(o.ID, a.vnodes)
+	}
 	if err != nil {
 		return err
 	}
@@ -209,6 +233,9 @@ func (nb *nodeBuild) operator(a *nodeActor, o *object, n *pnode, s actorSpec) (e
 		var out []*storage.StateTable
 		for k, t := range n.states {
 			st, err := storage.NewStateTable(node, s.States[k], t, a.vnodes)
+			if err == nil {
+				err = nb.need(s.States[k], a.vnodes)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -282,6 +309,12 @@ func (nb *nodeBuild) backfill(in executors.Executor, a *nodeActor, o *object, n 
 	opts := env.opts
 	node := env.store
 	prog, err := storage.NewProgressTable(node, s.States[0], fmt.Sprintf("%s_progress%d", o.Name, n.idx), up.t, a.vnodes)
+	if err == nil {
+		err = nb.need(s.States[0], a.vnodes)
+	}
+	if err == nil {
+		err = nb.need(up.ID, a.vnodes) // the snapshot it reads
+	}
 	if err != nil {
 		return in, err
 	}

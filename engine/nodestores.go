@@ -53,7 +53,9 @@ func openStores(dir string, opts Options) (*storage.Store, []*storage.Store, err
 			continue
 		}
 		d := nodeStoreDir(fs, dir, i)
-		s, err := storage.Open(d, so)
+		nso := so
+		nso.Partial = true // it holds the vnodes its actors read only (NodeServer.Hold)
+		s, err := storage.Open(d, nso)
 		if err != nil {
 			closeStores(append(nodes, store))
 			return nil, nil, fmt.Errorf("the store of node %d: %w", i, err)

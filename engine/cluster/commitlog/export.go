@@ -222,10 +222,10 @@ func (ex *export) apply(ctx context.Context, b *blob.Bucket, epoch uint64, ch st
 	errs := make([]error, len(ex.parts))
 	var wg sync.WaitGroup
 	for i, p := range ex.parts {
-		var others []string
+		var others []objstore.Object
 		for j, q := range ex.parts {
 			if j != i {
-				others = append(others, objectNames(metaObjects(q.objs))...)
+				others = append(others, q.objs...)
 			}
 		}
 		wg.Go(func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
 	"gocloud.dev/blob"
 )
 
@@ -161,6 +162,11 @@ func (l *Log) ServeNode(ctx context.Context, node int, store *storage.Store, req
 	return l.nodes.ServeNode(ctx, node, store, req)
 }
 
+// Hold implements engine.NodeServer for the nodes of the log's own engine.
+func (l *Log) Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error {
+	return l.nodes.Hold(ctx, node, store, needs)
+}
+
 // Bases counts the bases the log wrote and those that failed (each tried again
 // BaseEvery commits later).
 func (l *Log) Bases() (written, failed int64) {
@@ -303,7 +309,7 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d (epoch %d): %w", b.Seq, b.Epoch, err)
 			}
 			ch.Sequence = b.Seq
-			if err := objstore.ApplyBase(ctx, cfg.Bucket, store, b.Epoch, objectNames(b.Objects), ch); err != nil {
+			if err := objstore.ApplyBase(ctx, cfg.Bucket, store, b.Epoch, heldNames(store, b.Objects), ch); err != nil {
 				return 0, fmt.Errorf("commitlog: catch up: the base at sequence %d: %w", b.Seq, err)
 			}
 			applied, gen = b.Seq, b.Generation
@@ -347,7 +353,7 @@ func catchUp(ctx context.Context, cfg Config, store *storage.Store) (uint64, err
 		ch.Sequence = d.Seq
 		// A delta of schema version 2 or before has no counts: the store counts.
 		ch.Counted, ch.RowDeltas = d.Counted, storageRowDeltas(d.RowDeltas)
-		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, objectNames(d.Objects), ch); err != nil {
+		if err := objstore.Apply(ctx, cfg.Bucket, store, d.Epoch, heldNames(store, d.Objects), ch); err != nil {
 			return 0, fmt.Errorf("commitlog: catch up: sequence %d: %w", d.Seq, err)
 		}
 		applied, gen = d.Seq, d.Generation
@@ -597,6 +603,18 @@ func metaObjects(objs []objstore.Object) []meta.Object {
 }
 
 // objectNames are the names of objs, in their order.
+// heldNames are the names of the objects of objs that may hold keys of vnodes store
+// holds (every one, for a whole store): those a catch-up downloads.
+func heldNames(store *storage.Store, objs []meta.Object) []string {
+	var out []string
+	for _, o := range objs {
+		if store.MayHold(o.Smallest, o.Largest) {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
 func objectNames(objs []meta.Object) []string {
 	names := make([]string, len(objs))
 	for i, o := range objs {

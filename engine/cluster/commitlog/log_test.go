@@ -39,10 +39,12 @@ var views = []struct {
 // pair is the same seeded workload applied to an engine committing through a log
 // and to an embedded one committing into its directory.
 type pair struct {
-	t      *testing.T
-	c      *cluster
-	base   string // the log's engines' directories are in it
-	log    *commitlog.Log
+	t    *testing.T
+	c    *cluster
+	base string // the log's engines' directories are in it
+	log  *commitlog.Log
+	// watch is log, recording the node stores it serves (with nodeStores).
+	watch  *storesLog
 	remote *engine.Engine
 	local  *engine.Engine
 	dirs   int
@@ -118,7 +120,17 @@ func (p *pair) reopenRemote(inPlace bool) {
 	if !inPlace {
 		p.dirs++
 	}
-	p.remote = openEngineControl(p.t, filepath.Join(p.base, fmt.Sprint("copy", p.dirs)), p.log, p.nodeStores, p.control())
+	p.remote = openEngineControl(p.t, filepath.Join(p.base, fmt.Sprint("copy", p.dirs)), p.engineLog(), p.nodeStores, p.control())
+}
+
+// engineLog is the log the log's engine commits through: with node stores, one that
+// records them (p.watch).
+func (p *pair) engineLog() engine.CommitLog {
+	if !p.nodeStores {
+		return p.log
+	}
+	p.watch = watchStores(p.log)
+	return p.watch
 }
 
 // control is the log's engine's Control: nil without one.
@@ -154,7 +166,7 @@ func TestEquivalence(t *testing.T) {
 				defer l.Close()
 				p.ctl = l
 			}
-			p.remote = openEngineControl(t, filepath.Join(p.base, "copy0"), p.log, nodeStores, p.control())
+			p.remote = openEngineControl(t, filepath.Join(p.base, "copy0"), p.engineLog(), nodeStores, p.control())
 			if nodeStores {
 				for i := range 2 {
 					if _, err := os.Stat(filepath.Join(p.base, "copy0", storage.NodeStoresDirName, fmt.Sprintf("node-%d", i), "LOCK")); err != nil {
@@ -171,6 +183,7 @@ func TestEquivalence(t *testing.T) {
 			})
 			live := map[int64]bool{}
 			names := []string{"kv"}
+			partly := false // a node store held only some vnodes of a table
 			for round := 1; round <= 10; round++ {
 				var ins, upd, del [][]any
 				for range 40 + rng.IntN(80) {
@@ -234,10 +247,20 @@ func TestEquivalence(t *testing.T) {
 				}
 				p.both(func(e *engine.Engine) { checkpoint(t, e) })
 				p.same(fmt.Sprintf("round %d", round), names...)
+				if nodeStores {
+					// Each node's store holds the committed state of the vnodes
+					// its actors read, and only of those.
+					held, all := checkHolds(t, p.watch, filepath.Join(t.TempDir(), "whole"))
+					t.Logf("round %d: the node stores hold %d of their tables' %d vnodes", round, held, all)
+					partly = partly || held < all
+				}
 				if round == 5 || round == 8 {
 					p.reopenRemote(round == 8)
 					p.same(fmt.Sprintf("round %d, rebuilt from the log", round), names...)
 				}
+			}
+			if nodeStores && !partly {
+				t.Fatal("every node store held every vnode of the tables it held")
 			}
 			checkBucket(t, c)
 			// Every delta carries the row count changes its exports counted, which

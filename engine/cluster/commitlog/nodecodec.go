@@ -13,8 +13,9 @@ import (
 
 // nodeRequestVersion is the version of the encoding of a node request and of an
 // export's answer (exported), the first byte of either. Version 2 added the row
-// count changes to both.
-const nodeRequestVersion byte = 2
+// count changes to both; version 3 gives the other nodes' objects of an apply
+// request with their keys and sizes, as an export's answer gives its own.
+const nodeRequestVersion byte = 3
 
 // maxObjectName bounds the length of an object name in a request or an answer: the
 // names objstore.Name formats are far shorter, and the bound keeps a forged payload
@@ -30,14 +31,14 @@ const maxObjectName = 1024
 // their length as a uvarint):
 //
 //	export:  epoch | sequence | committed | node | incarnation | first | drops | table bytes
-//	apply:   epoch | sequence | changes | others (each a name) | row deltas
+//	apply:   epoch | sequence | changes | others (objects, as in an export's answer) | row deltas
 //	discard: epoch
 //	recover: nothing
 //
 // Row deltas are a count, then each change's table, vnode (uvarints) and change (a
-// zig-zag varint), in table and vnode order. It fails on another type, on a name of
-// Others that is empty or longer than maxObjectName bytes, and on row deltas out of
-// order or with a zero change, which decodeNodeRequest would refuse.
+// zig-zag varint), in table and vnode order. It fails on another type, on an object
+// of Others that an export's answer could not hold (see appendExported), and on row
+// deltas out of order or with a zero change, which decodeNodeRequest would refuse.
 func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 	switch x := req.(type) {
 	case exportRequest:
@@ -54,19 +55,14 @@ func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 		if err := checkRowDeltas(x.RowDeltas); err != nil {
 			return dst, fmt.Errorf("node request: apply: row deltas: %v", err)
 		}
-		for i, name := range x.Others {
-			if err := checkObjectName(uint64(len(name))); err != nil {
-				return dst, fmt.Errorf("node request: apply: others: name %d: %v", i, err)
-			}
+		if err := checkObjects(x.Others); err != nil {
+			return dst, fmt.Errorf("node request: apply: others: %v", err)
 		}
 		out := append(dst, nodeRequestVersion, reqApply)
 		out = binary.AppendUvarint(out, x.Epoch)
 		out = binary.AppendUvarint(out, x.Sequence)
 		out = appendPrefixed(out, x.Changes)
-		out = binary.AppendUvarint(out, uint64(len(x.Others)))
-		for _, name := range x.Others {
-			out = appendPrefixed(out, name)
-		}
+		out = appendObjects(out, x.Others)
 		return appendRowDeltas(out, x.RowDeltas, "node request: apply")
 	case discardRequest:
 		return binary.AppendUvarint(append(dst, nodeRequestVersion, reqDiscard), x.Epoch), nil
@@ -81,8 +77,8 @@ func appendNodeRequest(dst []byte, req any) ([]byte, error) {
 // value (exportRequest, applyRequest, discardRequest or recoverRequest). It fails,
 // naming the kind and the field, on empty input, another version, an unknown kind,
 // truncated input, a non-minimal varint, a count or length longer than the rest of b
-// could hold, a table id above math.MaxUint32, an empty name or one longer than
-// maxObjectName bytes, row deltas out of order, with a vnode above math.MaxUint16 or
+// could hold, a table id above math.MaxUint32, an object that an export's answer
+// would refuse (see decodeExported), row deltas out of order, with a vnode above math.MaxUint16 or
 // a zero change, and trailing bytes. An empty list or byte string decodes as nil,
 // so that a decoded request re-encodes to b; nothing decoded aliases b, and nothing
 // allocated is larger than a constant times len(b).
@@ -124,13 +120,7 @@ func decodeNodeRequest(b []byte) (any, error) {
 			Sequence: r.Uvarint("sequence", math.MaxUint64),
 			Changes:  bytes.Clone(r.Prefixed("changes")),
 		}
-		// Each name takes at least two bytes: its length and one byte.
-		if n := r.Count("others", 2); n > 0 {
-			x.Others = make([]string, n)
-			for i := range x.Others {
-				x.Others[i] = string(readObjectName(r, "others", "name %d", i))
-			}
-		}
+		x.Others = readObjects(r, "others", "others: object ")
 		x.RowDeltas = readRowDeltas(r)
 		req = x
 	case reqDiscard:
@@ -174,26 +164,73 @@ func appendExported(dst []byte, x exported) ([]byte, error) {
 	if err := checkRowDeltas(x.RowDeltas); err != nil {
 		return dst, fmt.Errorf("export answer: row deltas: %v", err)
 	}
-	for i, o := range x.Objects {
-		if err := checkObjectName(uint64(len(o.Name))); err != nil {
-			return dst, fmt.Errorf("export answer: object name: object %d: %v", i, err)
-		}
-		if o.Size < 0 {
-			return dst, fmt.Errorf("export answer: object size: object %d: %d, below 0", i, o.Size)
-		}
-		if bytes.Compare(o.Smallest, o.Largest) > 0 {
-			return dst, fmt.Errorf("export answer: object keys: object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
-		}
+	if err := checkObjects(x.Objects); err != nil {
+		return dst, fmt.Errorf("export answer: %v", err)
 	}
 	out := append(dst, nodeRequestVersion)
-	out = binary.AppendUvarint(out, uint64(len(x.Objects)))
-	for _, o := range x.Objects {
-		out = appendPrefixed(out, o.Name)
-		out = appendPrefixed(out, o.Smallest)
-		out = appendPrefixed(out, o.Largest)
-		out = binary.AppendUvarint(out, uint64(o.Size))
-	}
+	out = appendObjects(out, x.Objects)
 	return appendRowDeltas(out, x.RowDeltas, "export answer")
+}
+
+// checkObjects refuses what readObjects would: an object with an empty name or one
+// longer than maxObjectName bytes, a negative size, a Smallest after its Largest.
+func checkObjects(objs []objstore.Object) error {
+	for i, o := range objs {
+		if err := checkObjectName(uint64(len(o.Name))); err != nil {
+			return fmt.Errorf("object name: object %d: %v", i, err)
+		}
+		if o.Size < 0 {
+			return fmt.Errorf("object size: object %d: %d, below 0", i, o.Size)
+		}
+		if bytes.Compare(o.Smallest, o.Largest) > 0 {
+			return fmt.Errorf("object keys: object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
+		}
+	}
+	return nil
+}
+
+// appendObjects appends objs, checked by checkObjects: a count, then each object's
+// name, smallest and largest keys (each after its length) and size.
+func appendObjects(dst []byte, objs []objstore.Object) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(objs)))
+	for _, o := range objs {
+		dst = appendPrefixed(dst, o.Name)
+		dst = appendPrefixed(dst, o.Smallest)
+		dst = appendPrefixed(dst, o.Largest)
+		dst = binary.AppendUvarint(dst, uint64(o.Size))
+	}
+	return dst
+}
+
+// readObjects reads what appendObjects wrote, failing r on what checkObjects
+// refuses, naming the count field and each object's field after prefix; none decode
+// as nil.
+func readObjects(r *wire.Reader, field, prefix string) []objstore.Object {
+	// An object takes at least five bytes: a name's length and a byte, the keys'
+	// lengths and the size.
+	n := r.Count(field, 5)
+	if n == 0 {
+		return nil
+	}
+	name, smallest, largest, size := prefix+"name", prefix+"smallest", prefix+"largest", prefix+"size"
+	objs := make([]objstore.Object, n)
+	for i := range objs {
+		o := objstore.Object{
+			Name:     string(readObjectName(r, name, "object %d", i)),
+			Smallest: bytes.Clone(r.Prefixed(smallest)),
+			Largest:  bytes.Clone(r.Prefixed(largest)),
+			Size:     int64(r.Uvarint(size, math.MaxInt64)),
+		}
+		if r.Err() != nil {
+			return nil
+		}
+		if bytes.Compare(o.Smallest, o.Largest) > 0 {
+			r.Fail(prefix+"keys", "object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
+			return nil
+		}
+		objs[i] = o
+	}
+	return objs
 }
 
 // decodeExported decodes what appendExported wrote, all of b. It fails, naming the
@@ -212,27 +249,7 @@ func decodeExported(b []byte) (exported, error) {
 	}
 	r := wire.NewReader(b[1:])
 	var x exported
-	// An object takes at least five bytes: a name's length and a byte, the keys'
-	// lengths and the size.
-	if n := r.Count("objects", 5); n > 0 {
-		x.Objects = make([]objstore.Object, n)
-		for i := range x.Objects {
-			o := objstore.Object{
-				Name:     string(readObjectName(r, "object name", "object %d", i)),
-				Smallest: bytes.Clone(r.Prefixed("object smallest")),
-				Largest:  bytes.Clone(r.Prefixed("object largest")),
-				Size:     int64(r.Uvarint("object size", math.MaxInt64)),
-			}
-			if r.Err() != nil {
-				break
-			}
-			if bytes.Compare(o.Smallest, o.Largest) > 0 {
-				r.Fail("object keys", "object %d: smallest %q after largest %q", i, o.Smallest, o.Largest)
-				break
-			}
-			x.Objects[i] = o
-		}
-	}
+	x.Objects = readObjects(r, "objects", "object ")
 	x.RowDeltas = readRowDeltas(r)
 	if err := r.Finish(); err != nil {
 		return exported{}, fmt.Errorf("export answer: %w", err)

@@ -29,9 +29,12 @@ func nodeRequestCases(n int) []nodeRequestCase {
 	for i := range manyDrops {
 		manyDrops[i] = uint32(i) * 429497
 	}
-	manyOthers := make([]string, n)
+	manyOthers := make([]objstore.Object, n)
 	for i := range manyOthers {
-		manyOthers[i] = objstore.Name{Epoch: uint64(i), Node: 3, Incarnation: 2, K: uint64(i) << 40}.String()
+		manyOthers[i] = objstore.Object{
+			Name:     objstore.Name{Epoch: uint64(i), Node: 3, Incarnation: 2, K: uint64(i) << 40}.String(),
+			Smallest: storage.AppendKey(nil, uint32(i), 0, nil), Largest: storage.AppendKey(nil, uint32(i), 255, []byte("pk")), Size: int64(i) << 20,
+		}
 	}
 	changes := bytes.Repeat([]byte{0, 0xff, 0x80}, 40*n)
 	return []nodeRequestCase{
@@ -44,9 +47,9 @@ func nodeRequestCases(n int) []nodeRequestCase {
 		{name: "export empty drops", req: exportRequest{Epoch: 1, Drops: []uint32{}}, want: exportRequest{Epoch: 1}},
 		{name: "export many drops", req: exportRequest{Epoch: 1, Drops: manyDrops}},
 		{name: "apply zero", req: applyRequest{}},
-		{name: "apply", req: applyRequest{Epoch: 7, Sequence: 12, Changes: []byte(`{"v":1,"drops":[3]}`), Others: []string{"e7-n1-i1-0.sst", "e7-n2-i1-0.sst"}}},
-		{name: "apply max", req: applyRequest{Epoch: math.MaxUint64, Sequence: math.MaxUint64, Changes: []byte{0}, Others: []string{"x", maxName}}},
-		{name: "apply empty lists", req: applyRequest{Epoch: 2, Changes: []byte{}, Others: []string{}}, want: applyRequest{Epoch: 2}},
+		{name: "apply", req: applyRequest{Epoch: 7, Sequence: 12, Changes: []byte(`{"v":1,"drops":[3]}`), Others: []objstore.Object{{Name: "e7-n1-i1-0.sst", Smallest: []byte("a"), Largest: []byte("b"), Size: 9}, {Name: "e7-n2-i1-0.sst", Size: 1}}}},
+		{name: "apply max", req: applyRequest{Epoch: math.MaxUint64, Sequence: math.MaxUint64, Changes: []byte{0}, Others: []objstore.Object{{Name: "x"}, {Name: maxName, Size: math.MaxInt64}}}},
+		{name: "apply empty lists", req: applyRequest{Epoch: 2, Changes: []byte{}, Others: []objstore.Object{}}, want: applyRequest{Epoch: 2}},
 		{name: "apply large", req: applyRequest{Epoch: 2, Sequence: 3, Changes: changes, Others: manyOthers, RowDeltas: manyDeltas(n)}},
 		{name: "apply row deltas", req: applyRequest{Epoch: 2, RowDeltas: []storage.RowDelta{{Table: 1, Vnode: 5, Delta: -1}, {Table: math.MaxUint32, Vnode: math.MaxUint16, Delta: math.MinInt64}}}},
 		{name: "apply empty row deltas", req: applyRequest{Epoch: 2, RowDeltas: []storage.RowDelta{}}, want: applyRequest{Epoch: 2}},
@@ -98,11 +101,11 @@ func TestNodeRequestLayout(t *testing.T) {
 		want []byte
 	}{
 		{exportRequest{Epoch: 1, Sequence: 2, Committed: 3, Node: 4, Incarnation: 5, First: 6, Drops: []uint32{7, 300}, TableBytes: 8},
-			[]byte{2, reqExport, 1, 2, 3, 4, 5, 6, 2, 7, 0xac, 0x02, 8}},
-		{applyRequest{Epoch: 1, Sequence: 2, Changes: []byte("ch"), Others: []string{"a", "bc"}, RowDeltas: []storage.RowDelta{{Table: 7, Vnode: 300, Delta: -1}, {Table: 8, Vnode: 0, Delta: 2}}},
-			[]byte{2, reqApply, 1, 2, 2, 'c', 'h', 2, 1, 'a', 2, 'b', 'c', 2, 7, 0xac, 0x02, 1, 8, 0, 4}},
-		{discardRequest{Epoch: 128}, []byte{2, reqDiscard, 0x80, 0x01}},
-		{recoverRequest{}, []byte{2, reqRecover}},
+			[]byte{3, reqExport, 1, 2, 3, 4, 5, 6, 2, 7, 0xac, 0x02, 8}},
+		{applyRequest{Epoch: 1, Sequence: 2, Changes: []byte("ch"), Others: []objstore.Object{{Name: "a"}, {Name: "bc", Smallest: []byte("x"), Largest: []byte("y"), Size: 300}}, RowDeltas: []storage.RowDelta{{Table: 7, Vnode: 300, Delta: -1}, {Table: 8, Vnode: 0, Delta: 2}}},
+			[]byte{3, reqApply, 1, 2, 2, 'c', 'h', 2, 1, 'a', 0, 0, 0, 2, 'b', 'c', 1, 'x', 1, 'y', 0xac, 0x02, 2, 7, 0xac, 0x02, 1, 8, 0, 4}},
+		{discardRequest{Epoch: 128}, []byte{3, reqDiscard, 0x80, 0x01}},
+		{recoverRequest{}, []byte{3, reqRecover}},
 	} {
 		b, err := appendNodeRequest(nil, c.req)
 		if err != nil {
@@ -116,7 +119,7 @@ func TestNodeRequestLayout(t *testing.T) {
 
 // A decoded request keeps nothing of its input: the caller may reuse the buffer.
 func TestNodeRequestNoAlias(t *testing.T) {
-	req := applyRequest{Epoch: 1, Changes: []byte("changes"), Others: []string{"e1-n1-i1-0.sst"}}
+	req := applyRequest{Epoch: 1, Changes: []byte("changes"), Others: []objstore.Object{{Name: "e1-n1-i1-0.sst", Smallest: []byte("lo"), Largest: []byte("lp")}}}
 	b, err := appendNodeRequest(nil, req)
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +165,8 @@ func nodeRequestRefusals() []struct {
 	b    []byte
 	err  string
 } {
-	exportHead := cat(2, reqExport, 0, 0, 0, 0, 0, 0) // through First
-	applyHead := cat(2, reqApply, 0, 0)               // through Sequence
+	exportHead := cat(3, reqExport, 0, 0, 0, 0, 0, 0) // through First
+	applyHead := cat(3, reqApply, 0, 0)               // through Sequence
 	long := strings.Repeat("n", maxObjectName+1)
 	return []struct {
 		name string
@@ -171,21 +174,22 @@ func nodeRequestRefusals() []struct {
 		err  string
 	}{
 		{"empty", nil, "node request: empty"},
-		{"version 0", cat(0, reqExport), "node request: version 0, this build reads 2"},
-		{"version 1", cat(1, reqRecover), "node request: version 1, this build reads 2"},
-		{"version 3", cat(3, reqRecover), "node request: version 3, this build reads 2"},
-		{"no kind", cat(2), "node request: kind: truncated"},
-		{"kind 0", cat(2, 0), "node request: unknown kind 0"},
-		{"kind 5", cat(2, 5, 0), "node request: unknown kind 5"},
+		{"version 0", cat(0, reqExport), "node request: version 0, this build reads 3"},
+		{"version 1", cat(1, reqRecover), "node request: version 1, this build reads 3"},
+		{"version 2", cat(2, reqRecover), "node request: version 2, this build reads 3"},
+		{"version 4", cat(4, reqRecover), "node request: version 4, this build reads 3"},
+		{"no kind", cat(3), "node request: kind: truncated"},
+		{"kind 0", cat(3, 0), "node request: unknown kind 0"},
+		{"kind 5", cat(3, 5, 0), "node request: unknown kind 5"},
 
-		{"export no epoch", cat(2, reqExport), "node request: export: epoch: " + varintErr},
-		{"export non-minimal epoch", cat(2, reqExport, 0x80, 0x00), "node request: export: epoch: " + varintErr},
-		{"export overlong epoch", cat(2, reqExport, bytes.Repeat([]byte{0xff}, 10), 1), "node request: export: epoch: " + varintErr},
-		{"export truncated sequence", cat(2, reqExport, 0, 0x80), "node request: export: sequence: " + varintErr},
-		{"export no committed", cat(2, reqExport, 0, 0), "node request: export: committed: " + varintErr},
-		{"export no node", cat(2, reqExport, 0, 0, 0), "node request: export: node: " + varintErr},
-		{"export no incarnation", cat(2, reqExport, 0, 0, 0, 0), "node request: export: incarnation: " + varintErr},
-		{"export no first", cat(2, reqExport, 0, 0, 0, 0, 0), "node request: export: first: " + varintErr},
+		{"export no epoch", cat(3, reqExport), "node request: export: epoch: " + varintErr},
+		{"export non-minimal epoch", cat(3, reqExport, 0x80, 0x00), "node request: export: epoch: " + varintErr},
+		{"export overlong epoch", cat(3, reqExport, bytes.Repeat([]byte{0xff}, 10), 1), "node request: export: epoch: " + varintErr},
+		{"export truncated sequence", cat(3, reqExport, 0, 0x80), "node request: export: sequence: " + varintErr},
+		{"export no committed", cat(3, reqExport, 0, 0), "node request: export: committed: " + varintErr},
+		{"export no node", cat(3, reqExport, 0, 0, 0), "node request: export: node: " + varintErr},
+		{"export no incarnation", cat(3, reqExport, 0, 0, 0, 0), "node request: export: incarnation: " + varintErr},
+		{"export no first", cat(3, reqExport, 0, 0, 0, 0, 0), "node request: export: first: " + varintErr},
 		{"export no drops", exportHead, "node request: export: drops: " + varintErr},
 		{"export drops past the input", cat(exportHead, 3, 1), "node request: export: drops: 3 out of range 0..2"},
 		{"export huge drops", cat(exportHead, uv(1<<62)), "node request: export: drops: 4611686018427387904 out of range 0..9"},
@@ -194,19 +198,21 @@ func nodeRequestRefusals() []struct {
 		{"export no table bytes", cat(exportHead, 1, 5), "node request: export: table bytes: " + varintErr},
 		{"export trailing", cat(exportHead, 0, 0, 0), "node request: export: 1 trailing bytes"},
 
-		{"apply no epoch", cat(2, reqApply), "node request: apply: epoch: " + varintErr},
-		{"apply no sequence", cat(2, reqApply, 0), "node request: apply: sequence: " + varintErr},
+		{"apply no epoch", cat(3, reqApply), "node request: apply: epoch: " + varintErr},
+		{"apply no sequence", cat(3, reqApply, 0), "node request: apply: sequence: " + varintErr},
 		{"apply no changes", applyHead, "node request: apply: changes: " + varintErr},
 		{"apply changes past the input", cat(applyHead, 5, "abc"), "node request: apply: changes: 5 out of range 0..4"},
 		{"apply no others", cat(applyHead, 0), "node request: apply: others: " + varintErr},
-		{"apply others past the input", cat(applyHead, 0, 2, 1, "a"), "node request: apply: others: 2 out of range 0..1"},
-		{"apply huge others", cat(applyHead, 0, uv(math.MaxUint64)), "node request: apply: others: 18446744073709551615 out of range 0..5"},
-		{"apply empty name", cat(applyHead, 0, 1, 0, 0), "node request: apply: others: name 0: empty"},
-		{"apply second name empty", cat(applyHead, 0, 2, 1, "a", 0, 0), "node request: apply: others: name 1: empty"},
-		{"apply long name", cat(applyHead, 0, 1, uv(uint64(len(long))), long), "node request: apply: others: name 0: 1025 bytes, longer than 1024"},
-		{"apply huge name", cat(applyHead, 0, 1, uv(math.MaxUint64), 0), "node request: apply: others: name 0: 18446744073709551615 bytes, longer than 1024"},
-		{"apply truncated name", cat(applyHead, 0, 1, 3, "ab"), "node request: apply: others: 3 bytes, 2 left"},
-		{"apply no row deltas", cat(applyHead, 0, 1, 1, "a"), "node request: apply: row deltas: " + varintErr},
+		{"apply others past the input", cat(applyHead, 0, 2, 1, "a", 0, 0, 0), "node request: apply: others: 2 out of range 0..1"},
+		{"apply huge others", cat(applyHead, 0, uv(math.MaxUint64)), "node request: apply: others: 18446744073709551615 out of range 0..2"},
+		{"apply empty name", cat(applyHead, 0, 1, 0, 0, 0, 0), "node request: apply: others: object name: object 0: empty"},
+		{"apply second name empty", cat(applyHead, 0, 2, 1, "a", 0, 0, 0, 0, 0, 0, 0), "node request: apply: others: object name: object 1: empty"},
+		{"apply long name", cat(applyHead, 0, 1, uv(uint64(len(long))), long, 0, 0, 0), "node request: apply: others: object name: object 0: 1025 bytes, longer than 1024"},
+		{"apply huge name", cat(applyHead, 0, 1, uv(math.MaxUint64), 0, 0, 0, 0, 0), "node request: apply: others: object name: object 0: 18446744073709551615 bytes, longer than 1024"},
+		{"apply truncated name", cat(applyHead, 0, 1, 5, "abcd"), "node request: apply: others: object name: 5 bytes, 4 left"},
+		{"apply no size", cat(applyHead, 0, 1, 1, "a", 0, 0), "node request: apply: others: object size: " + varintErr},
+		{"apply smallest after largest", cat(applyHead, 0, 1, 1, "a", 1, "b", 1, "a", 0), `node request: apply: others: object keys: object 0: smallest "b" after largest "a"`},
+		{"apply no row deltas", cat(applyHead, 0, 1, 1, "a", 0, 0, 0), "node request: apply: row deltas: " + varintErr},
 		{"apply row deltas past the input", cat(applyHead, 0, 0, 2, 7, 1, 2), "node request: apply: row deltas: 2 out of range 0..1"},
 		{"apply truncated row delta", cat(applyHead, 0, 0, 1, 7, 1), "node request: apply: row delta change: " + varintErr},
 		{"apply row delta table above uint32", cat(applyHead, 0, 0, 1, uv(1<<32), 1, 2), "node request: apply: row delta table: 4294967296 out of range 0..4294967295"},
@@ -216,13 +222,13 @@ func nodeRequestRefusals() []struct {
 		{"apply row delta of table 0", cat(applyHead, 0, 0, 1, 0, 1, 2), "node request: apply: row deltas: vnode 1 of table 0, reserved for metadata"},
 		{"apply row deltas twice", cat(applyHead, 0, 0, 2, 7, 1, 2, 7, 1, 2), "node request: apply: row deltas: table 7 vnode 1 after table 7 vnode 1"},
 		{"apply row deltas out of order", cat(applyHead, 0, 0, 2, 8, 0, 2, 7, 1, 2), "node request: apply: row deltas: table 7 vnode 1 after table 8 vnode 0"},
-		{"apply trailing", cat(applyHead, 0, 1, 1, "a", 0, 0), "node request: apply: 1 trailing bytes"},
+		{"apply trailing", cat(applyHead, 0, 1, 1, "a", 0, 0, 0, 0, 0), "node request: apply: 1 trailing bytes"},
 
-		{"discard no epoch", cat(2, reqDiscard), "node request: discard: epoch: " + varintErr},
-		{"discard epoch above uint64", cat(2, reqDiscard, bytes.Repeat([]byte{0xff}, 9), 0x02), "node request: discard: epoch: " + varintErr},
-		{"discard trailing", cat(2, reqDiscard, 0, 0), "node request: discard: 1 trailing bytes"},
+		{"discard no epoch", cat(3, reqDiscard), "node request: discard: epoch: " + varintErr},
+		{"discard epoch above uint64", cat(3, reqDiscard, bytes.Repeat([]byte{0xff}, 9), 0x02), "node request: discard: epoch: " + varintErr},
+		{"discard trailing", cat(3, reqDiscard, 0, 0), "node request: discard: 1 trailing bytes"},
 
-		{"recover trailing", cat(2, reqRecover, 0, 0), "node request: recover: 2 trailing bytes"},
+		{"recover trailing", cat(3, reqRecover, 0, 0), "node request: recover: 2 trailing bytes"},
 	}
 }
 
@@ -257,8 +263,10 @@ func TestNodeRequestEncodeRefused(t *testing.T) {
 		{&recoverRequest{}, "node request: unknown request type *commitlog.recoverRequest"},
 		{exported{}, "node request: unknown request type commitlog.exported"},
 		{reqExport, "node request: unknown request type uint8"},
-		{applyRequest{Others: []string{"a", ""}}, "node request: apply: others: name 1: empty"},
-		{applyRequest{Others: []string{strings.Repeat("n", maxObjectName+1)}}, "node request: apply: others: name 0: 1025 bytes, longer than 1024"},
+		{applyRequest{Others: []objstore.Object{{Name: "a"}, {Name: ""}}}, "node request: apply: others: object name: object 1: empty"},
+		{applyRequest{Others: []objstore.Object{{Name: strings.Repeat("n", maxObjectName+1)}}}, "node request: apply: others: object name: object 0: 1025 bytes, longer than 1024"},
+		{applyRequest{Others: []objstore.Object{{Name: "a", Size: -1}}}, "node request: apply: others: object size: object 0: -1, below 0"},
+		{applyRequest{Others: []objstore.Object{{Name: "a", Smallest: []byte("b"), Largest: []byte("a")}}}, `node request: apply: others: object keys: object 0: smallest "b" after largest "a"`},
 		{applyRequest{RowDeltas: []storage.RowDelta{{Table: 1, Delta: 0}}}, "node request: apply: row deltas: table 1 vnode 0: a zero change"},
 		{applyRequest{RowDeltas: []storage.RowDelta{{Table: 2, Delta: 1}, {Table: 1, Delta: 1}}}, "node request: apply: row deltas: table 1 vnode 0 after table 2 vnode 0"},
 	} {
@@ -283,11 +291,11 @@ func TestNodeCodecAllocBound(t *testing.T) {
 		b      []byte
 		decode func([]byte) error
 	}{
-		{"export drops", cat(2, reqExport, 0, 0, 0, 0, 0, 0, uv(n), make([]byte, n), 0), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
-		{"apply others", cat(2, reqApply, 0, 0, 0, uv(n), bytes.Repeat([]byte{1, 'a'}, n), 0), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
-		{"apply row deltas", cat(2, reqApply, 0, 0, 0, 0, denseRowDeltas(n)), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
-		{"exported objects", cat(2, uv(n), bytes.Repeat([]byte{1, 'a', 0, 0, 0}, n), 0), func(b []byte) error { _, err := decodeExported(b); return err }},
-		{"exported row deltas", cat(2, 0, denseRowDeltas(n)), func(b []byte) error { _, err := decodeExported(b); return err }},
+		{"export drops", cat(3, reqExport, 0, 0, 0, 0, 0, 0, uv(n), make([]byte, n), 0), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
+		{"apply others", cat(3, reqApply, 0, 0, 0, uv(n), bytes.Repeat([]byte{1, 'a', 0, 0, 0}, n), 0), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
+		{"apply row deltas", cat(3, reqApply, 0, 0, 0, 0, denseRowDeltas(n)), func(b []byte) error { _, err := decodeNodeRequest(b); return err }},
+		{"exported objects", cat(3, uv(n), bytes.Repeat([]byte{1, 'a', 0, 0, 0}, n), 0), func(b []byte) error { _, err := decodeExported(b); return err }},
+		{"exported row deltas", cat(3, 0, denseRowDeltas(n)), func(b []byte) error { _, err := decodeExported(b); return err }},
 	}
 	for _, c := range dense {
 		if err := c.decode(c.b); err != nil {
@@ -413,7 +421,7 @@ func TestExportedLayoutNoAlias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := cat(2, 1, 2, "ab", 1, "c", 1, "d", 0xac, 0x02, 0); !bytes.Equal(b, want) {
+	if want := cat(3, 1, 2, "ab", 1, "c", 1, "d", 0xac, 0x02, 0); !bytes.Equal(b, want) {
 		t.Fatalf("encoded as %x, want %x", b, want)
 	}
 	got, err := decodeExported(b)
@@ -439,32 +447,33 @@ func exportedRefusals() []struct {
 		err  string
 	}{
 		{"empty", nil, "export answer: empty"},
-		{"version 0", cat(0, 0), "export answer: version 0, this build reads 2"},
-		{"version 1", cat(1, 0), "export answer: version 1, this build reads 2"},
-		{"version 3", cat(3, 0), "export answer: version 3, this build reads 2"},
-		{"no count", cat(2), "export answer: objects: " + varintErr},
-		{"non-minimal count", cat(2, 0x80, 0x00), "export answer: objects: " + varintErr},
-		{"count past the input", cat(2, 2, 1, "a", 0, 0, 0), "export answer: objects: 2 out of range 0..1"},
-		{"huge count", cat(2, uv(math.MaxUint64)), "export answer: objects: 18446744073709551615 out of range 0..2"},
-		{"empty name", cat(2, 1, 0, 0, 0, 0, 0), "export answer: object name: object 0: empty"},
-		{"second name empty", cat(2, 2, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0), "export answer: object name: object 1: empty"},
-		{"long name", cat(2, 1, uv(uint64(len(long))), long, 0, 0, 0), "export answer: object name: object 0: 1025 bytes, longer than 1024"},
-		{"truncated name", cat(2, 1, 5, "abcd"), "export answer: object name: 5 bytes, 4 left"},
-		{"smallest past the input", cat(2, 1, 1, "a", 3, "xy"), "export answer: object smallest: 3 bytes, 2 left"},
-		{"no largest", cat(2, 1, 1, "a", 2, "xy"), "export answer: object largest: " + varintErr},
-		{"largest past the input", cat(2, 1, 1, "a", 0, 3, "xy"), "export answer: object largest: 3 bytes, 2 left"},
-		{"no size", cat(2, 1, 1, "a", 0, 1, "x"), "export answer: object size: " + varintErr},
-		{"non-minimal size", cat(2, 1, 1, "a", 0, 0, 0x81, 0x00), "export answer: object size: " + varintErr},
-		{"size above int64", cat(2, 1, 1, "a", 0, 0, uv(1<<63)), "export answer: object size: 9223372036854775808 out of range 0..9223372036854775807"},
-		{"smallest after largest", cat(2, 1, 1, "a", 1, "b", 1, "a", 0), `export answer: object keys: object 0: smallest "b" after largest "a"`},
-		{"smallest after empty largest", cat(2, 2, 1, "a", 0, 0, 0, 1, "b", 1, 0, 0, 0), `export answer: object keys: object 1: smallest "\x00" after largest ""`},
-		{"no row deltas", cat(2, 1, 1, "a", 0, 0, 0), "export answer: row deltas: " + varintErr},
-		{"row deltas past the input", cat(2, 0, 2, 7, 1, 2), "export answer: row deltas: 2 out of range 0..1"},
-		{"row delta zero", cat(2, 0, 1, 7, 1, 0), "export answer: row deltas: table 7 vnode 1: a zero change"},
-		{"row delta of table 0", cat(2, 0, 1, 0, 3, 2), "export answer: row deltas: vnode 3 of table 0, reserved for metadata"},
-		{"row deltas out of order", cat(2, 0, 2, 7, 2, 2, 7, 1, 2), "export answer: row deltas: table 7 vnode 1 after table 7 vnode 2"},
-		{"trailing", cat(2, 1, 1, "a", 0, 0, 0, 0, 0), "export answer: 1 trailing bytes"},
-		{"trailing after none", cat(2, 0, 0, 7), "export answer: 1 trailing bytes"},
+		{"version 0", cat(0, 0), "export answer: version 0, this build reads 3"},
+		{"version 1", cat(1, 0), "export answer: version 1, this build reads 3"},
+		{"version 2", cat(2, 0), "export answer: version 2, this build reads 3"},
+		{"version 4", cat(4, 0), "export answer: version 4, this build reads 3"},
+		{"no count", cat(3), "export answer: objects: " + varintErr},
+		{"non-minimal count", cat(3, 0x80, 0x00), "export answer: objects: " + varintErr},
+		{"count past the input", cat(3, 2, 1, "a", 0, 0, 0), "export answer: objects: 2 out of range 0..1"},
+		{"huge count", cat(3, uv(math.MaxUint64)), "export answer: objects: 18446744073709551615 out of range 0..2"},
+		{"empty name", cat(3, 1, 0, 0, 0, 0, 0), "export answer: object name: object 0: empty"},
+		{"second name empty", cat(3, 2, 1, "a", 0, 0, 0, 0, 0, 0, 0, 0), "export answer: object name: object 1: empty"},
+		{"long name", cat(3, 1, uv(uint64(len(long))), long, 0, 0, 0), "export answer: object name: object 0: 1025 bytes, longer than 1024"},
+		{"truncated name", cat(3, 1, 5, "abcd"), "export answer: object name: 5 bytes, 4 left"},
+		{"smallest past the input", cat(3, 1, 1, "a", 3, "xy"), "export answer: object smallest: 3 bytes, 2 left"},
+		{"no largest", cat(3, 1, 1, "a", 2, "xy"), "export answer: object largest: " + varintErr},
+		{"largest past the input", cat(3, 1, 1, "a", 0, 3, "xy"), "export answer: object largest: 3 bytes, 2 left"},
+		{"no size", cat(3, 1, 1, "a", 0, 1, "x"), "export answer: object size: " + varintErr},
+		{"non-minimal size", cat(3, 1, 1, "a", 0, 0, 0x81, 0x00), "export answer: object size: " + varintErr},
+		{"size above int64", cat(3, 1, 1, "a", 0, 0, uv(1<<63)), "export answer: object size: 9223372036854775808 out of range 0..9223372036854775807"},
+		{"smallest after largest", cat(3, 1, 1, "a", 1, "b", 1, "a", 0), `export answer: object keys: object 0: smallest "b" after largest "a"`},
+		{"smallest after empty largest", cat(3, 2, 1, "a", 0, 0, 0, 1, "b", 1, 0, 0, 0), `export answer: object keys: object 1: smallest "\x00" after largest ""`},
+		{"no row deltas", cat(3, 1, 1, "a", 0, 0, 0), "export answer: row deltas: " + varintErr},
+		{"row deltas past the input", cat(3, 0, 2, 7, 1, 2), "export answer: row deltas: 2 out of range 0..1"},
+		{"row delta zero", cat(3, 0, 1, 7, 1, 0), "export answer: row deltas: table 7 vnode 1: a zero change"},
+		{"row delta of table 0", cat(3, 0, 1, 0, 3, 2), "export answer: row deltas: vnode 3 of table 0, reserved for metadata"},
+		{"row deltas out of order", cat(3, 0, 2, 7, 2, 2, 7, 1, 2), "export answer: row deltas: table 7 vnode 1 after table 7 vnode 2"},
+		{"trailing", cat(3, 1, 1, "a", 0, 0, 0, 0, 0), "export answer: 1 trailing bytes"},
+		{"trailing after none", cat(3, 0, 0, 7), "export answer: 1 trailing bytes"},
 	}
 }
 

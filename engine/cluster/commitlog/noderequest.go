@@ -44,14 +44,15 @@ type exported struct {
 }
 
 // applyRequest asks a node to apply the commit of Epoch: its kept copies of what it
-// exported for Epoch, the other nodes' objects (Others, downloaded) and the commit's
+// exported for Epoch, the other nodes' objects (Others, with their keys: those that
+// may hold keys of vnodes the node's store holds are downloaded) and the commit's
 // changes (Changes: encodeChanges' encoding, with the delta's Sequence, and
 // RowDeltas, the row count changes of every node's objects together).
 type applyRequest struct {
 	Epoch     uint64
 	Sequence  uint64
 	Changes   []byte
-	Others    []string
+	Others    []objstore.Object
 	RowDeltas []storage.RowDelta
 }
 

@@ -3,11 +3,16 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/seed04fbb902/weir/engine"
+	"github.com/seed04fbb902/weir/engine/cluster/meta"
 	"github.com/seed04fbb902/weir/engine/cluster/objstore"
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
 )
 
 // NodeServer answers the log's requests on a node, with the node's own store (an
@@ -19,8 +24,9 @@ import (
 type NodeServer struct {
 	cfg Config
 
-	mu   sync.Mutex
-	kept map[*storage.Store]keptExport
+	mu    sync.Mutex
+	kept  map[*storage.Store]keptExport
+	locks map[*storage.Store]*sync.Mutex // per store: its applies, recoveries and gains, one at a time
 }
 
 // keptExport is what a node exported for a commit not yet applied or discarded: the
@@ -38,7 +44,7 @@ func NewNodeServer(cfg Config) *NodeServer {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &NodeServer{cfg: cfg, kept: map[*storage.Store]keptExport{}}
+	return &NodeServer{cfg: cfg, kept: map[*storage.Store]keptExport{}, locks: map[*storage.Store]*sync.Mutex{}}
 }
 
 // ServeNode implements engine.NodeServer: it decodes req, serves it on store, and
@@ -57,6 +63,7 @@ func (s *NodeServer) ServeNode(ctx context.Context, node int, store *storage.Sto
 		}
 		return appendExported(nil, x)
 	case applyRequest:
+		defer s.lock(store)()
 		if err := s.apply(ctx, store, r); err != nil {
 			return nil, fmt.Errorf("%s: apply epoch %d: %w", what, r.Epoch, err)
 		}
@@ -65,6 +72,7 @@ func (s *NodeServer) ServeNode(ctx context.Context, node int, store *storage.Sto
 		s.discard(store, r.Epoch)
 		return nil, nil
 	case recoverRequest:
+		defer s.lock(store)()
 		s.discard(store, 0)
 		store.DropUncommitted()
 		store.DiscardStaged()
@@ -74,6 +82,103 @@ func (s *NodeServer) ServeNode(ctx context.Context, node int, store *storage.Sto
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%s: a request of type %T", what, r)
+}
+
+// lock takes store's lock, which orders its applies, recoveries and gains, and
+// returns its unlock.
+func (s *NodeServer) lock(store *storage.Store) func() {
+	s.mu.Lock()
+	l := s.locks[store]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.locks[store] = l
+	}
+	s.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// Hold implements engine.NodeServer: a partial store (a node's) that does not hold
+// every vnode of needs gains the others from the log, at the sequence it applied:
+// the objects of the log's base and of its deltas up to that sequence that may hold
+// keys of them are downloaded and merged into it (objstore.Gain). A whole store
+// holds every vnode already.
+func (s *NodeServer) Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error {
+	defer s.lock(store)()
+	missing, err := store.Missing(needs)
+	if err != nil || missing == nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	seq, err := store.AppliedSequence()
+	if err != nil {
+		return fmt.Errorf("node %d: %w", node, err)
+	}
+	objects, err := gainObjects(ctx, s.cfg, seq, missing)
+	if err == nil {
+		err = objstore.Gain(ctx, s.cfg.Bucket, store, seq, missing, objects)
+	}
+	if err != nil {
+		return fmt.Errorf("node %d (store in %s): hold vnodes %s: %w", node, store.Dir(), describeRanges(missing), err)
+	}
+	return nil
+}
+
+// gainObjects returns the names of the objects of the log's commits up to sequence
+// seq (its base's, then its deltas', oldest first) that may hold keys of ranges.
+func gainObjects(ctx context.Context, cfg Config, seq uint64, ranges map[uint32]*vnode.Bitmap) ([]string, error) {
+	if seq == 0 {
+		return nil, nil
+	}
+	var names []string
+	from := uint64(0)
+	b, ok, err := cfg.Meta.LatestBase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		if b.Seq > seq {
+			return nil, fmt.Errorf("the log's base is at sequence %d, above the store's %d: the store is behind the log", b.Seq, seq)
+		}
+		names = appendOverlapping(names, b.Objects, ranges)
+		from = b.Seq
+	}
+	deltas, err := cfg.Meta.Deltas(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	if len(deltas) == 0 || deltas[0].Seq != from+1 {
+		if from < seq {
+			return nil, fmt.Errorf("the log holds no delta at sequence %d", from+1)
+		}
+	}
+	for _, d := range deltas {
+		if d.Seq > seq {
+			break
+		}
+		names = appendOverlapping(names, d.Objects, ranges)
+	}
+	return names, nil
+}
+
+// appendOverlapping appends the names of objs that may hold keys of ranges.
+func appendOverlapping(names []string, objs []meta.Object, ranges map[uint32]*vnode.Bitmap) []string {
+	for _, o := range objs {
+		if storage.RangesBetween(ranges, o.Smallest, o.Largest) {
+			names = append(names, o.Name)
+		}
+	}
+	return names
+}
+
+// describeRanges names ranges for an error: table:vnodes, in table order.
+func describeRanges(ranges map[uint32]*vnode.Bitmap) string {
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(ranges)) {
+		parts = append(parts, fmt.Sprintf("%d:%s", t, ranges[t]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // export uploads store's sealed data up to r.Epoch, keeping copies.
@@ -124,7 +229,15 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 		// again.
 		ch.Sequence, ch.Counted, ch.RowDeltas = r.Sequence, true, r.RowDeltas
 		// ApplyWith consumes the copies, whatever its result.
-		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, r.Others, ch)
+		// A partial store downloads the objects that may hold keys of its vnodes
+		// only (IngestFiles keeps only those keys of them).
+		var others []string
+		for _, o := range r.Others {
+			if store.MayHold(o.Smallest, o.Largest) {
+				others = append(others, o.Name)
+			}
+		}
+		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, others, ch)
 		k.paths = nil
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/vnode"
 	"gocloud.dev/blob"
 )
 
@@ -200,6 +201,26 @@ func ApplyWith(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch 
 func ApplyLocal(store *storage.Store, epoch uint64, paths []string, ch storage.Changes) error {
 	if err := store.IngestFiles(paths, epoch, ch); err != nil {
 		return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// Gain has a partial store hold ranges (vnodes per table) too, at its applied
+// sequence seq (storage.Store.Gain): objects are the objects of the log's commits up
+// to seq that may hold keys of ranges (the base's, then each delta's, oldest first),
+// downloaded and merged. On an error nothing changes and the downloads are removed.
+func Gain(ctx context.Context, b *blob.Bucket, store *storage.Store, seq uint64, ranges map[uint32]*vnode.Bitmap, objects []string) error {
+	var paths []string
+	for _, name := range objects {
+		p, err := download(ctx, b, store, name)
+		if err != nil {
+			store.DiscardIngestFiles(paths)
+			return fmt.Errorf("objstore: gain vnodes at sequence %d: %w", seq, err)
+		}
+		paths = append(paths, p)
+	}
+	if err := store.Gain(seq, ranges, paths); err != nil {
+		return fmt.Errorf("objstore: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,90 @@
+package commitlog_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
+	"github.com/seed04fbb902/weir/storage"
+	"github.com/seed04fbb902/weir/storage/storetest"
+	"github.com/seed04fbb902/weir/vnode"
+)
+
+// storesLog is a log that records the node stores it serves, by node.
+type storesLog struct {
+	*commitlog.Log
+	mu     sync.Mutex
+	stores map[int]*storage.Store
+}
+
+func watchStores(l *commitlog.Log) *storesLog {
+	return &storesLog{Log: l, stores: map[int]*storage.Store{}}
+}
+
+func (l *storesLog) saw(node int, store *storage.Store) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stores[node] = store
+}
+
+func (l *storesLog) ServeNode(ctx context.Context, node int, store *storage.Store, req []byte) ([]byte, error) {
+	l.saw(node, store)
+	return l.Log.ServeNode(ctx, node, store, req)
+}
+
+func (l *storesLog) Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error {
+	l.saw(node, store)
+	return l.Log.Hold(ctx, node, store, needs)
+}
+
+// checkHolds checks every node store l served against a whole store rebuilt from the
+// log in dir: each is partial, at the log's sequence, and holds exactly the whole
+// store's keys, values and row counts of the vnodes it holds, with the same
+// metadata. It returns the vnodes the node stores hold together and how many of the
+// tables' vnodes there are, summed over the nodes.
+func checkHolds(t *testing.T, l *storesLog, dir string) (held, all int) {
+	t.Helper()
+	ctx := testContext(t)
+	whole, err := storage.Open(dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	if _, err := l.CatchUp(ctx, whole); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := whole.AppliedSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wholeScan := storetest.RawScan(t, whole)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.stores) == 0 {
+		t.Fatal("the log served no node store")
+	}
+	for node, s := range l.stores {
+		if !s.Partial() {
+			t.Fatalf("node %d's store in %s is whole", node, s.Dir())
+		}
+		if got, err := s.AppliedSequence(); err != nil || got != seq {
+			t.Fatalf("node %d's store is at sequence %d (%v), the log at %d", node, got, err, seq)
+		}
+		holds := s.Holds()
+		want, got := storetest.Restrict(t, wholeScan, holds), storetest.Restrict(t, storetest.RawScan(t, s), holds)
+		for i := range min(len(want), len(got)) {
+			if want[i] != got[i] {
+				t.Fatalf("node %d's store holding %v: key %d is %s, the whole store's %s (%d keys, the whole store %d of those vnodes)", node, holds, i, got[i], want[i], len(got), len(want))
+			}
+		}
+		if len(want) != len(got) {
+			t.Fatalf("node %d's store holding %v: %d keys, the whole store %d of those vnodes", node, holds, len(got), len(want))
+		}
+		for _, b := range holds {
+			held += b.Len()
+			all += b.Count()
+		}
+	}
+	return held, all
+}
