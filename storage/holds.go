@@ -293,6 +293,85 @@ func (s *Store) Gain(seq uint64, ranges map[uint32]*vnode.Bitmap, paths []string
 	return nil
 }
 
+// Keep has a partial store give up every vnode it holds but those of keep (vnodes
+// per table): their rows and row counts are deleted, in one atomic ingest of range
+// deletions with the new set of held vnodes. Nothing may read the vnodes given up,
+// and the store's nodes may hold no uncommitted data of them: the caller knows that
+// no actor uses them any more. It returns the vnodes given up (nil: none, or a whole
+// store). A vnode given up is gained again as any other (Gain).
+func (s *Store) Keep(keep map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitmap, error) {
+	if !s.partial {
+		return nil, nil
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("storage: give up vnodes: %w", err)
+	}
+	next := map[uint32]*vnode.Bitmap{}
+	var gone map[uint32]*vnode.Bitmap
+	var meta []entry
+	var dels [][2][]byte
+	for _, t := range slices.Sorted(maps.Keys(s.holds)) {
+		h := s.holds[t]
+		drop := h
+		if k := keep[t]; k != nil {
+			var err error
+			if drop, err = h.AndNot(k); err != nil {
+				return nil, fmt.Errorf("storage: give up vnodes of table %d: %w", t, err)
+			}
+		}
+		if drop.Len() == 0 {
+			next[t] = h
+			continue
+		}
+		if gone == nil {
+			gone = map[uint32]*vnode.Bitmap{}
+		}
+		gone[t] = drop
+		kept, err := h.AndNot(drop)
+		if err != nil {
+			return nil, fmt.Errorf("storage: give up vnodes of table %d: %w", t, err)
+		}
+		if kept.Len() > 0 {
+			next[t] = kept
+			enc, err := kept.MarshalBinary()
+			if err != nil {
+				return nil, fmt.Errorf("storage: give up vnodes of table %d: %w", t, err)
+			}
+			meta = append(meta, entry{key: holdsKey(t), value: enc})
+		} else {
+			meta = append(meta, entry{key: holdsKey(t), del: true})
+		}
+		for _, v := range drop.ToSlice() {
+			meta = append(meta, entry{key: rowCountKey(t, uint16(v)), del: true})
+			lo := VnodePrefix(t, uint16(v))
+			dels = append(dels, [2][]byte{lo, prefixEnd(lo)})
+		}
+	}
+	if gone == nil {
+		return nil, nil
+	}
+	slices.SortFunc(meta, entryLess)
+	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
+	seq := s.keeps.Add(1)
+	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-meta-%d.sst", seq))
+	delPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-del-%d.sst", seq))
+	defer s.removeWritten(metaPath, delPath)
+	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
+	if err := writeSSTable(s.po.FS, metaPath, wo, entryChunks{meta}, nil); err != nil {
+		return nil, fmt.Errorf("storage: give up vnodes: %w", err)
+	}
+	if err := writeSSTable(s.po.FS, delPath, wo, nil, dels); err != nil {
+		return nil, fmt.Errorf("storage: give up vnodes: %w", err)
+	}
+	if err := ingestFatal(s.db, []string{metaPath, delPath}); err != nil {
+		return nil, s.commitFailed(s.committed.Load(), err)
+	}
+	s.holds = next
+	return gone, nil
+}
+
 // removeWritten removes files the store wrote into its ingest directory, which an
 // ingest has moved or which were never ingested, best-effort.
 func (s *Store) removeWritten(paths ...string) {

@@ -120,6 +120,33 @@ func TestPartialStoreEquivalence(t *testing.T) {
 				switch i {
 				case 4:
 					gain(p, uint64(i), map[uint32]*vnode.Bitmap{7: randomVnodes(), 9: randomVnodes()})
+				case 6:
+					// Give up some vnodes, gained again (some of them) below.
+					keep := map[uint32]*vnode.Bitmap{7: randomVnodes(), 11: randomVnodes()}
+					before := p.Holds()
+					gone, err := p.Keep(keep)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for tb, b := range before {
+						want := b
+						if k := keep[tb]; k != nil {
+							want, _ = b.And(k)
+						} else {
+							want = vnode.NewBitmap(b.Count())
+						}
+						got := p.Holds()[tb]
+						if got == nil {
+							got = vnode.NewBitmap(b.Count())
+						}
+						lost := gone[tb]
+						if lost == nil {
+							lost = vnode.NewBitmap(b.Count())
+						}
+						if again, _ := got.Or(lost); !got.Equal(want) || !again.Equal(b) {
+							t.Fatalf("table %d held %v, kept %v: holds %v, gave up %v", tb, b, keep[tb], got, lost)
+						}
+					}
 				case 9:
 					gain(p, uint64(i), map[uint32]*vnode.Bitmap{11: vnode.Full(8)})
 				}
@@ -128,7 +155,12 @@ func TestPartialStoreEquivalence(t *testing.T) {
 					t.Fatalf("epoch %d: p holds vnodes %v of table 9, which was dropped", e, holds[9])
 				}
 				want := storetest.Restrict(t, rawScan(t, w), holds)
-				sameScan(t, fmt.Sprintf("epoch %d: p holding %v", e, holds), want, storetest.Restrict(t, rawScan(t, p), holds))
+				got := rawScan(t, p)
+				sameScan(t, fmt.Sprintf("epoch %d: p holding %v", e, holds), want, storetest.Restrict(t, got, holds))
+				// And it holds nothing else: no key or row count of another vnode.
+				if stray := storetest.Stray(t, got, holds); len(stray) > 0 {
+					t.Fatalf("epoch %d: p holding %v holds %d entries of other vnodes, the first %s", e, holds, len(stray), stray[0])
+				}
 			}
 			// A partial store that starts empty applies the log holding nothing,
 			// then gains what p holds from every object at once.

@@ -204,6 +204,7 @@ type Store struct {
 	// the vnodes it holds, per table (under ckptMu).
 	partial bool
 	holds   map[uint32]*vnode.Bitmap
+	keeps   atomic.Uint64 // Keep's calls, which name its files
 	closed  atomic.Bool
 	// commitCh is closed and replaced whenever committed advances (under viewMu), so
 	// that WaitCommitted can wait without polling.

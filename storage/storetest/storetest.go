@@ -38,13 +38,26 @@ func RawScan(t testing.TB, s *storage.Store) []string {
 // equals a whole store's restricted to the same vnodes.
 func Restrict(t testing.TB, scan []string, holds map[uint32]*vnode.Bitmap) []string {
 	t.Helper()
+	out, _ := restrict(t, scan, holds)
+	return out
+}
+
+// Stray are the entries of scan (RawScan's) of the vnodes holds does not hold: table
+// keys, and row counts other than 0. A partial store holding holds has none.
+func Stray(t testing.TB, scan []string, holds map[uint32]*vnode.Bitmap) []string {
+	t.Helper()
+	_, stray := restrict(t, scan, holds)
+	return stray
+}
+
+func restrict(t testing.TB, scan []string, holds map[uint32]*vnode.Bitmap) (out, stray []string) {
+	t.Helper()
 	metaLen := len(storage.AppendKey(nil, storage.MetaTable, 0, nil))
 	held := func(k []byte) bool {
 		b := holds[binary.BigEndian.Uint32(k)]
 		v := int(binary.BigEndian.Uint16(k[4:]))
 		return b != nil && v < b.Count() && b.Contains(vnode.Vnode(v))
 	}
-	var out []string
 	for _, e := range scan {
 		hexKey, _, _ := strings.Cut(e, "=")
 		var k []byte
@@ -54,13 +67,22 @@ func Restrict(t testing.TB, scan []string, holds map[uint32]*vnode.Bitmap) []str
 		if binary.BigEndian.Uint32(k) != storage.MetaTable {
 			if held(k) {
 				out = append(out, e)
+			} else {
+				stray = append(stray, e)
 			}
 			continue
 		}
 		if rest := k[metaLen:]; len(rest) > 0 {
 			switch rest[0] {
 			case 'r': // a row count: table and vnode
-				if len(rest) < 1+storage.KeyPrefixLen || !held(rest[1:]) || strings.HasSuffix(e, "=0000000000000000") {
+				zero := strings.HasSuffix(e, "=0000000000000000")
+				if len(rest) < 1+storage.KeyPrefixLen || !held(rest[1:]) {
+					if !zero {
+						stray = append(stray, e)
+					}
+					continue
+				}
+				if zero {
 					continue
 				}
 			case 'h', 'p': // a partial store's held vnodes, and its mark
@@ -69,5 +91,5 @@ func Restrict(t testing.TB, scan []string, holds map[uint32]*vnode.Bitmap) []str
 		}
 		out = append(out, e)
 	}
-	return out
+	return out, stray
 }

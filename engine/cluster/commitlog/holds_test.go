@@ -2,9 +2,11 @@ package commitlog_test
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 
+	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/storage/storetest"
@@ -38,12 +40,20 @@ func (l *storesLog) Hold(ctx context.Context, node int, store *storage.Store, ne
 	return l.Log.Hold(ctx, node, store, needs)
 }
 
-// checkHolds checks every node store l served against a whole store rebuilt from the
-// log in dir: each is partial, at the log's sequence, and holds exactly the whole
-// store's keys, values and row counts of the vnodes it holds, with the same
-// metadata. It returns the vnodes the node stores hold together and how many of the
-// tables' vnodes there are, summed over the nodes.
-func checkHolds(t *testing.T, l *storesLog, dir string) (held, all int) {
+// stores are the node stores the log served, by node.
+func (l *storesLog) served() map[int]*storage.Store {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.stores)
+}
+
+// checkHolds checks stores, node stores of log's engine, against a whole store
+// rebuilt from the log in dir: each is partial, at the log's sequence, and holds
+// exactly the whole store's keys, values and row counts of the vnodes it holds, with
+// the same metadata, and nothing of another vnode. It returns the vnodes the node
+// stores hold together and how many of the tables' vnodes there are, summed over the
+// nodes.
+func checkHolds(t *testing.T, l engine.CommitLog, stores map[int]*storage.Store, dir string) (held, all int) {
 	t.Helper()
 	ctx := testContext(t)
 	whole, err := storage.Open(dir, storage.Options{})
@@ -59,12 +69,10 @@ func checkHolds(t *testing.T, l *storesLog, dir string) (held, all int) {
 		t.Fatal(err)
 	}
 	wholeScan := storetest.RawScan(t, whole)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.stores) == 0 {
-		t.Fatal("the log served no node store")
+	if len(stores) == 0 {
+		t.Fatal("no node store to check")
 	}
-	for node, s := range l.stores {
+	for node, s := range stores {
 		if !s.Partial() {
 			t.Fatalf("node %d's store in %s is whole", node, s.Dir())
 		}
@@ -72,6 +80,9 @@ func checkHolds(t *testing.T, l *storesLog, dir string) (held, all int) {
 			t.Fatalf("node %d's store is at sequence %d (%v), the log at %d", node, got, err, seq)
 		}
 		holds := s.Holds()
+		if stray := storetest.Stray(t, storetest.RawScan(t, s), holds); len(stray) > 0 {
+			t.Fatalf("node %d's store holding %v holds %d entries of other vnodes, the first %s", node, holds, len(stray), stray[0])
+		}
 		want, got := storetest.Restrict(t, wholeScan, holds), storetest.Restrict(t, storetest.RawScan(t, s), holds)
 		for i := range min(len(want), len(got)) {
 			if want[i] != got[i] {

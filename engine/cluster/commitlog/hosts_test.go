@@ -17,6 +17,7 @@ import (
 	"github.com/seed04fbb902/weir/engine/cluster/commitlog"
 	"github.com/seed04fbb902/weir/engine/cluster/control"
 	"github.com/seed04fbb902/weir/engine/cluster/exchange"
+	"github.com/seed04fbb902/weir/storage"
 )
 
 // host is a compute node's side as a compute process runs it: an engine.Host over a
@@ -78,6 +79,7 @@ type remoteEngine struct {
 	dir   string
 	hosts []*host // by node; hosts[0] is nil
 	e     *engine.Engine
+	log   *commitlog.Log // the engine's
 }
 
 // newRemoteEngine opens an engine of n hosts over ctl's remote nodes 1 to n
@@ -91,6 +93,7 @@ func newRemoteEngine(t *testing.T, n int, cfg control.ClusterConfig, interval ti
 	}
 	r := &remoteEngine{c: newCluster(t), dir: t.TempDir(), hosts: []*host{nil}}
 	l := r.c.open(t, 1)
+	r.log = l
 	var err error
 	if r.mesh, err = exchange.NewMesh(n+1, 0, mem); err != nil {
 		t.Fatal(err)
@@ -213,6 +216,13 @@ func TestRemoteHosts(t *testing.T) {
 			t.Fatalf("host of node %d runs no actor", i)
 		}
 	}
+	// Each host's store holds the committed state of the vnodes its actors read.
+	hostStores := func() map[int]*storage.Store {
+		return map[int]*storage.Store{1: r.hosts[1].h.Store(), 2: r.hosts[2].h.Store()}
+	}
+	if held, all := checkHolds(t, r.log, hostStores(), filepath.Join(t.TempDir(), "whole")); held >= all {
+		t.Fatalf("the hosts' stores hold every vnode (%d of %d) of the tables they hold", held, all)
+	}
 
 	// Node 2's process dies and comes back on its directory.
 	r.restart(t, 2, 2)
@@ -224,6 +234,8 @@ func TestRemoteHosts(t *testing.T) {
 	if r.hosts[2].h.Running() == 0 {
 		t.Fatal("the host of node 2 runs no actor after it came back")
 	}
+	checkpoint(t, e)
+	checkHolds(t, r.log, hostStores(), filepath.Join(t.TempDir(), "whole"))
 }
 
 // A host takes each message with its graph's term and generation: a newer

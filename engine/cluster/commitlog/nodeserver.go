@@ -27,6 +27,15 @@ type NodeServer struct {
 	mu    sync.Mutex
 	kept  map[*storage.Store]keptExport
 	locks map[*storage.Store]*sync.Mutex // per store: its applies, recoveries and gains, one at a time
+	uses  map[*storage.Store]*storeUses  // per store, under its lock
+}
+
+// storeUses are the vnodes the actors built since a node's last recovery asked its
+// store to hold (Hold): at the first commit after the recovery, the store gives up
+// the others.
+type storeUses struct {
+	needs map[uint32]*vnode.Bitmap // what the actors asked for so far
+	armed bool                     // set by the recovery, cleared by the first commit
 }
 
 // keptExport is what a node exported for a commit not yet applied or discarded: the
@@ -44,7 +53,7 @@ func NewNodeServer(cfg Config) *NodeServer {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &NodeServer{cfg: cfg, kept: map[*storage.Store]keptExport{}, locks: map[*storage.Store]*sync.Mutex{}}
+	return &NodeServer{cfg: cfg, kept: map[*storage.Store]keptExport{}, locks: map[*storage.Store]*sync.Mutex{}, uses: map[*storage.Store]*storeUses{}}
 }
 
 // ServeNode implements engine.NodeServer: it decodes req, serves it on store, and
@@ -73,6 +82,10 @@ func (s *NodeServer) ServeNode(ctx context.Context, node int, store *storage.Sto
 		return nil, nil
 	case recoverRequest:
 		defer s.lock(store)()
+		if store.Partial() {
+			// The actors built from now on say what the store keeps.
+			s.uses[store] = &storeUses{needs: map[uint32]*vnode.Bitmap{}, armed: true}
+		}
 		s.discard(store, 0)
 		store.DropUncommitted()
 		store.DiscardStaged()
@@ -102,9 +115,16 @@ func (s *NodeServer) lock(store *storage.Store) func() {
 // every vnode of needs gains the others from the log, at the sequence it applied:
 // the objects of the log's base and of its deltas up to that sequence that may hold
 // keys of them are downloaded and merged into it (objstore.Gain). A whole store
-// holds every vnode already.
+// holds every vnode already. What the actors built since the store's last recovery
+// asked for is kept: the first commit the store applies after the recovery gives up
+// the vnodes none of them asked for (the actors that read them were torn down by the
+// recovery, which dropped their uncommitted data), so that a store holds what its
+// node's actors read, not every vnode they ever read.
 func (s *NodeServer) Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error {
 	defer s.lock(store)()
+	if err := s.use(store, needs); err != nil {
+		return fmt.Errorf("node %d: hold vnodes: %w", node, err)
+	}
 	missing, err := store.Missing(needs)
 	if err != nil || missing == nil {
 		return err
@@ -123,6 +143,41 @@ func (s *NodeServer) Hold(ctx context.Context, node int, store *storage.Store, n
 		return fmt.Errorf("node %d (store in %s): hold vnodes %s: %w", node, store.Dir(), describeRanges(missing), err)
 	}
 	return nil
+}
+
+// use records needs as asked for on store since its last recovery (nothing before
+// its first); store's lock is held.
+func (s *NodeServer) use(store *storage.Store, needs map[uint32]*vnode.Bitmap) error {
+	u := s.uses[store]
+	if u == nil || !u.armed {
+		return nil
+	}
+	for t, b := range needs {
+		cur := u.needs[t]
+		if cur == nil {
+			u.needs[t] = b.Clone()
+			continue
+		}
+		or, err := cur.Or(b)
+		if err != nil {
+			return fmt.Errorf("the vnodes of table %d: %w", t, err)
+		}
+		u.needs[t] = or
+	}
+	return nil
+}
+
+// keep has store give up the vnodes the actors built since its last recovery did
+// not ask for (Hold), at the first commit it applied after the recovery; store's
+// lock is held.
+func (s *NodeServer) keep(store *storage.Store) error {
+	u := s.uses[store]
+	if u == nil || !u.armed {
+		return nil
+	}
+	u.armed = false
+	_, err := store.Keep(u.needs)
+	return err
 }
 
 // gainObjects returns the names of the objects of the log's commits up to sequence
@@ -239,6 +294,11 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 		}
 		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, others, ch)
 		k.paths = nil
+		if err == nil {
+			if err = s.keep(store); err != nil {
+				return fmt.Errorf("give up the vnodes no actor reads: %w", err)
+			}
+		}
 	}
 	if err != nil {
 		store.DiscardIngestFiles(k.paths)
