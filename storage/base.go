@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -26,6 +27,9 @@ type BaseInfo struct {
 	Catalog map[string][]byte
 }
 
+// errPartialBase refuses a base of a partial store, which holds some vnodes only.
+var errPartialBase = errors.New("storage: export the committed state: the store is partial (it holds some vnodes only)")
+
 // ExportCommitted writes the store's committed rows, every table's and no metadata,
 // as sstables through create, in ascending key order, and returns them with what the
 // base holds besides: the committed epoch, the applied sequence and the catalog. An
@@ -38,12 +42,15 @@ type BaseInfo struct {
 // IngestFiles of the sstables into an empty store, with the base's epoch and a
 // Changes of its catalog and sequence, gives a store whose committed rows, row counts
 // and catalog equal this one's. A store that applied no sequence (not a version
-// log's copy) is refused.
+// log's copy) is refused, and so is a partial store (Options.Partial).
 func (s *Store) ExportCommitted(o ExportOptions, create func(k int) (string, io.WriteCloser, error)) (BaseInfo, []SSTable, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	if err := s.usable(); err != nil {
 		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)
+	}
+	if s.partial {
+		return BaseInfo{}, nil, errPartialBase
 	}
 	return s.exportBase(s.db, o, create)
 }
@@ -65,6 +72,9 @@ func (s *Store) ExportView(v *View, o ExportOptions, create func(k int) (string,
 		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: not a view of the committed state alone (a node's)")
 	}
 	s.viewMu.RLock()
+	if s.partial {
+		return BaseInfo{}, nil, errPartialBase
+	}
 	if err := s.usable(); err != nil {
 		s.viewMu.RUnlock()
 		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)

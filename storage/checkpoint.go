@@ -156,6 +156,10 @@ func (s *Store) Checkpoint(epoch uint64) (CheckpointStats, error) {
 	if err := s.usable(); err != nil {
 		return st, fmt.Errorf("storage: checkpoint %d: %w", epoch, err)
 	}
+	if s.partial {
+		// Its commits come from a log, which a partial store applies as a part.
+		return st, fmt.Errorf("storage: checkpoint %d: the store is partial (it holds some vnodes only), which only a commit log's IngestFiles commits", epoch)
+	}
 	if c := s.committed.Load(); epoch <= c {
 		return st, fmt.Errorf("storage: checkpoint epoch %d is not above the committed epoch %d", epoch, c)
 	}

@@ -210,43 +210,17 @@ func (s *Store) heldRowDeltas(ds []RowDelta) []RowDelta {
 // and the new held vnodes. The files are consumed. It fails, changing nothing, when
 // the store is whole, is not at seq, or already holds one of ranges' vnodes, and for
 // a file that IngestFiles would refuse.
+//
+// The merge runs without holding the store's commits back (an export or a checkpoint
+// commit of its nodes' data goes on meanwhile); the checks are made again before the
+// ingest.
 func (s *Store) Gain(seq uint64, ranges map[uint32]*vnode.Bitmap, paths []string) error {
 	defer s.DiscardIngestFiles(paths)
 	s.ckptMu.Lock()
-	defer s.ckptMu.Unlock()
-	if err := s.usable(); err != nil {
-		return fmt.Errorf("storage: gain vnodes: %w", err)
-	}
-	if !s.partial {
-		return errors.New("storage: gain vnodes: the store is whole")
-	}
-	applied, err := s.AppliedSequence()
+	_, err := s.gainable(seq, ranges)
+	s.ckptMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("storage: gain vnodes: %w", err)
-	}
-	if applied != seq {
-		return fmt.Errorf("storage: gain vnodes at sequence %d: the store applied sequence %d", seq, applied)
-	}
-	next := maps.Clone(s.holds)
-	for _, t := range slices.Sorted(maps.Keys(ranges)) {
-		b := ranges[t]
-		if t == MetaTable {
-			return fmt.Errorf("storage: gain vnodes of table %d, which is reserved", t)
-		}
-		h := next[t]
-		if h == nil {
-			next[t] = b.Clone()
-			continue
-		}
-		if h.Count() != b.Count() {
-			return fmt.Errorf("storage: gain vnodes of table %d: %d vnodes, the store holds them of %d", t, b.Count(), h.Count())
-		}
-		if h.Intersects(b) {
-			return fmt.Errorf("storage: gain vnodes of table %d: the store holds some of %s already", t, b)
-		}
-		if next[t], err = h.Or(b); err != nil {
-			return fmt.Errorf("storage: gain vnodes of table %d: %w", t, err)
-		}
+		return err
 	}
 	in := func(key []byte) bool {
 		b := ranges[binary.BigEndian.Uint32(key)]
@@ -254,13 +228,20 @@ func (s *Store) Gain(seq uint64, ranges map[uint32]*vnode.Bitmap, paths []string
 		return b != nil && v < b.Count() && b.Contains(vnode.Vnode(v))
 	}
 	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
-	dataPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-%d.sst", seq))
-	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-meta-%d.sst", seq))
+	name := s.scratch.Add(1)
+	dataPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-%d.sst", name))
+	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-meta-%d.sst", name))
 	defer s.removeWritten(dataPath, metaPath)
-	wo := s.po.MakeWriterOptions(6, s.db.TableFormat())
+	wo := s.po.MakeWriterOptions(6, s.db.TableFormat()) // puts of distinct keys only
 	counts, n, err := s.mergeFiles(paths, dataPath, wo, in, false)
 	if err != nil {
 		return fmt.Errorf("storage: gain vnodes at sequence %d: %w", seq, err)
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	next, err := s.gainable(seq, ranges)
+	if err != nil {
+		return err
 	}
 	var meta []entry
 	for t, b := range ranges {
@@ -291,6 +272,46 @@ func (s *Store) Gain(seq uint64, ranges map[uint32]*vnode.Bitmap, paths []string
 	}
 	s.holds = next
 	return nil
+}
+
+// gainable checks that Gain may add ranges at sequence seq, and returns the vnodes
+// the store then holds; ckptMu is held.
+func (s *Store) gainable(seq uint64, ranges map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitmap, error) {
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("storage: gain vnodes: %w", err)
+	}
+	if !s.partial {
+		return nil, errors.New("storage: gain vnodes: the store is whole")
+	}
+	applied, err := s.AppliedSequence()
+	if err != nil {
+		return nil, fmt.Errorf("storage: gain vnodes: %w", err)
+	}
+	if applied != seq {
+		return nil, fmt.Errorf("storage: gain vnodes at sequence %d: the store applied sequence %d", seq, applied)
+	}
+	next := maps.Clone(s.holds)
+	for _, t := range slices.Sorted(maps.Keys(ranges)) {
+		b := ranges[t]
+		if t == MetaTable {
+			return nil, fmt.Errorf("storage: gain vnodes of table %d, which is reserved", t)
+		}
+		h := next[t]
+		if h == nil {
+			next[t] = b.Clone()
+			continue
+		}
+		if h.Count() != b.Count() {
+			return nil, fmt.Errorf("storage: gain vnodes of table %d: %d vnodes, the store holds them of %d", t, b.Count(), h.Count())
+		}
+		if h.Intersects(b) {
+			return nil, fmt.Errorf("storage: gain vnodes of table %d: the store holds some of %s already", t, b)
+		}
+		if next[t], err = h.Or(b); err != nil {
+			return nil, fmt.Errorf("storage: gain vnodes of table %d: %w", t, err)
+		}
+	}
+	return next, nil
 }
 
 // Keep has a partial store give up every vnode it holds but those of keep (vnodes
@@ -354,9 +375,9 @@ func (s *Store) Keep(keep map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitmap, e
 	}
 	slices.SortFunc(meta, entryLess)
 	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
-	seq := s.keeps.Add(1)
-	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-meta-%d.sst", seq))
-	delPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-del-%d.sst", seq))
+	name := s.scratch.Add(1)
+	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-meta-%d.sst", name))
+	delPath := s.po.FS.PathJoin(dir, fmt.Sprintf("keep-del-%d.sst", name))
 	defer s.removeWritten(metaPath, delPath)
 	wo := s.po.MakeWriterOptions(0, s.db.TableFormat())
 	if err := writeSSTable(s.po.FS, metaPath, wo, entryChunks{meta}, nil); err != nil {
@@ -494,10 +515,11 @@ type ingestKV interface {
 // next moves f's iterator to its next key (first, at the start) and reports whether
 // there is one.
 func (f *ingestFile) next(first bool) bool {
-	kv := f.it.Next()
-	if first {
-		kv = f.it.First()
+	step := f.it.First
+	if !first {
+		step = f.it.Next
 	}
+	kv := step()
 	if kv == nil {
 		f.key, f.kv = nil, nil
 		return false

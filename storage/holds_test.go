@@ -208,6 +208,13 @@ func TestPartialStoreGainRefuses(t *testing.T) {
 		}
 	}
 	sameScan(t, "after refused gains", before, rawScan(t, p))
+	// What assumes a whole store refuses a partial one.
+	if _, _, err := p.ExportCommitted(storage.ExportOptions{}, nil); err == nil || !strings.Contains(err.Error(), "partial") {
+		t.Errorf("a base of a partial store: %v", err)
+	}
+	if _, err := p.Checkpoint(ep(1)); err == nil || !strings.Contains(err.Error(), "partial") {
+		t.Errorf("a local checkpoint of a partial store: %v", err)
+	}
 	if h := p.Holds(); len(h) != 1 || !h[7].Equal(vnode.NewBitmap(8, 1, 2)) {
 		t.Fatalf("holds %v", h)
 	}

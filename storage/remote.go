@@ -519,14 +519,21 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	bs := make([]bounds, 0, len(paths))
 	var ingest []string
 	for i, p := range paths {
-		lo, hi, other, err := s.scanIngestFile(p, counter)
+		fk, err := s.scanIngestFile(p, counter)
 		if err != nil {
 			return nil, nil, err
 		}
-		if lo == nil {
+		// Checked on every key of the file, held or not.
+		for t := range drops {
+			if binary.BigEndian.Uint32(fk.first) <= t && t <= binary.BigEndian.Uint32(fk.last) {
+				return nil, nil, fmt.Errorf("sstable %s holds keys of table %d, which the commit drops", p, t)
+			}
+		}
+		bs = append(bs, bounds{p, fk.first, fk.last})
+		if fk.lo == nil {
 			continue // no key of a vnode the store holds
 		}
-		if other {
+		if fk.other {
 			held := s.po.FS.PathJoin(s.dir, IngestDirName, fmt.Sprintf("held-%d-%d.sst", epoch, i))
 			*copies = append(*copies, held)
 			wo := s.po.MakeWriterOptions(0, s.db.TableFormat()) // it keeps deletes
@@ -536,12 +543,6 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 			p = held
 		}
 		ingest = append(ingest, p)
-		for t := range drops {
-			if binary.BigEndian.Uint32(lo) <= t && t <= binary.BigEndian.Uint32(hi) {
-				return nil, nil, fmt.Errorf("sstable %s holds keys of table %d, which the commit drops", p, t)
-			}
-		}
-		bs = append(bs, bounds{p, lo, hi})
 	}
 	slices.SortFunc(bs, func(a, b bounds) int { return bytes.Compare(a.lo, b.lo) })
 	for i := 1; i < len(bs); i++ {
@@ -553,12 +554,13 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	if !ch.Counted {
 		deltas = counter.result()
 	} else {
-		deltas = s.heldRowDeltas(SumRowDeltas(ch.RowDeltas)) // one change per vnode
+		deltas = SumRowDeltas(ch.RowDeltas) // one change per vnode
 		for _, d := range deltas {
 			if d.Table == MetaTable || drops[d.Table] {
 				return nil, nil, fmt.Errorf("a row count change of table %d vnode %d, a table which is reserved or which the commit drops", d.Table, d.Vnode)
 			}
 		}
+		deltas = s.heldRowDeltas(deltas)
 	}
 	meta, err := s.rowCountWrites(deltas)
 	if err != nil {
@@ -590,47 +592,63 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 	return meta, ingest, nil
 }
 
+// fileKeys are what scanIngestFile saw of a file: its first and last keys, the first
+// and last of those of vnodes the store holds (nil: none), and whether it holds a key
+// of a vnode the store does not hold (a partial store's).
+type fileKeys struct {
+	first, last []byte
+	lo, hi      []byte
+	other       bool
+}
+
 // scanIngestFile reads the sstable at p, checks that every key in it is a point put
 // or delete of a table key (a file from a bucket is checked whether or not the commit
 // carries its row counts), adds the row count changes its keys of vnodes the store
-// holds make to counter unless it is nil, and returns the first and last of those
-// keys, and whether it holds a key of a vnode the store does not hold (a partial
-// store's). ckptMu is held.
-func (s *Store) scanIngestFile(p string, counter *rowCounter) (lo, hi []byte, other bool, err error) {
+// holds make to counter unless it is nil, and returns its keys' bounds. ckptMu is
+// held.
+func (s *Store) scanIngestFile(p string, counter *rowCounter) (fileKeys, error) {
+	var fk fileKeys
 	f, err := s.openIngestFile(p)
 	if err != nil {
-		return nil, nil, false, err
+		return fk, err
 	}
 	defer f.close()
 	if counter != nil {
 		counter.restart() // this file's keys ascend, not those of every file
 	}
-	empty := true
 	for ok := f.next(true); ok; ok = f.next(false) {
 		key, kind := f.key, f.kv.Kind()
 		if err := checkIngestKey(p, key, kind); err != nil {
-			return nil, nil, false, err
+			return fk, err
 		}
-		empty = false
-		if !s.holdsKeyLocked(key) {
-			other = true
-			continue
+		if fk.first == nil {
+			fk.first = slices.Clone(key)
 		}
-		if lo == nil {
-			lo = slices.Clone(key)
+		fk.last = append(fk.last[:0], key...)
+		if s.partial {
+			if !s.holdsKeyLocked(key) {
+				fk.other = true
+				continue
+			}
+			if fk.lo == nil {
+				fk.lo = slices.Clone(key)
+			}
+			fk.hi = append(fk.hi[:0], key...)
 		}
-		hi = append(hi[:0], key...)
 		if counter != nil {
 			if err := counter.add(key, kind == pebble.InternalKeyKindDelete, beforeUnknown); err != nil {
-				return nil, nil, false, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
+				return fk, fmt.Errorf("sstable %s: key %x: %w", p, key, err)
 			}
 		}
 	}
 	if err := f.it.Error(); err != nil {
-		return nil, nil, false, fmt.Errorf("sstable %s: %w", p, err)
+		return fk, fmt.Errorf("sstable %s: %w", p, err)
 	}
-	if empty {
-		return nil, nil, false, fmt.Errorf("sstable %s holds no keys", p)
+	if fk.first == nil {
+		return fk, fmt.Errorf("sstable %s holds no keys", p)
 	}
-	return lo, hi, other, nil
+	if !s.partial {
+		fk.lo, fk.hi = fk.first, fk.last // it holds every key
+	}
+	return fk, nil
 }

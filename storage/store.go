@@ -204,7 +204,7 @@ type Store struct {
 	// the vnodes it holds, per table (under ckptMu).
 	partial bool
 	holds   map[uint32]*vnode.Bitmap
-	keeps   atomic.Uint64 // Keep's calls, which name its files
+	scratch atomic.Uint64 // numbers the files of Gain and Keep
 	closed  atomic.Bool
 	// commitCh is closed and replaced whenever committed advances (under viewMu), so
 	// that WaitCommitted can wait without polling.

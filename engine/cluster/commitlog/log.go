@@ -602,7 +602,6 @@ func metaObjects(objs []objstore.Object) []meta.Object {
 	return out
 }
 
-// objectNames are the names of objs, in their order.
 // heldNames are the names of the objects of objs that may hold keys of vnodes store
 // holds (every one, for a whole store): those a catch-up downloads.
 func heldNames(store *storage.Store, objs []meta.Object) []string {
@@ -615,6 +614,7 @@ func heldNames(store *storage.Store, objs []meta.Object) []string {
 	return out
 }
 
+// objectNames are the names of objs, in their order.
 func objectNames(objs []meta.Object) []string {
 	names := make([]string, len(objs))
 	for i, o := range objs {

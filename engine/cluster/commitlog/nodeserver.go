@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/seed04fbb902/weir/engine"
 	"github.com/seed04fbb902/weir/engine/cluster/meta"
@@ -111,6 +112,11 @@ func (s *NodeServer) lock(store *storage.Store) func() {
 	return l.Unlock
 }
 
+// HoldTimeout bounds a Hold that gains vnodes (or the log's Timeout, when longer):
+// it downloads and merges every object of the log's base and deltas that may hold
+// them, which for a large table's vnodes takes much longer than a commit.
+const HoldTimeout = 10 * time.Minute
+
 // Hold implements engine.NodeServer: a partial store (a node's) that does not hold
 // every vnode of needs gains the others from the log, at the sequence it applied:
 // the objects of the log's base and of its deltas up to that sequence that may hold
@@ -129,7 +135,7 @@ func (s *NodeServer) Hold(ctx context.Context, node int, store *storage.Store, n
 	if err != nil || missing == nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, HoldTimeout))
 	defer cancel()
 	seq, err := store.AppliedSequence()
 	if err != nil {
