@@ -82,8 +82,9 @@ type NodeServer interface {
 	// when it does not yet: a partial store (storage.Options.Partial) gains them
 	// from the log at the commit it applied. A node's side calls it once it built
 	// actors, before they start: for the vnodes of their state tables and of the
-	// upstreams their backfills read. After a recovery, the vnodes that none of the
-	// new graph's actors asked for may be given up at its first commit.
+	// upstreams whose snapshots their backfills read (none once done). After a
+	// recovery, the vnodes that none of the new graph's actors asked for may be
+	// given up at its first commit.
 	Hold(ctx context.Context, node int, store *storage.Store, needs map[uint32]*vnode.Bitmap) error
 }
 

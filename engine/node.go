@@ -149,10 +149,8 @@ func (n *nodeSide) apply(ctx context.Context, data []byte) (err error) {
 			return fmt.Errorf("build actor %d (%s of %s): %w", s.ID, s.Role, s.Object, err)
 		}
 	}
-	if len(nb.needs) > 0 && n.env.hold != nil {
-		if err := n.env.hold(ctx, nb.needs); err != nil {
-			return fmt.Errorf("build: %w", err)
-		}
+	if err := nb.hold(ctx); err != nil {
+		return fmt.Errorf("build: %w", err)
 	}
 	var start []*nodeActor
 	for _, id := range spec.Start {

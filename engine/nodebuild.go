@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -27,8 +28,70 @@ type nodeBuild struct {
 	built []*nodeActor
 	fed   map[*nodeActor]int
 	// needs are the vnodes, per table, whose committed data the built actors read:
-	// their state tables' and their backfills' upstreams' (nodeEnv.hold).
-	needs map[uint32]*vnode.Bitmap
+	// their state tables' (nodeEnv.hold); snapshots are the backfills whose
+	// upstream's vnodes they read unless their progress is done.
+	needs     map[uint32]*vnode.Bitmap
+	snapshots []snapshotNeed
+}
+
+// snapshotNeed is the snapshot a built backfill reads: the vnodes of its upstream,
+// needed unless its committed progress says every one of them is Completed.
+type snapshotNeed struct {
+	progress *storage.ProgressTable
+	upstream uint32
+	vnodes   *vnode.Bitmap
+}
+
+// hold has the node's store hold what the build's actors read (nodeEnv.hold, when
+// the store may not hold every vnode): their state tables' vnodes, then those of the
+// upstreams of the backfills whose committed progress is not done (a done backfill
+// reads no snapshot again: Completed never changes back).
+func (nb *nodeBuild) hold(ctx context.Context) error {
+	env := &nb.n.env
+	if env.hold == nil {
+		return nil
+	}
+	if len(nb.needs) > 0 {
+		if err := env.hold(ctx, nb.needs); err != nil {
+			return err
+		}
+	}
+	nb.needs = nil
+	for _, s := range nb.snapshots {
+		done, err := progressDone(env.store, s.progress, s.vnodes)
+		if err != nil {
+			return err
+		}
+		if !done {
+			if err := nb.need(s.upstream, s.vnodes); err != nil {
+				return err
+			}
+		}
+	}
+	if len(nb.needs) == 0 {
+		return nil
+	}
+	return env.hold(ctx, nb.needs)
+}
+
+// progressDone reports whether the committed progress of every vnode of vnodes in p
+// is Completed, read through a view of node.
+func progressDone(node *storage.Node, p *storage.ProgressTable, vnodes *vnode.Bitmap) (bool, error) {
+	view, err := node.View()
+	if err != nil {
+		return false, err
+	}
+	pos, _, err := p.Load(view)
+	view.Release()
+	if err != nil {
+		return false, err
+	}
+	done := true
+	vnodes.Iterate(func(v vnode.Vnode) bool {
+		done = int(v) < len(pos.State) && pos.State[v] == vec.Completed
+		return done
+	})
+	return done, nil
 }
 
 // need adds vnodes of table to what the build's actors read.
@@ -312,12 +375,10 @@ func (nb *nodeBuild) backfill(in executors.Executor, a *nodeActor, o *object, n 
 	if err == nil {
 		err = nb.need(s.States[0], a.vnodes)
 	}
-	if err == nil {
-		err = nb.need(up.ID, a.vnodes) // the snapshot it reads
-	}
 	if err != nil {
 		return in, err
 	}
+	nb.snapshots = append(nb.snapshots, snapshotNeed{progress: prog, upstream: up.ID, vnodes: a.vnodes})
 	bf, err := executors.NewArrangementBackfill(in, executors.BackfillConfig{
 		Actor: a.id, Fragment: s.Fragment, Upstream: up.t, UpstreamID: up.ID, S2: n.scan.s2,
 		Vnodes: a.vnodes, Node: node, Progress: prog, BatchSize: opts.ChunkSize, Workers: opts.BackfillWorkers,

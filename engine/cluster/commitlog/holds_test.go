@@ -99,3 +99,25 @@ func checkHolds(t *testing.T, l engine.CommitLog, stores map[int]*storage.Store,
 	}
 	return held, all
 }
+
+// heldOnce checks that every vnode of every table the stores hold is held by one of
+// them only: what a graph's actors read once no backfill reads a snapshot (each
+// vnode of a state table is one actor's).
+func heldOnce(t *testing.T, stores map[int]*storage.Store) {
+	t.Helper()
+	held := map[uint32]*vnode.Bitmap{}
+	for node, s := range stores {
+		for tb, b := range s.Holds() {
+			h := held[tb]
+			if h == nil {
+				held[tb] = b.Clone()
+				continue
+			}
+			if h.Intersects(b) {
+				both, _ := h.And(b)
+				t.Fatalf("vnodes %v of table %d are held by node %d's store and another's", both, tb, node)
+			}
+			held[tb], _ = h.Or(b)
+		}
+	}
+}
