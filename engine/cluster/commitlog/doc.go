@@ -22,6 +22,10 @@
 //     those the meta store records nowhere (of an upload that died before its commit).
 //   - export.go: a commit's upload, of the engine's store or of each node store
 //     (engine.Options.NodeStores), its checks before the commit point, and its apply.
+//   - nodeserver.go: NodeServer, a node's side of the log's requests (export, apply,
+//     discard, recover) and Hold, which has a node's partial store gain the vnodes
+//     its actors read from the log and give up the others after a recovery.
+//   - noderequest.go, nodecodec.go: the node requests and their versioned encoding.
 //   - changes.go: the versioned encoding of a commit's changes in a delta.
 //
 // The tests start a private PostgreSQL server (internal/pgtest) and fail, not skip,
