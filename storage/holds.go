@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -293,7 +294,7 @@ func (s *Store) gainable(seq uint64, ranges map[uint32]*vnode.Bitmap) (map[uint3
 	next := maps.Clone(s.holds)
 	for _, t := range slices.Sorted(maps.Keys(ranges)) {
 		b := ranges[t]
-		if t == MetaTable {
+		if t == MetaTable || t == math.MaxUint32 {
 			return nil, fmt.Errorf("storage: gain vnodes of table %d, which is reserved", t)
 		}
 		h := next[t]
@@ -364,10 +365,15 @@ func (s *Store) Keep(keep map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitmap, e
 		} else {
 			meta = append(meta, entry{key: holdsKey(t), del: true})
 		}
-		for _, v := range drop.ToSlice() {
+		// One range deletion per run of consecutive vnodes.
+		vs := drop.ToSlice()
+		for i, v := range vs {
 			meta = append(meta, entry{key: rowCountKey(t, uint16(v)), del: true})
-			lo := VnodePrefix(t, uint16(v))
-			dels = append(dels, [2][]byte{lo, prefixEnd(lo)})
+			if i > 0 && vs[i-1]+1 == v {
+				dels[len(dels)-1][1] = vnodeEnd(t, uint16(v))
+				continue
+			}
+			dels = append(dels, [2][]byte{VnodePrefix(t, uint16(v)), vnodeEnd(t, uint16(v))})
 		}
 	}
 	if gone == nil {
@@ -391,6 +397,14 @@ func (s *Store) Keep(keep map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitmap, e
 	}
 	s.holds = next
 	return gone, nil
+}
+
+// vnodeEnd is the smallest key above every key of vnode v of table t.
+func vnodeEnd(t uint32, v uint16) []byte {
+	if v == math.MaxUint16 {
+		return binary.BigEndian.AppendUint32(nil, t+1) // t is below MaxUint32: a table's id
+	}
+	return VnodePrefix(t, v+1)
 }
 
 // removeWritten removes files the store wrote into its ingest directory, which an

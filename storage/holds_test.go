@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -202,6 +203,7 @@ func TestPartialStoreGainRefuses(t *testing.T) {
 		{"held", 0, map[uint32]*vnode.Bitmap{7: vnode.NewBitmap(8, 2, 3)}, "holds some"},
 		{"count", 0, map[uint32]*vnode.Bitmap{7: vnode.NewBitmap(16, 9)}, "16 vnodes"},
 		{"meta", 0, map[uint32]*vnode.Bitmap{storage.MetaTable: vnode.NewBitmap(8, 0)}, "reserved"},
+		{"last table", 0, map[uint32]*vnode.Bitmap{math.MaxUint32: vnode.NewBitmap(8, 0)}, "reserved"},
 	} {
 		if err := p.Gain(c.seq, c.ranges, nil); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)

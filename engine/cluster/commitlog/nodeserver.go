@@ -3,6 +3,7 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -174,16 +175,28 @@ func (s *NodeServer) use(store *storage.Store, needs map[uint32]*vnode.Bitmap) e
 }
 
 // keep has store give up the vnodes the actors built since its last recovery did
-// not ask for (Hold), at the first commit it applied after the recovery; store's
-// lock is held.
+// not ask for (Hold), at the first commit it applied after the recovery (or the next,
+// when that fails); store's lock is held. It relies on every graph that places
+// actors on the node beginning with a recovery, which arms it: a node that comes
+// back after it was left down is given actors only by a recovery.
 func (s *NodeServer) keep(store *storage.Store) error {
 	u := s.uses[store]
 	if u == nil || !u.armed {
 		return nil
 	}
+	if _, err := store.Keep(u.needs); err != nil {
+		return err
+	}
 	u.armed = false
-	_, err := store.Keep(u.needs)
-	return err
+	return nil
+}
+
+// logger is where the node server's warnings go.
+func (s *NodeServer) logger() *slog.Logger {
+	if s.cfg.Logger != nil {
+		return s.cfg.Logger
+	}
+	return slog.Default()
 }
 
 // gainObjects returns the names of the objects of the log's commits up to sequence
@@ -301,8 +314,12 @@ func (s *NodeServer) apply(ctx context.Context, store *storage.Store, r applyReq
 		err = objstore.ApplyWith(ctx, s.cfg.Bucket, store, r.Epoch, k.paths, others, ch)
 		k.paths = nil
 		if err == nil {
-			if err = s.keep(store); err != nil {
-				return fmt.Errorf("give up the vnodes no actor reads: %w", err)
+			// Giving vnodes up only saves work: the commit is applied whatever
+			// its result, and a failure is tried again at the next commit (a
+			// fault that fails the store fails that commit's apply).
+			if kerr := s.keep(store); kerr != nil {
+				s.logger().Warn("a node store could not give up the vnodes no actor reads; it tries again at the next commit",
+					"store", store.Dir(), "epoch", r.Epoch, "error", kerr)
 			}
 		}
 	}
