@@ -83,6 +83,11 @@ type NexmarkBuild struct {
 	// and those of them that committed a checkpoint.
 	Barriers    int64 `json:"barriers"`
 	Checkpoints int64 `json:"checkpoints"`
+	// CollectSeconds and CommitSeconds are those rounds' time from a barrier's
+	// injection until every actor passed it, and their checkpoints' commits,
+	// summed: where a short build's time goes between its snapshot reads.
+	CollectSeconds float64 `json:"collect_seconds"`
+	CommitSeconds  float64 `json:"commit_seconds"`
 	// StateEvictions and StateLoads are the joins' rows and aggregates' groups the
 	// nodes' state budgets (Options.StateCacheBytes) evicted, and the lookups that
 	// read their state tables, during the build.
@@ -154,13 +159,19 @@ func settleLSM(e *engine.Engine, limit time.Duration) (*pebble.Metrics, bool, er
 	}
 }
 
-// roundCounts counts an engine's barrier rounds (its Options.OnBarrier).
-type roundCounts struct{ barriers, checkpoints atomic.Int64 }
+// roundCounts counts an engine's barrier rounds (its Options.OnBarrier), and sums
+// their collection and commit times.
+type roundCounts struct {
+	barriers, checkpoints atomic.Int64
+	collect, commit       atomic.Int64 // nanoseconds
+}
 
 func (c *roundCounts) onBarrier(s engine.BarrierStats) {
 	c.barriers.Add(1)
+	c.collect.Add(int64(s.Latency))
 	if s.Checkpoint {
 		c.checkpoints.Add(1)
+		c.commit.Add(int64(s.CheckpointDuration))
 	}
 }
 
@@ -503,6 +514,7 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 		}
 	}()
 	b0, c0 := rounds.barriers.Load(), rounds.checkpoints.Load()
+	col0, com0 := rounds.collect.Load(), rounds.commit.Load()
 	st0 := e.StateCacheStats()
 	// The build starts on an empty memtable and no compaction running, and its
 	// figures are read once the memtable it leaves is flushed and the compactions
@@ -515,6 +527,7 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
 	b1, c1 := rounds.barriers.Load(), rounds.checkpoints.Load()
+	col1, com1 := rounds.collect.Load(), rounds.commit.Load()
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -525,7 +538,9 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush after %s: %w", q, err)
 	}
-	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0, StateEvictions: st1.Evictions + st1.GroupEvictions - st0.Evictions - st0.GroupEvictions, StateLoads: st1.Loads + st1.GroupLoads - st0.Loads - st0.GroupLoads,
+	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0,
+		CollectSeconds: time.Duration(col1 - col0).Seconds(), CommitSeconds: time.Duration(com1 - com0).Seconds(),
+		StateEvictions: st1.Evictions + st1.GroupEvictions - st0.Evictions - st0.GroupEvictions, StateLoads: st1.Loads + st1.GroupLoads - st0.Loads - st0.GroupLoads,
 		LSM: lsmWrites(m0, m1)}
 	b.LSM.Unsettled = !settled0 || !settled1
 	if pk := peak.Load(); pk > base {
