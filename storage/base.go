@@ -70,11 +70,10 @@ func (s *Store) ExportView(v *View, o ExportOptions, create func(k int) (string,
 		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: the view is of another store")
 	case v.runs != nil || v.rep != nil || v.private != nil:
 		return BaseInfo{}, nil, fmt.Errorf("storage: export a view: not a view of the committed state alone (a node's)")
-	}
-	s.viewMu.RLock()
-	if s.partial {
+	case s.partial:
 		return BaseInfo{}, nil, errPartialBase
 	}
+	s.viewMu.RLock()
 	if err := s.usable(); err != nil {
 		s.viewMu.RUnlock()
 		return BaseInfo{}, nil, fmt.Errorf("storage: export the committed state: %w", err)

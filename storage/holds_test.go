@@ -217,6 +217,19 @@ func TestPartialStoreGainRefuses(t *testing.T) {
 	if _, err := p.Checkpoint(ep(1)); err == nil || !strings.Contains(err.Error(), "partial") {
 		t.Errorf("a local checkpoint of a partial store: %v", err)
 	}
+	v, err := p.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.ExportView(v, storage.ExportOptions{}, nil); err == nil || !strings.Contains(err.Error(), "partial") {
+		t.Errorf("a base of a partial store's view: %v", err)
+	}
+	v.Release()
+	// The refusal leaves nothing locked: a commit publishes its epoch under the
+	// lock a view's export takes.
+	if err := p.IngestFiles(nil, ep(2), storage.Changes{Sequence: 1}); err != nil {
+		t.Fatalf("a commit after the refused export: %v", err)
+	}
 	if h := p.Holds(); len(h) != 1 || !h[7].Equal(vnode.NewBitmap(8, 1, 2)) {
 		t.Fatalf("holds %v", h)
 	}
