@@ -177,14 +177,29 @@ func RangesBetween(ranges map[uint32]*vnode.Bitmap, lo, hi []byte) bool {
 	return false
 }
 
-// holdsKeyLocked reports whether key (a table key) is of a vnode the store holds; ckptMu
-// is held.
-func (s *Store) holdsKeyLocked(key []byte) bool {
-	if !s.partial {
-		return true
+// inRanges reports whether vnode v of table t is one of ranges' (vnodes per table).
+func inRanges(ranges map[uint32]*vnode.Bitmap, t uint32, v uint16) bool {
+	b := ranges[t]
+	return b != nil && int(v) < b.Count() && b.Contains(vnode.Vnode(v))
+}
+
+// keyFilter is inRanges of a key's table and vnode (keys at least KeyPrefixLen long),
+// remembering the answer for the last prefix: a file's keys come in order, each
+// vnode's together, so that a scan asks the bitmap once per vnode, not per key.
+type keyFilter struct {
+	ranges map[uint32]*vnode.Bitmap
+	prefix [KeyPrefixLen]byte
+	set    bool
+	in     bool
+}
+
+func (f *keyFilter) has(key []byte) bool {
+	if f.set && [KeyPrefixLen]byte(key[:KeyPrefixLen]) == f.prefix {
+		return f.in
 	}
-	b := s.holds[binary.BigEndian.Uint32(key)]
-	return b != nil && int(binary.BigEndian.Uint16(key[4:])) < b.Count() && b.Contains(vnode.Vnode(binary.BigEndian.Uint16(key[4:])))
+	f.prefix, f.set = [KeyPrefixLen]byte(key[:KeyPrefixLen]), true
+	f.in = inRanges(f.ranges, binary.BigEndian.Uint32(key), binary.BigEndian.Uint16(key[4:]))
+	return f.in
 }
 
 // heldRowDeltas returns the changes of ds of the vnodes the store holds; ckptMu is
@@ -195,7 +210,7 @@ func (s *Store) heldRowDeltas(ds []RowDelta) []RowDelta {
 	}
 	out := make([]RowDelta, 0, len(ds))
 	for _, d := range ds {
-		if s.holdsKeyLocked(AppendKey(nil, d.Table, d.Vnode, nil)) {
+		if inRanges(s.holds, d.Table, d.Vnode) {
 			out = append(out, d)
 		}
 	}
@@ -223,18 +238,13 @@ func (s *Store) Gain(seq uint64, ranges map[uint32]*vnode.Bitmap, paths []string
 	if err != nil {
 		return err
 	}
-	in := func(key []byte) bool {
-		b := ranges[binary.BigEndian.Uint32(key)]
-		v := int(binary.BigEndian.Uint16(key[4:]))
-		return b != nil && v < b.Count() && b.Contains(vnode.Vnode(v))
-	}
 	dir := s.po.FS.PathJoin(s.dir, IngestDirName)
 	name := s.scratch.Add(1)
 	dataPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-%d.sst", name))
 	metaPath := s.po.FS.PathJoin(dir, fmt.Sprintf("gain-meta-%d.sst", name))
 	defer s.removeWritten(dataPath, metaPath)
 	wo := s.po.MakeWriterOptions(6, s.db.TableFormat()) // puts of distinct keys only
-	counts, n, err := s.mergeFiles(paths, dataPath, wo, in, false)
+	counts, n, err := s.mergeFiles(paths, dataPath, wo, &keyFilter{ranges: ranges}, false)
 	if err != nil {
 		return fmt.Errorf("storage: gain vnodes at sequence %d: %w", seq, err)
 	}
@@ -418,11 +428,11 @@ func (s *Store) removeWritten(paths ...string) {
 }
 
 // mergeFiles writes the keys of the sstables at paths (later ones replacing the same
-// keys of earlier ones) for which in holds into a new sstable at out, and returns the
+// keys of earlier ones) that in has into a new sstable at out, and returns the
 // rows it holds per vnode and how many keys it wrote. With deletes, a delete is
 // written as one; without, it only removes the key. Every file is checked as
 // IngestFiles checks it.
-func (s *Store) mergeFiles(paths []string, out string, wo sstable.WriterOptions, in func(key []byte) bool, deletes bool) (map[vnodeKey]int64, int, error) {
+func (s *Store) mergeFiles(paths []string, out string, wo sstable.WriterOptions, in *keyFilter, deletes bool) (map[vnodeKey]int64, int, error) {
 	var srcs mergeHeap
 	defer func() {
 		for _, m := range srcs {
@@ -463,7 +473,7 @@ func (s *Store) mergeFiles(paths []string, out string, wo sstable.WriterOptions,
 			return nil, 0, err
 		}
 		fresh := last == nil || !bytes.Equal(key, last)
-		if fresh && in(key) {
+		if fresh && in.has(key) {
 			del := kv.Kind() == pebble.InternalKeyKindDelete
 			switch {
 			case del && deletes:

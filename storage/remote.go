@@ -537,7 +537,7 @@ func (s *Store) ingestMeta(paths []string, epoch uint64, ch Changes, drops map[u
 			held := s.po.FS.PathJoin(s.dir, IngestDirName, fmt.Sprintf("held-%d-%d.sst", epoch, i))
 			*copies = append(*copies, held)
 			wo := s.po.MakeWriterOptions(0, s.db.TableFormat()) // it keeps deletes
-			if _, _, err := s.mergeFiles([]string{p}, held, wo, s.holdsKeyLocked, true); err != nil {
+			if _, _, err := s.mergeFiles([]string{p}, held, wo, &keyFilter{ranges: s.holds}, true); err != nil {
 				return nil, nil, err
 			}
 			p = held
@@ -616,6 +616,7 @@ func (s *Store) scanIngestFile(p string, counter *rowCounter) (fileKeys, error) 
 	if counter != nil {
 		counter.restart() // this file's keys ascend, not those of every file
 	}
+	held := keyFilter{ranges: s.holds}
 	for ok := f.next(true); ok; ok = f.next(false) {
 		key, kind := f.key, f.kv.Kind()
 		if err := checkIngestKey(p, key, kind); err != nil {
@@ -626,7 +627,7 @@ func (s *Store) scanIngestFile(p string, counter *rowCounter) (fileKeys, error) 
 		}
 		fk.last = append(fk.last[:0], key...)
 		if s.partial {
-			if !s.holdsKeyLocked(key) {
+			if !held.has(key) {
 				fk.other = true
 				continue
 			}
