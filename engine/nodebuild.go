@@ -99,17 +99,7 @@ func (nb *nodeBuild) need(table uint32, vnodes *vnode.Bitmap) error {
 	if nb.needs == nil {
 		nb.needs = map[uint32]*vnode.Bitmap{}
 	}
-	b := nb.needs[table]
-	if b == nil {
-		nb.needs[table] = vnodes.Clone()
-		return nil
-	}
-	u, err := b.Or(vnodes)
-	if err != nil {
-		return fmt.Errorf("the vnodes of table %d: %w", table, err)
-	}
-	nb.needs[table] = u
-	return nil
+	return storage.AddVnodes(nb.needs, table, vnodes)
 }
 
 func (nb *nodeBuild) lookup(name string) (*object, bool) {

@@ -134,6 +134,22 @@ func (s *Store) Missing(needs map[uint32]*vnode.Bitmap) (map[uint32]*vnode.Bitma
 	return out, nil
 }
 
+// AddVnodes adds vnodes of table to m (vnodes per table), a copy when m had none of
+// the table's; vnodes of another count than those m has of the table are an error.
+func AddVnodes(m map[uint32]*vnode.Bitmap, table uint32, vnodes *vnode.Bitmap) error {
+	cur := m[table]
+	if cur == nil {
+		m[table] = vnodes.Clone()
+		return nil
+	}
+	u, err := cur.Or(vnodes)
+	if err != nil {
+		return fmt.Errorf("the vnodes of table %d: %w", table, err)
+	}
+	m[table] = u
+	return nil
+}
+
 // MayHold reports whether a key between lo and hi (inclusive) may be of a vnode the
 // store holds: always for a whole store; for a partial one, whether a held vnode lies
 // between the table and vnode prefixes of lo and hi.

@@ -160,16 +160,9 @@ func (s *NodeServer) use(store *storage.Store, needs map[uint32]*vnode.Bitmap) e
 		return nil
 	}
 	for t, b := range needs {
-		cur := u.needs[t]
-		if cur == nil {
-			u.needs[t] = b.Clone()
-			continue
+		if err := storage.AddVnodes(u.needs, t, b); err != nil {
+			return err
 		}
-		or, err := cur.Or(b)
-		if err != nil {
-			return fmt.Errorf("the vnodes of table %d: %w", t, err)
-		}
-		u.needs[t] = or
 	}
 	return nil
 }
@@ -222,10 +215,8 @@ func gainObjects(ctx context.Context, cfg Config, seq uint64, ranges map[uint32]
 	if err != nil {
 		return nil, err
 	}
-	if len(deltas) == 0 || deltas[0].Seq != from+1 {
-		if from < seq {
-			return nil, fmt.Errorf("the log holds no delta at sequence %d", from+1)
-		}
+	if from < seq && (len(deltas) == 0 || deltas[0].Seq != from+1) {
+		return nil, fmt.Errorf("the log holds no delta at sequence %d", from+1)
 	}
 	for _, d := range deltas {
 		if d.Seq > seq {

@@ -184,14 +184,9 @@ func ApplyWith(ctx context.Context, b *blob.Bucket, store *storage.Store, epoch 
 			return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
 		}
 	}
-	paths := append(make([]string, 0, len(local)+len(objects)), local...)
-	for _, name := range objects {
-		p, err := download(ctx, b, store, name)
-		if err != nil {
-			store.DiscardIngestFiles(paths)
-			return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
-		}
-		paths = append(paths, p)
+	paths, err := downloadAll(ctx, b, store, append(make([]string, 0, len(local)+len(objects)), local...), objects)
+	if err != nil {
+		return fmt.Errorf("objstore: apply epoch %d: %w", epoch, err)
 	}
 	return ApplyLocal(store, epoch, paths, ch)
 }
@@ -210,19 +205,29 @@ func ApplyLocal(store *storage.Store, epoch uint64, paths []string, ch storage.C
 // to seq that may hold keys of ranges (the base's, then each delta's, oldest first),
 // downloaded and merged. On an error nothing changes and the downloads are removed.
 func Gain(ctx context.Context, b *blob.Bucket, store *storage.Store, seq uint64, ranges map[uint32]*vnode.Bitmap, objects []string) error {
-	var paths []string
-	for _, name := range objects {
-		p, err := download(ctx, b, store, name)
-		if err != nil {
-			store.DiscardIngestFiles(paths)
-			return fmt.Errorf("objstore: gain vnodes at sequence %d: %w", seq, err)
-		}
-		paths = append(paths, p)
+	paths, err := downloadAll(ctx, b, store, nil, objects)
+	if err != nil {
+		return fmt.Errorf("objstore: gain vnodes at sequence %d: %w", seq, err)
 	}
 	if err := store.Gain(seq, ranges, paths); err != nil {
 		return fmt.Errorf("objstore: %w", err)
 	}
 	return nil
+}
+
+// downloadAll downloads the named objects into new ingest files of store and returns
+// paths with theirs appended; on an error every file of paths and of the downloads is
+// removed.
+func downloadAll(ctx context.Context, b *blob.Bucket, store *storage.Store, paths, names []string) ([]string, error) {
+	for _, name := range names {
+		p, err := download(ctx, b, store, name)
+		if err != nil {
+			store.DiscardIngestFiles(paths)
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
 }
 
 // download copies object name into a new ingest file of store and returns its path.
