@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,17 +13,22 @@ import (
 	"github.com/seed04fbb902/weir/schema"
 )
 
-// Generic implements Kernels for any table from its run-time schema. It dispatches on
-// the column type per value: correct for every schema, and the reference that
-// generated kernels are tested against, but slower than them.
+// Generic implements Kernels for any table from its run-time schema. Its batch
+// kernels (EncodeKeys, EncodeValues, Vnodes) dispatch on each column's type once per
+// batch (generic_batch.go); its row functions and decoders per value. It is correct for
+// every schema and the reference that generated kernels are tested against.
 type Generic struct {
 	t      *schema.Table
 	layout *Layout
+	// The key parts of the pk and of the distribution key, and the variable-width
+	// columns, for the batch kernels.
+	pk, dist []keyPart
+	varCols  []int
 }
 
 // NewGeneric returns the generic kernels of a validated table.
 func NewGeneric(t *schema.Table) *Generic {
-	return &Generic{t: t, layout: NewLayout(t)}
+	return &Generic{t: t, layout: NewLayout(t), pk: pkParts(t), dist: distParts(t), varCols: varColumns(t)}
 }
 
 var _ Kernels = (*Generic)(nil)
@@ -79,10 +85,7 @@ func (g *Generic) AppendKey(dst []byte, c *Chunk, i int) []byte {
 
 // EncodeKeys implements Kernels.
 func (g *Generic) EncodeKeys(c *Chunk, out *Bytes) {
-	for i, n := 0, c.NumRows(); i < n; i++ {
-		out.Data = g.AppendKey(out.Data, c, i)
-		out.Commit()
-	}
+	encodeKeys(c.Record(), c.NumRows(), g.pk, out)
 }
 
 // DecodeKeyColumn decodes one key column from src and appends it to b.
@@ -190,49 +193,7 @@ func binaryBuilderOf(b array.Builder) array.Builder {
 
 // EncodeValues implements Kernels.
 func (g *Generic) EncodeValues(c *Chunk, out *Bytes) {
-	w := NewValueWriter(g.layout)
-	rec := c.Record()
-	for i, n := 0, c.NumRows(); i < n; i++ {
-		w.Reset()
-		for col, cd := range g.t.Columns {
-			arr := rec.Column(col)
-			if arr.IsNull(i) {
-				w.PutNull(col)
-				continue
-			}
-			s := w.Slot(col)
-			switch cd.Type.Kind {
-			case schema.Boolean:
-				if arr.(*array.Boolean).Value(i) {
-					s[0] = 1
-				}
-			case schema.Int16:
-				binary.LittleEndian.PutUint16(s, uint16(arr.(*array.Int16).Value(i)))
-			case schema.Int32:
-				binary.LittleEndian.PutUint32(s, uint32(arr.(*array.Int32).Value(i)))
-			case schema.Date:
-				binary.LittleEndian.PutUint32(s, uint32(arr.(*array.Date32).Value(i)))
-			case schema.Int64:
-				binary.LittleEndian.PutUint64(s, uint64(arr.(*array.Int64).Value(i)))
-			case schema.Timestamp, schema.Timestamptz:
-				binary.LittleEndian.PutUint64(s, uint64(arr.(*array.Timestamp).Value(i)))
-			case schema.Float32:
-				binary.LittleEndian.PutUint32(s, math.Float32bits(arr.(*array.Float32).Value(i)))
-			case schema.Float64:
-				binary.LittleEndian.PutUint64(s, math.Float64bits(arr.(*array.Float64).Value(i)))
-			case schema.Decimal:
-				v := arr.(*array.Decimal128).Value(i)
-				binary.LittleEndian.PutUint64(s, v.LowBits())
-				binary.LittleEndian.PutUint64(s[8:], uint64(v.HighBits()))
-			case schema.Varchar:
-				w.PutVarString(col, arr.(*array.String).Value(i))
-			case schema.Bytea:
-				w.PutVar(col, arr.(*array.Binary).Value(i))
-			}
-		}
-		out.Data = w.Finish(out.Data)
-		out.Commit()
-	}
+	encodeValues(g.t, g.layout, g.varCols, c.Record(), c.NumRows(), out)
 }
 
 // DecodeValues implements Kernels.
@@ -308,14 +269,21 @@ func (g *Generic) AppendDistKey(dst []byte, c *Chunk, i int) []byte {
 	return dst
 }
 
-// Vnodes implements Kernels.
+// Vnodes implements Kernels: the distribution keys of the batch are encoded into
+// pooled scratch, then hashed.
 func (g *Generic) Vnodes(c *Chunk, out []uint16) {
-	var scratch []byte
-	for i, n := 0, c.NumRows(); i < n; i++ {
-		scratch = g.AppendDistKey(scratch[:0], c, i)
-		out[i] = VnodeOf(scratch, g.t.VnodeCount)
+	keys := distKeyPool.Get().(*Bytes)
+	defer distKeyPool.Put(keys)
+	keys.Reset()
+	n := c.NumRows()
+	encodeKeys(c.Record(), n, g.dist, keys)
+	for i := range n {
+		out[i] = VnodeOf(keys.At(i), g.t.VnodeCount)
 	}
 }
+
+// distKeyPool keeps the scratch of Vnodes.
+var distKeyPool = sync.Pool{New: func() any { return new(Bytes) }}
 
 // CheckPositions checks that positions cover exactly the table's vnodes. NewMarker
 // then checks each vnode's state and decodes its position, naming table and vnode.
