@@ -349,36 +349,92 @@ func commitSync(b *pebble.Batch) (err error) {
 // sorted by key, one write a key), in ascending key order: of the writes of one key,
 // that of the latest run, with what the earliest run's write knew of the key before
 // (its existence in the committed data); and returns those writes, in the same order.
-// Runs whose key ranges do not overlap (the epochs of a view being backfilled: each
-// actor's vnodes, and its progress rows) are passed on one after the other, and the
-// writes returned are their own entries, not copied. Others take a heap merge of one
-// cursor per run, whose writes are appended to the buffer buf returns (it is called
-// only then); that buffer is returned too, for reuse (nil when not called). The
-// writes returned alias the runs: the sstable writers read them until the checkpoint
-// is committed, which holds only because a sealed run's entries are never changed or
-// reused (see run); the buffer returned is the only memory to pool.
+//
+// The runs are taken apart into pieces, one per vnode of each (the run's spans), and
+// the pieces sorted by their first key. A piece whose key range overlaps no other's
+// (a vnode's rows of one epoch of a view being backfilled, each epoch's above the
+// last) is passed on as it is, and the writes returned are its own entries, not
+// copied. Pieces whose ranges overlap (a vnode's keys rewritten across the epochs
+// committed together) take a heap merge of one cursor each, whose writes are appended
+// to the buffer buf returns (it is called at the first such group); that buffer is
+// returned too, for reuse (nil when not called). The writes returned alias the runs
+// and the buffer: the sstable writers read them until the checkpoint is committed,
+// which holds only because a sealed run's entries are never changed or reused (see
+// run); the buffer returned is the only memory to pool.
 func mergeRuns(runs []*run, buf func() []entry, f func(entry, before) error) (entryChunks, []entry, error) {
-	if rs, ok := disjointRuns(runs); ok {
-		out := make(entryChunks, 0, len(rs))
-		for _, r := range rs {
-			for _, e := range r.entries {
+	ps := runPieces(runs)
+	var out entryChunks
+	var merged []entry
+	asked := false
+	for i := 0; i < len(ps); {
+		// The group ps[i:j]: pieces whose ranges overlap, directly or through others.
+		hi := ps[i].es[len(ps[i].es)-1].key
+		j := i + 1
+		for ; j < len(ps) && bytes.Compare(ps[j].es[0].key, hi) <= 0; j++ {
+			if last := ps[j].es[len(ps[j].es)-1].key; bytes.Compare(last, hi) > 0 {
+				hi = last
+			}
+		}
+		if j == i+1 {
+			for _, e := range ps[i].es {
 				if err := f(e, e.before); err != nil {
-					return nil, nil, err
+					return nil, merged, err
 				}
 			}
-			out = append(out, r.entries)
+			out = append(out, ps[i].es)
+			i = j
+			continue
 		}
-		return out, nil, nil
+		if !asked {
+			merged, asked = buf(), true
+		}
+		start := len(merged)
+		err := mergeCursors(ps[i:j], func(e entry, b before) error {
+			if err := f(e, b); err != nil {
+				return err
+			}
+			merged = append(merged, e)
+			return nil
+		})
+		if err != nil {
+			return nil, merged, err
+		}
+		// The buffer never grows past its capacity, which counts every entry of the
+		// runs; were it to, the earlier slices would keep the old array's writes.
+		out = append(out, merged[start:len(merged):len(merged)])
+		i = j
 	}
-	merged := buf()
-	err := mergeRunsHeap(runs, func(e entry, b before) error {
-		if err := f(e, b); err != nil {
-			return err
+	return out, merged, nil
+}
+
+// runPieces returns the runs' entries cut by vnode (a run without spans is one piece),
+// each with its run's rank in runs, sorted by first key, then latest run first.
+func runPieces(runs []*run) []mergeCursor {
+	n := 0
+	for _, r := range runs {
+		n += max(len(r.spans), 1)
+	}
+	ps := make([]mergeCursor, 0, n)
+	for i, r := range runs {
+		if len(r.spans) == 0 {
+			if len(r.entries) > 0 {
+				ps = append(ps, mergeCursor{es: r.entries, rank: i})
+			}
+			continue
 		}
-		merged = append(merged, e)
-		return nil
+		for _, sp := range r.spans {
+			if sp.end > sp.start {
+				ps = append(ps, mergeCursor{es: r.entries[sp.start:sp.end:sp.end], rank: i})
+			}
+		}
+	}
+	slices.SortFunc(ps, func(a, b mergeCursor) int {
+		if c := bytes.Compare(a.es[0].key, b.es[0].key); c != 0 {
+			return c
+		}
+		return b.rank - a.rank
 	})
-	return entryChunks{merged}, merged, err
+	return ps
 }
 
 // entryChunks are writes in ascending key order, held in consecutive slices: a
@@ -402,33 +458,22 @@ func (c entryChunks) span(a, b int) entryChunks {
 	return out
 }
 
-// disjointRuns returns the runs with entries in key order when each one's last key is
-// below the next one's first, and false when two overlap.
-func disjointRuns(runs []*run) ([]*run, bool) {
-	rs := make([]*run, 0, len(runs))
-	for _, r := range runs {
-		if len(r.entries) > 0 {
-			rs = append(rs, r)
-		}
-	}
-	slices.SortFunc(rs, func(a, b *run) int { return bytes.Compare(a.entries[0].key, b.entries[0].key) })
-	for i := 1; i < len(rs); i++ {
-		prev := rs[i-1].entries
-		if bytes.Compare(prev[len(prev)-1].key, rs[i].entries[0].key) >= 0 {
-			return nil, false
-		}
-	}
-	return rs, true
-}
-
-// mergeRunsHeap is mergeRuns by a heap merge, for runs that may share keys.
+// mergeRunsHeap merges whole runs by one heap merge (the reference the tests hold
+// mergeRuns to).
 func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
-	h := make(runHeap, 0, len(runs))
+	cs := make([]mergeCursor, 0, len(runs))
 	for i, r := range runs {
 		if len(r.entries) > 0 {
-			h = append(h, mergeCursor{es: r.entries, rank: i})
+			cs = append(cs, mergeCursor{es: r.entries, rank: i})
 		}
 	}
+	return mergeCursors(cs, f)
+}
+
+// mergeCursors calls f with the final write of every key of the cursors' entries in
+// ascending key order, by a heap merge (see mergeRuns); the cursors are consumed.
+func mergeCursors(cs []mergeCursor, f func(entry, before) error) error {
+	h := runHeap(cs)
 	heap.Init(&h)
 	var cur entry // the latest write of the key being merged
 	var b before  // what its earliest write knew
@@ -461,7 +506,8 @@ func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
 // runHeap orders run cursors by their next key, and equal keys latest run first.
 type runHeap []mergeCursor
 
-// mergeCursor is a run's entries not yet merged; rank orders runs by epoch.
+// mergeCursor is a run's entries (or a piece of them) not yet merged; rank orders
+// runs by epoch.
 type mergeCursor struct {
 	es   []entry
 	rank int
