@@ -126,8 +126,8 @@ func newJoinCache(budget *StateCache) *joinCache {
 // key returns the cache key of a join key (its encoding) in vnode v, in a buffer
 // reused by the next call.
 func (c *joinCache) key(v uint16, prefix []byte) []byte {
-	c.keybuf = binary.BigEndian.AppendUint16(c.keybuf[:0], v)
-	return append(c.keybuf, prefix...)
+	c.keybuf = append(binary.BigEndian.AppendUint16(c.keybuf[:0], v), prefix...)
+	return c.keybuf
 }
 
 // get returns the entry of key, marked used, or nil.
