@@ -161,8 +161,21 @@ func DecodeKeyColumn(src []byte, b array.Builder, typ schema.Type, desc, nullsFi
 	return src, err
 }
 
-// DecodeKeys implements Kernels.
+// DecodeKeys implements Kernels: a column at a time (decodeKeyColumns). When a key
+// does not decode, a key at a time again finds the first such key for the error.
 func (g *Generic) DecodeKeys(keys *Bytes, out []array.Builder) error {
+	err := g.decodeKeyColumns(keys, out)
+	if err == nil {
+		return nil
+	}
+	if rerr := g.decodeKeyRows(keys, out); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// decodeKeyRows is DecodeKeys a key at a time, each key's columns in turn.
+func (g *Generic) decodeKeyRows(keys *Bytes, out []array.Builder) error {
 	for i, n := 0, keys.Len(); i < n; i++ {
 		src := keys.At(i)
 		var err error

@@ -2,9 +2,11 @@ package vec
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -364,4 +366,102 @@ func varLoop(d []byte, at, vars []int32, arr arrow.Array, nulls bool, nb int32, 
 		}
 		binary.LittleEndian.PutUint32(d[o+slot:o+slot+4], uint32(vars[i]))
 	}
+}
+
+// decodeKeyColumns decodes keys into out a pk column at a time: each column's values of
+// every key, cursors marking where each key's next column starts, the column's type
+// resolved once (a typed loop for the 32- and 64-bit integer kinds). It accepts
+// exactly the keys decodeKeyRows accepts; its error names the first bad value of a
+// column, which need not be the first bad key.
+func (g *Generic) decodeKeyColumns(keys *Bytes, out []array.Builder) error {
+	n := keys.Len()
+	if n == 0 {
+		return nil
+	}
+	cur := getCursors(n)
+	defer cursorPool.Put(cur)
+	copy(cur.at, keys.Offsets[:n])
+	for j, k := range g.t.PK {
+		col := g.t.Columns[k.Column]
+		b := binaryBuilderOf(out[j])
+		b.Reserve(n)
+		var err error
+		switch col.Type.Kind {
+		case schema.Int64:
+			err = decodeIntKeys(keys, cur.at, col, k, b, b.(*array.Int64Builder).Append)
+		case schema.Timestamp, schema.Timestamptz:
+			tb := b.(*array.TimestampBuilder)
+			err = decodeIntKeys(keys, cur.at, col, k, b, func(v int64) { tb.Append(arrow.Timestamp(v)) })
+		case schema.Int32:
+			err = decodeIntKeys(keys, cur.at, col, k, b, b.(*array.Int32Builder).Append)
+		case schema.Date:
+			db := b.(*array.Date32Builder)
+			err = decodeIntKeys(keys, cur.at, col, k, b, func(v int32) { db.Append(arrow.Date32(v)) })
+		default:
+			for i, o := range cur.at {
+				src := keys.Data[o:keys.Offsets[i+1]]
+				if err = checkKeyNotNull(src, col, k); err == nil {
+					src, err = DecodeKeyColumn(src, b, col.Type, k.Desc, k.NullsFirst)
+				}
+				if err != nil {
+					err = fmt.Errorf("key %d: %w", i, err)
+					break
+				}
+				cur.at[i] = keys.Offsets[i+1] - int32(len(src))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("table %s: column %s: %w", g.t.Name, col.Name, err)
+		}
+	}
+	for i, o := range cur.at {
+		if left := keys.Offsets[i+1] - o; left != 0 {
+			return fmt.Errorf("table %s: key %d: %d bytes left after the last pk column", g.t.Name, i, left)
+		}
+	}
+	return nil
+}
+
+// keyMarker checks the marker of the key column value at src (of a column col with
+// key order k): it reports a NULL, or the error a key at a time would give.
+func keyMarker(src []byte, col schema.Column, k schema.KeyColumn) (null bool, err error) {
+	if err := checkKeyNotNull(src, col, k); err != nil {
+		return false, err
+	}
+	null, _, err = DecodeKeyMarker(src, k.NullsFirst)
+	return null, err
+}
+
+// decodeIntKeys decodes a 32- or 64-bit integer key column (a date or timestamp too)
+// of every key at the cursors at into b, app appending a value, and advances the
+// cursors; it checks what DecodeKeyColumn checks.
+func decodeIntKeys[T int32 | int64](keys *Bytes, at []int32, col schema.Column, k schema.KeyColumn, b array.Builder, app func(T)) error {
+	var zero T
+	w := int32(unsafe.Sizeof(zero))
+	flip := descMask64(k.Desc) ^ (1 << 63)
+	if w == 4 {
+		flip = uint64(uint32(flip) ^ (1 << 31))
+	}
+	for i, o := range at {
+		src := keys.Data[o:keys.Offsets[i+1]]
+		if len(src) > int(w) && src[0] == KeyValue {
+			if w == 8 {
+				app(T(int64(binary.BigEndian.Uint64(src[1:]) ^ flip)))
+			} else {
+				app(T(int32(binary.BigEndian.Uint32(src[1:]) ^ uint32(flip))))
+			}
+			at[i] = o + 1 + w
+			continue
+		}
+		null, err := keyMarker(src, col, k)
+		if err == nil && !null {
+			err = ErrKeyTruncated // a value's marker, too few bytes after it
+		}
+		if err != nil {
+			return fmt.Errorf("key %d: %w", i, err)
+		}
+		b.AppendNull()
+		at[i] = o + 1
+	}
+	return nil
 }

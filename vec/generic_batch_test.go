@@ -3,9 +3,12 @@ package vec_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/seed04fbb902/weir/schema"
 	"github.com/seed04fbb902/weir/vec"
@@ -110,6 +113,88 @@ func TestGenericBatchEncoders(t *testing.T) {
 	}
 }
 
+// TestGenericDecodeKeys checks the column-at-a-time DecodeKeys: keys encoded from
+// random chunks decode to the chunk's pk columns; and keys with random damage are
+// refused by the batch exactly when one of them is refused alone, the error naming the
+// first such key, as a key at a time would.
+func TestGenericDecodeKeys(t *testing.T) {
+	mem := checkedMem(t)
+	rng, seed := vectest.Rand(t)
+	decode := func(tab *schema.Table, g *vec.Generic, keys *vec.Bytes) (arrow.RecordBatch, error) {
+		cols := tab.PKColumns()
+		bs := vectest.BuildersFor(mem, tab, cols)
+		if err := g.DecodeKeys(keys, bs); err != nil {
+			vectest.ReleaseBuilders(bs)
+			return nil, err
+		}
+		return vectest.FinishRecord(tab, cols, bs, keys.Len()), nil
+	}
+	for it := 0; it < 300; it++ {
+		tab := vectest.RandomTable(rng, "t")
+		g := vec.NewGeneric(tab)
+		c := vectest.RandomChunk(rng, mem, tab, 1+rng.IntN(100), []float64{0, 0.3}[rng.IntN(2)])
+		var keys vec.Bytes
+		keys.Reset()
+		g.EncodeKeys(c, &keys)
+		rec, err := decode(tab, g, &keys)
+		if err != nil {
+			t.Fatalf("seed=%d iteration %d: %v", seed, it, err)
+		}
+		// The decoded columns encode to the same keys (a float key is canonical: -0
+		// decodes as 0).
+		for i := 0; i < c.NumRows(); i++ {
+			var again []byte
+			for j, kc := range tab.PK {
+				again = vec.AppendKeyColumn(again, rec.Column(j), i, tab.Columns[kc.Column].Type, kc.Desc, kc.NullsFirst)
+			}
+			if !bytes.Equal(again, keys.At(i)) {
+				t.Fatalf("seed=%d iteration %d: key %x decodes to a row that encodes to %x", seed, it, keys.At(i), again)
+			}
+		}
+		rec.Release()
+		// Damage some keys: a byte changed, the key cut short or made longer.
+		var bad vec.Bytes
+		bad.Reset()
+		for i := 0; i < keys.Len(); i++ {
+			k := append([]byte(nil), keys.At(i)...)
+			switch rng.IntN(8) {
+			case 0:
+				if len(k) > 0 {
+					k[rng.IntN(len(k))] = byte(rng.IntN(256))
+				}
+			case 1:
+				k = k[:rng.IntN(len(k)+1)]
+			case 2:
+				k = append(k, byte(rng.IntN(256)))
+			}
+			bad.Append(k)
+		}
+		first := -1
+		for i := 0; i < bad.Len() && first < 0; i++ {
+			var one vec.Bytes
+			one.Append(bad.At(i))
+			if r, err := decode(tab, g, &one); err != nil {
+				first = i
+			} else {
+				r.Release()
+			}
+		}
+		r, err := decode(tab, g, &bad)
+		switch {
+		case first < 0 && err != nil:
+			t.Fatalf("seed=%d iteration %d: every key decodes alone, the batch fails: %v", seed, it, err)
+		case first >= 0 && err == nil:
+			r.Release()
+			t.Fatalf("seed=%d iteration %d: key %d fails alone, the batch decodes", seed, it, first)
+		case first >= 0 && !strings.HasPrefix(err.Error(), fmt.Sprintf("table t: key %d: ", first)):
+			t.Fatalf("seed=%d iteration %d: error %q does not name key %d first", seed, it, err, first)
+		case err == nil:
+			r.Release()
+		}
+		c.Release()
+	}
+}
+
 // TestGenericBatchAllocs checks that the batch kernels allocate nothing in steady
 // state with reused outputs, on a table with every kind of column and NULLs.
 func TestGenericBatchAllocs(t *testing.T) {
@@ -170,7 +255,10 @@ func BenchmarkGenericBatch(b *testing.B) {
 		}
 		c := vectest.RandomChunk(rng, mem, tab, 1024, 0.1)
 		g := vec.NewGeneric(tab)
-		var out vec.Bytes
+		var out, keys vec.Bytes
+		keys.Reset()
+		g.EncodeKeys(c, &keys)
+		bs := vectest.BuildersFor(mem, tab, tab.PKColumns())
 		vn := make([]uint16, c.NumRows())
 		for _, k := range []struct {
 			name string
@@ -179,6 +267,14 @@ func BenchmarkGenericBatch(b *testing.B) {
 			{"keys", func() { out.Reset(); g.EncodeKeys(c, &out) }},
 			{"values", func() { out.Reset(); g.EncodeValues(c, &out) }},
 			{"vnodes", func() { g.Vnodes(c, vn) }},
+			{"decode-keys", func() {
+				if err := g.DecodeKeys(&keys, bs); err != nil {
+					b.Fatal(err)
+				}
+				for _, bl := range bs {
+					bl.NewArray().Release()
+				}
+			}},
 		} {
 			b.Run(name+"/"+k.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -188,6 +284,8 @@ func BenchmarkGenericBatch(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.NumRows()), "ns/row")
 			})
 		}
+		vectest.ReleaseBuilders(bs)
+		vectest.ReleaseBuilders(bs)
 		c.Release()
 	}
 }
