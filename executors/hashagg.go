@@ -111,9 +111,10 @@ type HashAgg struct {
 	// negative is the multiset entries a count of which went below 0 in the epoch
 	// (input that deleted a value more often than it inserted it).
 	negative []*hgEntry
-	out      []Message // chunks to emit, then the barrier
-	rowBuf   []hgRow   // a barrier's changelog rows, kept for the next barrier
-	outBuf   []hgOut   // their new outputs
+	out      []Message   // chunks to emit, then the barrier
+	rowBuf   []hgRow     // a barrier's changelog rows, kept for the next barrier
+	outBuf   []hgOut     // their new outputs
+	sortKeys []hgSortKey // a barrier's scratch for sorting a multiset's entries
 
 	// Per-chunk scratch.
 	keys   vec.Bytes

@@ -202,7 +202,7 @@ func (h *HashAgg) persistMultiset(sl int) error {
 	for _, g := range h.unsaved {
 		// A group's key followed by a value's sorts by the group, then the value
 		// (each column's key encoding is prefix-free).
-		slices.SortFunc(g.sets[sl].dir, func(a, b *hgEntry) int { return strings.Compare(a.key, b.key) })
+		h.sortKeys = sortEntries(g.sets[sl].dir, h.slots[sl].pack, h.sortKeys)
 		for _, e := range g.sets[sl].dir {
 			live := e.counted() >= 0
 			if !h.addWrite(live, &e.stored, g.vn) {

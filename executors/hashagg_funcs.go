@@ -1,10 +1,12 @@
 package executors
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -114,13 +116,13 @@ func hgPackWidth(k schema.Kind) int {
 
 // hgPack is the bytes of k after its marker as one integer (k at most 9 bytes): keys of
 // one length pack to distinct integers.
-func hgPack(k []byte) uint64 {
+func hgPack[K ~string | ~[]byte](k K) uint64 {
 	if len(k) == 9 {
-		return binary.BigEndian.Uint64(k[1:])
+		return binary.BigEndian.Uint64([]byte(k[1:]))
 	}
 	var v uint64
-	for _, b := range k[1:] {
-		v = v<<8 | uint64(b)
+	for i := 1; i < len(k); i++ {
+		v = v<<8 | uint64(k[i])
 	}
 	return v
 }
@@ -153,11 +155,48 @@ func (set *hgSet) entry(k []byte, n, w int) *hgEntry {
 	return e
 }
 
+// hgSortKey orders the entries of a packed slot (hgPackWidth above 0) as their keys
+// do: by marker (a NULL's one byte; every value's is KeyValue), then by the value's
+// packed bytes, which are of one length.
+type hgSortKey struct {
+	marker byte
+	packed uint64
+	e      *hgEntry
+}
+
+// sortEntries sorts es, entries of a slot whose hgPackWidth is w, by key; for a packed
+// slot through buf, the entries' sort keys (kept for the next call).
+func sortEntries(es []*hgEntry, w int, buf []hgSortKey) []hgSortKey {
+	if w == 0 {
+		slices.SortFunc(es, func(a, b *hgEntry) int { return strings.Compare(a.key, b.key) })
+		return buf
+	}
+	buf = buf[:0]
+	for _, e := range es {
+		k := hgSortKey{marker: e.key[0], e: e}
+		if len(e.key) == w {
+			k.packed = hgPack(e.key)
+		}
+		buf = append(buf, k)
+	}
+	slices.SortFunc(buf, func(a, b hgSortKey) int {
+		if c := cmp.Compare(a.marker, b.marker); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.packed, b.packed)
+	})
+	for i := range buf {
+		es[i] = buf[i].e
+		buf[i].e = nil
+	}
+	return buf
+}
+
 // drop removes e, an entry of the set whose slot's hgPackWidth is w.
 func (set *hgSet) drop(e *hgEntry, w int) {
 	set.keys -= len(e.key)
 	if w > 0 && len(e.key) == w {
-		delete(set.fixed, hgPack([]byte(e.key)))
+		delete(set.fixed, hgPack(e.key))
 		return
 	}
 	delete(set.byKey, e.key)
