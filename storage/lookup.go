@@ -30,7 +30,15 @@ type Lookup struct {
 	cur []int
 	// span is, per sealed run, the range of its entries in the current key's vnode.
 	span []vnodeSpan
+	// absent counts the keys found absent without a read since the Lookup was made
+	// (above everything the actor's vnode holds).
+	absent int
 }
+
+// Absent is the number of keys GetMany settled as absent with no read of the memtable,
+// the sealed runs or the committed data, since the Lookup was made: keys above every
+// key their vnode holds, such as a view's rows being backfilled.
+func (l *Lookup) Absent() int { return l.absent }
 
 // found records val (copied) as the value of row i.
 func (l *Lookup) found(i int32, val []byte) {
@@ -83,6 +91,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 	out.span = append(out.span[:0], make([]vnodeSpan, len(runs))...)
 	sorted := true
 	var vi *vnodeItems // the memtable's items of vnode viOf
+	var top []byte     // s.top of vnode viOf
 	viOf := -1
 	for k, i := range sel {
 		key := out.keys.At(k)
@@ -94,6 +103,16 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 			for r, run := range runs {
 				out.span[r].start, out.span[r].end = run.span(vns[i])
 			}
+			if s.sole {
+				var err error
+				if top, err = s.vnodeTop(vns[i]); err != nil {
+					return fmt.Errorf("storage: get: table %s vnode %d: %w", s.t.Name, v, err)
+				}
+			}
+		}
+		if s.sole && bytes.Compare(key, top) > 0 && (vi == nil || bytes.Compare(key, vi.max) > 0) {
+			out.absent++ // above all the vnode holds: nothing to read
+			continue
 		}
 		e, ok := s.mt.getIn(vi, key)
 		for r := len(runs) - 1; r >= 0 && !ok; r-- {
@@ -131,6 +150,48 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 		return fmt.Errorf("storage: get: table %s: %w", s.t.Name, err)
 	}
 	return nil
+}
+
+// vnodeTop returns s.top of vnode v (of a sole writer), finding it at the vnode's first
+// lookup: the
+// largest key of the vnode in the store's committed data and in the node's sealed runs
+// of the table, as they are now (not as a view saw them: the run a pebble ingest
+// commits is dropped from the node only after, under the lock held here, so no key is
+// in neither). The vnode's earlier owners' writes were committed before the actor
+// read (its first barrier waits for that), and from then on only the actor writes it,
+// each seal raising top (Seal).
+func (s *StateTable) vnodeTop(v uint16) ([]byte, error) {
+	if t, ok := s.top[v]; ok {
+		return t, nil
+	}
+	st := s.node.store
+	st.viewMu.RLock()
+	defer st.viewMu.RUnlock()
+	if err := st.usable(); err != nil {
+		return nil, err
+	}
+	lo := AppendKey(nil, s.id, v, nil)
+	it, err := st.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return nil, err
+	}
+	var top []byte
+	if it.Last() {
+		top = append([]byte(nil), it.Key()...)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, err
+	}
+	for _, r := range s.node.runs[s.id] {
+		if start, end := r.span(v); end > start && bytes.Compare(r.entries[end-1].key, top) > 0 {
+			top = r.entries[end-1].key
+		}
+	}
+	if s.top == nil {
+		s.top = map[uint16][]byte{}
+	}
+	s.top[v] = top
+	return top, nil
 }
 
 // seekFrom returns the index of the first of the sorted entries es at or after key,

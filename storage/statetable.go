@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/seed04fbb902/weir/schema"
@@ -16,7 +17,24 @@ import (
 type StateTable struct {
 	node *Node
 	chunkWriter
+	// sole: the state table is its vnodes' only writer (SoleWriter). Then top is, per
+	// vnode a GetMany asked about, the largest key the table may hold in it apart from
+	// the actor's unsealed writes (committed or sealed; nil: none), and a key above
+	// both top and its memtable's largest in the vnode is absent without a read. A
+	// seal raises it.
+	sole bool
+	top  map[uint16][]byte
 }
+
+// SoleWriter declares that, from now on, no other state table writes the actor's
+// vnodes of the table (no other actor owns them: the barrier protocol's rule for the
+// actors of a fragment) and that the actor reads through views taken after its own
+// last seal (renewed at every barrier). GetMany then settles a key above every key its
+// vnode holds (the next row of a view being backfilled, a new group) as absent with no
+// read: it finds each vnode's largest key once, from the store, and follows the
+// actor's writes from there. A state table that only reads others' writes must not
+// declare it.
+func (s *StateTable) SoleWriter() { s.sole = true }
 
 // NewStateTable returns the state table of table id (schema t) for an actor on node
 // owning vnodes. The kernels are the generated ones when registered.
@@ -109,6 +127,11 @@ func (s *StateTable) Seal(epoch uint64) error {
 	if s.mt.len() == 0 {
 		return nil
 	}
+	for v, vi := range s.mt.vnodes {
+		if t, ok := s.top[v]; ok && bytes.Compare(vi.max, t) > 0 {
+			s.top[v] = vi.max // an arena copy, never changed
+		}
+	} // (s.top is nil unless the table is its vnodes' sole writer)
 	r := s.mt.seal(s.id, epoch)
 	r.owned = s.vnodes
 	if err := s.node.addRun(r); err != nil {
