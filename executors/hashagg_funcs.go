@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/seed04fbb902/weir/schema"
+	"github.com/seed04fbb902/weir/vec"
 )
 
 // AggKind is the function of one aggregate of a HashAgg.
@@ -101,17 +102,10 @@ func (e *hgEntry) counted() int {
 // 9 bytes (the marker and at most 8 more), which pack into one uint64; 0 for the
 // kinds of variable or longer keys.
 func hgPackWidth(k schema.Kind) int {
-	switch k {
-	case schema.Boolean:
-		return 2
-	case schema.Int16:
-		return 3
-	case schema.Int32, schema.Date, schema.Float32:
-		return 5
-	case schema.Int64, schema.Timestamp, schema.Timestamptz, schema.Float64:
-		return 9
+	if k == schema.Decimal {
+		return 0 // 17 bytes
 	}
-	return 0
+	return vec.KeyWidth(schema.Type{Kind: k})
 }
 
 // hgPack is the bytes of k after its marker as one integer (k at most 9 bytes): keys of

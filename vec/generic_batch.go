@@ -45,9 +45,9 @@ func distParts(t *schema.Table) []keyPart {
 	return ps
 }
 
-// keyWidth is the encoded width of a non-NULL key value of type typ, marker included,
+// KeyWidth is the encoded width of a non-NULL key value of type typ, marker included,
 // or 0 for a variable-width type.
-func keyWidth(typ schema.Type) int32 {
+func KeyWidth(typ schema.Type) int {
 	switch typ.Kind {
 	case schema.Boolean:
 		return 2
@@ -108,7 +108,7 @@ func encodeKeys(rec arrow.RecordBatch, n int, parts []keyPart, out *Bytes) {
 	fixed := int32(0)
 	for _, p := range parts {
 		arr := rec.Column(p.col)
-		w := keyWidth(p.typ)
+		w := int32(KeyWidth(p.typ))
 		if w > 0 && arr.NullN() == 0 {
 			fixed += w
 			continue
@@ -140,7 +140,7 @@ func addKeySizes(size []int32, arr arrow.Array, typ schema.Type, w int32) {
 }
 
 // putKeys writes the key value of every row i of arr at d[at[i]:], a part of
-// keyWidth's width (or groupsWidth's), and advances at[i] past it. The space was laid
+// KeyWidth's width (or groupsWidth's), and advances at[i] past it. The space was laid
 // out by layOut: the encoders append in place.
 func putKeys(d []byte, at []int32, arr arrow.Array, p keyPart) {
 	nulls := arr.NullN() > 0
@@ -154,13 +154,13 @@ func putKeys(d []byte, at []int32, arr arrow.Array, p keyPart) {
 		vs := arr.(*array.Int16).Int16Values()
 		keyLoop(d, at, arr, nulls, null, func(dst []byte, i int) []byte { return AppendKeyInt16(dst, vs[i], desc) })
 	case schema.Int32:
-		putKeys32(d, at, arr, nulls, null, arr.(*array.Int32).Int32Values(), desc)
+		putIntKeys(d, at, arr, nulls, null, arr.(*array.Int32).Int32Values(), desc)
 	case schema.Date:
-		putKeys32(d, at, arr, nulls, null, arr.(*array.Date32).Date32Values(), desc)
+		putIntKeys(d, at, arr, nulls, null, arr.(*array.Date32).Date32Values(), desc)
 	case schema.Int64:
-		putKeys64(d, at, arr, nulls, null, arr.(*array.Int64).Int64Values(), desc)
+		putIntKeys(d, at, arr, nulls, null, arr.(*array.Int64).Int64Values(), desc)
 	case schema.Timestamp, schema.Timestamptz:
-		putKeys64(d, at, arr, nulls, null, arr.(*array.Timestamp).TimestampValues(), desc)
+		putIntKeys(d, at, arr, nulls, null, arr.(*array.Timestamp).TimestampValues(), desc)
 	case schema.Float32:
 		vs := arr.(*array.Float32).Float32Values()
 		keyLoop(d, at, arr, nulls, null, func(dst []byte, i int) []byte { return AppendKeyFloat32(dst, vs[i], desc) })
@@ -193,35 +193,29 @@ func keyLoop(d []byte, at []int32, arr arrow.Array, nulls bool, null byte, enc f
 	}
 }
 
-// putKeys64 is putKeys for a 64-bit integer or timestamp column (AppendKeyInt64).
-func putKeys64[T ~int64](d []byte, at []int32, arr arrow.Array, nulls bool, null byte, vs []T, desc bool) {
+// putIntKeys is putKeys for a 32- or 64-bit integer column (a date or timestamp
+// too): AppendKeyInt32's and AppendKeyInt64's encoding, in place.
+func putIntKeys[T ~int32 | ~int64](d []byte, at []int32, arr arrow.Array, nulls bool, null byte, vs []T, desc bool) {
+	var zero T
+	w := int32(unsafe.Sizeof(zero))
 	flip := uint64(1<<63) ^ descMask64(desc)
-	for i, o := range at {
-		if nulls && arr.IsNull(i) {
-			d[o] = null
-			at[i] = o + 1
-			continue
-		}
-		k := d[o : o+9]
-		k[0] = KeyValue
-		binary.BigEndian.PutUint64(k[1:], uint64(vs[i])^flip)
-		at[i] = o + 9
+	if w == 4 {
+		flip = uint64(uint32(1<<31) ^ uint32(descMask64(desc)))
 	}
-}
-
-// putKeys32 is putKeys for a 32-bit integer or date column (AppendKeyInt32).
-func putKeys32[T ~int32](d []byte, at []int32, arr arrow.Array, nulls bool, null byte, vs []T, desc bool) {
-	flip := uint32(1<<31) ^ uint32(descMask64(desc))
 	for i, o := range at {
 		if nulls && arr.IsNull(i) {
 			d[o] = null
 			at[i] = o + 1
 			continue
 		}
-		k := d[o : o+5]
+		k := d[o : o+1+w]
 		k[0] = KeyValue
-		binary.BigEndian.PutUint32(k[1:], uint32(vs[i])^flip)
-		at[i] = o + 5
+		if w == 8 {
+			binary.BigEndian.PutUint64(k[1:], uint64(vs[i])^flip)
+		} else {
+			binary.BigEndian.PutUint32(k[1:], uint32(vs[i])^uint32(flip))
+		}
+		at[i] = o + 1 + w
 	}
 }
 
@@ -286,13 +280,13 @@ func putValues(d []byte, at, vars []int32, arr arrow.Array, typ schema.Type, col
 		vs := arr.(*array.Int16).Int16Values()
 		fixedLoop(d, at, arr, nulls, nb, bit, func(s []byte, i int) { binary.LittleEndian.PutUint16(s, uint16(vs[i])) }, slot)
 	case schema.Int32:
-		putValues32(d, at, arr, nulls, nb, bit, slot, arr.(*array.Int32).Int32Values())
+		putIntValues(d, at, arr, nulls, nb, bit, slot, arr.(*array.Int32).Int32Values())
 	case schema.Date:
-		putValues32(d, at, arr, nulls, nb, bit, slot, arr.(*array.Date32).Date32Values())
+		putIntValues(d, at, arr, nulls, nb, bit, slot, arr.(*array.Date32).Date32Values())
 	case schema.Int64:
-		putValues64(d, at, arr, nulls, nb, bit, slot, arr.(*array.Int64).Int64Values())
+		putIntValues(d, at, arr, nulls, nb, bit, slot, arr.(*array.Int64).Int64Values())
 	case schema.Timestamp, schema.Timestamptz:
-		putValues64(d, at, arr, nulls, nb, bit, slot, arr.(*array.Timestamp).TimestampValues())
+		putIntValues(d, at, arr, nulls, nb, bit, slot, arr.(*array.Timestamp).TimestampValues())
 	case schema.Float32:
 		vs := arr.(*array.Float32).Float32Values()
 		fixedLoop(d, at, arr, nulls, nb, bit, func(s []byte, i int) { binary.LittleEndian.PutUint32(s, math.Float32bits(vs[i])) }, slot)
@@ -332,25 +326,21 @@ func fixedLoop(d []byte, at []int32, arr arrow.Array, nulls bool, nb int32, bit 
 	}
 }
 
-// putValues64 is putValues for a 64-bit integer or timestamp column.
-func putValues64[T ~int64](d []byte, at []int32, arr arrow.Array, nulls bool, nb int32, bit byte, slot int32, vs []T) {
+// putIntValues is putValues for a 32- or 64-bit integer column (a date or timestamp
+// too): the value little-endian in its slot.
+func putIntValues[T ~int32 | ~int64](d []byte, at []int32, arr arrow.Array, nulls bool, nb int32, bit byte, slot int32, vs []T) {
+	var zero T
+	w := int32(unsafe.Sizeof(zero))
 	for i, o := range at {
 		if nulls && arr.IsNull(i) {
 			d[o+nb] |= bit
 			continue
 		}
-		binary.LittleEndian.PutUint64(d[o+slot:o+slot+8], uint64(vs[i]))
-	}
-}
-
-// putValues32 is putValues for a 32-bit integer or date column.
-func putValues32[T ~int32](d []byte, at []int32, arr arrow.Array, nulls bool, nb int32, bit byte, slot int32, vs []T) {
-	for i, o := range at {
-		if nulls && arr.IsNull(i) {
-			d[o+nb] |= bit
-			continue
+		if s := d[o+slot : o+slot+w]; w == 8 {
+			binary.LittleEndian.PutUint64(s, uint64(vs[i]))
+		} else {
+			binary.LittleEndian.PutUint32(s, uint32(vs[i]))
 		}
-		binary.LittleEndian.PutUint32(d[o+slot:o+slot+4], uint32(vs[i]))
 	}
 }
 
