@@ -102,10 +102,10 @@ func (e *hgEntry) counted() int {
 // 9 bytes (the marker and at most 8 more), which pack into one uint64; 0 for the
 // kinds of variable or longer keys.
 func hgPackWidth(k schema.Kind) int {
-	if k == schema.Decimal {
-		return 0 // 17 bytes
+	if w := vec.KeyWidth(schema.Type{Kind: k}); w <= 9 {
+		return w
 	}
-	return vec.KeyWidth(schema.Type{Kind: k})
+	return 0
 }
 
 // hgPack is the bytes of k after its marker as one integer (k at most 9 bytes): keys of

@@ -82,9 +82,10 @@ func getCursors(n int) *cursors {
 	return c
 }
 
-// layOut appends n strings to out whose sizes are size[i] + fixed, zeroed, and leaves
-// in size[i] where string i starts in out.Data. It returns out.Data.
-func layOut(out *Bytes, size []int32, fixed int32) []byte {
+// layOut appends n strings to out whose sizes are size[i] + fixed, zeroed when zero is
+// set (values leave NULL slots and the null bitmap as zeros; keys write every byte),
+// and leaves in size[i] where string i starts in out.Data. It returns out.Data.
+func layOut(out *Bytes, size []int32, fixed int32, zero bool) []byte {
 	if len(out.Offsets) == 0 {
 		out.Offsets = append(out.Offsets, 0)
 	}
@@ -97,7 +98,9 @@ func layOut(out *Bytes, size []int32, fixed int32) []byte {
 	}
 	start := len(out.Data)
 	out.Data = slices.Grow(out.Data, int(at)-start)[:at]
-	clear(out.Data[start:])
+	if zero {
+		clear(out.Data[start:])
+	}
 	return out.Data
 }
 
@@ -115,7 +118,7 @@ func encodeKeys(rec arrow.RecordBatch, n int, parts []keyPart, out *Bytes) {
 		}
 		addKeySizes(cur.at, arr, p.typ, w)
 	}
-	d := layOut(out, cur.at, fixed)
+	d := layOut(out, cur.at, fixed, false)
 	for _, p := range parts {
 		putKeys(d, cur.at, rec.Column(p.col), p)
 	}
@@ -125,18 +128,29 @@ func encodeKeys(rec arrow.RecordBatch, n int, parts []keyPart, out *Bytes) {
 // typ whose non-NULL width is w (0: variable).
 func addKeySizes(size []int32, arr arrow.Array, typ schema.Type, w int32) {
 	nulls := arr.NullN() > 0
+	var valueLen func(int) int
+	if w == 0 {
+		valueLen = varValueLen(arr, typ)
+	}
 	for i := range size {
 		switch {
 		case nulls && arr.IsNull(i):
 			size[i]++
 		case w > 0:
 			size[i] += w
-		case typ.Kind == schema.Varchar:
-			size[i] += groupsWidth(arr.(*array.String).ValueLen(i))
 		default:
-			size[i] += groupsWidth(arr.(*array.Binary).ValueLen(i))
+			size[i] += groupsWidth(valueLen(i))
 		}
 	}
+}
+
+// varValueLen is the length of a value of arr, a varchar or bytea column of type typ,
+// with the array's type resolved once.
+func varValueLen(arr arrow.Array, typ schema.Type) func(int) int {
+	if typ.Kind == schema.Varchar {
+		return arr.(*array.String).ValueLen
+	}
+	return arr.(*array.Binary).ValueLen
 }
 
 // putKeys writes the key value of every row i of arr at d[at[i]:], a part of
@@ -238,19 +252,14 @@ func encodeValues(t *schema.Table, l *Layout, varCols []int, rec arrow.RecordBat
 	for _, col := range varCols {
 		arr := rec.Column(col)
 		nulls := arr.NullN() > 0
-		var valueLen func(int) int
-		if t.Columns[col].Type.Kind == schema.Varchar {
-			valueLen = arr.(*array.String).ValueLen
-		} else {
-			valueLen = arr.(*array.Binary).ValueLen
-		}
+		valueLen := varValueLen(arr, t.Columns[col].Type)
 		for i := range cur.at {
 			if !nulls || !arr.IsNull(i) {
 				cur.at[i] += int32(valueLen(i))
 			}
 		}
 	}
-	d := layOut(out, cur.at, int32(l.VarStart))
+	d := layOut(out, cur.at, int32(l.VarStart), true)
 	// cur.at[i] is where row i starts; row i's variable-width bytes so far go in vars.
 	vars := getCursors(n)
 	defer cursorPool.Put(vars)
