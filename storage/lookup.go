@@ -99,7 +99,7 @@ func (s *StateTable) GetMany(view *View, vns []uint16, pks *vec.Bytes, sel []int
 			clear(out.cur) // keys out of order: the cursors start again
 		}
 		if v := int(vns[i]); v != viOf {
-			vi, viOf = s.mt.vnodes[vns[i]], v
+			vi, viOf = s.mt.vnode(vns[i]), v
 			for r, run := range runs {
 				out.span[r].start, out.span[r].end = run.span(vns[i])
 			}

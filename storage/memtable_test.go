@@ -35,7 +35,7 @@ func TestMemtableSortedCache(t *testing.T) {
 				got := mt.sortedVnode(v)
 				var want []entry
 				for i := range mt.n {
-					if e := *mt.item(i); keyVnode(e.key) == v {
+					if e := *mt.item(i); e.key != nil && keyVnode(e.key) == v { // (nil: folded by a settle)
 						want = append(want, e)
 					}
 				}
@@ -56,8 +56,8 @@ func TestMemtableSortedCache(t *testing.T) {
 
 // TestMemtableArena checks the arena's block sizes: a memtable that writes a few small
 // rows holds a small block, blocks double up to the maximum as writes go on (and the
-// size is kept across a seal), and a key overwritten many times does not pile its old
-// values up in the arena.
+// size is kept across a seal), and a key overwritten many times piles up no more of
+// its old values in the arena than its vnode's settling allows.
 func TestMemtableArena(t *testing.T) {
 	mt := newMemtable()
 	mt.put([]byte("key-0"), []byte("value"), false)
@@ -79,11 +79,23 @@ func TestMemtableArena(t *testing.T) {
 	for i := range 10_000 {
 		mt.put([]byte("key-0"), fmt.Appendf(nil, "value-%d", i), false)
 	}
-	if len(mt.arena) != used {
-		t.Fatalf("10,000 overwrites of one key grew the arena from %d to %d bytes", used, len(mt.arena))
+	if most := used + settleBelow*len("key-0value-9999"); len(mt.arena) > most {
+		t.Fatalf("10,000 overwrites of one key grew the arena from %d to %d bytes, want at most %d", used, len(mt.arena), most)
 	}
 	if e, ok := mt.get([]byte("key-0")); !ok || string(e.value) != "value-9999" {
 		t.Fatalf("key-0 = %q, %v", e.value, ok)
+	}
+	// Large values settle the vnode by their bytes: 100 rewrites of 100 KiB hold
+	// about settleBelowBytes of them.
+	big := bytes.Repeat([]byte{'b'}, 100<<10)
+	mt.put([]byte("key-2"), big, false)
+	mt.put([]byte("key-3"), big, false)
+	from := mt.bytes
+	for range 100 {
+		mt.put([]byte("key-2"), big, false)
+	}
+	if grown := mt.bytes - from; grown > settleBelowBytes+2*len(big)+64 {
+		t.Fatalf("100 rewrites of a 100 KiB value grew the memtable by %d bytes, want at most about %d", grown, settleBelowBytes+2*len(big))
 	}
 	// Another key's bytes in the arena are untouched by the overwrites.
 	mt.put([]byte("key-1"), []byte("one"), false)
@@ -143,19 +155,23 @@ func TestMemtableBefore(t *testing.T) {
 	r := mt.seal(1, 1)
 	check("sealed", r.entries)
 	mt.unseal(r)
-	check("unsealed", mt.sorted())
+	check("unsealed", mt.sortedAll())
 }
 
 // TestMemtableSeal writes runs of ascending keys per vnode mixed with keys below each
 // vnode's largest, overwrites and deletes (the writes of a view backfilled under a busy
-// upstream), with readers' sorted copies taken now and then, then seals: the run must
-// be the last write of every key in key order, with what the key's first write knew
-// of its existence, and its spans each vnode's range of it. Seeded; a failure names
-// its seed.
+// upstream), with readers' sorted copies and lookups taken now and then (each as the
+// writes so far say), then seals: the run must be the last write of every key in key
+// order, with what the key's first write knew of its existence, and its spans each
+// vnode's range of it. Half the seeds settle a vnode after a few keys below its
+// largest, the others at the default. Seeded; a failure names its seed.
 func TestMemtableSeal(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		mt := newMemtable()
+		if seed%2 == 0 {
+			mt.settleAt = 1 + rng.IntN(8)
+		}
 		for epoch := uint64(1); epoch <= 3; epoch++ {
 			model := map[string]entry{}
 			next := map[uint16]uint32{} // the next ascending pk per vnode
@@ -177,7 +193,33 @@ func TestMemtableSeal(t *testing.T) {
 				}
 				model[string(key)] = e
 				if rng.IntN(40) == 0 { // a reader's sorted copy, which the seal may reuse
-					mt.sortedVnode(uint16(rng.IntN(vnodes) * 7))
+					rv := uint16(rng.IntN(vnodes) * 7)
+					got := mt.sortedVnode(rv)
+					var want []entry
+					for _, e := range model {
+						if keyVnode(e.key) == rv {
+							want = append(want, e)
+						}
+					}
+					slices.SortFunc(want, entryLess)
+					if len(got) != len(want) {
+						t.Fatalf("seed %d epoch %d: sorted copy of vnode %d holds %d entries, want %d", seed, epoch, rv, len(got), len(want))
+					}
+					for i := range got {
+						if !bytes.Equal(got[i].key, want[i].key) || !bytes.Equal(got[i].value, want[i].value) || got[i].del != want[i].del {
+							t.Fatalf("seed %d epoch %d: sorted copy of vnode %d: entry %d is %x=%x/%v, want %x=%x/%v", seed, epoch, rv, i,
+								got[i].key, got[i].value, got[i].del, want[i].key, want[i].value, want[i].del)
+						}
+					}
+				}
+				if rng.IntN(60) == 0 { // a lookup of a key written before (or not)
+					pk := binary.BigEndian.AppendUint32(nil, uint32(rng.IntN(int(next[v])+2)))
+					k := AppendKey(nil, 9, v, pk)
+					got, ok := mt.get(k)
+					want, wok := model[string(k)]
+					if ok != wok || (ok && (!bytes.Equal(got.value, want.value) || got.del != want.del || got.before != want.before)) {
+						t.Fatalf("seed %d epoch %d: get %x = %x/%v/%d %v, want %x/%v/%d %v", seed, epoch, k, got.value, got.del, got.before, ok, want.value, want.del, want.before, wok)
+					}
 				}
 			}
 			r := mt.seal(9, epoch)
@@ -270,7 +312,7 @@ func BenchmarkSeal(b *testing.B) {
 // whole unless already in order, as seal did before it sorted only the keys written
 // below their vnode's largest.
 func sealSortAll(mt *memtable) []entry {
-	vns := slices.Sorted(maps.Keys(mt.vnodes))
+	vns := slices.Sorted(slices.Values(mt.used))
 	items := make([]entry, 0, mt.n)
 	for _, v := range vns {
 		from := len(items)
@@ -332,8 +374,11 @@ func TestMemtableItemBlocksReused(t *testing.T) {
 			mt.put(k, v, del)
 			want[string(k)] = entry{key: k, value: v, del: del}
 		}
-		if mt.len() > n || len(mt.blocks) != (mt.len()+itemBlockLen-1)/itemBlockLen {
-			t.Fatalf("seed %d: epoch %d: %d items in %d blocks after %d writes", seed, epoch, mt.len(), len(mt.blocks), n)
+		if mt.n > n || len(mt.blocks) != (mt.n+itemBlockLen-1)/itemBlockLen {
+			t.Fatalf("seed %d: epoch %d: %d items in %d blocks after %d writes", seed, epoch, mt.n, len(mt.blocks), n)
+		}
+		if mt.len() != len(want) {
+			t.Fatalf("seed %d: epoch %d: %d keys written, want %d", seed, epoch, mt.len(), len(want))
 		}
 		ours := map[*itemBlock]int{}
 		for bi, b := range mt.blocks {

@@ -122,8 +122,8 @@ func (p *ProgressTable) Load(view *View) (*vec.Positions, []int64, error) {
 	pos := vec.NewPositions(count)
 	rows := make([]int64, count)
 	var extra []*run
-	if p.mt.len() > 0 {
-		extra = []*run{{table: p.id, entries: p.mt.sorted()}}
+	if !p.mt.empty() {
+		extra = []*run{{table: p.id, entries: p.mt.sortedAll()}}
 	}
 	it, err := scanTable(view, p.id, extra)
 	if err != nil {
@@ -214,7 +214,7 @@ func (p *ProgressTable) Changed() int { return p.mt.len() }
 // reader on the node sees them and the next checkpoint at or above epoch commits them.
 // A seal at or below a committed or committing epoch is refused and keeps the writes.
 func (p *ProgressTable) Seal(epoch uint64) error {
-	if p.mt.len() == 0 {
+	if p.mt.empty() {
 		return nil
 	}
 	r := p.mt.seal(p.id, epoch)

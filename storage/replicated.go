@@ -127,7 +127,7 @@ func (r *ReplicatedTable) expand(c *vec.Chunk) (*vec.Chunk, error) {
 // Seal tags the writes since the last Seal with epoch (the epoch they belong to, the
 // barrier's Prev). Sealed epochs above the committed epoch are seen by Iter.
 func (r *ReplicatedTable) Seal(epoch uint64) {
-	if r.mt.len() == 0 {
+	if r.mt.empty() {
 		return
 	}
 	r.runs = append(r.runs, r.mt.seal(r.id, epoch))

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"slices"
 	"sort"
 	"sync"
@@ -63,8 +65,8 @@ func (r *run) span(v uint16) (start, end int) {
 
 // memtable is a writer's current, unsealed epoch: the last write per key.
 type memtable struct {
-	// m maps key -> index in items for the vnodes whose keys were not all written in
-	// ascending order (vnodeItems.mapped); the keys alias the arena.
+	// m maps key -> index in items for the vnodes that are mapped (vnodeItems.mapped);
+	// the keys alias the arena.
 	m map[string]int
 	// blocks hold the items, in insertion order, itemBlockLen a block (item i is
 	// item(i)); n is their number. Fixed-size blocks never copy their items as an
@@ -72,6 +74,7 @@ type memtable struct {
 	// any table, however its epochs' sizes vary.
 	blocks []*itemBlock
 	n      int
+	dead   int // items that settle folded into an earlier one (not in any vnode's list)
 	bytes  int
 	// arena holds the keys and values written: blocks that are appended to, never
 	// changed or reused, so that the entries (and the runs sealed from them) can
@@ -82,18 +85,34 @@ type memtable struct {
 	block int
 	// mhint sizes the map of the next epoch, made at its first use (see seal).
 	mhint int
-	// vnodes index items by the vnode of their key, with a sorted cache each (for
-	// sortedVnode); an item's block holds its position in its vnode's list (at).
-	vnodes map[uint16]*vnodeItems
-	// scratch holds a vnode's keys written below its largest while a seal sorts them
-	// (empty between seals).
-	scratch []entry
+	// vnodes index items by the vnode of their key (nil for a vnode with none), with a
+	// sorted cache each (for sortedVnode); an item's block holds its position in its
+	// vnode's list (at). used lists the vnodes with items, in order of first write.
+	vnodes []*vnodeItems
+	used   []uint16
+	// settleAt is the keys written below their vnode's largest from which an unmapped
+	// vnode is settled (settleBelow; tests lower it).
+	settleAt int
+	// scratch and sorted hold a vnode's keys written below its largest while a seal
+	// sorts them, by their sortKeys (empty between seals).
+	scratch, sorted []entry
+	sortKeys        []sealKey
 }
 
 // vnodeItems are the items of one vnode: their indexes in insertion order, and a sorted
 // copy of the first cached of them, kept while only new keys are added (an iterator
 // may still hold an older copy: copies are never changed in place); stale is set when a
 // write changes a key the copy holds.
+//
+// A key written above the vnode's largest is new. One written below it may be a key
+// written before in the epoch: until the vnode is mapped it is appended as an item of
+// its own all the same (no map insert or lookup per write: a join's or an aggregate's
+// state writes keys in no order, and most are new), and the seal folds the writes of
+// one key into one entry as it sorts them. The vnode is settled (its writes of a key
+// folded, its keys mapped) at the first read of it in the epoch, or once settleAt keys
+// or settleBelowBytes were written below its largest (which bounds the versions of a
+// rewritten key held until the seal); from then on a write of a key it holds
+// overwrites it.
 type vnodeItems struct {
 	idx    []int
 	cache  []entry
@@ -104,12 +123,43 @@ type vnodeItems struct {
 	// (ascending): the other keys of idx are in key order, and a seal sorts only
 	// these and merges them in.
 	below []int
-	// mapped: the vnode's keys are in the memtable's map. Until a key comes that is
-	// not above max, the vnode's items are in key order and idx is searched instead.
+	// belowBytes is the key and value bytes of below's writes while unmapped.
+	belowBytes int
+	// mapped: the vnode is settled, its keys distinct and in the memtable's map.
+	// Until then its items may hold a key more than once (in below), and while below
+	// is empty they are in key order, and idx is searched.
 	mapped bool
 }
 
-func newMemtable() *memtable { return &memtable{vnodes: map[uint16]*vnodeItems{}} }
+// settleBelow is memtable.settleAt's default, and settleBelowBytes the bytes written
+// below an unmapped vnode's largest key from which it is settled too: together they
+// bound what versions of rewritten keys the arena holds (per vnode, about 256 KiB and
+// one write).
+const (
+	settleBelow      = 4096
+	settleBelowBytes = 256 << 10
+)
+
+func newMemtable() *memtable { return &memtable{settleAt: settleBelow} }
+
+// vnode returns the items of vnode v, nil when it has none.
+func (mt *memtable) vnode(v uint16) *vnodeItems {
+	if int(v) < len(mt.vnodes) {
+		return mt.vnodes[v]
+	}
+	return nil
+}
+
+// addVnode returns new items for vnode v, which has none.
+func (mt *memtable) addVnode(v uint16) *vnodeItems {
+	if int(v) >= len(mt.vnodes) {
+		mt.vnodes = slices.Grow(mt.vnodes, int(v)+1-len(mt.vnodes))[:int(v)+1]
+	}
+	vi := &vnodeItems{}
+	mt.vnodes[v] = vi
+	mt.used = append(mt.used, v)
+	return vi
+}
 
 // itemBlockLen is the number of items an itemBlock holds (56 KiB of entries).
 const (
@@ -147,7 +197,7 @@ func (mt *memtable) releaseBlocks() {
 		itemBlocks.Put(b)
 		mt.blocks[i] = nil
 	}
-	mt.blocks, mt.n = mt.blocks[:0], 0
+	mt.blocks, mt.n, mt.dead = mt.blocks[:0], 0, 0
 }
 
 // keyVnode is the vnode of a storage key (0 for a key too short to have one).
@@ -166,14 +216,18 @@ func (mt *memtable) put(key, value []byte, del bool) {
 // overwrite keeps what the epoch's first write of the key knew.
 func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 	v := keyVnode(key)
-	vi := mt.vnodes[v]
+	vi := mt.vnode(v)
 	// A key above its vnode's largest is new (ascending writes, such as a view's
-	// backfill, skip the map lookup).
+	// backfill, skip the map lookup); one below it is looked up only in a settled
+	// vnode.
 	if vi != nil && bytes.Compare(key, vi.max) <= 0 {
-		if !vi.mapped {
-			mt.mapVnode(vi)
+		if !vi.mapped && (len(vi.below) >= mt.settleAt || vi.belowBytes >= settleBelowBytes) {
+			mt.settle(vi)
 		}
-		if i, ok := mt.m[string(key)]; ok {
+		if !vi.mapped {
+			// Appended: the seal, or the vnode's settling, folds it into an
+			// earlier write of the key.
+		} else if i, ok := mt.m[string(key)]; ok {
 			if mt.at(i) < vi.cached {
 				vi.stale = true
 			}
@@ -195,8 +249,7 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		mt.blocks = append(mt.blocks, itemBlocks.Get().(*itemBlock))
 	}
 	if vi == nil {
-		vi = &vnodeItems{}
-		mt.vnodes[v] = vi
+		vi = mt.addVnode(v)
 	}
 	blk, j := mt.blocks[i>>itemBlockShift], i&(itemBlockLen-1)
 	blk.items[j] = entry{key: k, value: mt.copy(value), del: del, before: b}
@@ -207,6 +260,9 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		vi.max = k
 	} else {
 		vi.below = append(vi.below, len(vi.idx))
+		if !vi.mapped {
+			vi.belowBytes += len(k) + len(value)
+		}
 	}
 	vi.idx = append(vi.idx, i)
 }
@@ -242,12 +298,41 @@ func (mt *memtable) copy(b []byte) []byte {
 	return mt.arena[n : n+len(b) : n+len(b)]
 }
 
-// mapVnode puts the keys of vi, written in ascending order so far, into the map.
-func (mt *memtable) mapVnode(vi *vnodeItems) {
-	for _, i := range vi.idx {
-		mt.mapPut(mt.item(i).key, i)
+// settle folds the writes of each key of vi, an unmapped vnode, into its first item
+// (the last write's value and tombstone; the first write's before) and maps the keys:
+// the later items leave the vnode's list, their arena bytes stay until the seal (and
+// are counted in the memtable's size until then). The positions in the list, the
+// keys below the largest and a sorted copy (rebuilt at its next use) are made anew.
+func (mt *memtable) settle(vi *vnodeItems) {
+	if mt.m == nil {
+		mt.m = make(map[string]int, mt.mhint)
+	}
+	all := vi.idx
+	vi.idx, vi.below = vi.idx[:0], vi.below[:0] // overwritten behind the reads of all
+	var top []byte
+	for _, i := range all {
+		e := mt.item(i)
+		k := unsafe.String(unsafe.SliceData(e.key), len(e.key))
+		if j, ok := mt.m[k]; ok {
+			first := mt.item(j)
+			first.value, first.del = e.value, e.del
+			*e = entry{} // no longer an item of the vnode
+			mt.dead++
+			continue
+		}
+		mt.m[k] = i
+		mt.blocks[i>>itemBlockShift].at[i&(itemBlockLen-1)] = int32(len(vi.idx))
+		if top != nil && bytes.Compare(e.key, top) <= 0 {
+			vi.below = append(vi.below, len(vi.idx))
+		} else {
+			top = e.key
+		}
+		vi.idx = append(vi.idx, i)
 	}
 	vi.mapped = true
+	if vi.cache != nil {
+		vi.stale = true
+	}
 }
 
 // mapPut maps k, an arena key, to item i, making the map at the epoch's first use.
@@ -259,13 +344,16 @@ func (mt *memtable) mapPut(k []byte, i int) {
 }
 
 func (mt *memtable) get(key []byte) (entry, bool) {
-	return mt.getIn(mt.vnodes[keyVnode(key)], key)
+	return mt.getIn(mt.vnode(keyVnode(key)), key)
 }
 
 // getIn is get with the items of key's vnode already looked up (nil: none).
 func (mt *memtable) getIn(vi *vnodeItems, key []byte) (entry, bool) {
 	if vi == nil || bytes.Compare(key, vi.max) > 0 {
 		return entry{}, false
+	}
+	if !vi.mapped && len(vi.below) > 0 {
+		mt.settle(vi)
 	}
 	if !vi.mapped { // idx is in key order
 		j := sort.Search(len(vi.idx), func(j int) bool { return bytes.Compare(mt.item(vi.idx[j]).key, key) >= 0 })
@@ -281,7 +369,18 @@ func (mt *memtable) getIn(vi *vnodeItems, key []byte) (entry, bool) {
 	return *mt.item(i), true
 }
 
-func (mt *memtable) len() int { return mt.n }
+// empty reports whether nothing was written since the last seal.
+func (mt *memtable) empty() bool { return mt.n == 0 }
+
+// len is the number of keys written since the last seal (every vnode settled).
+func (mt *memtable) len() int {
+	for _, v := range mt.used {
+		if vi := mt.vnodes[v]; !vi.mapped && len(vi.below) > 0 {
+			mt.settle(vi)
+		}
+	}
+	return mt.n - mt.dead
+}
 
 // seal sorts the memtable into a run and leaves the memtable empty. Keys sort by
 // vnode first, so the run is each vnode's items in vnode order, each vnode sorted on
@@ -291,10 +390,7 @@ func (mt *memtable) len() int { return mt.n }
 // (appendSorted).
 func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	size := mt.bytes
-	vns := make([]uint16, 0, len(mt.vnodes))
-	for v := range mt.vnodes {
-		vns = append(vns, v)
-	}
+	vns := mt.used
 	slices.Sort(vns)
 	items := make([]entry, 0, mt.n)
 	spans := make([]vnodeSpan, 0, len(vns))
@@ -317,7 +413,10 @@ func (mt *memtable) seal(table uint32, epoch uint64) *run {
 	mt.releaseBlocks()
 	mt.m, mt.arena = nil, nil
 	mt.bytes = 0
-	mt.vnodes = map[uint16]*vnodeItems{}
+	for _, v := range vns {
+		mt.vnodes[v] = nil
+	}
+	mt.used = vns[:0]
 	return &run{table: table, epoch: epoch, entries: items, bytes: size, spans: spans}
 }
 
@@ -350,9 +449,11 @@ func (sp *slicePool[T]) put(s []T) {
 
 func entryLess(a, b entry) int { return bytes.Compare(a.key, b.key) }
 
-// appendSorted appends the items of vi to items in key order. The keys written above
-// the vnode's largest key at the time are already in order; only those written below
-// it (vi.below) are sorted, and merged in.
+// appendSorted appends the items of vi to items in key order, one entry per key. The
+// keys written above the vnode's largest key at the time are already in order and
+// distinct; only those written below it (vi.below) are sorted (sortBelow), and merged
+// in, the writes of one key folded into one entry: the last write's value and
+// tombstone, the first write's before.
 func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 	if len(vi.below) == 0 {
 		for _, i := range vi.idx {
@@ -362,7 +463,10 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 	}
 	// The ascending keys go first, then the others, sorted, which a merge from the
 	// back moves into place: the write position stays past the ascending keys not yet
-	// merged, so it overwrites only keys already moved (or copied to o).
+	// merged, so it overwrites only keys already moved (or copied to o). Of equal
+	// keys the later write is met first: one written above the largest precedes every
+	// write of it below (the largest only grows), and the sort keeps the order of the
+	// writes below. An earlier write of the key written last only gives its before.
 	from := len(items)
 	b := 0
 	for p, i := range vi.idx {
@@ -373,34 +477,116 @@ func (mt *memtable) appendSorted(items []entry, vi *vnodeItems) []entry {
 		items = append(items, *mt.item(i))
 	}
 	asc := len(items) - from
-	o := mt.scratch[:0]
-	for _, p := range vi.below {
-		o = append(o, *mt.item(vi.idx[p]))
-	}
-	slices.SortFunc(o, entryLess)
+	o := mt.sortBelow(vi)
 	items = append(items, o...)
 	i, j := from+asc-1, len(o)-1
-	for w := len(items) - 1; j >= 0; w-- {
-		if i >= from && entryLess(items[i], o[j]) > 0 {
-			items[w], i = items[i], i-1
-		} else {
-			items[w], j = o[j], j-1
+	w := len(items) - 1
+	for j >= 0 || i >= from {
+		if j < 0 && w == i && !bytes.Equal(items[i].key, items[w+1].key) {
+			w = from - 1 // the ascending keys left, items[from:i+1], are in place
+			break
 		}
+		var e entry
+		if j < 0 || (i >= from && entryLess(items[i], o[j]) > 0) {
+			e, i = items[i], i-1
+		} else {
+			e, j = o[j], j-1
+		}
+		if w < len(items)-1 && bytes.Equal(items[w+1].key, e.key) {
+			items[w+1].before = e.before // an earlier write of the key written at w+1
+			continue
+		}
+		items[w] = e
+		w--
+	}
+	if gap := w + 1 - from; gap > 0 { // keys written more than once: fewer entries
+		copy(items[from:], items[w+1:])
+		clear(items[len(items)-gap:])
+		items = items[:len(items)-gap]
 	}
 	clear(o) // kept for the next vnode and seal, holding no key or value
 	if cap(o) <= maxKeptScratch {
-		mt.scratch = o[:0]
+		mt.sorted = o[:0]
 	} else {
-		mt.scratch = nil // not a large epoch's slice for good
+		mt.sorted = nil // not a large epoch's slice for good
 	}
 	return items
 }
 
-// sorted returns the memtable's entries sorted by key, without sealing it.
-func (mt *memtable) sorted() []entry {
-	out := make([]entry, mt.n)
-	for i := range out {
-		out[i] = *mt.item(i)
+// sealKey orders a vnode's keys written below its largest in a seal: by the 8 bytes
+// after the keys' shared table and vnode prefix (KeyPrefixLen), as one integer, then
+// (on a tie) by the whole key, then by the order of the writes.
+type sealKey struct {
+	head uint64
+	at   int32 // the entry's index in the writes' order
+}
+
+// keyHead is the 8 bytes of key after its table and vnode prefix as one big-endian
+// integer, zeros past its end: keys of one vnode compare as their heads do unless
+// the heads are equal.
+func keyHead(key []byte) uint64 {
+	if len(key) >= KeyPrefixLen+8 {
+		return binary.BigEndian.Uint64(key[KeyPrefixLen:])
+	}
+	var h uint64
+	for i := KeyPrefixLen; i < KeyPrefixLen+8; i++ {
+		h <<= 8
+		if i < len(key) {
+			h |= uint64(key[i])
+		}
+	}
+	return h
+}
+
+// sortBelow returns the items of vi written below its largest key, sorted by key, the
+// writes of one key in the order written (in mt.sorted, kept for the next vnode).
+func (mt *memtable) sortBelow(vi *vnodeItems) []entry {
+	o := mt.scratch[:0]
+	ks := mt.sortKeys[:0]
+	for n, p := range vi.below {
+		e := mt.item(vi.idx[p])
+		o = append(o, *e)
+		ks = append(ks, sealKey{head: keyHead(e.key), at: int32(n)})
+	}
+	slices.SortFunc(ks, func(a, b sealKey) int {
+		if a.head != b.head {
+			return cmp.Compare(a.head, b.head)
+		}
+		if c := bytes.Compare(o[a.at].key, o[b.at].key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.at, b.at)
+	})
+	out := mt.sorted[:0]
+	for _, k := range ks {
+		out = append(out, o[k.at])
+	}
+	clear(o)
+	if cap(o) <= maxKeptScratch {
+		mt.scratch = o[:0]
+	} else {
+		mt.scratch = nil
+	}
+	if cap(ks) <= maxKeptScratch {
+		mt.sortKeys = ks[:0]
+	} else {
+		mt.sortKeys = nil
+	}
+	return out
+}
+
+// sortedAll returns the memtable's entries sorted by key, without sealing it (every
+// vnode settled).
+func (mt *memtable) sortedAll() []entry {
+	out := make([]entry, 0, mt.n)
+	for _, v := range mt.used {
+		vi := mt.vnodes[v]
+		if !vi.mapped && len(vi.below) > 0 {
+			mt.settle(vi)
+		}
+		for _, i := range vi.idx {
+			out = append(out, *mt.item(i))
+		}
 	}
 	slices.SortFunc(out, entryLess)
 	return out
@@ -411,9 +597,12 @@ func (mt *memtable) sorted() []entry {
 // changed since their last call: new keys are sorted and merged into the cached copy;
 // a changed key rebuilds the copy of its vnode only.
 func (mt *memtable) sortedVnode(v uint16) []entry {
-	vi := mt.vnodes[v]
+	vi := mt.vnode(v)
 	if vi == nil {
 		return nil
+	}
+	if !vi.mapped && len(vi.below) > 0 {
+		mt.settle(vi)
 	}
 	fresh := func(idx []int) []entry {
 		out := make([]entry, len(idx))

@@ -124,10 +124,11 @@ func (s *StateTable) WriteEncoded(ops []vec.Op, at []int32, vn []uint16, keys, v
 // reader on the node sees them and the next checkpoint at or above epoch commits them.
 // A seal at or below a committed or committing epoch is refused and keeps the writes.
 func (s *StateTable) Seal(epoch uint64) error {
-	if s.mt.len() == 0 {
+	if s.mt.empty() {
 		return nil
 	}
-	for v, vi := range s.mt.vnodes {
+	for _, v := range s.mt.used {
+		vi := s.mt.vnodes[v]
 		if t, ok := s.top[v]; ok && bytes.Compare(vi.max, t) > 0 {
 			s.top[v] = vi.max // an arena copy, never changed
 		}
@@ -142,7 +143,8 @@ func (s *StateTable) Seal(epoch uint64) error {
 	return nil
 }
 
-// UnsealedBytes is the size of the writes not yet sealed.
+// UnsealedBytes is the size of the writes not yet sealed (a key written again
+// counts each write until its vnode is read; see Node.PendingBytes).
 func (s *StateTable) UnsealedBytes() int { return s.mt.bytes }
 
 // Get reads the value of the row with the memcomparable pk in vnode: the actor's own
