@@ -184,13 +184,18 @@ type NexmarkResult struct {
 	NoShuffleSeconds   *float64 `json:"noshuffle_seconds"`
 	Ratio              *float64 `json:"ratio"`
 	Verified           bool     `json:"verified"`
-	// PeerSeconds are each peer's time to create the query's result (idle mode), and
-	// WeirOverPeer the arrangement seconds ÷ that.
-	PeerSeconds  map[string]float64 `json:"peer_seconds,omitempty"`
-	WeirOverPeer map[string]float64 `json:"weir_over_peer,omitempty"`
-	PeerVerified map[string]bool    `json:"peer_verified,omitempty"`
-	Arrangement  NexmarkBuild       `json:"arrangement"`
-	NoShuffle    *NexmarkBuild      `json:"noshuffle,omitempty"`
+	// PeerSeconds are each peer's median time to create the query's result (idle
+	// mode; the peer runs it once after each rep of Weir's builds), PeerRepSeconds
+	// every run's, WeirOverPeer the arrangement seconds ÷ the peer's (medians), and
+	// WeirOverPeerStats the ratios paired by rep (Weir's arrangement build of a rep ÷
+	// the peer's run right after it). PeerVerified: every run's rows were the oracle's.
+	PeerSeconds       map[string]float64     `json:"peer_seconds,omitempty"`
+	PeerRepSeconds    map[string][]float64   `json:"peer_rep_seconds,omitempty"`
+	WeirOverPeer      map[string]float64     `json:"weir_over_peer,omitempty"`
+	WeirOverPeerStats map[string]*RatioStats `json:"weir_over_peer_stats,omitempty"`
+	PeerVerified      map[string]bool        `json:"peer_verified,omitempty"`
+	Arrangement       NexmarkBuild           `json:"arrangement"`
+	NoShuffle         *NexmarkBuild          `json:"noshuffle,omitempty"`
 	// ArrangementRepSeconds and NoShuffleRepSeconds list every rep's seconds (the
 	// builds above are the medians).
 	ArrangementRepSeconds []float64 `json:"arrangement_rep_seconds,omitempty"`
@@ -329,7 +334,16 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	defer idleTabs.Release()
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeIdle}
-		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
+		var runs *peerRuns
+		var afterRep func() error // the peers' runs of the query, after each rep
+		if len(o.Peers) > 0 {
+			if runs, err = newPeerRuns(ctx, o.Peers, loaded, q, idleTabs, logf); err != nil {
+				closeIdle()
+				return out, err
+			}
+			afterRep = runs.rep
+		}
+		err := r.repeat(o.Reps, afterRep, func(kind engine.BackfillKind) (NexmarkBuild, error) {
 			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism, &rounds)
 			if err == nil {
 				err = verifyNexmarkView(ctx, idle, q, idleTabs, &b)
@@ -346,11 +360,8 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 			closeIdle()
 			return out, err
 		}
-		if len(o.Peers) > 0 {
-			if err := runPeers(ctx, o.Peers, loaded, q, idleTabs, &r, logf); err != nil {
-				closeIdle()
-				return out, err
-			}
+		if runs != nil {
+			runs.finish(&r)
 		}
 		out = append(out, r)
 	}
@@ -361,7 +372,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// Events, Events+1, ... at BusyRate (the same events for every build).
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeBusy}
-		err := r.repeat(o.Reps, func(kind engine.BackfillKind) (NexmarkBuild, error) {
+		err := r.repeat(o.Reps, nil, func(kind engine.BackfillKind) (NexmarkBuild, error) {
 			e, closeE, err := clone()
 			if err != nil {
 				return NexmarkBuild{}, err
@@ -395,9 +406,10 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 }
 
 // repeat builds the view reps times per kind (at least once), the kinds' order
-// alternating by rep, and records each kind's median build (verified only when every
-// build was) and every rep's seconds.
-func (r *NexmarkResult) repeat(reps int, build func(engine.BackfillKind) (NexmarkBuild, error)) error {
+// alternating by rep, calls afterRep (when set) after each rep's builds, and records
+// each kind's median build (verified only when every build was) and every rep's
+// seconds.
+func (r *NexmarkResult) repeat(reps int, afterRep func() error, build func(engine.BackfillKind) (NexmarkBuild, error)) error {
 	builds := map[engine.BackfillKind][]NexmarkBuild{}
 	for rep := 0; rep < max(1, reps); rep++ {
 		kinds := slices.Clone(benchKinds)
@@ -410,6 +422,11 @@ func (r *NexmarkResult) repeat(reps int, build func(engine.BackfillKind) (Nexmar
 				return err
 			}
 			builds[kind] = append(builds[kind], b)
+		}
+		if afterRep != nil {
+			if err := afterRep(); err != nil {
+				return err
+			}
 		}
 	}
 	for _, kind := range benchKinds {
@@ -565,30 +582,63 @@ func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *vi
 	return err
 }
 
-// runPeers loads tabs into each peer (once) and times the query there, checking its
-// rows against the oracle.
-func runPeers(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, q string, tabs *views.Rows, r *NexmarkResult, logf func(string, ...any)) error {
+// peerRuns times one query on each peer, once per rep of Weir's builds, checking
+// every run's rows against the oracle.
+type peerRuns struct {
+	ctx   context.Context
+	ps    []peers.Peer
+	spec  queries.Query
+	want  []queries.Row
+	logf  func(string, ...any)
+	secs  map[string][]float64
+	valid map[string]bool
+}
+
+// newPeerRuns loads tabs into each peer (once per peer, as loaded records) and
+// prepares the runs of query q.
+func newPeerRuns(ctx context.Context, ps []peers.Peer, loaded map[peers.Peer]bool, q string, tabs *views.Rows, logf func(string, ...any)) (*peerRuns, error) {
 	spec, _ := queries.ByName(q)
 	want, err := queries.Eval(q, tabs.Tables)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.PeerSeconds, r.WeirOverPeer, r.PeerVerified = map[string]float64{}, map[string]float64{}, map[string]bool{}
 	for _, p := range ps {
 		if !loaded[p] {
 			if err := p.Load(ctx, tabs.Tables); err != nil {
-				return fmt.Errorf("bench: nexmark: load %s: %w", p.Name(), err)
+				return nil, fmt.Errorf("bench: nexmark: load %s: %w", p.Name(), err)
 			}
 			loaded[p] = true
 		}
-		d, rows, err := p.Run(ctx, spec)
+	}
+	return &peerRuns{ctx: ctx, ps: ps, spec: spec, want: want, logf: logf, secs: map[string][]float64{}, valid: map[string]bool{}}, nil
+}
+
+// rep runs the query once on each peer.
+func (p *peerRuns) rep() error {
+	for _, peer := range p.ps {
+		d, rows, err := peer.Run(p.ctx, p.spec)
 		if err != nil {
-			return fmt.Errorf("bench: nexmark: %s on %s: %w", q, p.Name(), err)
+			return fmt.Errorf("bench: nexmark: %s on %s: %w", p.spec.Name, peer.Name(), err)
 		}
-		r.PeerSeconds[p.Name()] = d.Seconds()
-		r.WeirOverPeer[p.Name()] = r.ArrangementSeconds / d.Seconds()
-		r.PeerVerified[p.Name()] = queries.Diff(want, rows, spec.RelTol).OK()
-		logf("idle %s %s: %.3fs, verified %v", q, p.Name(), d.Seconds(), r.PeerVerified[p.Name()])
+		name := peer.Name()
+		ok := queries.Diff(p.want, rows, p.spec.RelTol).OK()
+		prev, seen := p.valid[name]
+		p.valid[name] = ok && (prev || !seen)
+		p.secs[name] = append(p.secs[name], d.Seconds())
+		p.logf("idle %s %s: %.3fs, verified %v", p.spec.Name, name, d.Seconds(), ok)
 	}
 	return nil
+}
+
+// finish records the runs in r, whose arrangement builds are done.
+func (p *peerRuns) finish(r *NexmarkResult) {
+	r.PeerSeconds, r.PeerRepSeconds = map[string]float64{}, map[string][]float64{}
+	r.WeirOverPeer, r.WeirOverPeerStats, r.PeerVerified = map[string]float64{}, map[string]*RatioStats{}, map[string]bool{}
+	for name, secs := range p.secs {
+		med := median(secs)
+		r.PeerSeconds[name], r.PeerRepSeconds[name] = med, secs
+		r.WeirOverPeer[name] = r.ArrangementSeconds / med
+		r.WeirOverPeerStats[name] = pairedRatios(r.ArrangementRepSeconds, secs)
+		r.PeerVerified[name] = p.valid[name]
+	}
 }

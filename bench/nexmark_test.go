@@ -3,9 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/seed04fbb902/weir/bench/nexmark/peers"
+	"github.com/seed04fbb902/weir/bench/nexmark/queries"
 )
 
 // RunNexmarkBench end to end on a few thousand events, two reps: one result per
@@ -83,5 +88,76 @@ func TestLSMWrites(t *testing.T) {
 	}
 	if w := lsmWrites(&a, &a); w.RewrittenOverIngested != nil {
 		t.Fatalf("nothing ingested, yet a ratio %v", *w.RewrittenOverIngested)
+	}
+}
+
+// oraclePeer is a Peer that evaluates the queries with the Go oracle over the rows it
+// was loaded with, each run taking the next of its durations; wrong drops a row of
+// every result.
+type oraclePeer struct {
+	tables queries.Tables
+	secs   []time.Duration
+	runs   int
+	wrong  bool
+}
+
+func (p *oraclePeer) Name() string { return "oracle" }
+func (p *oraclePeer) Close() error { return nil }
+func (p *oraclePeer) Load(_ context.Context, t queries.Tables) error {
+	p.tables = t
+	return nil
+}
+func (p *oraclePeer) Run(_ context.Context, q queries.Query) (time.Duration, []queries.Row, error) {
+	rows, err := queries.Eval(q.Name, p.tables)
+	if p.wrong && len(rows) > 0 {
+		rows = rows[1:]
+	}
+	d := p.secs[p.runs%len(p.secs)]
+	p.runs++
+	return d, rows, err
+}
+
+// A peer runs the query after each rep of Weir's idle builds: its median, every run's
+// seconds, Weir ÷ the peer as medians and paired by rep, and whether every run's
+// rows were the oracle's.
+func TestRunNexmarkBenchPeerReps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds views on disk")
+	}
+	for _, wrong := range []bool{false, true} {
+		p := &oraclePeer{secs: []time.Duration{300 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, wrong: wrong}
+		res, err := RunNexmarkBench(context.Background(), NexmarkBenchOptions{
+			Events: 2000, Queries: []string{"q0"}, Reps: 3, BusyRate: 2000, Dir: t.TempDir(), Peers: []peers.Peer{p},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.runs != 3 {
+			t.Fatalf("the peer ran %d times, want 3 (once a rep)", p.runs)
+		}
+		for _, r := range res {
+			if r.Upstream != modeIdle {
+				if r.PeerSeconds != nil {
+					t.Errorf("busy %s: peer seconds %v, want none", r.Query, r.PeerSeconds)
+				}
+				continue
+			}
+			if got := r.PeerRepSeconds["oracle"]; !slices.Equal(got, []float64{0.3, 0.1, 0.2}) {
+				t.Errorf("peer rep seconds %v, want [0.3 0.1 0.2]", got)
+			}
+			if got := r.PeerSeconds["oracle"]; got != 0.2 {
+				t.Errorf("peer seconds %v, want the median 0.2", got)
+			}
+			if got, want := r.WeirOverPeer["oracle"], r.ArrangementSeconds/0.2; got != want {
+				t.Errorf("Weir ÷ peer %v, want %v", got, want)
+			}
+			st := r.WeirOverPeerStats["oracle"]
+			if st == nil || len(st.Pairs) != 3 || st.CI95 == nil || st.Pairs[1] != r.ArrangementRepSeconds[1]/0.1 {
+				t.Errorf("paired Weir ÷ peer %+v for Weir's reps %v", st, r.ArrangementRepSeconds)
+			}
+			if r.PeerVerified["oracle"] == wrong {
+				t.Errorf("peer verified %v with wrong rows %v", r.PeerVerified["oracle"], wrong)
+			}
+		}
 	}
 }

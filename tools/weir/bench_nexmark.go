@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -38,8 +40,10 @@ the committed tables, and drops it. ratio is arrangement seconds ÷ no-shuffle s
 
 With --postgres DSN (see make pg-start) and --duckdb (a binary built with -tags
 duckdb), each peer loads the idle tables and creates the same query's result
-(CREATE MATERIALIZED VIEW / CREATE TABLE AS), timed; Weir's arrangement seconds ÷ the
-peer's seconds is reported, and the peer's rows are checked against the oracle too.
+(CREATE MATERIALIZED VIEW / CREATE TABLE AS) after each rep of Weir's idle builds,
+timed; Weir's arrangement seconds ÷ the peer's (medians) is reported, with the
+ratios paired by rep (geomean and 95% interval), and every run's rows are checked
+against the oracle too.
 
 Progress lines go to stderr (see --quiet).`,
 		Args: cobra.NoArgs,
@@ -112,15 +116,15 @@ func printNexmark(w io.Writer, res []bench.NexmarkResult, asJSON bool) error {
 		return json.NewEncoder(w).Encode(res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "query\tupstream\tarrangement s\tno-shuffle s\tratio\tpaired ratios: geomean [95%% CI]\tverified\tsnapshot rows/s\tupstream rows/s\tpeak heap MB\tpeers s\n")
+	fmt.Fprintf(tw, "query\tupstream\tarrangement s\tno-shuffle s\tratio\tpaired ratios: geomean [95%% CI]\tverified\tsnapshot rows/s\tupstream rows/s\tpeak heap MB\tpeers s (Weir ÷ peer, paired)\n")
 	for _, r := range res {
 		ns, ratio := "-", "-"
 		if r.NoShuffleSeconds != nil {
 			ns, ratio = fmt.Sprintf("%.2f", *r.NoShuffleSeconds), fmt.Sprintf("%.3f", *r.Ratio)
 		}
 		var ps []string
-		for name, s := range r.PeerSeconds {
-			ps = append(ps, fmt.Sprintf("%s %.2f", name, s))
+		for _, name := range slices.Sorted(maps.Keys(r.PeerSeconds)) {
+			ps = append(ps, fmt.Sprintf("%s %.3f (%s)", name, r.PeerSeconds[name], pairedText(r.WeirOverPeerStats[name])))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\t%s\t%v\t%.0f\t%.0f\t%.1f\t%s\n", r.Query, r.Upstream, r.ArrangementSeconds, ns, ratio, pairedText(r.RatioStats), r.Verified,
 			r.Arrangement.SnapshotRowsPerSec, r.Arrangement.UpstreamRowsPerSec, r.Arrangement.PeakHeapMB, strings.Join(ps, ", "))
