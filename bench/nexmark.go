@@ -321,6 +321,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 
 	var out []NexmarkResult
 	loaded := map[peers.Peer]bool{}
+	oracle := &goOracle{}
 	// Idle: one engine for every build (nothing changes the tables).
 	idle, closeIdle, err := clone()
 	if err != nil {
@@ -334,16 +335,13 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	defer idleTabs.Release()
 	for _, q := range o.Queries {
 		r := NexmarkResult{Query: q, Upstream: modeIdle}
-		var runs *peerRuns
-		var afterRep func() error // the peers' runs of the query, after each rep
-		if len(o.Peers) > 0 {
-			if runs, err = newPeerRuns(ctx, o.Peers, loaded, q, idleTabs, logf); err != nil {
-				closeIdle()
-				return out, err
-			}
-			afterRep = runs.rep
+		// The peers' runs of the query, and the Go batch oracle's, after each rep.
+		runs, err := newPeerRuns(ctx, append(slices.Clone(o.Peers), oracle), loaded, q, idleTabs, logf)
+		if err != nil {
+			closeIdle()
+			return out, err
 		}
-		err := r.repeat(o.Reps, afterRep, func(kind engine.BackfillKind) (NexmarkBuild, error) {
+		err = r.repeat(o.Reps, runs.rep, func(kind engine.BackfillKind) (NexmarkBuild, error) {
 			b, err := nexmarkBuild(ctx, idle, q, kind, o.Parallelism, &rounds)
 			if err == nil {
 				err = verifyNexmarkView(ctx, idle, q, idleTabs, &b)
@@ -360,9 +358,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 			closeIdle()
 			return out, err
 		}
-		if runs != nil {
-			runs.finish(&r)
-		}
+		runs.finish(&r)
 		out = append(out, r)
 	}
 	if err := closeIdle(); err != nil {
@@ -580,6 +576,22 @@ func verifyNexmarkView(ctx context.Context, e *engine.Engine, q string, tabs *vi
 	c, err := views.Compare(ctx, e, q, tabs)
 	b.Rows, b.Verified, b.Mismatches = c.Rows, c.Verified, c.Mismatches
 	return err
+}
+
+// goOracle is the Go batch oracle (queries.Eval) as a peer, "go-oracle": what a
+// Go program evaluating the query over the rows in memory, in one pass, takes.
+type goOracle struct{ tables queries.Tables }
+
+func (g *goOracle) Name() string { return "go-oracle" }
+func (g *goOracle) Close() error { return nil }
+func (g *goOracle) Load(_ context.Context, t queries.Tables) error {
+	g.tables = t
+	return nil
+}
+func (g *goOracle) Run(_ context.Context, q queries.Query) (time.Duration, []queries.Row, error) {
+	start := time.Now()
+	rows, err := queries.Eval(q.Name, g.tables)
+	return time.Since(start), rows, err
 }
 
 // peerRuns times one query on each peer, once per rep of Weir's builds, checking

@@ -43,7 +43,8 @@ duckdb), each peer loads the idle tables and creates the same query's result
 (CREATE MATERIALIZED VIEW / CREATE TABLE AS) after each rep of Weir's idle builds,
 timed; Weir's arrangement seconds ÷ the peer's (medians) is reported, with the
 ratios paired by rep (geomean and 95% interval), and every run's rows are checked
-against the oracle too.
+against the oracle too. The Go batch oracle itself (go-oracle: the query evaluated
+over the rows in memory) is timed the same way, with or without peers.
 
 Progress lines go to stderr (see --quiet).`,
 		Args: cobra.NoArgs,
