@@ -617,8 +617,10 @@ func TestNodePendingBytes(t *testing.T) {
 	default:
 		t.Fatal("CommitSignal still open after a commit")
 	}
-	// A refused seal (at the committed epoch) keeps its writes unsealed, counted once.
+	// A refused seal (at the committed epoch) keeps its writes unsealed, counted once,
+	// rewritten keys included, and nothing of them is left once they are committed.
 	writeBids(t, mem, w0, inserts(idRange(300, 305), bidVal{Price: 6, Channel: "web"}))
+	writeBids(t, mem, w0, inserts(idRange(300, 305), bidVal{Price: 7, Channel: "app"}))
 	f := int64(w0.UnsealedBytes())
 	if err := w0.Seal(ep(2)); err == nil {
 		t.Fatal("a seal at the committed epoch was accepted")
@@ -628,9 +630,11 @@ func TestNodePendingBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("after sealing them at epoch 4", d+f, 0)
+	mustCheckpoint(t, s, ep(4))
+	want("after checkpoint 4", 0, 0)
 	writeBids(t, mem, w1, inserts(idRange(2000, 2005), bidVal{Price: 5, Channel: "web"}))
 	e := int64(w1.UnsealedBytes())
-	want("unsealed on n1", d+f, e)
+	want("unsealed on n1", 0, e)
 	s.DropUncommitted()
 	want("after DropUncommitted", 0, 0)
 }

@@ -39,7 +39,10 @@ type run struct {
 	table   uint32
 	epoch   uint64
 	entries []entry
-	bytes   int // the memtable's size when sealed: key and value bytes
+	// bytes is the memtable's size when sealed: the key and value bytes of its writes,
+	// a key written again before its vnode was settled counted at each write (the
+	// arena the entries point into holds each version), so at least the entries'.
+	bytes int
 	// spans are the vnodes with entries, ascending, each with its entries' range.
 	spans []vnodeSpan
 	// owned are the vnodes of the table that the run's writer owned (nil: not
@@ -63,7 +66,8 @@ func (r *run) span(v uint16) (start, end int) {
 	return 0, 0
 }
 
-// memtable is a writer's current, unsealed epoch: the last write per key.
+// memtable is a writer's current, unsealed epoch: its writes, which reads and the
+// seal see as the last write per key.
 type memtable struct {
 	// m maps key -> index in items for the vnodes that are mapped (vnodeItems.mapped);
 	// the keys alias the arena.
@@ -102,7 +106,7 @@ type memtable struct {
 // vnodeItems are the items of one vnode: their indexes in insertion order, and a sorted
 // copy of the first cached of them, kept while only new keys are added (an iterator
 // may still hold an older copy: copies are never changed in place); stale is set when a
-// write changes a key the copy holds.
+// write changes a key the copy holds, or a settle renumbers the items.
 //
 // A key written above the vnode's largest is new. One written below it may be a key
 // written before in the epoch: until the vnode is mapped it is appended as an item of
@@ -655,4 +659,7 @@ func (mt *memtable) unseal(r *run) {
 	for _, e := range r.entries {
 		mt.putKnown(e.key, e.value, e.del, e.before)
 	}
+	// The size the writes were counted at (see run.bytes), which the node's unsealed
+	// bytes still hold and the next seal takes off.
+	mt.bytes = r.bytes
 }

@@ -143,8 +143,8 @@ func (s *StateTable) Seal(epoch uint64) error {
 	return nil
 }
 
-// UnsealedBytes is the size of the writes not yet sealed (a key written again
-// counts each write until its vnode is read; see Node.PendingBytes).
+// UnsealedBytes is the size of the writes not yet sealed (a key written again counts
+// at each write made before its vnode was read; see Node.PendingBytes).
 func (s *StateTable) UnsealedBytes() int { return s.mt.bytes }
 
 // Get reads the value of the row with the memcomparable pk in vnode: the actor's own

@@ -471,9 +471,10 @@ func (n *Node) UncommittedBytes() int {
 // committed yet: its sealed runs, and what its state tables wrote since their last
 // seal. It is two atomic loads (safe from any goroutine), for a backfill to hold back
 // its snapshot read while checkpoints fall behind (engine.Options.BackfillMemoryBudget).
-// A row rewritten within an epoch counts each write until its vnode is read or
-// sealed (the writer's memtable holds each version until then), the rewrites of a
-// vnode already read count once. Progress tables count once sealed;
+// A row written again within an epoch counts at each write made before its vnode was
+// read in the epoch (the writer's memtable, then its run, holds each such version
+// until the checkpoint commits it); once the vnode was read, a rewrite counts its new
+// value only. Progress tables count once sealed;
 // replicated tables, which keep their epochs to themselves, never count.
 func (n *Node) PendingBytes() int64 { return n.sealed.Load() + n.unsealed.Load() }
 
