@@ -228,21 +228,23 @@ func (mt *memtable) putKnown(key, value []byte, del bool, b before) {
 		if !vi.mapped && (len(vi.below) >= mt.settleAt || vi.belowBytes >= settleBelowBytes) {
 			mt.settle(vi)
 		}
-		if !vi.mapped {
-			// Appended: the seal, or the vnode's settling, folds it into an
-			// earlier write of the key.
-		} else if i, ok := mt.m[string(key)]; ok {
-			if mt.at(i) < vi.cached {
-				vi.stale = true
+		if vi.mapped {
+			if i, ok := mt.m[string(key)]; ok {
+				if mt.at(i) < vi.cached {
+					vi.stale = true
+				}
+				e := mt.item(i)
+				mt.bytes += len(value) - len(e.value)
+				// An overwrite gets its own allocation: in the arena, a key
+				// rewritten many times an epoch would hold every version until the
+				// seal.
+				e.value = append([]byte(nil), value...)
+				e.del = del
+				return
 			}
-			e := mt.item(i)
-			mt.bytes += len(value) - len(e.value)
-			// An overwrite gets its own allocation: in the arena, a key rewritten
-			// many times an epoch would hold every version until the seal.
-			e.value = append([]byte(nil), value...)
-			e.del = del
-			return
 		}
+		// New, or in an unmapped vnode: appended (the seal, or the vnode's settling,
+		// folds it into an earlier write of the key).
 	}
 	k := mt.copy(key)
 	i := mt.n
@@ -308,9 +310,6 @@ func (mt *memtable) copy(b []byte) []byte {
 // are counted in the memtable's size until then). The positions in the list, the
 // keys below the largest and a sorted copy (rebuilt at its next use) are made anew.
 func (mt *memtable) settle(vi *vnodeItems) {
-	if mt.m == nil {
-		mt.m = make(map[string]int, mt.mhint)
-	}
 	all := vi.idx
 	vi.idx, vi.below = vi.idx[:0], vi.below[:0] // overwritten behind the reads of all
 	var top []byte
@@ -324,7 +323,7 @@ func (mt *memtable) settle(vi *vnodeItems) {
 			mt.dead++
 			continue
 		}
-		mt.m[k] = i
+		mt.mapPut(e.key, i)
 		mt.blocks[i>>itemBlockShift].at[i&(itemBlockLen-1)] = int32(len(vi.idx))
 		if top != nil && bytes.Compare(e.key, top) <= 0 {
 			vi.below = append(vi.below, len(vi.idx))
