@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/seed04fbb902/weir/executors"
@@ -23,14 +24,37 @@ func (e *Engine) setEnginePaused(ctx context.Context, paused bool) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.usable(); err != nil {
-		return err
+	return e.retryLost(ctx, func() error {
+		if err := e.usable(); err != nil {
+			return err
+		}
+		if _, err := e.round(ctx, roundSpec{mutation: m}); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		e.paused = paused
+		return nil
+	})
+}
+
+// maxControlAttempts bounds how often a control is applied again after the nodes it
+// reached were lost (retryLost).
+const maxControlAttempts = 3
+
+// retryLost runs op, a control that leaves the same state however often it is
+// applied (a pause, a resume, a rate limit), and runs it again when it failed because
+// a node was lost and the engine recovered from that: the caller asked for a state,
+// not for a round, and a compute process's crash is the engine's to absorb. op looks
+// up what it changes each time, since the recovery reloaded the catalog. Any other
+// failure, a failed recovery or a closing engine is returned as it is.
+func (e *Engine) retryLost(ctx context.Context, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || attempt == maxControlAttempts || !errors.Is(err, ErrNodeLost) || ctx.Err() != nil || e.usable() != nil {
+			return err
+		}
+		e.controlRetries++
+		e.log.Warn("a control met a lost node; applying it again after the recovery", "attempt", attempt, "error", err)
 	}
-	if _, err := e.round(ctx, roundSpec{mutation: m}); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	e.paused = paused
-	return nil
 }
 
 // PauseMV pauses the backfill of view name at the next barrier (a checkpoint, which
@@ -55,6 +79,10 @@ func (e *Engine) setPaused(ctx context.Context, name string, paused bool) error 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.retryLost(ctx, func() error { return e.setPausedOnce(ctx, name, what, paused) })
+}
+
+func (e *Engine) setPausedOnce(ctx context.Context, name, what string, paused bool) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
@@ -95,6 +123,10 @@ func (e *Engine) setPaused(ctx context.Context, name string, paused bool) error 
 func (e *Engine) SetRateLimit(ctx context.Context, name string, limit *int64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.retryLost(ctx, func() error { return e.setRateLimitOnce(ctx, name, limit) })
+}
+
+func (e *Engine) setRateLimitOnce(ctx context.Context, name string, limit *int64) error {
 	if err := e.usable(); err != nil {
 		return err
 	}

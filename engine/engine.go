@@ -63,7 +63,9 @@ type Engine struct {
 	resent     atomic.Int64
 	opened     bool // Open's own recovery succeeded: a later one may start over (recover)
 	recoveries int
-	samples    map[string]progressSample // Progress: the last reading per view
+	// controlRetries counts the controls applied again after a lost node (retryLost).
+	controlRetries int
+	samples        map[string]progressSample // Progress: the last reading per view
 
 	gmu sync.RWMutex // guards e.g (the pointer) and g.dml for writers
 
@@ -283,6 +285,14 @@ func (e *Engine) Recoveries() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.recoveries
+}
+
+// ControlRetries counts the controls (pauses, resumes, rate limits) that met a lost
+// node and were applied again once the engine had recovered.
+func (e *Engine) ControlRetries() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.controlRetries
 }
 
 // WaitCheckpoint injects a checkpoint barrier and waits until it is committed: every

@@ -626,3 +626,88 @@ func TestLocalLateReplyRefused(t *testing.T) {
 		t.Fatal("the timely reply was not delivered")
 	}
 }
+
+// A control (a rate limit, a view's pause or resume) whose round meets a node's lost
+// stream is applied again once the engine has recovered, instead of failing: the
+// caller asked for a state, and the node's crash is the engine's to absorb. Each
+// control below follows the loss of a different node's stream.
+func TestLocalControlAfterLoss(t *testing.T) {
+	ctx := localCtx(t)
+	l := newLocal(t)
+	e := localEngine(t, t.TempDir(), l)
+	defer e.Close()
+	if err := e.CreateTable(ctx, localKV, engine.TableOptions{Parallelism: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := localWrite(ctx, e.Insert, 0, 600); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	agg := engine.Aggregate(engine.Scan("kv"), []string{"g"}, engine.Agg("count_star", "", "n"))
+	if err := e.CreateMV(ctx, "by_g", agg, engine.MVOptions{Parallelism: 3, Background: true, RateLimit: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	progress := func() engine.JobProgress {
+		t.Helper()
+		for _, p := range e.Progress() {
+			if p.Name == "by_g" {
+				return p
+			}
+		}
+		t.Fatal("no progress of by_g")
+		return engine.JobProgress{}
+	}
+	controls := []struct {
+		name string
+		node int
+		do   func() error
+		want func(engine.JobProgress) bool
+	}{
+		{"lift the rate limit", 1, func() error { return e.SetRateLimit(ctx, "by_g", nil) },
+			func(p engine.JobProgress) bool { return p.RateLimit == nil && !p.Paused }},
+		{"pause the view", 2, func() error { return e.PauseMV(ctx, "by_g") },
+			func(p engine.JobProgress) bool { return p.Paused }},
+		{"resume the view", 0, func() error { return e.ResumeMV(ctx, "by_g") },
+			func(p engine.JobProgress) bool { return !p.Paused && p.RateLimit == nil }},
+	}
+	for i, c := range controls {
+		recoveries := e.Recoveries()
+		if err := l.Lose(c.node); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.do(); err != nil {
+			t.Fatalf("%s after node %d lost its stream: %v", c.name, c.node, err)
+		}
+		if got := e.ControlRetries(); got != i+1 {
+			t.Fatalf("%s: %d controls applied again, want %d", c.name, got, i+1)
+		}
+		if e.Recoveries() <= recoveries {
+			t.Fatalf("%s: no recovery after node %d's loss", c.name, c.node)
+		}
+		if p := progress(); !c.want(p) {
+			t.Fatalf("%s: the view's progress is %+v", c.name, p)
+		}
+	}
+	for i := 0; !progress().Done; i++ {
+		if i == 100 {
+			t.Fatalf("by_g not done after %d checkpoints: %+v", i, progress())
+		}
+		if _, err := e.WaitCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := localScan(t, e, "by_g")
+	if len(got) != 7 {
+		t.Fatalf("by_g has %d groups, want 7: %v", len(got), got)
+	}
+	for _, row := range got {
+		g, n, _ := strings.Cut(row, " ")
+		k := int(g[1] - '0')
+		if want := fmt.Sprint((600 - k + 6) / 7); n != want {
+			t.Fatalf("by_g row %q, want %s %s", row, g, want)
+		}
+	}
+}
