@@ -30,6 +30,12 @@ type crashPoint struct {
 // file writes while armed. It is driven by the test's seeded generator.
 type crasher struct {
 	mem *vfs.MemFS
+	// links is held for reading by every Link of the store's file system (fs) and
+	// for writing by a clone: pebble's MemFS.Link takes the MemFS's clone lock for
+	// reading twice, so a CrashClone queued between the two (a compaction's write
+	// hook cloning while an ingest links) would wait on the Link, and the Link's
+	// second read lock on the queued clone, forever.
+	links sync.RWMutex
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -62,8 +68,11 @@ func (c *crasher) cloneLocked(what string) (int, bool) {
 	if pct > 0 {
 		cfg.RNG = rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
 	}
+	c.links.Lock()
+	clone := c.mem.CrashClone(cfg)
+	c.links.Unlock()
 	c.points = append(c.points, crashPoint{
-		fs:      c.mem.CrashClone(cfg),
+		fs:      clone,
 		what:    fmt.Sprintf("%s (%d%% of unsynced data kept)", what, pct),
 		allowed: append([]uint64(nil), c.allowed...),
 	})
@@ -74,6 +83,25 @@ func (c *crasher) clone(what string) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cloneLocked(c.phase + ": " + what)
+}
+
+// fs is the file system of a store under test: the MemFS with every write op
+// hooked (hook) and every Link serialised against the clones (links).
+func (c *crasher) fs() vfs.FS {
+	return faultFS(linkGuard{FS: c.mem, mu: &c.links}, errorfs.InjectorFunc(c.hook))
+}
+
+// linkGuard holds mu for reading through each Link; under errorfs, so that a Link's
+// hook runs before it is taken.
+type linkGuard struct {
+	vfs.FS
+	mu *sync.RWMutex
+}
+
+func (l linkGuard) Link(oldname, newname string) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.FS.Link(oldname, newname)
 }
 
 func (c *crasher) hook(op errorfs.Op) error {
@@ -304,7 +332,7 @@ func runCrashScenario(t *testing.T, seed uint64, epochs int) {
 	defer mem.AssertSize(t, 0)
 	rng := vectest.NewRand(seed)
 	cr := &crasher{mem: vfs.NewCrashableMem(), rng: vectest.NewRand(seed ^ 0xC4A5), limit: budget(60, 20, 400)}
-	o := seedOptions(faultFS(cr.mem, errorfs.InjectorFunc(cr.hook)), seed)
+	o := seedOptions(cr.fs(), seed)
 	o.MemTableSize = 256 << 10 // rotate WALs and flush inside checkpoints
 	s, err := storage.Open("db", o)
 	if err != nil {

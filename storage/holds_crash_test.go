@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/seed04fbb902/weir/storage"
 	"github.com/seed04fbb902/weir/storage/storetest"
 	"github.com/seed04fbb902/weir/vec/vectest"
@@ -35,7 +34,7 @@ func TestPartialStoreCrash(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xc4a5))
 			fs := vfs.NewMem()
 			cr := &crasher{mem: vfs.NewCrashableMem(), rng: vectest.NewRand(seed ^ 0xC4A5), limit: 1000}
-			partial := testOptions(faultFS(cr.mem, errorfs.InjectorFunc(cr.hook)))
+			partial := testOptions(cr.fs())
 			partial.Partial = true
 			x := openStoreIn(t, "x", testOptions(fs))
 			w := openStoreIn(t, "w", testOptions(fs))
