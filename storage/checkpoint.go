@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -458,23 +457,25 @@ func (c entryChunks) span(a, b int) entryChunks {
 	return out
 }
 
-// mergeRunsHeap merges whole runs by one heap merge (the reference the tests hold
-// mergeRuns to).
-func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
-	cs := make([]mergeCursor, 0, len(runs))
-	for i, r := range runs {
-		if len(r.entries) > 0 {
-			cs = append(cs, mergeCursor{es: r.entries, rank: i})
-		}
-	}
-	return mergeCursors(cs, f)
-}
-
 // mergeCursors calls f with the final write of every key of the cursors' entries in
 // ascending key order, by a heap merge (see mergeRuns); the cursors are consumed.
+//
+// The heap is typed and ordered by each cursor's next key, compared first by its
+// leading 16 bytes held as two integers (the table, vnode and the start of the pk:
+// most comparisons end there), then whole, then latest run first: container/heap's
+// calls through an interface and bytes.Compare of keys that share their prefix were
+// most of a checkpoint's merge.
 func mergeCursors(cs []mergeCursor, f func(entry, before) error) error {
-	h := runHeap(cs)
-	heap.Init(&h)
+	h := cs[:0]
+	for _, c := range cs {
+		if len(c.es) > 0 {
+			c.setHead()
+			h = append(h, c)
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
 	var cur entry // the latest write of the key being merged
 	var b before  // what its earliest write knew
 	have := false
@@ -492,9 +493,14 @@ func mergeCursors(cs []mergeCursor, f func(entry, before) error) error {
 			cur, b, have = e, e.before, true
 		}
 		if c.es = c.es[1:]; len(c.es) == 0 {
-			heap.Pop(&h)
+			last := len(h) - 1
+			h[0] = h[last]
+			h = h[:last]
 		} else {
-			heap.Fix(&h, 0)
+			c.setHead()
+		}
+		if len(h) > 1 {
+			siftDown(h, 0)
 		}
 	}
 	if have {
@@ -503,30 +509,59 @@ func mergeCursors(cs []mergeCursor, f func(entry, before) error) error {
 	return nil
 }
 
-// runHeap orders run cursors by their next key, and equal keys latest run first.
-type runHeap []mergeCursor
-
 // mergeCursor is a run's entries (or a piece of them) not yet merged; rank orders
-// runs by epoch.
+// runs by epoch. h0 and h1 are the first 16 bytes of its next key, big-endian, zero
+// past the key's end: keys ordered by them are ordered so as bytes, and keys whose
+// heads are equal are compared whole.
 type mergeCursor struct {
-	es   []entry
-	rank int
+	es     []entry
+	rank   int
+	h0, h1 uint64
 }
 
-func (h runHeap) Len() int { return len(h) }
-func (h runHeap) Less(i, j int) bool {
-	if c := bytes.Compare(h[i].es[0].key, h[j].es[0].key); c != 0 {
+func (c *mergeCursor) setHead() {
+	k := c.es[0].key
+	if len(k) >= 16 {
+		c.h0, c.h1 = binary.BigEndian.Uint64(k), binary.BigEndian.Uint64(k[8:])
+		return
+	}
+	var pad [16]byte
+	copy(pad[:], k)
+	c.h0, c.h1 = binary.BigEndian.Uint64(pad[:]), binary.BigEndian.Uint64(pad[8:])
+}
+
+// cursorLess orders cursors by their next key, and equal keys latest run first.
+func cursorLess(a, b *mergeCursor) bool {
+	if a.h0 != b.h0 {
+		return a.h0 < b.h0
+	}
+	if a.h1 != b.h1 {
+		return a.h1 < b.h1
+	}
+	if c := bytes.Compare(a.es[0].key, b.es[0].key); c != 0 {
 		return c < 0
 	}
-	return h[i].rank > h[j].rank
+	return a.rank > b.rank
 }
-func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)   { *h = append(*h, x.(mergeCursor)) }
-func (h *runHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+
+// siftDown moves h[i] down to its place in the min-heap h.
+func siftDown(h []mergeCursor, i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && cursorLess(&h[r], &h[l]) {
+			m = r
+		}
+		if !cursorLess(&h[m], &h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 func sortRunsByEpoch(rs []*run) {

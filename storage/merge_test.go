@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"container/heap"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -316,4 +317,60 @@ func TestMergeRunsDisjoint(t *testing.T) {
 			t.Fatalf("seed %d: overlapping runs: got %v, want %v", seed, got, want)
 		}
 	}
+}
+
+// mergeRunsHeap merges whole runs by container/heap (the reference the tests hold
+// mergeRuns, and its typed heap, to).
+func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
+	var h refHeap
+	for i, r := range runs {
+		if len(r.entries) > 0 {
+			h = append(h, mergeCursor{es: r.entries, rank: i})
+		}
+	}
+	heap.Init(&h)
+	var cur entry
+	var b before
+	have := false
+	for len(h) > 0 {
+		c := &h[0]
+		e := c.es[0]
+		if have && bytes.Equal(e.key, cur.key) {
+			b = e.before
+		} else {
+			if have {
+				if err := f(cur, b); err != nil {
+					return err
+				}
+			}
+			cur, b, have = e, e.before, true
+		}
+		if c.es = c.es[1:]; len(c.es) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	if have {
+		return f(cur, b)
+	}
+	return nil
+}
+
+type refHeap []mergeCursor
+
+func (h refHeap) Len() int { return len(h) }
+func (h refHeap) Less(i, j int) bool {
+	if c := bytes.Compare(h[i].es[0].key, h[j].es[0].key); c != 0 {
+		return c < 0
+	}
+	return h[i].rank > h[j].rank
+}
+func (h refHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *refHeap) Push(x any)   { *h = append(*h, x.(mergeCursor)) }
+func (h *refHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
 }
