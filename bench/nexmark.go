@@ -88,6 +88,10 @@ type NexmarkBuild struct {
 	// summed: where a short build's time goes between its snapshot reads.
 	CollectSeconds float64 `json:"collect_seconds"`
 	CommitSeconds  float64 `json:"commit_seconds"`
+	// Rounds are those rounds one by one, in the order they ended: where the build's
+	// last rounds (its final checkpoints, after the snapshots were read) take its
+	// time.
+	Rounds []NexmarkRound `json:"rounds"`
 	// StateEvictions and StateLoads are the joins' rows and aggregates' groups the
 	// nodes' state budgets (Options.StateCacheBytes) evicted, and the lookups that
 	// read their state tables, during the build.
@@ -156,22 +160,6 @@ func settleLSM(e *engine.Engine, limit time.Duration) (*pebble.Metrics, bool, er
 			return m, false, nil
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// roundCounts counts an engine's barrier rounds (its Options.OnBarrier), and sums
-// their collection and commit times.
-type roundCounts struct {
-	barriers, checkpoints atomic.Int64
-	collect, commit       atomic.Int64 // nanoseconds
-}
-
-func (c *roundCounts) onBarrier(s engine.BarrierStats) {
-	c.barriers.Add(1)
-	c.collect.Add(int64(s.Latency))
-	if s.Checkpoint {
-		c.checkpoints.Add(1)
-		c.commit.Add(int64(s.CheckpointDuration))
 	}
 }
 
@@ -256,7 +244,7 @@ func RunNexmarkBench(ctx context.Context, o NexmarkBenchOptions) ([]NexmarkResul
 	// The generator's batches (written, then released by the engine's DML path) come
 	// from the Go heap; the engines take their default allocator, a pool each.
 	mem := memory.NewGoAllocator()
-	var rounds roundCounts
+	var rounds roundLog
 	opts := engine.Options{OnBarrier: rounds.onBarrier, Nodes: nexmarkNodes, BackfillWorkers: o.Workers, StateCacheBytes: o.StateCacheBytes,
 		BackfillCheckpointInterval: o.BackfillCheckpointInterval, BackfillCheckpointBytes: o.BackfillCheckpointBytes, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The golden copy: the loaded tables, from which every build's engine starts.
@@ -496,7 +484,7 @@ func (w *eventWriter) halt() uint64 {
 }
 
 // nexmarkBuild creates query q's view with backfill kind and times it.
-func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int, rounds *roundCounts) (NexmarkBuild, error) {
+func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.BackfillKind, p int, rounds *roundLog) (NexmarkBuild, error) {
 	plan, err := views.Plan(q)
 	if err != nil {
 		return NexmarkBuild{}, err
@@ -526,8 +514,6 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 			}
 		}
 	}()
-	b0, c0 := rounds.barriers.Load(), rounds.checkpoints.Load()
-	col0, com0 := rounds.collect.Load(), rounds.commit.Load()
 	st0 := e.StateCacheStats()
 	// The build starts on an empty memtable and no compaction running, and its
 	// figures are read once the memtable it leaves is flushed and the compactions
@@ -536,11 +522,11 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush before %s: %w", q, err)
 	}
+	rounds.reset()
 	t0 := time.Now()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
-	b1, c1 := rounds.barriers.Load(), rounds.checkpoints.Load()
-	col1, com1 := rounds.collect.Load(), rounds.commit.Load()
+	built := rounds.since(t0)
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -551,11 +537,18 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush after %s: %w", q, err)
 	}
-	b := NexmarkBuild{Seconds: secs, Barriers: b1 - b0, Checkpoints: c1 - c0,
-		CollectSeconds: time.Duration(col1 - col0).Seconds(), CommitSeconds: time.Duration(com1 - com0).Seconds(),
+	b := NexmarkBuild{Seconds: secs, Rounds: built,
 		StateEvictions: st1.Evictions + st1.GroupEvictions - st0.Evictions - st0.GroupEvictions, StateLoads: st1.Loads + st1.GroupLoads - st0.Loads - st0.GroupLoads,
 		LSM: lsmWrites(m0, m1)}
 	b.LSM.Unsettled = !settled0 || !settled1
+	for _, r := range built {
+		b.Barriers++
+		b.CollectSeconds += r.CollectSeconds
+		if r.Checkpoint {
+			b.Checkpoints++
+			b.CommitSeconds += r.CommitSeconds
+		}
+	}
 	if pk := peak.Load(); pk > base {
 		b.PeakHeapMB = float64(pk-base) / (1 << 20)
 	}

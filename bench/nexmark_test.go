@@ -44,6 +44,26 @@ func TestRunNexmarkBench(t *testing.T) {
 		if got, want := *r.Ratio, r.ArrangementSeconds/(*r.NoShuffleSeconds); got != want {
 			t.Errorf("%s %s: ratio %v, want %v", r.Query, r.Upstream, got, want)
 		}
+		// A build's rounds, one by one, add up to its counts and sums, in the order
+		// they ended, and the last ends with the build (its view committed as done).
+		for _, b := range []*NexmarkBuild{&r.Arrangement, r.NoShuffle} {
+			var barriers, ckpts int64
+			var collect, commit float64
+			for i, rd := range b.Rounds {
+				barriers++
+				collect += rd.CollectSeconds
+				if rd.Checkpoint {
+					ckpts++
+					commit += rd.CommitSeconds
+				}
+				if i > 0 && rd.EndSeconds < b.Rounds[i-1].EndSeconds || rd.EndSeconds > b.Seconds {
+					t.Errorf("%s %s: round %d ends at %v s, after %v, in a build of %v s", r.Query, r.Upstream, i, rd.EndSeconds, b.Rounds[max(i-1, 0)].EndSeconds, b.Seconds)
+				}
+			}
+			if barriers == 0 || barriers != b.Barriers || ckpts != b.Checkpoints || collect != b.CollectSeconds || commit != b.CommitSeconds {
+				t.Errorf("%s %s: rounds %+v, for %d barriers, %d checkpoints, %v s collecting and %v s committing", r.Query, r.Upstream, b.Rounds, b.Barriers, b.Checkpoints, b.CollectSeconds, b.CommitSeconds)
+			}
+		}
 		// Each rep's two builds make a pair.
 		if st := r.RatioStats; st == nil || len(st.Pairs) != 2 || st.CI95 == nil ||
 			st.Pairs[1] != r.ArrangementRepSeconds[1]/r.NoShuffleRepSeconds[1] {
