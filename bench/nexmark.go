@@ -522,11 +522,10 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	if err != nil {
 		return NexmarkBuild{}, fmt.Errorf("bench: nexmark: flush before %s: %w", q, err)
 	}
-	rounds.reset()
-	t0 := time.Now()
+	t0, cpu0 := rounds.reset()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
 	secs := time.Since(t0).Seconds()
-	built := rounds.since(t0)
+	built := rounds.since(t0, cpu0)
 	close(stop)
 	wg.Wait()
 	if err != nil {

@@ -9,12 +9,15 @@ import (
 
 // NexmarkRound is one barrier round that ended during a build: when it ended (seconds
 // since the build started), whether it was a checkpoint, its time from the barrier's
-// injection until every actor passed it, and its checkpoint's commit.
+// injection until every actor passed it, its checkpoint's commit, and the cores the
+// process used from the end of the round before (or the build's start) to its end:
+// near 1 on this 2-core machine where one goroutine (a commit) works alone.
 type NexmarkRound struct {
 	EndSeconds     float64 `json:"end_seconds"`
 	Checkpoint     bool    `json:"checkpoint"`
 	CollectSeconds float64 `json:"collect_seconds"`
 	CommitSeconds  float64 `json:"commit_seconds"`
+	Cores          float64 `json:"cores"`
 }
 
 // roundLog records an engine's barrier rounds (its Options.OnBarrier) as they end.
@@ -25,31 +28,39 @@ type roundLog struct {
 
 type loggedRound struct {
 	end time.Time
+	cpu time.Duration // the process's CPU time at end
 	s   engine.BarrierStats
 }
 
 func (l *roundLog) onBarrier(s engine.BarrierStats) {
-	end := time.Now()
+	end, cpu := time.Now(), processCPU()
 	l.mu.Lock()
-	l.rounds = append(l.rounds, loggedRound{end: end, s: s})
+	l.rounds = append(l.rounds, loggedRound{end: end, cpu: cpu, s: s})
 	l.mu.Unlock()
 }
 
-// reset forgets the rounds logged so far.
-func (l *roundLog) reset() {
+// reset forgets the rounds logged so far, and returns the time and the process's CPU
+// time from which the next rounds are measured.
+func (l *roundLog) reset() (time.Time, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.rounds = l.rounds[:0]
+	return time.Now(), processCPU()
 }
 
-// since returns the rounds logged since the last reset, their ends in seconds after
-// t0.
-func (l *roundLog) since(t0 time.Time) []NexmarkRound {
+// since returns the rounds logged since the reset that returned t0 and cpu0, their
+// ends in seconds after t0.
+func (l *roundLog) since(t0 time.Time, cpu0 time.Duration) []NexmarkRound {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]NexmarkRound, 0, len(l.rounds))
+	prev, prevCPU := t0, cpu0
 	for _, r := range l.rounds {
 		nr := NexmarkRound{EndSeconds: r.end.Sub(t0).Seconds(), Checkpoint: r.s.Checkpoint, CollectSeconds: r.s.Latency.Seconds()}
+		if d := r.end.Sub(prev); d > 0 {
+			nr.Cores = float64(r.cpu-prevCPU) / float64(d)
+		}
+		prev, prevCPU = r.end, r.cpu
 		if r.s.Checkpoint {
 			nr.CommitSeconds = r.s.CheckpointDuration.Seconds()
 		}
