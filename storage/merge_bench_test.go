@@ -12,7 +12,7 @@ import (
 // a join's state at once (spaced checkpoints while a backfill runs): 8 epochs, each
 // with writes in every one of 256 vnodes under keys that lead with a random 8-byte
 // join key and a 4-byte row id, so that every vnode's pieces overlap and take the
-// heap merge. 200,000 entries in all; ns/op over entries is the cost per write:
+// heap merge. 204,800 entries in all; ns/entry is the cost per write:
 //
 //	go test ./storage -run XXX -bench MergeRuns
 func BenchmarkMergeRuns(b *testing.B) {
