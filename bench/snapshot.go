@@ -155,6 +155,12 @@ type SnapshotResult struct {
 	NsPerRowCPU    float64 `json:"cpu_ns_per_row"`
 	RawNsPerRowCPU float64 `json:"raw_cpu_ns_per_row"`
 
+	// CacheMisses and RawCacheMisses are the block cache misses of a snapshot pass
+	// and of a raw scan with Workers (medians; their warm-up passes load the cache,
+	// which holds every block at the default CacheBytes).
+	CacheMisses    float64 `json:"cache_misses"`
+	RawCacheMisses float64 `json:"raw_cache_misses"`
+
 	BytesPerRow float64 `json:"kv_bytes_per_row"` // stored key and value bytes per row
 	Seconds     float64 `json:"seconds"`          // measuring, warm-up included
 	LoadSeconds float64 `json:"load_seconds"`
@@ -184,10 +190,16 @@ func (sb *SnapshotBench) Measure(workers, batch, reps int) (SnapshotResult, erro
 		workers int
 	}
 	run := func(p pass) (passStats, error) {
+		misses := sb.store.DB().Metrics().BlockCache.Misses
+		var ps passStats
+		var err error
 		if p.raw {
-			return sb.raw(p.workers)
+			ps, err = sb.raw(p.workers)
+		} else {
+			ps, err = sb.snapshot(p.workers, batch)
 		}
-		return sb.snapshot(p.workers, batch)
+		ps.cacheMisses = sb.store.DB().Metrics().BlockCache.Misses - misses
+		return ps, err
 	}
 	passes := []pass{{true, workers}, {false, workers}}
 	if workers > 1 {
@@ -199,7 +211,7 @@ func (sb *SnapshotBench) Measure(workers, batch, reps int) (SnapshotResult, erro
 			return res, err
 		}
 	}
-	var eff, par, rawPar, eff1, cpuPar, snapW, rawW, snap1, raw1, allocs, cores, rawCores, ns, rawNs []float64
+	var eff, par, rawPar, eff1, cpuPar, snapW, rawW, snap1, raw1, allocs, cores, rawCores, ns, rawNs, misses, rawMisses []float64
 	for rep := 0; rep < reps; rep++ {
 		order := slices.Clone(passes)
 		if rep%2 == 1 {
@@ -231,8 +243,10 @@ func (sb *SnapshotBench) Measure(workers, batch, reps int) (SnapshotResult, erro
 		if sw.cpu > 0 && s1.cpu > 0 {
 			cpuPar = append(cpuPar, s1.cpu.Seconds()/sw.cpu.Seconds())
 		}
+		misses, rawMisses = append(misses, float64(sw.cacheMisses)), append(rawMisses, float64(rw.cacheMisses))
 		res.BytesPerRow = float64(rw.bytes) / float64(rw.rows)
 	}
+	res.CacheMisses, res.RawCacheMisses = median(misses), median(rawMisses)
 	res.Efficiency, res.ParallelEfficiency = median(eff), median(par)
 	res.RowsPerSec, res.RawRowsPerSec = median(snapW), median(rawW)
 	res.AllocsPerRow = median(allocs)
@@ -264,7 +278,7 @@ type passStats struct {
 	wall    time.Duration
 	cpu     time.Duration // process CPU time
 	mallocs uint64        // snapshot reads: Go heap allocations
-	// cacheMisses is the store's block cache misses during the pass (efficiency passes)
+	// cacheMisses is the block cache misses of the store read during the pass
 	cacheMisses int64
 }
 

@@ -116,6 +116,11 @@ func TestSnapshotMeasure(t *testing.T) {
 			t.Errorf("%s = %v", name, x)
 		}
 	}
+	// The warm-up passes load the cache, which holds every block: no measured pass
+	// misses it.
+	if res.CacheMisses != 0 || res.RawCacheMisses != 0 {
+		t.Errorf("cache misses per pass: snapshot %v, raw %v, want 0 after the warm-up", res.CacheMisses, res.RawCacheMisses)
+	}
 }
 
 // TestBulkLoadMatchesEngine checks that the bulk loader leaves exactly the table
