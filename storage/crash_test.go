@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -30,12 +31,13 @@ type crashPoint struct {
 // file writes while armed. It is driven by the test's seeded generator.
 type crasher struct {
 	mem *vfs.MemFS
-	// links is held for reading by every Link of the store's file system (fs) and
-	// for writing by a clone: pebble's MemFS.Link takes the MemFS's clone lock for
-	// reading twice, so a CrashClone queued between the two (a compaction's write
-	// hook cloning while an ingest links) would wait on the Link, and the Link's
-	// second read lock on the queued clone, forever.
-	links sync.RWMutex
+	// nested is held for reading through every operation of the store's file
+	// system (fs) that takes pebble's MemFS clone lock for reading twice (Link;
+	// ReuseForWrite, which renames, as a WAL's reuse does; Lock, which creates the
+	// lock file), and for writing by a clone: a CrashClone queued between the two
+	// (a compaction's write hook cloning meanwhile) would wait on the operation, and
+	// the operation's second read lock on the queued clone, forever.
+	nested sync.RWMutex
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -68,9 +70,9 @@ func (c *crasher) cloneLocked(what string) (int, bool) {
 	if pct > 0 {
 		cfg.RNG = rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64()))
 	}
-	c.links.Lock()
+	c.nested.Lock()
 	clone := c.mem.CrashClone(cfg)
-	c.links.Unlock()
+	c.nested.Unlock()
 	c.points = append(c.points, crashPoint{
 		fs:      clone,
 		what:    fmt.Sprintf("%s (%d%% of unsynced data kept)", what, pct),
@@ -86,22 +88,36 @@ func (c *crasher) clone(what string) (int, bool) {
 }
 
 // fs is the file system of a store under test: the MemFS with every write op
-// hooked (hook) and every Link serialised against the clones (links).
+// hooked (hook) and the operations that nest its clone lock serialised against the
+// clones (nested).
 func (c *crasher) fs() vfs.FS {
-	return faultFS(linkGuard{FS: c.mem, mu: &c.links}, errorfs.InjectorFunc(c.hook))
+	return faultFS(nestGuard{FS: c.mem, mu: &c.nested}, errorfs.InjectorFunc(c.hook))
 }
 
-// linkGuard holds mu for reading through each Link; under errorfs, so that a Link's
-// hook runs before it is taken.
-type linkGuard struct {
+// nestGuard holds mu for reading through each operation of FS that takes MemFS's
+// clone lock twice; under errorfs, so that an operation's hook runs before mu is
+// taken.
+type nestGuard struct {
 	vfs.FS
 	mu *sync.RWMutex
 }
 
-func (l linkGuard) Link(oldname, newname string) error {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.FS.Link(oldname, newname)
+func (g nestGuard) Link(oldname, newname string) error {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.FS.Link(oldname, newname)
+}
+
+func (g nestGuard) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.FS.ReuseForWrite(oldname, newname, category)
+}
+
+func (g nestGuard) Lock(name string) (io.Closer, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.FS.Lock(name)
 }
 
 func (c *crasher) hook(op errorfs.Op) error {
