@@ -524,8 +524,9 @@ func nexmarkBuild(ctx context.Context, e *engine.Engine, q string, kind engine.B
 	}
 	t0, cpu0 := rounds.reset()
 	err = e.CreateMV(ctx, q, plan, engine.MVOptions{Backfill: kind, Parallelism: p})
-	secs := time.Since(t0).Seconds()
-	built := rounds.since(t0, cpu0)
+	t1 := time.Now()
+	secs := t1.Sub(t0).Seconds()
+	built := rounds.within(t0, t1, cpu0)
 	close(stop)
 	wg.Wait()
 	if err != nil {

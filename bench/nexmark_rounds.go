@@ -11,7 +11,7 @@ import (
 // since the build started), whether it was a checkpoint, its time from the barrier's
 // injection until every actor passed it, its checkpoint's commit, and the cores the
 // process used from the end of the round before (or the build's start) to its end:
-// near 1 on this 2-core machine where one goroutine (a commit) works alone.
+// near 1 on a 2-core machine where one goroutine (a commit) works alone.
 type NexmarkRound struct {
 	EndSeconds     float64 `json:"end_seconds"`
 	Checkpoint     bool    `json:"checkpoint"`
@@ -48,14 +48,18 @@ func (l *roundLog) reset() (time.Time, time.Duration) {
 	return time.Now(), processCPU()
 }
 
-// since returns the rounds logged since the reset that returned t0 and cpu0, their
-// ends in seconds after t0.
-func (l *roundLog) since(t0 time.Time, cpu0 time.Duration) []NexmarkRound {
+// within returns the rounds logged since the reset that returned t0 and cpu0 that
+// ended from t0 to t1, their ends in seconds after t0: a round the barrier ticker
+// ended just before the reset, or after the build, is not the build's.
+func (l *roundLog) within(t0, t1 time.Time, cpu0 time.Duration) []NexmarkRound {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]NexmarkRound, 0, len(l.rounds))
 	prev, prevCPU := t0, cpu0
 	for _, r := range l.rounds {
+		if r.end.Before(t0) || r.end.After(t1) {
+			continue
+		}
 		nr := NexmarkRound{EndSeconds: r.end.Sub(t0).Seconds(), Checkpoint: r.s.Checkpoint, CollectSeconds: r.s.Latency.Seconds()}
 		if d := r.end.Sub(prev); d > 0 {
 			nr.Cores = float64(r.cpu-prevCPU) / float64(d)
