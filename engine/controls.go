@@ -36,8 +36,8 @@ func (e *Engine) setEnginePaused(ctx context.Context, paused bool) error {
 	})
 }
 
-// maxControlAttempts bounds how often a control is applied again after the nodes it
-// reached were lost (retryLost).
+// maxControlAttempts bounds the attempts at a control, the first included, when the
+// nodes it reached were lost (retryLost): it is applied again at most twice.
 const maxControlAttempts = 3
 
 // retryLost runs op, a control that leaves the same state however often it is
