@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"container/heap"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -216,7 +215,7 @@ func TestMergeRunsByVnode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := mergeRunsHeap(rs, func(e entry, b before) error {
+		if err := mergeRunsRef(rs, func(e entry, b before) error {
 			want = append(want, fmt.Sprintf("%x %s before %d", e.key, show(e), b))
 			return nil
 		}); err != nil {
@@ -294,7 +293,7 @@ func TestMergeRunsDisjoint(t *testing.T) {
 		if _, ok := disjointRuns(rs); !ok {
 			t.Fatalf("seed %d: disjoint runs %v taken for overlapping", seed, parts)
 		}
-		if got, want := collect(viaMergeAll, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+		if got, want := collect(viaMergeAll, rs), collect(mergeRunsRef, rs); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: got %v, want %v", seed, got, want)
 		}
 		if len(parts) < 2 {
@@ -313,64 +312,41 @@ func TestMergeRunsDisjoint(t *testing.T) {
 		if _, ok := disjointRuns(rs); ok {
 			t.Fatalf("seed %d: overlapping runs taken for disjoint", seed)
 		}
-		if got, want := collect(viaMergeAll, rs), collect(mergeRunsHeap, rs); !slices.Equal(got, want) {
+		if got, want := collect(viaMergeAll, rs), collect(mergeRunsRef, rs); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: overlapping runs: got %v, want %v", seed, got, want)
 		}
 	}
 }
 
-// mergeRunsHeap merges whole runs by container/heap (the reference the tests hold
-// mergeRuns, and its typed heap, to).
-func mergeRunsHeap(runs []*run, f func(entry, before) error) error {
-	var h refHeap
+// mergeRunsRef is the reference the tests hold mergeRuns, and its heap, to: every
+// write of every run in one list, sorted by key and then latest run first, each key's
+// first write passed on with its last write's before.
+func mergeRunsRef(runs []*run, f func(entry, before) error) error {
+	type ranked struct {
+		e    entry
+		rank int
+	}
+	var all []ranked
 	for i, r := range runs {
-		if len(r.entries) > 0 {
-			h = append(h, mergeCursor{es: r.entries, rank: i})
+		for _, e := range r.entries {
+			all = append(all, ranked{e, i})
 		}
 	}
-	heap.Init(&h)
-	var cur entry
-	var b before
-	have := false
-	for len(h) > 0 {
-		c := &h[0]
-		e := c.es[0]
-		if have && bytes.Equal(e.key, cur.key) {
-			b = e.before
-		} else {
-			if have {
-				if err := f(cur, b); err != nil {
-					return err
-				}
-			}
-			cur, b, have = e, e.before, true
+	slices.SortStableFunc(all, func(a, b ranked) int {
+		if c := bytes.Compare(a.e.key, b.e.key); c != 0 {
+			return c
 		}
-		if c.es = c.es[1:]; len(c.es) == 0 {
-			heap.Pop(&h)
-		} else {
-			heap.Fix(&h, 0)
+		return b.rank - a.rank
+	})
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && bytes.Equal(all[j].e.key, all[i].e.key) {
+			j++
 		}
-	}
-	if have {
-		return f(cur, b)
+		if err := f(all[i].e, all[j-1].e.before); err != nil {
+			return err
+		}
+		i = j
 	}
 	return nil
-}
-
-type refHeap []mergeCursor
-
-func (h refHeap) Len() int { return len(h) }
-func (h refHeap) Less(i, j int) bool {
-	if c := bytes.Compare(h[i].es[0].key, h[j].es[0].key); c != 0 {
-		return c < 0
-	}
-	return h[i].rank > h[j].rank
-}
-func (h refHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *refHeap) Push(x any)   { *h = append(*h, x.(mergeCursor)) }
-func (h *refHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
 }
