@@ -23,6 +23,8 @@
 //     engine (fed by barrierSource) against the raw scan.
 //   - nexmark.go: RunNexmarkBench, the Nexmark builds, idle and busy, and the peers'
 //     runs.
+//   - nexmark_rounds.go: NexmarkRound and the log of an engine's barrier rounds that
+//     gives each build its own, with the cores used during each.
 //   - stats.go: RatioStats (paired ratios and their confidence interval) and the
 //     process's CPU time, memory settling and runtime environment.
 //   - cgo_on.go, cgo_off.go: whether the binary was built with cgo.
