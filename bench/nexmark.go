@@ -88,9 +88,9 @@ type NexmarkBuild struct {
 	// summed: where a short build's time goes between its snapshot reads.
 	CollectSeconds float64 `json:"collect_seconds"`
 	CommitSeconds  float64 `json:"commit_seconds"`
-	// Rounds are those rounds one by one, in the order they ended: where the build's
-	// last rounds (its final checkpoints, after the snapshots were read) take its
-	// time.
+	// Rounds are those rounds one by one, in the order they ended, with the cores
+	// used during each: how the build's time falls over them (its last checkpoint's
+	// commit, with a core idle, against the commits that run beside the actors).
 	Rounds []NexmarkRound `json:"rounds"`
 	// StateEvictions and StateLoads are the joins' rows and aggregates' groups the
 	// nodes' state budgets (Options.StateCacheBytes) evicted, and the lookups that
